@@ -1,0 +1,156 @@
+//! The crate's error types: [`Error`] for memory operations, [`StoreError`] for backends.
+
+use std::fmt;
+
+use crate::id::{ConversationId, InvalidConversationId};
+
+/// A `Result` with chatmem's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What went wrong in a chatmem operation.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A conversation id was rejected.
+    #[error(transparent)]
+    InvalidConversationId(#[from] InvalidConversationId),
+    /// JSON input was not a valid array of messages; `path` names the message and field
+    /// (`[3].tool_calls[0].id`), or `input` when the whole input was wrong.
+    #[error("invalid message at {path}: {reason}")]
+    InvalidMessages {
+        /// Where: `[index]` and field path, or `input`.
+        path: String,
+        /// What was wrong.
+        reason: String,
+    },
+    /// A window policy or memory setting was out of range.
+    #[error("invalid configuration: {0}")]
+    InvalidConfig(String),
+    /// A store operation on one conversation failed.
+    #[error("store failed for conversation {id:?}")]
+    Store {
+        /// The conversation.
+        id: ConversationId,
+        /// The store's error.
+        #[source]
+        source: StoreError,
+    },
+    /// A store operation not tied to one conversation (listing, purging) failed.
+    #[error("store failed")]
+    StoreGlobal(#[source] StoreError),
+    /// Other writers kept committing to the conversation; the commit was retried and gave up.
+    #[error("gave up committing to conversation {id:?} after {attempts} conflicting concurrent writes")]
+    TooMuchContention {
+        /// The conversation.
+        id: ConversationId,
+        /// How many attempts were made.
+        attempts: u32,
+    },
+}
+
+impl Error {
+    /// The store error behind this error, if any.
+    pub fn store_error(&self) -> Option<&StoreError> {
+        match self {
+            Error::Store { source, .. } | Error::StoreGlobal(source) => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// The class of a [`StoreError`]: callers branch on this, not on the backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StoreErrorKind {
+    /// A version-checked commit lost to a concurrent writer; reload and retry.
+    Conflict,
+    /// The backend could not be reached or did not answer in time.
+    Unavailable,
+    /// Stored data could not be read (bad JSON, unknown role, ...).
+    Corrupt,
+    /// The database was written by a newer chatmem schema.
+    SchemaTooNew,
+    /// The caller asked for something the store cannot do.
+    InvalidInput,
+    /// Anything else.
+    Other,
+}
+
+/// An error from a [`Store`](crate::Store) backend.
+///
+/// Carries a [`StoreErrorKind`], a short description and the driver's error as `source`.
+///
+/// ```
+/// use chatmem::{StoreError, StoreErrorKind};
+/// let e = StoreError::new(StoreErrorKind::Unavailable, "connecting to redis://127.0.0.1:6379");
+/// assert!(e.is_transient());
+/// assert_eq!(e.to_string(), "store unavailable: connecting to redis://127.0.0.1:6379");
+/// ```
+#[derive(Debug)]
+pub struct StoreError {
+    kind: StoreErrorKind,
+    context: String,
+    source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+impl StoreError {
+    /// An error of `kind` with a short description (no user data in it: it may be logged).
+    pub fn new(kind: StoreErrorKind, context: impl Into<String>) -> Self {
+        Self {
+            kind,
+            context: context.into(),
+            source: None,
+        }
+    }
+
+    /// The same error with `source` as its cause.
+    pub fn with_source(mut self, source: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>) -> Self {
+        self.source = Some(source.into());
+        self
+    }
+
+    /// A lost version check.
+    pub fn conflict() -> Self {
+        Self::new(StoreErrorKind::Conflict, "the conversation changed since it was loaded")
+    }
+
+    /// The class of error.
+    pub fn kind(&self) -> StoreErrorKind {
+        self.kind
+    }
+
+    /// The description given when the error was made.
+    pub fn context(&self) -> &str {
+        &self.context
+    }
+
+    /// Whether a commit lost a version check.
+    pub fn is_conflict(&self) -> bool {
+        self.kind == StoreErrorKind::Conflict
+    }
+
+    /// Whether trying again later may succeed (conflicts and outages).
+    pub fn is_transient(&self) -> bool {
+        matches!(self.kind, StoreErrorKind::Conflict | StoreErrorKind::Unavailable)
+    }
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.kind {
+            StoreErrorKind::Conflict => "store conflict",
+            StoreErrorKind::Unavailable => "store unavailable",
+            StoreErrorKind::Corrupt => "stored data is corrupt",
+            StoreErrorKind::SchemaTooNew => "store schema is newer than this chatmem",
+            StoreErrorKind::InvalidInput => "invalid store request",
+            StoreErrorKind::Other => "store error",
+        };
+        write!(f, "{what}: {}", self.context)
+    }
+}
+
+impl std::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}

@@ -1,0 +1,169 @@
+//! Conversation ids: the key that isolates one conversation's memory from another's.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// The longest conversation id accepted, in bytes of UTF-8.
+pub const MAX_ID_BYTES: usize = 256;
+
+/// The key of one conversation.
+///
+/// Every memory operation takes one explicitly; there is no default id, so two users can
+/// never share a conversation by accident. An id is non-empty, at most [`MAX_ID_BYTES`]
+/// bytes of UTF-8, and holds no control characters (so it is safe to print and log).
+/// Any other text is allowed, quotes, `%`, `*`, `:` and `{` included: stores must treat
+/// it as opaque data.
+///
+/// ```
+/// use chatmem::ConversationId;
+///
+/// let id: ConversationId = "app-user-42-aftersale".parse()?;
+/// assert_eq!(id.as_str(), "app-user-42-aftersale");
+/// assert!(ConversationId::new("").is_err());
+/// # Ok::<(), chatmem::InvalidConversationId>(())
+/// ```
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConversationId(String);
+
+/// Why a string is not a valid [`ConversationId`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidConversationId {
+    /// The id was the empty string.
+    #[error("conversation id is empty")]
+    Empty,
+    /// The id was longer than [`MAX_ID_BYTES`].
+    #[error("conversation id is {0} bytes long; the limit is {MAX_ID_BYTES}")]
+    TooLong(usize),
+    /// The id held a control character (newline, tab, NUL, ...).
+    #[error("conversation id contains a control character at byte {0}")]
+    ControlCharacter(usize),
+}
+
+impl ConversationId {
+    /// Validates `id` and wraps it.
+    ///
+    /// # Errors
+    /// [`InvalidConversationId`] when the id is empty, too long or holds a control character.
+    pub fn new(id: impl Into<String>) -> Result<Self, InvalidConversationId> {
+        let id = id.into();
+        if id.is_empty() {
+            return Err(InvalidConversationId::Empty);
+        }
+        if id.len() > MAX_ID_BYTES {
+            return Err(InvalidConversationId::TooLong(id.len()));
+        }
+        if let Some((at, _)) = id.char_indices().find(|(_, c)| c.is_control()) {
+            return Err(InvalidConversationId::ControlCharacter(at));
+        }
+        Ok(Self(id))
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Unwraps the id into its text.
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+impl fmt::Debug for ConversationId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Display for ConversationId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl AsRef<str> for ConversationId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for ConversationId {
+    type Err = InvalidConversationId;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::new(s)
+    }
+}
+
+impl TryFrom<&str> for ConversationId {
+    type Error = InvalidConversationId;
+    fn try_from(s: &str) -> Result<Self, Self::Error> {
+        Self::new(s)
+    }
+}
+
+impl TryFrom<String> for ConversationId {
+    type Error = InvalidConversationId;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        Self::new(s)
+    }
+}
+
+impl Serialize for ConversationId {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for ConversationId {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(deserializer)?;
+        Self::new(s).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_awkward_but_printable_ids() {
+        for id in [
+            "a",
+            "it's \"quoted\"",
+            "100%",
+            "*",
+            "a:b:c",
+            "{tag}",
+            "订单-LC202610060018",
+        ] {
+            assert_eq!(ConversationId::new(id).unwrap().as_str(), id);
+        }
+        let max = "é".repeat(MAX_ID_BYTES / 2);
+        assert_eq!(max.len(), MAX_ID_BYTES);
+        assert!(ConversationId::new(max).is_ok());
+    }
+
+    #[test]
+    fn rejects_empty_long_and_control() {
+        assert_eq!(ConversationId::new(""), Err(InvalidConversationId::Empty));
+        assert_eq!(
+            ConversationId::new("x".repeat(MAX_ID_BYTES + 1)),
+            Err(InvalidConversationId::TooLong(MAX_ID_BYTES + 1))
+        );
+        assert_eq!(
+            ConversationId::new("ab\ncd"),
+            Err(InvalidConversationId::ControlCharacter(2))
+        );
+        assert!(ConversationId::new("nul\0").is_err());
+    }
+
+    #[test]
+    fn serde_validates() {
+        let id: ConversationId = serde_json::from_str("\"u-1\"").unwrap();
+        assert_eq!(serde_json::to_string(&id).unwrap(), "\"u-1\"");
+        assert!(serde_json::from_str::<ConversationId>("\"\"").is_err());
+    }
+}

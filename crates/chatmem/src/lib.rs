@@ -1,0 +1,42 @@
+//! Conversation memory for LLM applications: the window of earlier messages sent with each
+//! model call.
+//!
+//! This crate holds the message model, conversation ids, token counting, window policies,
+//! the [`Store`] trait, an in-memory store and [`ChatMemory`]. It makes no database,
+//! network or model calls: durable stores live in `chatmem-sqlite`, `chatmem-postgres` and
+//! `chatmem-redis`; the command line in `chatmem-cli`.
+//!
+//! ```
+//! use chatmem::{ChatMemory, ConversationId, Message, WindowPolicy, InMemoryStore};
+//! # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+//! let memory = ChatMemory::builder(InMemoryStore::new()).policy(WindowPolicy::messages(6)?).build();
+//! let id = ConversationId::new("app-user-42-aftersale")?;
+//! memory.add(&id, [Message::system("你是邻里仓售后。")]).await?;
+//! memory.add(&id, [Message::user("我的订单是 LC202610060018，还没发货。"), Message::assistant("已查询。")]).await?;
+//! memory.add(&id, [Message::user("那单能退吗？")]).await?;
+//! let window = memory.get(&id).await?;
+//! assert!(window[0].is_system());
+//! assert!(window.iter().any(|m| m.text().unwrap_or_default().contains("LC202610060018")));
+//! # Ok::<(), chatmem::Error>(())
+//! # }).unwrap();
+//! ```
+
+mod error;
+mod id;
+mod memory;
+mod memory_store;
+mod message;
+mod store;
+mod tokens;
+pub mod window;
+
+pub use crate::error::{Error, Result, StoreError, StoreErrorKind};
+pub use crate::id::{ConversationId, InvalidConversationId, MAX_ID_BYTES};
+pub use crate::memory::{ChatMemory, ChatMemoryBuilder, DEFAULT_MAX_ATTEMPTS, Window};
+pub use crate::memory_store::InMemoryStore;
+pub use crate::message::{Body, ContentPart, ImageUrl, Message, Metadata, Role, ToolCall, UserContent, parse_messages};
+pub use crate::store::{Commit, Page, Retention, Snapshot, Store, StoredMessage};
+pub use crate::tokens::{
+    Cl100k, Heuristic, O200k, PER_IMAGE, PER_LIST, PER_MESSAGE, PER_NAME, TokenCounter, Tokenizer,
+};
+pub use crate::window::{Budget, TurnBoundary, WindowPolicy};

@@ -1,0 +1,182 @@
+//! [`InMemoryStore`]: the default store, inside the process.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Instant;
+
+use async_trait::async_trait;
+
+use crate::error::{StoreError, StoreErrorKind};
+use crate::id::ConversationId;
+use crate::store::{Commit, Page, Retention, Snapshot, Store, StoredMessage};
+
+/// Conversations kept in this process's memory.
+///
+/// **Memory is lost when the process exits**, and two processes (or two `InMemoryStore`
+/// values) never see each other's conversations: a new `ChatMemory` over a new
+/// `InMemoryStore` is empty. Use a durable store (SQLite, PostgreSQL, Redis) to keep
+/// conversations across restarts or share them between instances.
+///
+/// Operations hold one lock briefly and never across an `.await`.
+///
+/// ```
+/// use chatmem::{ChatMemory, ConversationId, InMemoryStore, Message};
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let id = ConversationId::new("app-user-42-aftersale")?;
+/// let memory = ChatMemory::new(InMemoryStore::new());
+/// memory.add(&id, [Message::user("hi")]).await?;
+/// assert_eq!(memory.get(&id).await?.len(), 1);
+///
+/// let restarted = ChatMemory::new(InMemoryStore::new());
+/// assert!(restarted.get(&id).await?.is_empty());
+/// # Ok::<(), chatmem::Error>(())
+/// # }).unwrap();
+/// ```
+#[derive(Debug, Default)]
+pub struct InMemoryStore {
+    conversations: Mutex<BTreeMap<ConversationId, Conversation>>,
+}
+
+#[derive(Debug)]
+struct Conversation {
+    version: u64,
+    system: Option<StoredMessage>,
+    window_start: u64,
+    next_seq: u64,
+    messages: VecDeque<StoredMessage>,
+    expires_at: Option<Instant>,
+}
+
+impl Conversation {
+    fn expired(&self, now: Instant) -> bool {
+        self.expires_at.is_some_and(|at| at <= now)
+    }
+}
+
+impl InMemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<ConversationId, Conversation>> {
+        // A panic elsewhere while holding the lock cannot leave a half-applied commit
+        // (commits mutate only after every check), so a poisoned map is still consistent.
+        self.conversations
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Drops `id` if it has expired; returns the live conversation, if any.
+    fn live<'a>(
+        map: &'a mut BTreeMap<ConversationId, Conversation>,
+        id: &ConversationId,
+    ) -> Option<&'a mut Conversation> {
+        let now = Instant::now();
+        if map.get(id).is_some_and(|c| c.expired(now)) {
+            map.remove(id);
+        }
+        map.get_mut(id)
+    }
+}
+
+#[async_trait]
+impl Store for InMemoryStore {
+    async fn load(&self, id: &ConversationId) -> Result<Snapshot, StoreError> {
+        let mut map = self.lock();
+        let Some(c) = Self::live(&mut map, id) else {
+            return Ok(Snapshot::empty());
+        };
+        let from = c.messages.partition_point(|m| m.seq < c.window_start);
+        Ok(Snapshot {
+            version: c.version,
+            system: c.system.clone(),
+            window_start: c.window_start,
+            next_seq: c.next_seq,
+            messages: c.messages.range(from..).cloned().collect(),
+        })
+    }
+
+    async fn commit(&self, id: &ConversationId, commit: Commit) -> Result<u64, StoreError> {
+        let mut map = self.lock();
+        let current = Self::live(&mut map, id).map_or(0, |c| c.version);
+        if current != commit.expected_version {
+            return Err(StoreError::conflict());
+        }
+        let c = map.entry(id.clone()).or_insert_with(|| Conversation {
+            version: 0,
+            system: None,
+            window_start: 1,
+            next_seq: 1,
+            messages: VecDeque::new(),
+            expires_at: None,
+        });
+        if let Some(first) = commit.append.first() {
+            if first.seq != c.next_seq {
+                return Err(StoreError::new(
+                    StoreErrorKind::InvalidInput,
+                    format!("appended sequence {} does not follow {}", first.seq, c.next_seq),
+                ));
+            }
+        }
+        c.next_seq = commit.next_seq(c.next_seq);
+        c.messages.extend(commit.append);
+        if let Some(system) = commit.system {
+            c.system = Some(system);
+        }
+        c.window_start = c.window_start.max(commit.window_start);
+        if commit.retention == Retention::DropEvicted {
+            while c.messages.front().is_some_and(|m| m.seq < c.window_start) {
+                c.messages.pop_front();
+            }
+        }
+        c.expires_at = commit.ttl.map(|ttl| Instant::now() + ttl);
+        c.version += 1;
+        Ok(c.version)
+    }
+
+    async fn history(&self, id: &ConversationId, after: u64, limit: usize) -> Result<Vec<StoredMessage>, StoreError> {
+        let mut map = self.lock();
+        let Some(c) = Self::live(&mut map, id) else {
+            return Ok(Vec::new());
+        };
+        let from = c.messages.partition_point(|m| m.seq <= after);
+        Ok(c.messages.range(from..).take(limit).cloned().collect())
+    }
+
+    async fn clear(&self, id: &ConversationId) -> Result<bool, StoreError> {
+        let mut map = self.lock();
+        let existed = Self::live(&mut map, id).is_some();
+        map.remove(id);
+        Ok(existed)
+    }
+
+    async fn list(&self, after: Option<&ConversationId>, limit: usize) -> Result<Page, StoreError> {
+        use std::ops::Bound;
+        let limit = limit.max(1);
+        let map = self.lock();
+        let now = Instant::now();
+        let lower = after.map_or(Bound::Unbounded, Bound::Excluded);
+        let mut ids: Vec<ConversationId> = map
+            .range((lower, Bound::Unbounded))
+            .filter(|(_, c)| !c.expired(now))
+            .map(|(id, _)| id.clone())
+            .take(limit.saturating_add(1))
+            .collect();
+        let next = if ids.len() > limit {
+            ids.truncate(limit);
+            ids.last().cloned()
+        } else {
+            None
+        };
+        Ok(Page { ids, next })
+    }
+
+    async fn purge_expired(&self) -> Result<u64, StoreError> {
+        let mut map = self.lock();
+        let now = Instant::now();
+        let before = map.len();
+        map.retain(|_, c| !c.expired(now));
+        Ok((before - map.len()) as u64)
+    }
+}

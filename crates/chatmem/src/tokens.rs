@@ -1,0 +1,255 @@
+//! Token counting: the [`TokenCounter`] trait, exact OpenAI tokenizers and a cheap heuristic.
+//!
+//! # The formula
+//! A message costs [`PER_MESSAGE`] (3) tokens plus the tokens of every string it carries:
+//! its role, its content text (or each text part; each image part costs [`PER_IMAGE`] = 85),
+//! its `name` plus [`PER_NAME`] (1), its `tool_call_id`, and each tool call's function name
+//! and arguments. Reasoning text and metadata are never sent to a model and cost nothing.
+//! A list of messages costs the sum plus [`PER_LIST`] (3) for the reply's priming.
+//!
+//! Counts are computed once, when a message is added to memory, and stored beside it, so a
+//! turn tokenizes only its new messages.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use crate::message::{Body, ContentPart, Message, UserContent};
+
+/// Tokens every message costs on top of its strings.
+pub const PER_MESSAGE: usize = 3;
+/// Tokens a message list costs on top of its messages.
+pub const PER_LIST: usize = 3;
+/// Extra tokens for a message's `name`.
+pub const PER_NAME: usize = 1;
+/// Tokens an image part costs.
+pub const PER_IMAGE: usize = 85;
+
+/// Counts tokens of text, and of messages by the [formula](self).
+///
+/// Only [`count_text`](TokenCounter::count_text) and [`name`](TokenCounter::name) are
+/// required.
+///
+/// ```
+/// use chatmem::{Message, TokenCounter};
+///
+/// #[derive(Debug)]
+/// struct Words;
+/// impl TokenCounter for Words {
+///     fn name(&self) -> &str { "words" }
+///     fn count_text(&self, text: &str) -> usize { text.split_whitespace().count() }
+/// }
+/// // 3 per message + "user" (1) + "hello there" (2)
+/// assert_eq!(Words.count_message(&Message::user("hello there")), 6);
+/// ```
+pub trait TokenCounter: Send + Sync + fmt::Debug {
+    /// A short name (`cl100k_base`, `heuristic`, ...).
+    fn name(&self) -> &str;
+
+    /// Tokens of one string.
+    fn count_text(&self, text: &str) -> usize;
+
+    /// Tokens of one message, by the formula in the [module docs](self).
+    fn count_message(&self, message: &Message) -> usize {
+        let mut n = PER_MESSAGE + self.count_text(message.role().as_str());
+        if let Some(name) = &message.name {
+            n += self.count_text(name) + PER_NAME;
+        }
+        match &message.body {
+            Body::System { content } => n += self.count_text(content),
+            Body::User {
+                content: UserContent::Text(t),
+            } => n += self.count_text(t),
+            Body::User {
+                content: UserContent::Parts(parts),
+            } => {
+                for part in parts {
+                    n += match part {
+                        ContentPart::Text(t) => self.count_text(t),
+                        ContentPart::ImageUrl(_) => PER_IMAGE,
+                        ContentPart::Other(_) => 0,
+                    }
+                }
+            }
+            Body::Assistant {
+                content, tool_calls, ..
+            } => {
+                if let Some(c) = content {
+                    n += self.count_text(c);
+                }
+                for call in tool_calls {
+                    n += self.count_text(&call.name) + self.count_text(&call.arguments);
+                }
+            }
+            Body::Tool {
+                tool_call_id, content, ..
+            } => {
+                n += self.count_text(tool_call_id) + self.count_text(content);
+            }
+        }
+        n
+    }
+
+    /// Tokens of a whole list: the messages plus [`PER_LIST`].
+    fn count_messages(&self, messages: &[Message]) -> usize {
+        PER_LIST + messages.iter().map(|m| self.count_message(m)).sum::<usize>()
+    }
+}
+
+impl<T: TokenCounter + ?Sized> TokenCounter for Arc<T> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    fn count_text(&self, text: &str) -> usize {
+        (**self).count_text(text)
+    }
+    fn count_message(&self, message: &Message) -> usize {
+        (**self).count_message(message)
+    }
+}
+
+/// A fast estimate that needs no tables: one token per 4 ASCII bytes (rounded up) plus one
+/// token per non-ASCII character (CJK text runs close to one token per character).
+///
+/// ```
+/// use chatmem::{Heuristic, TokenCounter};
+/// assert_eq!(Heuristic.count_text("abcdefgh"), 2);
+/// assert_eq!(Heuristic.count_text("那单能退吗"), 5);
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Heuristic;
+
+impl TokenCounter for Heuristic {
+    fn name(&self) -> &str {
+        "heuristic"
+    }
+    fn count_text(&self, text: &str) -> usize {
+        let ascii = text.bytes().filter(u8::is_ascii).count();
+        let other = text.chars().filter(|c| !c.is_ascii()).count();
+        ascii.div_ceil(4) + other
+    }
+}
+
+/// OpenAI's `cl100k_base` encoding (GPT-4, GPT-3.5, DeepSeek-compatible estimates), exact.
+///
+/// The tables load once per process, on first use (about 20 ms).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Cl100k;
+
+impl TokenCounter for Cl100k {
+    fn name(&self) -> &str {
+        "cl100k_base"
+    }
+    fn count_text(&self, text: &str) -> usize {
+        bpe_openai::cl100k_base().count(text)
+    }
+}
+
+/// OpenAI's `o200k_base` encoding (GPT-4o and later), exact.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct O200k;
+
+impl TokenCounter for O200k {
+    fn name(&self) -> &str {
+        "o200k_base"
+    }
+    fn count_text(&self, text: &str) -> usize {
+        bpe_openai::o200k_base().count(text)
+    }
+}
+
+/// The built-in counters by name, for configuration (`cl100k`, `o200k`, `heuristic`).
+///
+/// ```
+/// use chatmem::Tokenizer;
+/// let t: Tokenizer = "o200k".parse()?;
+/// assert_eq!(t.counter().name(), "o200k_base");
+/// # Ok::<(), chatmem::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Tokenizer {
+    /// [`Cl100k`].
+    #[default]
+    Cl100k,
+    /// [`O200k`].
+    O200k,
+    /// [`Heuristic`].
+    Heuristic,
+}
+
+impl Tokenizer {
+    /// A shared counter of this kind.
+    pub fn counter(self) -> Arc<dyn TokenCounter> {
+        match self {
+            Tokenizer::Cl100k => Arc::new(Cl100k),
+            Tokenizer::O200k => Arc::new(O200k),
+            Tokenizer::Heuristic => Arc::new(Heuristic),
+        }
+    }
+}
+
+impl FromStr for Tokenizer {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "cl100k" | "cl100k_base" => Ok(Tokenizer::Cl100k),
+            "o200k" | "o200k_base" => Ok(Tokenizer::O200k),
+            "heuristic" => Ok(Tokenizer::Heuristic),
+            other => Err(crate::Error::InvalidConfig(format!(
+                "unknown tokenizer {other:?}; expected cl100k, o200k or heuristic"
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::{ImageUrl, ToolCall};
+
+    #[test]
+    fn exact_tokenizers_match_known_counts() {
+        // Reference counts from OpenAI's tiktoken.
+        assert_eq!(Cl100k.count_text("hello world"), 2);
+        assert_eq!(Cl100k.count_text("tiktoken is great!"), 6);
+        assert_eq!(O200k.count_text("hello world"), 2);
+        assert_eq!(Cl100k.count_text(""), 0);
+    }
+
+    #[test]
+    fn formula_counts_every_string() {
+        let h = Heuristic;
+        // 3 + role "user"(1) + "abcd"(1) + name "bob"(1) + 1
+        assert_eq!(h.count_message(&Message::user("abcd").with_name("bob")), 7);
+        // 3 + "assistant"(3) + name "f"(1) + args "{}"(1)
+        let call = Message::assistant_tool_calls(vec![ToolCall::new("id", "f", "{}")]);
+        assert_eq!(h.count_message(&call), 8);
+        // 3 + "tool"(1) + id "call"(1) + "ok"(1)
+        assert_eq!(h.count_message(&Message::tool_result("call", "ok")), 6);
+        // 3 + "user"(1) + "hi"(1) + image 85 + other part 0
+        let parts = Message::user_parts(vec![
+            ContentPart::Text("hi".into()),
+            ContentPart::ImageUrl(ImageUrl {
+                url: "https://example.com/a-long-url.png".into(),
+                detail: None,
+            }),
+            ContentPart::Other(serde_json::Map::new()),
+        ]);
+        assert_eq!(h.count_message(&parts), 90);
+        // reasoning text is free
+        let mut m = Message::assistant("ok");
+        if let Body::Assistant { reasoning_content, .. } = &mut m.body {
+            *reasoning_content = Some("a very long chain of thought".repeat(10));
+        }
+        assert_eq!(h.count_message(&m), 3 + 3 + 1);
+        assert_eq!(h.count_messages(&[m.clone(), m]), 3 + 7 + 7);
+    }
+
+    #[test]
+    fn tokenizer_names_parse() {
+        assert_eq!("cl100k_base".parse::<Tokenizer>().unwrap(), Tokenizer::Cl100k);
+        assert_eq!("heuristic".parse::<Tokenizer>().unwrap(), Tokenizer::Heuristic);
+        assert!("gpt2".parse::<Tokenizer>().unwrap_err().to_string().contains("gpt2"));
+    }
+}

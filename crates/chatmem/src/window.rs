@@ -1,0 +1,417 @@
+//! Window policies: which messages the model sees. Pure functions over slices; no I/O.
+//!
+//! # The contract
+//! The window is the system message (if any) first, followed by the longest run of the
+//! newest non-system messages such that:
+//! - **budget**: [`Budget::Messages`]: system + run ≤ `max`; [`Budget::Tokens`]:
+//!   [`PER_LIST`](crate::tokens::PER_LIST) + tokens(system) + tokens(run) ≤ `max`. The system
+//!   message counts but is never evicted; if it alone fills the budget the run is empty.
+//! - **turn boundary**: with [`TurnBoundary::User`] (default) the run starts on a user
+//!   message; with [`TurnBoundary::PairSafe`] on any message that is not a tool result.
+//! - **tool pairing**: the run holds no tool result whose call is outside it, and no
+//!   assistant tool call left unanswered while a later user message exists.
+//!
+//! Damaged data (a tool result whose call is missing, a call never answered before the next
+//! user message) is [repaired](repair) first by leaving the offending messages out; a call
+//! still awaiting results at the very end of the conversation is legitimate and stays.
+//! Messages are never split, so a window may hold fewer messages than the budget allows.
+//!
+//! ```
+//! use chatmem::{Message, StoredMessage};
+//! use chatmem::window::{select, WindowPolicy};
+//!
+//! let msgs: Vec<StoredMessage> = ["u1", "a1", "u2", "a2", "u3"]
+//!     .iter()
+//!     .enumerate()
+//!     .map(|(i, t)| {
+//!         let m = if t.starts_with('u') { Message::user(*t) } else { Message::assistant(*t) };
+//!         StoredMessage::new(i as u64 + 1, 1, m)
+//!     })
+//!     .collect();
+//! // Two messages fit, but [a2, u3] would start on an answer: the window is [u3].
+//! let sel = select(&msgs, None, &WindowPolicy::messages(2)?);
+//! assert_eq!(sel.indices, vec![4]);
+//! assert_eq!(sel.start, 4);
+//! # Ok::<(), chatmem::Error>(())
+//! ```
+
+use std::borrow::Borrow;
+use std::collections::HashMap;
+
+use crate::error::{Error, Result};
+use crate::message::{Message, Role};
+use crate::store::StoredMessage;
+use crate::tokens::PER_LIST;
+
+/// The default message budget.
+pub const DEFAULT_MAX_MESSAGES: usize = 20;
+
+/// How much of a conversation the window may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Budget {
+    /// At most this many messages, system message included.
+    Messages(usize),
+    /// At most this many tokens, system message and list overhead included.
+    Tokens(usize),
+}
+
+/// Where the window may start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TurnBoundary {
+    /// On a user message (default): the model never sees an answer without its question.
+    #[default]
+    User,
+    /// On any message that is not a tool result.
+    PairSafe,
+}
+
+/// A window policy: a budget and a turn boundary.
+///
+/// ```
+/// use chatmem::window::{Budget, TurnBoundary, WindowPolicy};
+/// let p = WindowPolicy::tokens(4000)?.with_boundary(TurnBoundary::PairSafe);
+/// assert_eq!(p.budget(), Budget::Tokens(4000));
+/// assert!(WindowPolicy::messages(0).is_err());
+/// # Ok::<(), chatmem::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowPolicy {
+    budget: Budget,
+    boundary: TurnBoundary,
+}
+
+impl Default for WindowPolicy {
+    fn default() -> Self {
+        Self {
+            budget: Budget::Messages(DEFAULT_MAX_MESSAGES),
+            boundary: TurnBoundary::User,
+        }
+    }
+}
+
+impl WindowPolicy {
+    /// A window of at most `max_messages` messages (at least 1).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when `max_messages` is 0.
+    pub fn messages(max_messages: usize) -> Result<Self> {
+        Self::new(Budget::Messages(max_messages))
+    }
+
+    /// A window of at most `max_tokens` tokens (at least 1).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when `max_tokens` is 0.
+    pub fn tokens(max_tokens: usize) -> Result<Self> {
+        Self::new(Budget::Tokens(max_tokens))
+    }
+
+    /// A window with `budget` and the default boundary.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when the budget is 0.
+    pub fn new(budget: Budget) -> Result<Self> {
+        match budget {
+            Budget::Messages(0) => Err(Error::InvalidConfig("max_messages must be at least 1".into())),
+            Budget::Tokens(0) => Err(Error::InvalidConfig("max_tokens must be at least 1".into())),
+            _ => Ok(Self {
+                budget,
+                boundary: TurnBoundary::default(),
+            }),
+        }
+    }
+
+    /// The same policy with another turn boundary.
+    pub fn with_boundary(mut self, boundary: TurnBoundary) -> Self {
+        self.boundary = boundary;
+        self
+    }
+
+    /// The budget.
+    pub fn budget(&self) -> Budget {
+        self.budget
+    }
+
+    /// The turn boundary.
+    pub fn boundary(&self) -> TurnBoundary {
+        self.boundary
+    }
+}
+
+/// The outcome of [`select`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selection {
+    /// Index of the first message inside the window; everything before it is evicted.
+    /// Equal to the input's length when the run is empty.
+    pub start: usize,
+    /// Indices of the messages the model sees, in order (repaired messages left out).
+    pub indices: Vec<usize>,
+}
+
+/// Marks which messages survive repair: `false` for a tool result whose call is not earlier
+/// in the same turn (or answers an already answered call), for an assistant message with a
+/// call left unanswered when a later user message exists, and for the results of such a
+/// call. System messages are `false`: they are not part of the run.
+///
+/// ```
+/// use chatmem::{Message, StoredMessage, ToolCall};
+/// let msgs: Vec<StoredMessage> = vec![
+///     Message::tool_result("gone", "orphan"),
+///     Message::user("q"),
+///     Message::assistant_tool_calls(vec![ToolCall::new("c1", "f", "{}")]),
+///     Message::user("never answered: the call above is dropped"),
+///     Message::assistant_tool_calls(vec![ToolCall::new("c2", "f", "{}")]), // pending, kept
+/// ].into_iter().enumerate().map(|(i, m)| StoredMessage::new(i as u64, 1, m)).collect();
+/// assert_eq!(chatmem::window::repair(&msgs), vec![false, true, false, true, true]);
+/// ```
+pub fn repair<M: Borrow<StoredMessage>>(messages: &[M]) -> Vec<bool> {
+    let mut keep = vec![true; messages.len()];
+    // Calls opened since the last user message: id -> (assistant index, answered by).
+    let mut open: HashMap<&str, (usize, Option<usize>)> = HashMap::new();
+    // At a user message: drop every assistant message with an unanswered call, and the
+    // results of its other calls.
+    fn close_turn(open: &mut HashMap<&str, (usize, Option<usize>)>, keep: &mut [bool]) {
+        let unanswered: Vec<usize> = open.values().filter(|(_, r)| r.is_none()).map(|(a, _)| *a).collect();
+        for (assistant, result) in open.values() {
+            if unanswered.contains(assistant) {
+                keep[*assistant] = false;
+                if let Some(r) = result {
+                    keep[*r] = false;
+                }
+            }
+        }
+        open.clear();
+    }
+    for (i, stored) in messages.iter().enumerate() {
+        let m = &stored.borrow().message;
+        match m.role() {
+            Role::System => keep[i] = false,
+            Role::User => close_turn(&mut open, &mut keep),
+            Role::Assistant => {
+                for call in m.tool_calls() {
+                    // A repeated id in the same turn makes answers ambiguous: the later call wins.
+                    open.insert(call.id.as_str(), (i, None));
+                }
+            }
+            Role::Tool => {
+                let id = m.tool_call_id().unwrap_or_default();
+                match open.get_mut(id) {
+                    Some((_, answered @ None)) => *answered = Some(i),
+                    _ => keep[i] = false,
+                }
+            }
+        }
+    }
+    // Calls still open at the very end await their results: legitimate, kept.
+    keep
+}
+
+/// Chooses the window over `messages` (the conversation's non-system messages, oldest
+/// first) given the system message's token count (`None` when there is none).
+///
+/// Runs in time linear in `messages.len()`, using only the cached token counts.
+pub fn select<M: Borrow<StoredMessage>>(
+    messages: &[M],
+    system_tokens: Option<u32>,
+    policy: &WindowPolicy,
+) -> Selection {
+    let keep = repair(messages);
+    let kept: Vec<usize> = (0..messages.len()).filter(|&i| keep[i]).collect();
+    let first = earliest_within_budget(messages, &kept, system_tokens, policy.budget);
+    let valid = valid_starts(messages, &kept, policy.boundary);
+    match (first..kept.len()).find(|&p| valid[p]) {
+        Some(p) => Selection {
+            start: kept[p],
+            indices: kept[p..].to_vec(),
+        },
+        None => Selection {
+            start: messages.len(),
+            indices: Vec::new(),
+        },
+    }
+}
+
+/// The smallest position `p` in `kept` such that `kept[p..]` (plus the system message)
+/// fits the budget; `kept.len()` when nothing fits.
+fn earliest_within_budget<M: Borrow<StoredMessage>>(
+    messages: &[M],
+    kept: &[usize],
+    system_tokens: Option<u32>,
+    budget: Budget,
+) -> usize {
+    match budget {
+        Budget::Messages(max) => {
+            let room = max.saturating_sub(usize::from(system_tokens.is_some()));
+            kept.len().saturating_sub(room)
+        }
+        Budget::Tokens(max) => {
+            let mut used = PER_LIST as u64 + u64::from(system_tokens.unwrap_or(0));
+            let max = max as u64;
+            if used > max {
+                return kept.len();
+            }
+            let mut p = kept.len();
+            while p > 0 {
+                let next = used + u64::from(messages[kept[p - 1]].borrow().tokens);
+                if next > max {
+                    break;
+                }
+                used = next;
+                p -= 1;
+            }
+            p
+        }
+    }
+}
+
+/// For each position in `kept`: may the run start there? It may when the message suits the
+/// boundary and no kept tool result at or after it answers a call before it.
+fn valid_starts<M: Borrow<StoredMessage>>(messages: &[M], kept: &[usize], boundary: TurnBoundary) -> Vec<bool> {
+    let n = kept.len();
+    // Positions inside (call, result] of some pair are not valid starts: a difference array
+    // marks those intervals in one pass.
+    let mut cuts = vec![0i64; n + 1];
+    let mut call_pos: HashMap<&str, usize> = HashMap::new();
+    for (p, &i) in kept.iter().enumerate() {
+        let m = &messages[i].borrow().message;
+        for call in m.tool_calls() {
+            call_pos.insert(call.id.as_str(), p);
+        }
+        if let Some(id) = m.tool_call_id() {
+            if let Some(&c) = call_pos.get(id) {
+                cuts[c + 1] += 1;
+                cuts[p + 1] -= 1;
+            }
+        }
+    }
+    let mut inside = 0i64;
+    (0..n)
+        .map(|p| {
+            inside += cuts[p];
+            let m: &Message = &messages[kept[p]].borrow().message;
+            let kind_ok = match boundary {
+                TurnBoundary::User => m.role() == Role::User,
+                TurnBoundary::PairSafe => m.role() != Role::Tool,
+            };
+            kind_ok && inside == 0
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::ToolCall;
+
+    /// Builds messages from a compact notation: `U`, `A`, `T:id[,id]` (assistant calls),
+    /// `R:id` (tool result).
+    fn conv(spec: &str) -> Vec<StoredMessage> {
+        spec.split_whitespace()
+            .enumerate()
+            .map(|(i, t)| {
+                let m = match t.split_once(':') {
+                    Some(("T", ids)) => {
+                        Message::assistant_tool_calls(ids.split(',').map(|id| ToolCall::new(id, "f", "{}")).collect())
+                    }
+                    Some(("R", id)) => Message::tool_result(id, "ok"),
+                    _ if t.starts_with('U') => Message::user(t),
+                    _ if t.starts_with('A') => Message::assistant(t),
+                    _ => panic!("bad spec {t}"),
+                };
+                StoredMessage::new(i as u64, 10, m)
+            })
+            .collect()
+    }
+
+    fn pick(spec: &str, sys: Option<u32>, policy: WindowPolicy) -> Vec<usize> {
+        select(&conv(spec), sys, &policy).indices
+    }
+
+    fn msgs(n: usize) -> WindowPolicy {
+        WindowPolicy::messages(n).unwrap()
+    }
+
+    #[test]
+    fn count_budget_includes_the_system_message() {
+        assert_eq!(pick("U1 A1 U2 A2 U3 A3", Some(1), msgs(5)), vec![2, 3, 4, 5]);
+        assert_eq!(pick("U1 A1 U2 A2 U3 A3", None, msgs(5)), vec![2, 3, 4, 5]);
+        assert_eq!(pick("U1 A1 U2 A2 U3 A3", None, msgs(6)), vec![0, 1, 2, 3, 4, 5]);
+        assert_eq!(pick("U1 A1 U2 A2 U3", None, msgs(2)), vec![4]);
+        // The system message alone fills the budget: nothing else fits.
+        assert_eq!(pick("U1 A1", Some(1), msgs(1)), Vec::<usize>::new());
+        assert_eq!(select(&conv("U1 A1"), Some(1), &msgs(1)).start, 2);
+    }
+
+    #[test]
+    fn token_budget_counts_list_overhead_and_system() {
+        // each message costs 10; PER_LIST 3
+        assert_eq!(
+            pick("U1 A1 U2 A2", None, WindowPolicy::tokens(43).unwrap()),
+            vec![0, 1, 2, 3]
+        );
+        assert_eq!(pick("U1 A1 U2 A2", None, WindowPolicy::tokens(42).unwrap()), vec![2, 3]);
+        assert_eq!(
+            pick("U1 A1 U2 A2", Some(20), WindowPolicy::tokens(43).unwrap()),
+            vec![2, 3]
+        );
+        assert_eq!(
+            pick("U1 A1 U2 A2", Some(41), WindowPolicy::tokens(43).unwrap()),
+            Vec::<usize>::new()
+        );
+        assert_eq!(
+            pick("U1", Some(100), WindowPolicy::tokens(43).unwrap()),
+            Vec::<usize>::new()
+        );
+    }
+
+    #[test]
+    fn user_boundary_never_starts_on_an_answer_or_tool_message() {
+        // Budget 3 would start at T:a; the run moves forward to U2.
+        assert_eq!(pick("U1 T:a R:a A1 U2 A2", None, msgs(4)), vec![4, 5]);
+        assert_eq!(pick("U1 T:a R:a A1", None, msgs(3)), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn pair_safe_starts_on_anything_but_a_result_inside_a_pair() {
+        let p = |n| msgs(n).with_boundary(TurnBoundary::PairSafe);
+        assert_eq!(pick("U1 T:a R:a A1", None, p(3)), vec![1, 2, 3]);
+        assert_eq!(pick("U1 T:a R:a A1", None, p(2)), vec![3]);
+        // Two calls, two results: starting between them would orphan R:b.
+        assert_eq!(pick("U1 T:a,b R:a R:b A1", None, p(3)), vec![4]);
+        assert_eq!(pick("U1 T:a,b R:a R:b A1", None, p(4)), vec![1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn repair_drops_orphans_and_unanswered_calls() {
+        // Orphan result at the start; call `b` answered only in part (`c` unanswered).
+        let c = conv("R:x U1 T:b,c R:b U2 A2");
+        assert_eq!(repair(&c), vec![false, true, false, false, true, true]);
+        assert_eq!(pick("R:x U1 T:b,c R:b U2 A2", None, msgs(20)), vec![1, 4, 5]);
+        // A duplicate answer is an orphan.
+        assert_eq!(repair(&conv("U T:a R:a R:a A")), vec![true, true, true, false, true]);
+        // A result arriving after the next user message does not pair across turns.
+        assert_eq!(repair(&conv("U T:a U2 R:a")), vec![true, false, true, false]);
+    }
+
+    #[test]
+    fn pending_call_at_the_end_stays() {
+        assert_eq!(pick("U1 A1 U2 T:a", None, msgs(20)), vec![0, 1, 2, 3]);
+        assert_eq!(pick("U1 A1 U2 T:a,b R:a", None, msgs(3)), vec![2, 3, 4]);
+    }
+
+    #[test]
+    fn no_user_message_means_an_empty_run_under_user_boundary() {
+        assert_eq!(pick("A1 A2", None, msgs(20)), Vec::<usize>::new());
+        assert_eq!(
+            pick("A1 A2", None, msgs(20).with_boundary(TurnBoundary::PairSafe)),
+            vec![0, 1]
+        );
+    }
+
+    #[test]
+    fn system_messages_in_the_slice_are_ignored() {
+        let mut c = conv("U1 A1");
+        c.insert(1, StoredMessage::new(9, 10, Message::system("s")));
+        assert_eq!(select(&c, None, &msgs(20)).indices, vec![0, 2]);
+    }
+}
