@@ -26,6 +26,7 @@ mod id;
 mod memory;
 mod memory_store;
 mod message;
+mod model;
 mod store;
 mod tokens;
 pub mod window;
@@ -35,6 +36,10 @@ pub use crate::id::{ConversationId, InvalidConversationId, MAX_ID_BYTES};
 pub use crate::memory::{ChatMemory, ChatMemoryBuilder, DEFAULT_MAX_ATTEMPTS, Window};
 pub use crate::memory_store::InMemoryStore;
 pub use crate::message::{Body, ContentPart, ImageUrl, Message, Metadata, Role, ToolCall, UserContent, parse_messages};
+pub use crate::model::{
+    ChatDelta, ChatModel, ChatRequest, ChatResponse, DeltaAccumulator, DeltaStream, ModelError, ModelErrorKind,
+    SamplingOptions, ToolCallDelta, ToolDefinition, Usage,
+};
 pub use crate::store::{Commit, Page, Retention, Snapshot, Store, StoredMessage};
 pub use crate::tokens::{
     Cl100k, Heuristic, O200k, PER_IMAGE, PER_LIST, PER_MESSAGE, PER_NAME, TokenCounter, Tokenizer,
