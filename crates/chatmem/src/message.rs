@@ -703,7 +703,10 @@ mod tests {
             err(r#"{"role":"user"}"#),
             "invalid message at input: invalid type: map, expected a sequence"
         );
-        assert!(err("[").starts_with("invalid message at input: EOF"));
+        assert_eq!(
+            err("["),
+            "invalid message at input: EOF while parsing a list at line 1 column 1"
+        );
         assert_eq!(
             err(r#"[{"role":"tool","tool_call_id":"","content":"x"}]"#),
             "invalid message at [0]: field `tool_call_id` is empty"

@@ -1,0 +1,270 @@
+//! ChatMemory over the in-memory store: the issue's examples, the after-sale scenario of
+//! seed 003, retention, isolation, concurrency and cached token counts.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use chatmem::{
+    ChatMemory, Cl100k, ConversationId, InMemoryStore, Message, Retention, Role, Store, TokenCounter, WindowPolicy,
+};
+
+const SYSTEM: &str = "你是邻里仓售后。未发货可退。制度版本 policy-2026.10。若对话历史中出现订单号，回答里必须原样写出该订单号。不要发明优惠券。";
+const TURN1: &str = "我的订单是 LC202610060018，还没发货。";
+const TURN2: &str = "那单能退吗？";
+const ORDER: &str = "LC202610060018";
+
+fn id(s: &str) -> ConversationId {
+    ConversationId::new(s).unwrap()
+}
+
+fn texts(ms: &[Message]) -> Vec<String> {
+    ms.iter().map(|m| m.text().unwrap_or_default().into_owned()).collect()
+}
+
+fn memory(max: usize) -> ChatMemory {
+    ChatMemory::builder(InMemoryStore::new())
+        .policy(WindowPolicy::messages(max).unwrap())
+        .build()
+}
+
+#[tokio::test]
+async fn issue_examples() {
+    let m = memory(5);
+    let c = id("example-1");
+    let add = ["S_old", "U1", "A1", "U2", "A2", "U3", "A3", "S_new"].map(|t| match &t[..1] {
+        "S" => Message::system(t),
+        "U" => Message::user(t),
+        _ => Message::assistant(t),
+    });
+    m.add(&c, add).await.unwrap();
+    assert_eq!(texts(&m.get(&c).await.unwrap()), ["S_new", "U2", "A2", "U3", "A3"]);
+
+    let m = memory(2);
+    let c = id("example-2");
+    let add = ["U1", "A1", "U2", "A2", "U3"].map(|t| {
+        if t.starts_with('U') {
+            Message::user(t)
+        } else {
+            Message::assistant(t)
+        }
+    });
+    m.add(&c, add).await.unwrap();
+    assert_eq!(texts(&m.get(&c).await.unwrap()), ["U3"]);
+}
+
+async fn after_sale(m: &ChatMemory, c: &ConversationId) {
+    m.add(
+        c,
+        [
+            Message::system(SYSTEM),
+            Message::user(TURN1),
+            Message::assistant("订单 LC202610060018 尚未发货。"),
+        ],
+    )
+    .await
+    .unwrap();
+    m.add(
+        c,
+        [
+            Message::system(SYSTEM),
+            Message::user(TURN2),
+            Message::assistant("LC202610060018 未发货，可以退。"),
+        ],
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn after_sale_window_6_keeps_the_order_and_window_2_loses_it() {
+    assert!(!SYSTEM.contains(ORDER));
+    let m = memory(6);
+    let c = id("app-user-42-aftersale");
+    assert!(m.get(&c).await.unwrap().is_empty());
+    after_sale(&m, &c).await;
+    let window = m.get(&c).await.unwrap();
+    assert_eq!(
+        window.iter().map(|m| m.role()).collect::<Vec<_>>(),
+        [Role::System, Role::User, Role::Assistant, Role::User, Role::Assistant]
+    );
+    assert_eq!(texts(&window)[0], SYSTEM);
+    assert_eq!(texts(&window)[1], TURN1);
+    assert_eq!(texts(&window)[3], TURN2);
+
+    let small = memory(2);
+    after_sale(&small, &c).await;
+    let window = small.get(&c).await.unwrap();
+    assert!(window[0].is_system(), "the system message is never evicted");
+    assert!(!texts(&window).iter().any(|t| t == TURN1), "turn 1 is gone: {window:?}");
+    // Restart: a new memory over a new in-memory store has nothing.
+    assert!(memory(6).get(&c).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn conversations_are_isolated() {
+    let m = memory(6);
+    let (a, b) = (id("app-user-42-aftersale"), id("app-user-43-aftersale"));
+    m.add(&a, [Message::user(TURN1)]).await.unwrap();
+    m.add(&b, [Message::user("我想问营业时间。")]).await.unwrap();
+    m.add(&a, [Message::assistant("好的")]).await.unwrap();
+    assert!(!texts(&m.get(&b).await.unwrap()).concat().contains(ORDER));
+    assert!(m.clear(&a).await.unwrap());
+    assert!(m.get(&a).await.unwrap().is_empty());
+    assert_eq!(m.get(&b).await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn retention_decides_what_history_keeps() {
+    let c = id("h");
+    for (retention, expected) in [(Retention::DropEvicted, 2), (Retention::KeepHistory, 10)] {
+        let m = ChatMemory::builder(InMemoryStore::new())
+            .policy(WindowPolicy::messages(2).unwrap())
+            .retention(retention)
+            .build();
+        for i in 0..5 {
+            m.add(
+                &c,
+                [Message::user(format!("u{i}")), Message::assistant(format!("a{i}"))],
+            )
+            .await
+            .unwrap();
+        }
+        assert_eq!(texts(&m.get(&c).await.unwrap()), ["u4", "a4"]);
+        let history = m.history(&c).await.unwrap();
+        assert_eq!(history.len(), expected, "{retention:?}");
+        assert_eq!(texts(&history).last().unwrap(), "a4");
+        let stored = m.store().history(&c, 0, 100).await.unwrap();
+        assert!(stored.windows(2).all(|w| w[0].seq < w[1].seq));
+    }
+}
+
+#[tokio::test]
+async fn same_system_text_is_ignored_and_a_new_one_replaces_it() {
+    let m = memory(20);
+    let c = id("sys");
+    m.add(&c, [Message::system("rules"), Message::user("u1")])
+        .await
+        .unwrap();
+    let before = m.load(&c).await.unwrap().snapshot().version;
+    m.add(&c, [Message::system("rules")]).await.unwrap();
+    assert_eq!(
+        m.load(&c).await.unwrap().snapshot().version,
+        before,
+        "an identical system message writes nothing"
+    );
+    m.add(&c, [Message::user("u2"), Message::system("new rules")])
+        .await
+        .unwrap();
+    assert_eq!(texts(&m.get(&c).await.unwrap()), ["new rules", "u1", "u2"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_turns_are_neither_lost_nor_interleaved() {
+    let m = Arc::new(
+        ChatMemory::builder(InMemoryStore::new())
+            .policy(WindowPolicy::messages(10_000).unwrap())
+            .retention(Retention::KeepHistory)
+            .build(),
+    );
+    let c = id("busy");
+    let tasks: Vec<_> = (0..16)
+        .map(|t| {
+            let (m, c) = (m.clone(), c.clone());
+            tokio::spawn(async move {
+                for turn in 0..25 {
+                    m.add(
+                        &c,
+                        [
+                            Message::user(format!("{t}/{turn}")),
+                            Message::assistant(format!("{t}/{turn}")),
+                        ],
+                    )
+                    .await
+                    .unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let history = m.history(&c).await.unwrap();
+    assert_eq!(history.len(), 16 * 25 * 2);
+    for pair in history.chunks(2) {
+        assert_eq!(pair[0].role(), Role::User);
+        assert_eq!(pair[0].text(), pair[1].text(), "a turn's messages are adjacent");
+    }
+}
+
+/// Counts how often text is tokenized.
+#[derive(Debug, Default)]
+struct Counting(AtomicUsize);
+
+impl TokenCounter for Counting {
+    fn name(&self) -> &str {
+        "counting"
+    }
+    fn count_text(&self, text: &str) -> usize {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        Cl100k.count_text(text)
+    }
+}
+
+#[tokio::test]
+async fn a_turn_tokenizes_only_its_new_messages() {
+    let counter = Arc::new(Counting::default());
+    let m = ChatMemory::builder(InMemoryStore::new())
+        .policy(WindowPolicy::tokens(4000).unwrap())
+        .counter(counter.clone())
+        .build();
+    let c = id("tokens");
+    let mut per_turn = Vec::new();
+    for i in 0..200 {
+        let before = counter.0.load(Ordering::Relaxed);
+        m.get(&c).await.unwrap();
+        m.add(&c, [Message::user(format!("question {i} about order {ORDER}"))])
+            .await
+            .unwrap();
+        m.add(&c, [Message::assistant(format!("answer {i}"))]).await.unwrap();
+        per_turn.push(counter.0.load(Ordering::Relaxed) - before);
+    }
+    // Two messages, each: role + content = 2 strings.
+    assert!(per_turn.iter().all(|&n| n == 4), "{per_turn:?}");
+    let window = m.load(&c).await.unwrap();
+    assert!(window.tokens() <= 4000);
+    assert_eq!(window.tokens() as usize, Cl100k.count_messages(&window.messages()));
+}
+
+#[tokio::test]
+async fn ttl_expires_a_whole_conversation() {
+    let m = ChatMemory::builder(InMemoryStore::new())
+        .ttl(Some(Duration::from_millis(50)))
+        .build();
+    let c = id("ttl");
+    m.add(&c, [Message::user("u")]).await.unwrap();
+    assert_eq!(m.get(&c).await.unwrap().len(), 1);
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    assert!(m.get(&c).await.unwrap().is_empty());
+    assert!(m.list(None, 10).await.unwrap().ids.is_empty());
+}
+
+#[tokio::test]
+async fn list_pages_with_a_cursor() {
+    let m = memory(20);
+    for i in 0..7 {
+        m.add(&id(&format!("c{i}")), [Message::user("u")]).await.unwrap();
+    }
+    let mut seen = Vec::new();
+    let mut after = None;
+    loop {
+        let page = m.list(after.as_ref(), 3).await.unwrap();
+        assert!(page.ids.len() <= 3);
+        seen.extend(page.ids.iter().map(|i| i.to_string()));
+        match page.next {
+            Some(n) => after = Some(n),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ["c0", "c1", "c2", "c3", "c4", "c5", "c6"]);
+}

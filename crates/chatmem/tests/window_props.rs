@@ -1,0 +1,219 @@
+//! Property tests of the window contract over random conversations with tool loops.
+
+use chatmem::window::{Budget, TurnBoundary, WindowPolicy, repair, select};
+use chatmem::{ChatMemory, ConversationId, Heuristic, InMemoryStore, Message, Role, StoredMessage, ToolCall};
+use proptest::prelude::*;
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// One generated turn: a user message, tool rounds, then an answer (or, with `damage`,
+/// an orphan result or an unanswered call).
+#[derive(Debug, Clone)]
+struct Turn {
+    rounds: Vec<(usize, bool)>, // (calls in the round, drop one result?)
+    orphan: bool,
+    answer: bool,
+    system: Option<u8>,
+}
+
+fn turn() -> impl Strategy<Value = Turn> {
+    (
+        prop::collection::vec((1usize..=3, prop::bool::weighted(0.15)), 0..3),
+        prop::bool::weighted(0.1),
+        prop::bool::weighted(0.9),
+        prop::option::weighted(0.1, 0u8..3),
+    )
+        .prop_map(|(rounds, orphan, answer, system)| Turn {
+            rounds,
+            orphan,
+            answer,
+            system,
+        })
+}
+
+/// Messages (system ones included) and whether the generator damaged anything.
+fn build(turns: &[Turn], damage: bool) -> (Vec<Message>, bool) {
+    let mut out = Vec::new();
+    let mut damaged = false;
+    let mut call = 0;
+    for (t, turn) in turns.iter().enumerate() {
+        if let Some(s) = turn.system {
+            out.push(Message::system(format!("rules v{s}")));
+        }
+        out.push(Message::user(format!("u{t} {}", "x".repeat(t % 7 * 5))));
+        if damage && turn.orphan {
+            out.push(Message::tool_result("nobody-called-this", "orphan"));
+            damaged = true;
+        }
+        for &(calls, drop_one) in &turn.rounds {
+            let ids: Vec<String> = (0..calls)
+                .map(|_| {
+                    call += 1;
+                    format!("c{call}")
+                })
+                .collect();
+            out.push(Message::assistant_tool_calls(
+                ids.iter().map(|id| ToolCall::new(id, "f", "{}")).collect(),
+            ));
+            for (k, id) in ids.iter().enumerate().rev() {
+                if damage && drop_one && k == 0 {
+                    damaged = true;
+                    continue;
+                }
+                out.push(Message::tool_result(id, format!("r{id}")));
+            }
+        }
+        if turn.answer {
+            out.push(Message::assistant(format!("a{t}")));
+        }
+    }
+    (out, damaged)
+}
+
+fn stored(messages: &[Message]) -> Vec<StoredMessage> {
+    messages
+        .iter()
+        .filter(|m| !m.is_system())
+        .enumerate()
+        .map(|(i, m)| StoredMessage::new(i as u64 + 1, 1 + (i as u32 * 7) % 23, m.clone()))
+        .collect()
+}
+
+/// Checks a run against the contract directly, without the library's helpers.
+fn run_ok(run: &[&StoredMessage], system_tokens: Option<u32>, policy: &WindowPolicy) -> bool {
+    // The system message is kept even when it alone overflows the budget: an empty run is fine.
+    let fits = run.is_empty()
+        || match policy.budget() {
+            Budget::Messages(max) => run.len() + usize::from(system_tokens.is_some()) <= max,
+            Budget::Tokens(max) => {
+                3 + system_tokens.unwrap_or(0) as usize + run.iter().map(|m| m.tokens as usize).sum::<usize>() <= max
+            }
+        };
+    let boundary = match (run.first(), policy.boundary()) {
+        (None, _) => true,
+        (Some(m), TurnBoundary::User) => m.message.role() == Role::User,
+        (Some(m), TurnBoundary::PairSafe) => m.message.role() != Role::Tool,
+    };
+    fits && boundary && paired(run)
+}
+
+/// No result without its call earlier in the run; no unanswered call before a later user message.
+fn paired(run: &[&StoredMessage]) -> bool {
+    let mut calls: HashSet<&str> = HashSet::new();
+    for (i, m) in run.iter().enumerate() {
+        if let Some(id) = m.message.tool_call_id() {
+            if !calls.contains(id) {
+                return false;
+            }
+        }
+        for c in m.message.tool_calls() {
+            calls.insert(&c.id);
+            let later_user = run[i + 1..].iter().any(|n| n.message.role() == Role::User);
+            let answered = run[i + 1..].iter().any(|n| n.message.tool_call_id() == Some(&c.id));
+            if later_user && !answered {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+fn policy() -> impl Strategy<Value = WindowPolicy> {
+    (
+        prop_oneof![
+            (1usize..25).prop_map(Budget::Messages),
+            (1usize..300).prop_map(Budget::Tokens)
+        ],
+        prop_oneof![Just(TurnBoundary::User), Just(TurnBoundary::PairSafe)],
+    )
+        .prop_map(|(b, t)| WindowPolicy::new(b).unwrap().with_boundary(t))
+}
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    /// The selected run satisfies every rule and no longer run of the repaired messages does.
+    #[test]
+    fn selection_is_the_longest_valid_run(
+        turns in prop::collection::vec(turn(), 0..12),
+        damage in any::<bool>(),
+        sys in prop::option::of(1u32..60),
+        policy in policy(),
+        pending in any::<bool>(),
+    ) {
+        let (mut msgs, damaged) = build(&turns, damage);
+        if pending {
+            msgs.push(Message::assistant_tool_calls(vec![ToolCall::new("pending", "f", "{}")]));
+        }
+        let all = stored(&msgs);
+        let keep = repair(&all);
+        if !damaged {
+            prop_assert!(keep.iter().all(|k| *k), "undamaged data must survive repair");
+        }
+        let kept: Vec<&StoredMessage> = all.iter().zip(&keep).filter(|(_, k)| **k).map(|(m, _)| m).collect();
+        let sel = select(&all, sys, &policy);
+        let run: Vec<&StoredMessage> = sel.indices.iter().map(|&i| &all[i]).collect();
+        prop_assert!(run_ok(&run, sys, &policy), "selected run breaks the contract: {:?}", sel);
+        // The run is a suffix of the repaired messages...
+        prop_assert_eq!(&kept[kept.len() - run.len()..], &run[..]);
+        // ...and the longest valid one.
+        for p in 0..kept.len() - run.len() {
+            prop_assert!(!run_ok(&kept[p..], sys, &policy), "a longer run from {} is valid", p);
+        }
+        // Everything before `start` is outside the window.
+        prop_assert!(sel.indices.iter().all(|&i| i >= sel.start));
+        // A call awaiting its results at the very end is legitimate and stays.
+        if pending && !run.is_empty() {
+            prop_assert!(run.last().is_some_and(|m| m.message.tool_calls().first().is_some_and(|c| c.id == "pending")));
+        }
+    }
+
+    /// Through ChatMemory: one system message, first, the latest one; and adding in several
+    /// batches gives the same window as adding at once (count windows).
+    #[test]
+    fn batches_equal_one_add(
+        turns in prop::collection::vec(turn(), 1..10),
+        damage in any::<bool>(),
+        max in 1usize..16,
+        pair_safe in any::<bool>(),
+        cuts in prop::collection::vec(0usize..100, 0..6),
+    ) {
+        let (msgs, _) = build(&turns, damage);
+        let boundary = if pair_safe { TurnBoundary::PairSafe } else { TurnBoundary::User };
+        let policy = WindowPolicy::messages(max).unwrap().with_boundary(boundary);
+        let make = || ChatMemory::builder(InMemoryStore::new()).policy(policy).counter(Arc::new(Heuristic)).build();
+        let id = ConversationId::new("p").unwrap();
+        let (once, batched) = block_on(async {
+            let a = make();
+            a.add(&id, msgs.clone()).await.unwrap();
+            let b = make();
+            let mut points: Vec<usize> = cuts.iter().map(|c| c % (msgs.len() + 1)).collect();
+            points.push(0);
+            points.push(msgs.len());
+            points.sort_unstable();
+            for w in points.windows(2) {
+                b.add(&id, msgs[w[0]..w[1]].to_vec()).await.unwrap();
+            }
+            (a.get(&id).await.unwrap(), b.get(&id).await.unwrap())
+        });
+        prop_assert_eq!(&once, &batched);
+        prop_assert!(once.len() <= max);
+        let systems: Vec<usize> = once.iter().enumerate().filter(|(_, m)| m.is_system()).map(|(i, _)| i).collect();
+        prop_assert!(systems.is_empty() || systems == vec![0]);
+        if let Some(last_sys) = msgs.iter().rev().find(|m| m.is_system()) {
+            prop_assert_eq!(&once[0], last_sys);
+        }
+        if !pair_safe {
+            let first_turn = once.iter().find(|m| !m.is_system());
+            prop_assert!(first_turn.is_none_or(|m| m.role() == Role::User));
+        }
+    }
+}
