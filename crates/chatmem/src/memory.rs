@@ -245,7 +245,7 @@ impl<S: Store> ChatMemory<S> {
             return Ok(());
         }
         let loaded = self.load(id).await?;
-        self.commit_counted(id, loaded, prepared).await.map(drop)
+        self.commit_counted(id, loaded, prepared, false).await.map(drop)
     }
 
     /// Commits `messages` (a whole turn) to conversation `id`, starting from `loaded`: one
@@ -262,7 +262,7 @@ impl<S: Store> ChatMemory<S> {
         messages: impl IntoIterator<Item = Message>,
     ) -> Result<Window> {
         let prepared = self.count(messages);
-        self.commit_counted(id, loaded, prepared).await
+        self.commit_counted(id, loaded, prepared, true).await
     }
 
     fn count(&self, messages: impl IntoIterator<Item = Message>) -> Vec<(Message, u32)> {
@@ -275,22 +275,27 @@ impl<S: Store> ChatMemory<S> {
             .collect()
     }
 
+    /// Commits, retrying on conflicts. Builds the window after the commit only when
+    /// `want_window` (copying the window is most of a turn's cost for large windows).
     async fn commit_counted(
         &self,
         id: &ConversationId,
         mut loaded: Window,
         prepared: Vec<(Message, u32)>,
+        want_window: bool,
     ) -> Result<Window> {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let Some((commit, after)) = plan(&loaded.snapshot, &prepared, &self.policy, self.retention, self.ttl)
-            else {
+            let Some(planned) = plan(&loaded.snapshot, &prepared, &self.policy, self.retention, self.ttl) else {
                 return Ok(loaded);
             };
-            match self.store.commit(id, commit).await {
+            let after = want_window.then(|| planned.snapshot_after(&loaded.snapshot));
+            match self.store.commit(id, planned.commit).await {
                 Ok(version) => {
-                    let mut snapshot = after;
+                    let Some(mut snapshot) = after else {
+                        return Ok(loaded);
+                    };
                     snapshot.version = version;
                     return Ok(Window::new(snapshot, &self.policy));
                 }
@@ -363,15 +368,41 @@ impl<S: Store> ChatMemory<S> {
     }
 }
 
-/// Computes the commit for adding `prepared` to `snapshot`, and the snapshot after it.
-/// `None` when nothing would change (only repeated system messages).
+/// A commit and what is needed to describe the conversation after it.
+struct Planned {
+    commit: Commit,
+    system: Option<StoredMessage>,
+}
+
+impl Planned {
+    /// The snapshot after the commit (its version still the loaded one).
+    fn snapshot_after(&self, loaded: &Snapshot) -> Snapshot {
+        let start = self.commit.window_start;
+        Snapshot {
+            version: loaded.version,
+            system: self.system.clone(),
+            window_start: start,
+            next_seq: self.commit.next_seq(loaded.next_seq),
+            messages: loaded
+                .messages
+                .iter()
+                .chain(&self.commit.append)
+                .filter(|m| m.seq >= start)
+                .cloned()
+                .collect(),
+        }
+    }
+}
+
+/// Computes the commit for adding `prepared` to `snapshot`; `None` when nothing would
+/// change (only repeated system messages).
 fn plan(
     snapshot: &Snapshot,
     prepared: &[(Message, u32)],
     policy: &WindowPolicy,
     retention: Retention,
     ttl: Option<Duration>,
-) -> Option<(Commit, Snapshot)> {
+) -> Option<Planned> {
     let mut system = snapshot.system.clone();
     let mut new_system = None;
     let mut append = Vec::new();
@@ -395,14 +426,6 @@ fn plan(
     let all: Vec<&StoredMessage> = snapshot.messages.iter().chain(&append).collect();
     let selection = select(&all, system.as_ref().map(|s| s.tokens), policy);
     let window_start = all.get(selection.start).map_or(seq, |m| m.seq);
-    let from = selection.start.min(all.len());
-    let after = Snapshot {
-        version: snapshot.version,
-        system: system.clone(),
-        window_start,
-        next_seq: seq,
-        messages: all[from..].iter().map(|m| (*m).clone()).collect(),
-    };
     let commit = Commit {
         expected_version: snapshot.version,
         system: new_system,
@@ -411,7 +434,7 @@ fn plan(
         retention,
         ttl,
     };
-    Some((commit, after))
+    Some(Planned { commit, system })
 }
 
 /// Waits before retrying a lost commit: exponential with full jitter, capped at 50 ms, so

@@ -313,10 +313,16 @@ pub fn parse_messages(json: &str) -> Result<Vec<Message>> {
     let de = &mut serde_json::Deserializer::from_str(json);
     let messages: Vec<Message> = serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
-        let reason = strip_position(&e.inner().to_string());
+        if path == "." {
+            // Not even an array of objects: the line and column help.
+            return Error::InvalidMessages {
+                path: "input".into(),
+                reason: e.inner().to_string(),
+            };
+        }
         Error::InvalidMessages {
-            path: if path == "." { "input".into() } else { path },
-            reason,
+            path,
+            reason: strip_position(&e.inner().to_string()),
         }
     })?;
     Ok(messages)
@@ -701,7 +707,7 @@ mod tests {
         );
         assert_eq!(
             err(r#"{"role":"user"}"#),
-            "invalid message at input: invalid type: map, expected a sequence"
+            "invalid message at input: invalid type: map, expected a sequence at line 1 column 0"
         );
         assert_eq!(
             err("["),

@@ -11,9 +11,10 @@
 //! - **tool pairing**: the run holds no tool result whose call is outside it, and no
 //!   assistant tool call left unanswered while a later user message exists.
 //!
-//! Damaged data (a tool result whose call is missing, a call never answered before the next
-//! user message) is [repaired](repair) first by leaving the offending messages out; a call
-//! still awaiting results at the very end of the conversation is legitimate and stays.
+//! Damaged data (a tool result whose call is missing, a call not answered before the next
+//! user or assistant message) is [repaired](repair) first by leaving the offending messages
+//! out; a call still awaiting results at the very end of the conversation is legitimate and
+//! stays.
 //! Messages are never split, so a window may hold fewer messages than the budget allows.
 //!
 //! ```
@@ -148,10 +149,14 @@ pub struct Selection {
     pub indices: Vec<usize>,
 }
 
-/// Marks which messages survive repair: `false` for a tool result whose call is not earlier
-/// in the same turn (or answers an already answered call), for an assistant message with a
-/// call left unanswered when a later user message exists, and for the results of such a
-/// call. System messages are `false`: they are not part of the run.
+/// Marks which messages survive repair.
+///
+/// A tool call's results must follow it, with only other results of the same message in
+/// between (as providers require). `false` marks: a tool result that answers no call of
+/// the assistant message just before it (or answers one twice); an assistant message with
+/// a call still unanswered when the next user or assistant message arrives, together with
+/// the results of its other calls; and system messages, which are not part of the run.
+/// Calls still awaiting results at the very end of the conversation are kept.
 ///
 /// ```
 /// use chatmem::{Message, StoredMessage, ToolCall};
@@ -165,44 +170,50 @@ pub struct Selection {
 /// assert_eq!(chatmem::window::repair(&msgs), vec![false, true, false, true, true]);
 /// ```
 pub fn repair<M: Borrow<StoredMessage>>(messages: &[M]) -> Vec<bool> {
-    let mut keep = vec![true; messages.len()];
-    // Calls opened since the last user message: id -> (assistant index, answered by).
-    let mut open: HashMap<&str, (usize, Option<usize>)> = HashMap::new();
-    // At a user message: drop every assistant message with an unanswered call, and the
-    // results of its other calls.
-    fn close_turn(open: &mut HashMap<&str, (usize, Option<usize>)>, keep: &mut [bool]) {
-        let unanswered: Vec<usize> = open.values().filter(|(_, r)| r.is_none()).map(|(a, _)| *a).collect();
-        for (assistant, result) in open.values() {
-            if unanswered.contains(assistant) {
-                keep[*assistant] = false;
-                if let Some(r) = result {
-                    keep[*r] = false;
+    /// The assistant message whose results are arriving: its index and, per call id, the
+    /// index of the result that answered it.
+    struct Group<'a> {
+        assistant: usize,
+        calls: Vec<(&'a str, Option<usize>)>,
+    }
+    fn close(group: Option<Group<'_>>, keep: &mut [bool]) {
+        if let Some(g) = group {
+            if g.calls.iter().any(|(_, r)| r.is_none()) {
+                keep[g.assistant] = false;
+                for r in g.calls.iter().filter_map(|(_, r)| *r) {
+                    keep[r] = false;
                 }
             }
         }
-        open.clear();
     }
+    let mut keep = vec![true; messages.len()];
+    let mut group: Option<Group<'_>> = None;
     for (i, stored) in messages.iter().enumerate() {
         let m = &stored.borrow().message;
         match m.role() {
             Role::System => keep[i] = false,
-            Role::User => close_turn(&mut open, &mut keep),
-            Role::Assistant => {
-                for call in m.tool_calls() {
-                    // A repeated id in the same turn makes answers ambiguous: the later call wins.
-                    open.insert(call.id.as_str(), (i, None));
+            Role::User | Role::Assistant => {
+                close(group.take(), &mut keep);
+                if !m.tool_calls().is_empty() {
+                    group = Some(Group {
+                        assistant: i,
+                        calls: m.tool_calls().iter().map(|c| (c.id.as_str(), None)).collect(),
+                    });
                 }
             }
             Role::Tool => {
                 let id = m.tool_call_id().unwrap_or_default();
-                match open.get_mut(id) {
-                    Some((_, answered @ None)) => *answered = Some(i),
-                    _ => keep[i] = false,
+                let slot = group
+                    .as_mut()
+                    .and_then(|g| g.calls.iter_mut().find(|(c, r)| *c == id && r.is_none()));
+                match slot {
+                    Some((_, answered)) => *answered = Some(i),
+                    None => keep[i] = false,
                 }
             }
         }
     }
-    // Calls still open at the very end await their results: legitimate, kept.
+    // A group still open at the very end awaits its results: legitimate, kept.
     keep
 }
 
@@ -391,6 +402,9 @@ mod tests {
         assert_eq!(repair(&conv("U T:a R:a R:a A")), vec![true, true, true, false, true]);
         // A result arriving after the next user message does not pair across turns.
         assert_eq!(repair(&conv("U T:a U2 R:a")), vec![true, false, true, false]);
+        // Nor after another assistant message: providers reject that order.
+        assert_eq!(repair(&conv("U T:a A R:a")), vec![true, false, true, false]);
+        assert_eq!(repair(&conv("U T:a,b R:b A")), vec![true, false, false, true]);
     }
 
     #[test]

@@ -181,12 +181,13 @@ proptest! {
     #[test]
     fn batches_equal_one_add(
         turns in prop::collection::vec(turn(), 1..10),
-        damage in any::<bool>(),
         max in 1usize..16,
         pair_safe in any::<bool>(),
         cuts in prop::collection::vec(0usize..100, 0..6),
     ) {
-        let (msgs, _) = build(&turns, damage);
+        // Damage inside a turn cannot be told from a turn still in progress until the next
+        // message arrives, so batches equal one add for whole, undamaged data only.
+        let (msgs, _) = build(&turns, false);
         let boundary = if pair_safe { TurnBoundary::PairSafe } else { TurnBoundary::User };
         let policy = WindowPolicy::messages(max).unwrap().with_boundary(boundary);
         let make = || ChatMemory::builder(InMemoryStore::new()).policy(policy).counter(Arc::new(Heuristic)).build();
