@@ -103,6 +103,18 @@ impl Store for InMemoryStore {
         if current != commit.expected_version {
             return Err(StoreError::conflict());
         }
+        // Check everything before touching the map, so a rejected commit leaves no trace.
+        let first_seq = map.get(id).map_or(1, |c| c.next_seq);
+        if let Some((expected, m)) = (first_seq..)
+            .zip(&commit.append)
+            .find(|(expected, m)| m.seq != *expected)
+        {
+            return Err(StoreError::new(
+                StoreErrorKind::InvalidInput,
+                format!("appended sequence {} where {expected} was due", m.seq),
+            ));
+        }
+
         let c = map.entry(id.clone()).or_insert_with(|| Conversation {
             version: 0,
             system: None,
@@ -111,14 +123,7 @@ impl Store for InMemoryStore {
             messages: VecDeque::new(),
             expires_at: None,
         });
-        if let Some(first) = commit.append.first() {
-            if first.seq != c.next_seq {
-                return Err(StoreError::new(
-                    StoreErrorKind::InvalidInput,
-                    format!("appended sequence {} does not follow {}", first.seq, c.next_seq),
-                ));
-            }
-        }
+
         c.next_seq = commit.next_seq(c.next_seq);
         c.messages.extend(commit.append);
         if let Some(system) = commit.system {

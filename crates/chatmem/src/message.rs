@@ -457,8 +457,10 @@ impl WireIn {
 }
 
 fn tool_call(i: usize, c: WireToolCallIn) -> std::result::Result<ToolCall, String> {
-    if let Some(kind) = c.kind.as_deref() {
-        if kind != "function" {
+    if let Some(kind) = c.kind.as_deref()
+        && kind != "function"
+    {
+        {
             return Err(format!(
                 "tool_calls[{i}]: unsupported `type` {kind:?}; only \"function\" is supported"
             ));

@@ -177,8 +177,10 @@ pub fn repair<M: Borrow<StoredMessage>>(messages: &[M]) -> Vec<bool> {
         calls: Vec<(&'a str, Option<usize>)>,
     }
     fn close(group: Option<Group<'_>>, keep: &mut [bool]) {
-        if let Some(g) = group {
-            if g.calls.iter().any(|(_, r)| r.is_none()) {
+        if let Some(g) = group
+            && g.calls.iter().any(|(_, r)| r.is_none())
+        {
+            {
                 keep[g.assistant] = false;
                 for r in g.calls.iter().filter_map(|(_, r)| *r) {
                     keep[r] = false;
@@ -288,8 +290,10 @@ fn valid_starts<M: Borrow<StoredMessage>>(messages: &[M], kept: &[usize], bounda
         for call in m.tool_calls() {
             call_pos.insert(call.id.as_str(), p);
         }
-        if let Some(id) = m.tool_call_id() {
-            if let Some(&c) = call_pos.get(id) {
+        if let Some(id) = m.tool_call_id()
+            && let Some(&c) = call_pos.get(id)
+        {
+            {
                 cuts[c + 1] += 1;
                 cuts[p + 1] -= 1;
             }

@@ -101,11 +101,12 @@ fn run_ok(run: &[&StoredMessage], system_tokens: Option<u32>, policy: &WindowPol
 fn paired(run: &[&StoredMessage]) -> bool {
     let mut calls: HashSet<&str> = HashSet::new();
     for (i, m) in run.iter().enumerate() {
-        if let Some(id) = m.message.tool_call_id() {
-            if !calls.contains(id) {
-                return false;
-            }
+        if let Some(id) = m.message.tool_call_id()
+            && !calls.contains(id)
+        {
+            return false;
         }
+
         for c in m.message.tool_calls() {
             calls.insert(&c.id);
             let later_user = run[i + 1..].iter().any(|n| n.message.role() == Role::User);
