@@ -1,0 +1,358 @@
+//! [`SqliteStore`]: the pool of connections and the async [`Store`] face over [`crate::sql`].
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chatmem::{Commit, ConversationId, Page, Snapshot, Store, StoreError, StoreErrorKind, StoredMessage};
+use rusqlite::{Connection, OpenFlags};
+use tokio::sync::{Mutex as AsyncMutex, Semaphore};
+use tokio::time::Instant;
+
+use crate::sql;
+
+/// How long an operation may wait for a connection or for another process's write lock
+/// before failing with [`StoreErrorKind::Unavailable`].
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Connections per store by default: enough for loads to run beside a commit.
+pub const DEFAULT_POOL_SIZE: usize = 4;
+
+/// The schema version this crate writes; a file with a higher one is refused.
+pub const SCHEMA_VERSION: i64 = sql::SCHEMA_VERSION;
+
+/// A [`Store`] in one SQLite file.
+///
+/// Cheap to clone (clones share the connections). Each operation borrows one connection
+/// from a small pool and runs on tokio's blocking thread pool
+/// ([`spawn_blocking`](tokio::task::spawn_blocking)), never on the async executor, so it
+/// must be used inside a tokio runtime.
+///
+/// Why a pool and a write lock: in WAL mode readers never wait for the writer, so a few
+/// connections let loads run while a commit is in progress; SQLite admits one writer at a
+/// time anyway, so commits from this process queue on an in-process lock (fair, no
+/// sleeping) and only wait on SQLite's `busy_timeout` against other processes.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), chatmem::StoreError> {
+/// use std::time::Duration;
+/// let store = chatmem_sqlite::SqliteStore::builder("data/chatmem.db")
+///     .timeout(Duration::from_secs(2))
+///     .pool_size(2)
+///     .open()
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct SqliteStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    timeout: Duration,
+    pool_size: usize,
+    idle: Mutex<Vec<Connection>>,
+    permits: Arc<Semaphore>,
+    writer: Arc<AsyncMutex<()>>,
+    statements: Arc<AtomicU64>,
+}
+
+impl fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.inner.path)
+            .field("timeout", &self.inner.timeout)
+            .field("pool_size", &self.inner.pool_size)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Options for opening a [`SqliteStore`]; see [`SqliteStore::builder`].
+#[derive(Debug, Clone)]
+pub struct SqliteStoreBuilder {
+    path: PathBuf,
+    timeout: Duration,
+    pool_size: usize,
+}
+
+impl SqliteStoreBuilder {
+    /// How long an operation may wait for a connection or another process's write lock
+    /// (default [`DEFAULT_TIMEOUT`]).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// How many connections the store keeps (default [`DEFAULT_POOL_SIZE`], at least 1).
+    pub fn pool_size(mut self, size: usize) -> Self {
+        self.pool_size = size.max(1);
+        self
+    }
+
+    /// Opens (creating if needed) the file and its parent directories, sets WAL mode and
+    /// creates or checks the schema.
+    ///
+    /// # Errors
+    /// [`StoreErrorKind::Unavailable`] when the file cannot be opened or stays locked,
+    /// [`StoreErrorKind::SchemaTooNew`] when a newer chatmem wrote it,
+    /// [`StoreErrorKind::Corrupt`] when it is not a SQLite database.
+    pub async fn open(self) -> Result<SqliteStore, StoreError> {
+        let statements = Arc::new(AtomicU64::new(0));
+        let counter = statements.clone();
+        let Self {
+            path,
+            timeout,
+            pool_size,
+        } = self;
+        let path2 = path.clone();
+        let conns = run_blocking(move || {
+            if let Some(parent) = path2.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent).map_err(|e| {
+                    StoreError::new(
+                        StoreErrorKind::Unavailable,
+                        format!("creating the directory {}", parent.display()),
+                    )
+                    .with_source(e)
+                })?;
+            }
+            let mut first = open_connection(&path2, timeout, &counter)?;
+            sql::migrate(&mut first)?;
+            let mut conns = vec![first];
+            for _ in 1..pool_size {
+                conns.push(open_connection(&path2, timeout, &counter)?);
+            }
+            Ok(conns)
+        })
+        .await?;
+        tracing::debug!(path = %path.display(), pool_size, "opened sqlite store");
+        Ok(SqliteStore {
+            inner: Arc::new(Inner {
+                path,
+                timeout,
+                pool_size,
+                idle: Mutex::new(conns),
+                permits: Arc::new(Semaphore::new(pool_size)),
+                writer: Arc::new(AsyncMutex::new(())),
+                statements,
+            }),
+        })
+    }
+}
+
+fn open_connection(path: &Path, timeout: Duration, counter: &Arc<AtomicU64>) -> Result<Connection, StoreError> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let mut conn = Connection::open_with_flags(path, flags)
+        .map_err(|e| sql::db_error(&format!("opening {}", path.display()), e))?;
+    let counter = counter.clone();
+    // Counts every statement SQLite starts on this connection: the measured basis of the
+    // per-operation statement counts in the crate docs.
+    conn.trace_v2(
+        rusqlite::trace::TraceEventCodes::SQLITE_TRACE_STMT,
+        Some(move |event: rusqlite::trace::TraceEvent<'_>| {
+            if matches!(event, rusqlite::trace::TraceEvent::Stmt(..)) {
+                counter.fetch_add(1, Ordering::Relaxed);
+            }
+        }),
+    )
+    .map_err(|e| sql::db_error("installing the statement counter", e))?;
+    sql::configure(&conn, timeout)?;
+    Ok(conn)
+}
+
+async fn run_blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| StoreError::new(StoreErrorKind::Other, "a sqlite worker task failed").with_source(e))?
+}
+
+fn unavailable(what: &str, timeout: Duration) -> StoreError {
+    StoreError::new(
+        StoreErrorKind::Unavailable,
+        format!("{what}: no sqlite connection free within {timeout:?}"),
+    )
+}
+
+impl SqliteStore {
+    /// Options for opening the file at `path`.
+    pub fn builder(path: impl Into<PathBuf>) -> SqliteStoreBuilder {
+        SqliteStoreBuilder {
+            path: path.into(),
+            timeout: DEFAULT_TIMEOUT,
+            pool_size: DEFAULT_POOL_SIZE,
+        }
+    }
+
+    /// Opens the file at `path` with the default options; see [`SqliteStoreBuilder::open`].
+    ///
+    /// # Errors
+    /// As [`SqliteStoreBuilder::open`].
+    pub async fn open(path: impl Into<PathBuf>) -> Result<Self, StoreError> {
+        Self::builder(path).open().await
+    }
+
+    /// Opens the file named by a URL: `sqlite:PATH` or `sqlite://PATH` (`sqlite:///abs/path`
+    /// for an absolute path), with the default options.
+    ///
+    /// # Errors
+    /// [`StoreErrorKind::InvalidInput`] for another scheme or an empty path; otherwise as
+    /// [`SqliteStoreBuilder::open`].
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        Self::open(parse_url(url)?).await
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// How many SQL statements SQLite has started on this store's connections since it was
+    /// opened (schema setup included), counted by SQLite's trace hook. For tests and
+    /// benchmarks: the difference across one operation is its statement count.
+    pub fn statements_executed(&self) -> u64 {
+        self.inner.statements.load(Ordering::Relaxed)
+    }
+
+    /// Runs `f` on a pooled connection on a blocking thread. Writers first take the
+    /// in-process write lock. Both waits are bounded by the timeout.
+    async fn with_conn<T: Send + 'static>(
+        &self,
+        what: &'static str,
+        write: bool,
+        f: impl FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let deadline = Instant::now() + self.inner.timeout;
+        let guard = if write {
+            let lock = tokio::time::timeout_at(deadline, self.inner.writer.clone().lock_owned()).await;
+            Some(lock.map_err(|_| unavailable(what, self.inner.timeout))?)
+        } else {
+            None
+        };
+        let permit = tokio::time::timeout_at(deadline, self.inner.permits.clone().acquire_owned())
+            .await
+            .map_err(|_| unavailable(what, self.inner.timeout))?
+            .map_err(|e| StoreError::new(StoreErrorKind::Other, "the sqlite pool is closed").with_source(e))?;
+        let inner = self.inner.clone();
+        // The closure owns the lock guard, the permit and the connection, so a caller that
+        // stops waiting (dropped future) never returns a connection mid-transaction.
+        run_blocking(move || {
+            let _guard = guard;
+            let _permit = permit;
+            let mut conn = inner.take()?;
+            let result = f(&mut conn);
+            inner.give_back(conn);
+            result
+        })
+        .await
+    }
+}
+
+impl Inner {
+    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<Connection>> {
+        // Only push/pop happen under this lock; a poisoned Vec is still a valid Vec.
+        self.idle.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// An idle connection; a new one if a panic lost one (the permit guarantees room).
+    fn take(&self) -> Result<Connection, StoreError> {
+        if let Some(conn) = self.idle().pop() {
+            return Ok(conn);
+        }
+        open_connection(&self.path, self.timeout, &self.statements)
+    }
+
+    fn give_back(&self, conn: Connection) {
+        // A connection left inside a transaction (cannot happen: every transaction is
+        // committed or rolled back on drop) would block writers; drop it instead.
+        if conn.is_autocommit() {
+            self.idle().push(conn);
+        }
+    }
+}
+
+/// The path in `sqlite:PATH` / `sqlite://PATH`.
+fn parse_url(url: &str) -> Result<PathBuf, StoreError> {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+        .ok_or_else(|| {
+            StoreError::new(
+                StoreErrorKind::InvalidInput,
+                "a sqlite URL must start with sqlite: (sqlite:PATH or sqlite://PATH)",
+            )
+        })?;
+    if rest.is_empty() {
+        return Err(StoreError::new(
+            StoreErrorKind::InvalidInput,
+            "the sqlite URL has no path",
+        ));
+    }
+    if rest == ":memory:" {
+        // Each pooled connection would get its own empty database.
+        return Err(StoreError::new(
+            StoreErrorKind::InvalidInput,
+            "in-memory SQLite is not supported; use chatmem::InMemoryStore",
+        ));
+    }
+    Ok(PathBuf::from(rest))
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn load(&self, id: &ConversationId) -> Result<Snapshot, StoreError> {
+        let id = id.clone();
+        self.with_conn("load", false, move |c| sql::load(c, &id)).await
+    }
+
+    async fn commit(&self, id: &ConversationId, commit: Commit) -> Result<u64, StoreError> {
+        let id = id.clone();
+        self.with_conn("commit", true, move |c| sql::commit(c, &id, &commit))
+            .await
+    }
+
+    async fn history(&self, id: &ConversationId, after: u64, limit: usize) -> Result<Vec<StoredMessage>, StoreError> {
+        let id = id.clone();
+        self.with_conn("history", false, move |c| sql::history(c, &id, after, limit))
+            .await
+    }
+
+    async fn clear(&self, id: &ConversationId) -> Result<bool, StoreError> {
+        let id = id.clone();
+        self.with_conn("clear", true, move |c| sql::clear(c, &id)).await
+    }
+
+    async fn list(&self, after: Option<&ConversationId>, limit: usize) -> Result<Page, StoreError> {
+        let after = after.cloned();
+        self.with_conn("list", false, move |c| sql::list(c, after.as_ref(), limit))
+            .await
+    }
+
+    async fn purge_expired(&self) -> Result<u64, StoreError> {
+        self.with_conn("purge_expired", true, sql::purge_expired).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        assert_eq!(parse_url("sqlite:data/x.db").ok(), Some(PathBuf::from("data/x.db")));
+        assert_eq!(parse_url("sqlite://data/x.db").ok(), Some(PathBuf::from("data/x.db")));
+        assert_eq!(parse_url("sqlite:///tmp/x.db").ok(), Some(PathBuf::from("/tmp/x.db")));
+        assert_eq!(parse_url("sqlite:/tmp/x.db").ok(), Some(PathBuf::from("/tmp/x.db")));
+        for bad in ["postgres://x", "sqlite:", "sqlite://", "x.db", "sqlite::memory:"] {
+            assert_eq!(
+                parse_url(bad).map_err(|e| e.kind()).err(),
+                Some(StoreErrorKind::InvalidInput),
+                "{bad}"
+            );
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! Bad data, newer schemas, locked files and unopenable paths give typed errors, never a
+//! panic or a hang.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chatmem::{ChatMemory, Heuristic, Message, Retention, Store, StoreErrorKind};
+use chatmem_sqlite::SqliteStore;
+
+fn memory(store: SqliteStore) -> ChatMemory<SqliteStore> {
+    ChatMemory::builder(store)
+        .retention(Retention::KeepHistory)
+        .counter(Arc::new(Heuristic))
+        .build()
+}
+
+fn turn(n: usize) -> [Message; 2] {
+    [Message::user(format!("u{n}")), Message::assistant(format!("a{n}"))]
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn corrupt_rows_name_conversation_and_seq() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("corrupt.db");
+    let mem = memory(SqliteStore::open(&path).await.expect("open"));
+    let bad = chatmem_test::unique_id("it's \"bad\"");
+    let robot = chatmem_test::unique_id("robot");
+    let bad_system = chatmem_test::unique_id("bad-system");
+    let good = chatmem_test::unique_id("good");
+    for id in [&bad, &robot, &bad_system, &good] {
+        mem.add(id, [Message::system("rules")]).await.expect("add");
+        for n in 0..2 {
+            mem.add(id, turn(n)).await.expect("add");
+        }
+    }
+    let raw = rusqlite::Connection::open(&path).expect("raw open");
+    raw.execute(
+        "UPDATE messages SET json = '{not json' WHERE conversation_id = ?1 AND seq = 2",
+        [bad.as_str()],
+    )
+    .expect("corrupt");
+    raw.execute(
+        r#"UPDATE messages SET json = '{"role":"robot","content":"x"}' WHERE conversation_id = ?1 AND seq = 3"#,
+        [robot.as_str()],
+    )
+    .expect("corrupt");
+    raw.execute(
+        "UPDATE conversations SET system_json = '[]' WHERE id = ?1",
+        [bad_system.as_str()],
+    )
+    .expect("corrupt");
+
+    let store = mem.store();
+    for (id, seq) in [(&bad, 2), (&robot, 3)] {
+        let e = store.load(id).await.expect_err("load of a corrupt row");
+        assert_eq!(e.kind(), StoreErrorKind::Corrupt, "{e}");
+        assert!(e.context().contains(&format!("{id:?}")), "names the conversation: {e}");
+        assert!(e.context().contains(&format!("seq {seq}")), "names the seq: {e}");
+        let e = store.history(id, 0, 100).await.expect_err("history of a corrupt row");
+        assert_eq!(e.kind(), StoreErrorKind::Corrupt, "{e}");
+        assert!(e.context().contains(&format!("seq {seq}")), "{e}");
+        // Rows before the bad one still read.
+        assert_eq!(
+            store.history(id, 0, seq as usize - 1).await.expect("history").len(),
+            seq as usize - 1
+        );
+        let e = mem.get(id).await.expect_err("ChatMemory::get");
+        assert_eq!(e.store_error().map(|s| s.kind()), Some(StoreErrorKind::Corrupt));
+    }
+    let e = store.load(&bad_system).await.expect_err("corrupt system message");
+    assert_eq!(e.kind(), StoreErrorKind::Corrupt);
+    assert!(e.context().contains("system message seq 1"), "{e}");
+    assert!(e.context().contains(&format!("{bad_system:?}")), "{e}");
+
+    // Others stay readable and writable.
+    assert_eq!(mem.get(&good).await.expect("good conversation").len(), 5);
+    mem.add(&good, turn(2)).await.expect("write beside corrupt rows");
+    assert!(store.list(None, 10).await.expect("list").ids.contains(&good));
+    // Clearing a corrupt conversation fixes it.
+    assert!(mem.clear(&bad).await.expect("clear"));
+    assert!(mem.get(&bad).await.expect("get").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_newer_schema_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("schema.db");
+    let id = chatmem_test::unique_id("schema");
+    {
+        let mem = memory(SqliteStore::open(&path).await.expect("open"));
+        mem.add(&id, turn(0)).await.expect("add");
+    }
+    // Opening again is idempotent and keeps the data.
+    let mem = memory(SqliteStore::open(&path).await.expect("reopen"));
+    assert_eq!(mem.get(&id).await.expect("get").len(), 2);
+    drop(mem);
+    let raw = rusqlite::Connection::open(&path).expect("raw open");
+    let v: i64 = raw
+        .query_row("SELECT version FROM chatmem_schema", [], |r| r.get(0))
+        .expect("schema version");
+    assert_eq!(v, chatmem_sqlite::SCHEMA_VERSION);
+    raw.execute(
+        "UPDATE chatmem_schema SET version = ?1",
+        [chatmem_sqlite::SCHEMA_VERSION + 1],
+    )
+    .expect("bump");
+    let e = SqliteStore::open(&path).await.expect_err("newer schema");
+    assert_eq!(e.kind(), StoreErrorKind::SchemaTooNew, "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn not_a_database_and_unopenable_paths() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let junk = dir.path().join("junk.db");
+    std::fs::write(&junk, vec![b'x'; 8192]).expect("write junk");
+    let e = SqliteStore::open(&junk).await.expect_err("junk file");
+    assert_eq!(e.kind(), StoreErrorKind::Corrupt, "{e}");
+
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"").expect("write");
+    let e = SqliteStore::open(file.join("x.db"))
+        .await
+        .expect_err("parent is a file");
+    assert_eq!(e.kind(), StoreErrorKind::Unavailable, "{e}");
+
+    let e = SqliteStore::connect("postgres://user:secret@host/db")
+        .await
+        .expect_err("wrong scheme");
+    assert_eq!(e.kind(), StoreErrorKind::InvalidInput);
+    assert!(!e.to_string().contains("secret"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_locked_file_times_out_then_recovers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("locked.db");
+    let store = SqliteStore::builder(&path)
+        .timeout(Duration::from_millis(300))
+        .open()
+        .await
+        .expect("open");
+    let mem = memory(store.clone());
+    let id = chatmem_test::unique_id("locked");
+    mem.add(&id, turn(0)).await.expect("add");
+
+    // Another "process" holds the write lock.
+    let raw = rusqlite::Connection::open(&path).expect("raw open");
+    raw.execute_batch("BEGIN IMMEDIATE").expect("take the write lock");
+    let started = Instant::now();
+    let e = mem.add(&id, turn(1)).await.expect_err("commit while locked");
+    let elapsed = started.elapsed();
+    assert_eq!(
+        e.store_error().map(|s| s.kind()),
+        Some(StoreErrorKind::Unavailable),
+        "{e}"
+    );
+    assert!(elapsed < Duration::from_secs(3), "gave up after {elapsed:?}");
+    // Readers are not blocked by a writer in WAL mode.
+    assert_eq!(mem.get(&id).await.expect("read while locked").len(), 2);
+    raw.execute_batch("ROLLBACK").expect("release");
+    mem.add(&id, turn(1)).await.expect("works again once released");
+    assert_eq!(mem.get(&id).await.expect("get").len(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn statement_counts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = SqliteStore::open(dir.path().join("count.db")).await.expect("open");
+    let mem = memory(store.clone());
+    let id = chatmem_test::unique_id("count");
+    mem.add(&id, turn(0)).await.expect("add");
+    let count = |before: u64| store.statements_executed() - before;
+
+    let before = store.statements_executed();
+    let window = mem.load(&id).await.expect("load");
+    assert_eq!(count(before), 1, "load = 1 statement");
+
+    let before = store.statements_executed();
+    mem.commit(&id, window, turn(1)).await.expect("commit");
+    // BEGIN IMMEDIATE, SELECT version, 2 x INSERT, upsert, COMMIT.
+    assert_eq!(
+        count(before),
+        6,
+        "commit of a turn (KeepHistory) = 6 statements in 1 transaction"
+    );
+
+    let drop_mem = ChatMemory::builder(store.clone()).counter(Arc::new(Heuristic)).build();
+    let window = drop_mem.load(&id).await.expect("load");
+    let before = store.statements_executed();
+    drop_mem.commit(&id, window, turn(2)).await.expect("commit");
+    assert_eq!(count(before), 7, "DropEvicted adds one DELETE");
+
+    let before = store.statements_executed();
+    store.history(&id, 0, 100).await.expect("history");
+    assert_eq!(count(before), 1, "history = 1 statement");
+    let before = store.statements_executed();
+    store.list(None, 10).await.expect("list");
+    assert_eq!(count(before), 1, "list = 1 statement");
+    let before = store.statements_executed();
+    store.purge_expired().await.expect("purge");
+    assert_eq!(count(before), 4, "purge = 1 transaction of 4 statements");
+    let before = store.statements_executed();
+    assert!(store.clear(&id).await.expect("clear"));
+    assert_eq!(count(before), 4, "clear = 1 transaction of 4 statements");
+}

@@ -1,0 +1,57 @@
+//! The conformance suite every chatmem [`Store`] runs in its tests, plus the multi-process
+//! stress helpers.
+//!
+//! [`run_conformance`] checks a store against the semantics of
+//! [`chatmem::InMemoryStore`], through the raw [`Store`] API and through
+//! [`chatmem::ChatMemory`]: round trips, the window contract, retention, exact JSON,
+//! version conflicts, paging, clearing, TTL, awkward ids and in-process concurrency. It
+//! panics (with `assert!`) on the first failure, and uses fresh random conversation ids on
+//! each call, so several runs may share one database server at once.
+//!
+//! It is not a benchmark and not a unit-test helper for `chatmem` itself; it is not
+//! published.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! # async fn demo() {
+//! let store: Arc<dyn chatmem::Store> = Arc::new(chatmem::InMemoryStore::new());
+//! chatmem_test::run_conformance(store).await;
+//! # }
+//! ```
+//!
+//! For the multi-process stress test see the [`stress`] module.
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use chatmem::{ConversationId, Store};
+
+mod conformance;
+pub mod stress;
+
+pub use crate::stress::check_stress_history;
+
+/// A fresh conversation id `"{prefix}-{millis}-{random}"`, unique across runs and processes.
+///
+/// # Panics
+/// When `prefix` makes an invalid id (control characters, or longer than about 220 bytes).
+pub fn unique_id(prefix: &str) -> ConversationId {
+    ConversationId::new(format!("{prefix}-{}", run_token())).expect("unique_id: the prefix makes an invalid id")
+}
+
+/// A token unique to this call: milliseconds since the epoch plus 64 random bits.
+pub(crate) fn run_token() -> String {
+    let millis = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    format!("{millis}-{:016x}", fastrand::u64(..))
+}
+
+/// Runs the whole conformance suite against `store`; panics on the first failure.
+///
+/// Takes about two seconds (the TTL checks wait for an expiry). Safe on a shared server:
+/// every conversation id starts with a prefix unique to this call, and list checks only
+/// look at that prefix.
+pub async fn run_conformance(store: Arc<dyn Store>) {
+    conformance::run(store).await;
+}

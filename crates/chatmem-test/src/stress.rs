@@ -1,0 +1,229 @@
+//! Multi-process stress test helpers: many processes append turns to one conversation at
+//! once; afterwards no turn may be lost, duplicated or split.
+//!
+//! The pattern, in a store crate's `tests/stress.rs` (the test binary spawns copies of
+//! itself as the children):
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use chatmem_test::stress;
+//!
+//! // The child: does nothing unless the parent started this process as a child.
+//! #[tokio::test(flavor = "multi_thread")]
+//! async fn stress_child() {
+//!     let Some(child) = stress::child_env() else { return };
+//!     let store = chatmem::InMemoryStore::new(); // your store: connect(&child.url)
+//!     stress::run_child(Arc::new(store), &child).await;
+//! }
+//!
+//! // The parent: spawns 16 children running `stress_child`, then checks the transcript.
+//! #[tokio::test(flavor = "multi_thread")]
+//! async fn sixteen_processes() {
+//!     if stress::child_env().is_some() { return; }
+//!     let url = "sqlite:/tmp/x.db"; // where the children connect
+//!     let store = chatmem::InMemoryStore::new(); // your store: connect(url)
+//!     stress::run_parent(Arc::new(store), "stress_child", url, stress::PROCESSES, stress::TURNS).await;
+//! }
+//! ```
+//!
+//! Each child runs the test binary as `--exact <child test> --nocapture --test-threads 1`
+//! with [`ENV_CHILD`], [`ENV_ID`], [`ENV_URL`] and [`ENV_TURNS`] set. Each commits `turns`
+//! turns (user + assistant as one `add` batch, [`Retention::KeepHistory`]) whose texts
+//! name the child and the turn; [`check_stress_history`] then checks the transcript.
+
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+use chatmem::{ChatMemory, ConversationId, Heuristic, Message, Retention, Role, Store, WindowPolicy};
+
+/// Environment variable holding the child's index (set only in child processes).
+pub const ENV_CHILD: &str = "CHATMEM_STRESS_CHILD";
+/// Environment variable holding the conversation id the children write to.
+pub const ENV_ID: &str = "CHATMEM_STRESS_ID";
+/// Environment variable holding the store URL the children connect to.
+pub const ENV_URL: &str = "CHATMEM_STRESS_URL";
+/// Environment variable holding how many turns each child commits.
+pub const ENV_TURNS: &str = "CHATMEM_STRESS_TURNS";
+
+/// The number of child processes the standard stress test spawns.
+pub const PROCESSES: usize = 16;
+/// The number of turns each child commits in the standard stress test.
+pub const TURNS: usize = 50;
+
+/// What a child process was told by its parent.
+#[derive(Debug, Clone)]
+pub struct StressChild {
+    /// This child's index, from 0.
+    pub index: usize,
+    /// The conversation all children write to.
+    pub id: ConversationId,
+    /// The store URL to connect to.
+    pub url: String,
+    /// How many turns to commit.
+    pub turns: usize,
+}
+
+/// The child's instructions when this process was started as a stress child, else `None`.
+///
+/// # Panics
+/// When [`ENV_CHILD`] is set but the other variables are missing or malformed.
+pub fn child_env() -> Option<StressChild> {
+    let index = std::env::var(ENV_CHILD).ok()?;
+    let var = |name: &str| std::env::var(name).unwrap_or_else(|_| panic!("stress child: {name} is not set"));
+    Some(StressChild {
+        index: index.parse().expect("stress child: bad child index"),
+        id: ConversationId::new(var(ENV_ID)).expect("stress child: bad conversation id"),
+        url: var(ENV_URL),
+        turns: var(ENV_TURNS).parse().expect("stress child: bad turn count"),
+    })
+}
+
+/// The memory children write with: [`Retention::KeepHistory`], a 20-message window, the
+/// heuristic counter and enough retries that contention never gives up.
+pub fn stress_memory(store: Arc<dyn Store>) -> ChatMemory<Arc<dyn Store>> {
+    ChatMemory::builder(store)
+        .policy(WindowPolicy::messages(20).expect("20 is a valid window"))
+        .retention(Retention::KeepHistory)
+        .counter(Arc::new(Heuristic))
+        .max_attempts(100_000)
+        .build()
+}
+
+/// The two messages of turn `turn` of writer `writer`.
+pub fn turn_messages(writer: usize, turn: usize) -> [Message; 2] {
+    [
+        Message::user(format!("stress w{writer} t{turn} user")),
+        Message::assistant(format!("stress w{writer} t{turn} assistant")),
+    ]
+}
+
+/// Commits `turns` turns of writer `writer` to `id`, one `add` batch per turn.
+///
+/// # Panics
+/// When a commit fails.
+pub async fn write_turns(memory: &ChatMemory<Arc<dyn Store>>, id: &ConversationId, writer: usize, turns: usize) {
+    for turn in 0..turns {
+        if let Err(e) = memory.add(id, turn_messages(writer, turn)).await {
+            panic!("writer {writer} turn {turn}: {e} ({:?})", std::error::Error::source(&e));
+        }
+    }
+}
+
+/// The body of the child test: commits the child's turns through `store`.
+pub async fn run_child(store: Arc<dyn Store>, child: &StressChild) {
+    write_turns(&stress_memory(store), &child.id, child.index, child.turns).await;
+}
+
+/// Spawns `processes` copies of the current test binary running test `child_test` as
+/// stress children writing to `id` at `url`, and waits for all of them.
+///
+/// # Panics
+/// When a child cannot be started, fails, or did not run exactly one test (a wrong
+/// `child_test` name would otherwise pass silently).
+pub fn spawn_children(child_test: &str, id: &ConversationId, url: &str, processes: usize, turns: usize) {
+    let exe = std::env::current_exe().expect("stress: no current_exe");
+    let children: Vec<_> = (0..processes)
+        .map(|index| {
+            Command::new(&exe)
+                .args(["--exact", child_test, "--nocapture", "--test-threads", "1"])
+                .env(ENV_CHILD, index.to_string())
+                .env(ENV_ID, id.as_str())
+                .env(ENV_URL, url)
+                .env(ENV_TURNS, turns.to_string())
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("stress: spawning a child failed")
+        })
+        .collect();
+    // One thread per child drains its pipes so no child blocks on a full pipe.
+    let waiters: Vec<_> = children
+        .into_iter()
+        .map(|child| std::thread::spawn(move || child.wait_with_output()))
+        .collect();
+    for (index, waiter) in waiters.into_iter().enumerate() {
+        let out = waiter
+            .join()
+            .expect("stress: waiter thread panicked")
+            .expect("stress: waiting for a child failed");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && stdout.contains("1 passed"),
+            "stress child {index} failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+            out.status
+        );
+    }
+}
+
+/// The parent side: a fresh conversation id, `processes` children of `turns` turns each
+/// (see [`spawn_children`]), then [`check_stress_history`] on the transcript read through
+/// `store`, which is cleared afterwards.
+pub async fn run_parent(store: Arc<dyn Store>, child_test: &str, url: &str, processes: usize, turns: usize) {
+    let id = crate::unique_id("stress");
+    let (child_test, url2, id2) = (child_test.to_owned(), url.to_owned(), id.clone());
+    tokio::task::spawn_blocking(move || spawn_children(&child_test, &id2, &url2, processes, turns))
+        .await
+        .expect("stress: the spawning task panicked");
+    let history = stress_memory(store.clone())
+        .history(&id)
+        .await
+        .expect("stress: reading the history failed");
+    check_stress_history(&history, processes, turns);
+    store.clear(&id).await.expect("stress: clearing failed");
+}
+
+fn parse(text: &str) -> Option<(usize, usize, &str)> {
+    let rest = text.strip_prefix("stress w")?;
+    let (writer, rest) = rest.split_once(" t")?;
+    let (turn, role) = rest.split_once(' ')?;
+    Some((writer.parse().ok()?, turn.parse().ok()?, role))
+}
+
+/// Checks a transcript written by `processes` writers of `turns` turns each (texts from
+/// [`turn_messages`]): exactly `processes * turns * 2` messages, each turn's user and
+/// assistant message adjacent, every turn exactly once, each writer's turns in order.
+///
+/// # Panics
+/// When any of that does not hold.
+pub fn check_stress_history(messages: &[Message], processes: usize, turns: usize) {
+    assert_eq!(
+        messages.len(),
+        processes * turns * 2,
+        "stress: expected {processes} writers x {turns} turns x 2 messages"
+    );
+    let mut seen = vec![vec![false; turns]; processes];
+    let mut last_turn: Vec<Option<usize>> = vec![None; processes];
+    for (i, pair) in messages.chunks(2).enumerate() {
+        let [user, assistant] = pair else {
+            panic!("stress: odd number of messages");
+        };
+        let u_text = user.text().unwrap_or_default().into_owned();
+        let a_text = assistant.text().unwrap_or_default().into_owned();
+        let (w, t, r) = parse(&u_text).unwrap_or_else(|| panic!("stress: unexpected message {u_text:?} at {}", 2 * i));
+        assert!(
+            user.role() == Role::User && r == "user",
+            "stress: message {} should start a turn: {u_text:?}",
+            2 * i
+        );
+        assert_eq!(
+            assistant.role(),
+            Role::Assistant,
+            "stress: turn {u_text:?} is not followed by its answer but {a_text:?}"
+        );
+        assert_eq!(
+            parse(&a_text),
+            Some((w, t, "assistant")),
+            "stress: turn {u_text:?} was split: next is {a_text:?}"
+        );
+        assert!(w < processes && t < turns, "stress: out of range {u_text:?}");
+        assert!(!seen[w][t], "stress: turn {u_text:?} appears twice");
+        seen[w][t] = true;
+        assert!(
+            last_turn[w].is_none_or(|prev| prev < t),
+            "stress: writer {w}'s turns are out of order at {u_text:?}"
+        );
+        last_turn[w] = Some(t);
+    }
+}
