@@ -1,0 +1,600 @@
+//! [`MemoryAdvisor`]: memory around a [`ChatModel`].
+
+use std::fmt;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use async_trait::async_trait;
+use chatmem::{
+    ChatMemory, ChatModel, ChatRequest, ChatResponse, ConversationId, DeltaAccumulator, DeltaStream, InMemoryStore,
+    Message, ModelError, ModelErrorKind, Store, StoredMessage, Window,
+};
+use futures_core::Stream;
+use futures_util::StreamExt;
+
+use crate::error::Error;
+use crate::tools::{ToolExecutor, run_calls};
+use crate::turn::{TurnEvent, TurnRequest, TurnResponse, add_usage};
+
+/// The default number of tool rounds a turn may take.
+pub const DEFAULT_MAX_TOOL_ROUNDS: usize = 8;
+
+/// When the turn's new messages (the user message) are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WriteMode {
+    /// With the answer, in one batch, once the model succeeded (default): a failed call
+    /// leaves memory exactly as it was.
+    #[default]
+    AfterSuccess,
+    /// Before the model call, as Spring AI's `MessageChatMemoryAdvisor` does; the answer is
+    /// committed after. A failed call leaves the user message stored without an answer; a
+    /// retry of the same message does not store it twice (it equals the end of memory, so
+    /// it is neither re-added nor sent twice).
+    Eager,
+}
+
+/// A [`ChatModel`] with conversation memory, in the spirit of a tower layer: it holds the
+/// inner model and a [`ChatMemory`], and each call names its conversation explicitly.
+///
+/// A turn ([`call`](MemoryAdvisor::call) or [`stream`](MemoryAdvisor::stream)):
+/// 1. loads the conversation (one store round trip); a system message in the request
+///    replaces the stored one if its text differs (committed with the turn);
+/// 2. sends the system message, then the window, then the turn's new messages. The window
+///    is the one memory will hold once the new messages are added, so the model never sees
+///    more than the policy allows; new messages equal to the end of memory are not repeated;
+/// 3. calls the model, running the tool loop if a [`ToolExecutor`] is set (the memory is
+///    prepended once; each round appends the tool calls and results);
+/// 4. on success commits the whole turn — new messages, tool calls and results, answer —
+///    as one atomic batch (retried against concurrent writers, so two turns on one
+///    conversation both land, each contiguous);
+/// 5. on failure commits nothing (see [`WriteMode::Eager`] for the alternative).
+///
+/// ```
+/// use async_trait::async_trait;
+/// use chatmem::{ChatMemory, ChatModel, ChatRequest, ChatResponse, ConversationId, Message, ModelError};
+/// use chatmem_advisor::{MemoryAdvisor, TurnRequest};
+///
+/// /// Answers with the number of messages it was sent.
+/// #[derive(Debug)]
+/// struct Count;
+///
+/// #[async_trait]
+/// impl ChatModel for Count {
+///     async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
+///         let n = request.messages.len().to_string();
+///         Ok(ChatResponse { message: Message::assistant(n), usage: None, finish_reason: Some("stop".into()) })
+///     }
+/// }
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// let advisor = MemoryAdvisor::new(Count, ChatMemory::in_memory());
+/// let id = ConversationId::new("app-user-42-aftersale")?;
+/// let first = advisor.call(&id, TurnRequest::user("hi").with_system("be brief")).await?;
+/// assert_eq!(first.text(), "2"); // system + user
+/// let second = advisor.call(&id, TurnRequest::user("again")).await?;
+/// assert_eq!(second.text(), "4"); // system + user + answer + user
+/// assert_eq!(advisor.memory().get(&id).await?.len(), 5);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+#[derive(Debug, Clone)]
+pub struct MemoryAdvisor<M, S = InMemoryStore> {
+    model: M,
+    memory: ChatMemory<S>,
+    write_mode: WriteMode,
+    max_tool_rounds: usize,
+    executor: Option<Arc<dyn ToolExecutor>>,
+}
+
+/// What a turn sends first and what it will commit.
+struct Prepared {
+    /// The base for the final commit.
+    window: Window,
+    /// System, window, new messages.
+    prompt: Vec<Message>,
+    /// Messages for the final commit before the generated ones.
+    pending: Vec<Message>,
+    /// The turn's new messages (for [`TurnResponse::messages`]).
+    new: Vec<Message>,
+}
+
+impl<M: ChatModel, S: Store> MemoryAdvisor<M, S> {
+    /// An advisor over `model` and `memory`, writing after success, with no tool executor.
+    pub fn new(model: M, memory: ChatMemory<S>) -> Self {
+        Self {
+            model,
+            memory,
+            write_mode: WriteMode::default(),
+            max_tool_rounds: DEFAULT_MAX_TOOL_ROUNDS,
+            executor: None,
+        }
+    }
+
+    /// Sets when new messages are written.
+    pub fn with_write_mode(mut self, mode: WriteMode) -> Self {
+        self.write_mode = mode;
+        self
+    }
+
+    /// Runs tool calls with `executor`: the model is called again with the results until it
+    /// answers without tool calls. Without an executor a tool-call answer ends the turn (and
+    /// is committed); the caller may send the results as the next turn's messages.
+    pub fn with_tool_executor(mut self, executor: impl ToolExecutor + 'static) -> Self {
+        self.executor = Some(Arc::new(executor));
+        self
+    }
+
+    /// How many rounds of tool calls a turn may run before failing with
+    /// [`Error::ToolLoopExceeded`] (default [`DEFAULT_MAX_TOOL_ROUNDS`]).
+    pub fn with_max_tool_rounds(mut self, rounds: usize) -> Self {
+        self.max_tool_rounds = rounds;
+        self
+    }
+
+    /// The inner model.
+    pub fn get_ref(&self) -> &M {
+        &self.model
+    }
+
+    /// The inner model, mutably.
+    pub fn get_mut(&mut self) -> &mut M {
+        &mut self.model
+    }
+
+    /// The memory.
+    pub fn memory(&self) -> &ChatMemory<S> {
+        &self.memory
+    }
+
+    /// The write mode.
+    pub fn write_mode(&self) -> WriteMode {
+        self.write_mode
+    }
+
+    /// Drops the memory and returns the inner model.
+    pub fn into_inner(self) -> M {
+        self.model
+    }
+
+    /// The inner model and the memory.
+    pub fn into_parts(self) -> (M, ChatMemory<S>) {
+        (self.model, self.memory)
+    }
+
+    /// A [`ChatModel`] bound to conversation `id` (each `complete` is one turn).
+    pub fn conversation(self: Arc<Self>, id: ConversationId) -> Conversation<M, S> {
+        Conversation { advisor: self, id }
+    }
+
+    /// Runs one turn and commits it; see the type's documentation for the steps.
+    ///
+    /// # Errors
+    /// [`Error`]; only [`Error::Commit`] can follow a successful model call, and it carries
+    /// the answer.
+    pub async fn call(&self, id: &ConversationId, request: TurnRequest) -> Result<TurnResponse, Error> {
+        let TurnRequest {
+            messages,
+            tools,
+            options,
+        } = request;
+        let Prepared {
+            window,
+            mut prompt,
+            pending,
+            new,
+        } = self.prepare(id, messages).await?;
+        let mut generated = Vec::new();
+        let mut usage = None;
+        let mut rounds = 0;
+        loop {
+            rounds += 1;
+            let request = ChatRequest {
+                messages: prompt.clone(),
+                tools: tools.clone(),
+                options: options.clone(),
+            };
+            let response = self.model.complete(request).await.map_err(Error::Model)?;
+            usage = add_usage(usage, response.usage);
+            match self.next_step(response, rounds, &mut prompt, &mut generated)? {
+                Step::Done(message, finish_reason) => {
+                    let turn = TurnResponse {
+                        message,
+                        messages: new.into_iter().chain(generated.iter().cloned()).collect(),
+                        usage,
+                        finish_reason,
+                        rounds,
+                    };
+                    return self.finish(id, window, pending, generated, turn).await;
+                }
+                Step::RunTools(calls) => {
+                    let results = self.run_tools(&calls).await;
+                    prompt.extend(results.iter().cloned());
+                    generated.extend(results);
+                }
+            }
+        }
+    }
+
+    /// Runs one turn, streaming: yields each [`ChatDelta`](chatmem::ChatDelta) as it
+    /// arrives, each tool result, and finally [`TurnEvent::Done`] once the turn is committed.
+    ///
+    /// Memory is loaded and the model stream opened before this returns, so those errors
+    /// come from here. The commit happens when the stream is polled past the model's last
+    /// delta: a caller that drops the stream before [`TurnEvent::Done`] (or on an error)
+    /// commits nothing of the turn (in eager mode the user message was already stored).
+    /// Each round's deltas are joined on their own, so an earlier round's tool-call message
+    /// is never merged with the final text.
+    ///
+    /// # Errors
+    /// As [`call`](MemoryAdvisor::call).
+    pub async fn stream<'a>(&'a self, id: &'a ConversationId, request: TurnRequest) -> Result<TurnStream<'a>, Error> {
+        let TurnRequest {
+            messages,
+            tools,
+            options,
+        } = request;
+        let Prepared {
+            window,
+            mut prompt,
+            pending,
+            new,
+        } = self.prepare(id, messages).await?;
+        let first = ChatRequest {
+            messages: prompt.clone(),
+            tools: tools.clone(),
+            options: options.clone(),
+        };
+        let mut deltas: DeltaStream = self.model.stream(first).await.map_err(Error::Model)?;
+        let events = async_stream::stream! {
+            let mut generated = Vec::new();
+            let mut usage = None;
+            let mut rounds = 0;
+            loop {
+                rounds += 1;
+                let mut acc = DeltaAccumulator::default();
+                while let Some(item) = deltas.next().await {
+                    match item {
+                        Ok(delta) => {
+                            acc.push(&delta);
+                            yield Ok(TurnEvent::Delta(delta));
+                        }
+                        Err(e) => {
+                            yield Err(Error::Model(e));
+                            return;
+                        }
+                    }
+                }
+                let response = match acc.finish() {
+                    Ok(r) => r,
+                    Err(e) => {
+                        yield Err(Error::Model(e));
+                        return;
+                    }
+                };
+                usage = add_usage(usage, response.usage);
+                match self.next_step(response, rounds, &mut prompt, &mut generated) {
+                    Err(e) => {
+                        yield Err(e);
+                        return;
+                    }
+                    Ok(Step::Done(message, finish_reason)) => {
+                        let turn = TurnResponse {
+                            message,
+                            messages: new.into_iter().chain(generated.iter().cloned()).collect(),
+                            usage,
+                            finish_reason,
+                            rounds,
+                        };
+                        yield self.finish(id, window, pending, generated, turn).await.map(TurnEvent::Done);
+                        return;
+                    }
+                    Ok(Step::RunTools(calls)) => {
+                        let results = self.run_tools(&calls).await;
+                        for r in &results {
+                            yield Ok(TurnEvent::ToolResult(r.clone()));
+                        }
+                        prompt.extend(results.iter().cloned());
+                        generated.extend(results);
+                        let next = ChatRequest {
+                            messages: prompt.clone(),
+                            tools: tools.clone(),
+                            options: options.clone(),
+                        };
+                        deltas = match self.model.stream(next).await {
+                            Ok(s) => s,
+                            Err(e) => {
+                                yield Err(Error::Model(e));
+                                return;
+                            }
+                        };
+                    }
+                }
+            }
+        };
+        Ok(TurnStream {
+            inner: Box::pin(events),
+        })
+    }
+
+    /// Steps 1 and 2: load, system handling, de-duplication, the prompt, and the eager write.
+    async fn prepare(&self, id: &ConversationId, mut messages: Vec<Message>) -> Result<Prepared, Error> {
+        let system = match messages.first() {
+            Some(m) if m.is_system() => Some(messages.remove(0)),
+            _ => None,
+        };
+        if let Some(i) = messages.iter().position(Message::is_system) {
+            return Err(Error::InvalidRequest(format!(
+                "message {} is a system message; only the first message may be one",
+                i + usize::from(system.is_some())
+            )));
+        }
+        if messages.is_empty() {
+            return Err(Error::InvalidRequest(
+                "a turn needs at least one non-system message".into(),
+            ));
+        }
+        let window = self.memory.load(id).await.map_err(Error::Load)?;
+        let stored = &window.snapshot().messages;
+        let skip = already_stored(stored, &messages);
+        let new = messages.split_off(skip);
+        let changed_system = system.filter(|s| window.system().is_none_or(|old| old.text() != s.text()));
+        let prompt = self.prompt(&window, changed_system.as_ref(), &new);
+        let pending: Vec<Message> = changed_system.into_iter().chain(new.iter().cloned()).collect();
+        tracing::debug!(
+            conversation = %id,
+            window = window.len(),
+            new = new.len(),
+            already_stored = skip,
+            prompt = prompt.len(),
+            "turn prepared"
+        );
+        match self.write_mode {
+            WriteMode::Eager if !pending.is_empty() => {
+                let window = self
+                    .memory
+                    .commit(id, window, pending)
+                    .await
+                    .map_err(|source| Error::Commit { source, response: None })?;
+                Ok(Prepared {
+                    window,
+                    prompt,
+                    pending: Vec::new(),
+                    new,
+                })
+            }
+            _ => Ok(Prepared {
+                window,
+                prompt,
+                pending,
+                new,
+            }),
+        }
+    }
+
+    /// The system message, then the window memory will hold once `new` is added (so the
+    /// policy bounds what the model sees), then `new` itself.
+    fn prompt(&self, window: &Window, new_system: Option<&Message>, new: &[Message]) -> Vec<Message> {
+        let snapshot = window.snapshot();
+        let counter = self.memory.counter();
+        let tokens = |m: &Message| u32::try_from(counter.count_message(m)).unwrap_or(u32::MAX);
+        let mut seq = snapshot.next_seq;
+        let added: Vec<StoredMessage> = new
+            .iter()
+            .map(|m| {
+                let s = StoredMessage::new(seq, tokens(m), m.clone());
+                seq += 1;
+                s
+            })
+            .collect();
+        let all: Vec<&StoredMessage> = snapshot.messages.iter().chain(&added).collect();
+        let system = new_system.or(window.system());
+        let system_tokens = match new_system {
+            Some(s) => Some(tokens(s)),
+            None => snapshot.system.as_ref().map(|s| s.tokens),
+        };
+        let selection = chatmem::window::select(&all, system_tokens, self.memory.policy());
+        let old = snapshot.messages.len();
+        system
+            .into_iter()
+            .cloned()
+            .chain(
+                selection
+                    .indices
+                    .iter()
+                    .filter(|&&i| i < old)
+                    .map(|&i| snapshot.messages[i].message.clone()),
+            )
+            .chain(new.iter().cloned())
+            .collect()
+    }
+
+    /// Records a model answer; decides whether the turn is done or tools must run.
+    fn next_step(
+        &self,
+        response: ChatResponse,
+        rounds: usize,
+        prompt: &mut Vec<Message>,
+        generated: &mut Vec<Message>,
+    ) -> Result<Step, Error> {
+        let calls = response.message.tool_calls().to_vec();
+        prompt.push(response.message.clone());
+        generated.push(response.message.clone());
+        if calls.is_empty() || self.executor.is_none() {
+            return Ok(Step::Done(response.message, response.finish_reason));
+        }
+        if rounds > self.max_tool_rounds {
+            return Err(Error::ToolLoopExceeded {
+                rounds: self.max_tool_rounds,
+            });
+        }
+        Ok(Step::RunTools(calls))
+    }
+
+    async fn run_tools(&self, calls: &[chatmem::ToolCall]) -> Vec<Message> {
+        match &self.executor {
+            Some(executor) => run_calls(executor.as_ref(), calls).await,
+            None => Vec::new(),
+        }
+    }
+
+    /// Step 4: one atomic commit of the whole turn.
+    async fn finish(
+        &self,
+        id: &ConversationId,
+        window: Window,
+        pending: Vec<Message>,
+        generated: Vec<Message>,
+        turn: TurnResponse,
+    ) -> Result<TurnResponse, Error> {
+        let batch: Vec<Message> = pending.into_iter().chain(generated).collect();
+        let count = batch.len();
+        match self.memory.commit(id, window, batch).await {
+            Ok(_) => {
+                tracing::debug!(conversation = %id, messages = count, rounds = turn.rounds, "turn committed");
+                Ok(turn)
+            }
+            Err(source) => {
+                tracing::warn!(conversation = %id, messages = count, "turn answered but not committed");
+                Err(Error::Commit {
+                    source,
+                    response: Some(Box::new(turn)),
+                })
+            }
+        }
+    }
+}
+
+enum Step {
+    Done(Message, Option<String>),
+    RunTools(Vec<chatmem::ToolCall>),
+}
+
+/// How many leading messages of `new` equal the last messages stored: those are memory
+/// sent again (or an eager-mode user message being retried), not new.
+fn already_stored(stored: &[StoredMessage], new: &[Message]) -> usize {
+    let max = stored.len().min(new.len());
+    (1..=max)
+        .rev()
+        .find(|&j| {
+            stored[stored.len() - j..]
+                .iter()
+                .map(|s| &s.message)
+                .eq(new[..j].iter())
+        })
+        .unwrap_or(0)
+}
+
+/// The stream of one turn; see [`MemoryAdvisor::stream`].
+pub struct TurnStream<'a> {
+    inner: Pin<Box<dyn Stream<Item = Result<TurnEvent, Error>> + Send + 'a>>,
+}
+
+impl fmt::Debug for TurnStream<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TurnStream").finish_non_exhaustive()
+    }
+}
+
+impl Stream for TurnStream<'_> {
+    type Item = Result<TurnEvent, Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.inner.as_mut().poll_next(cx)
+    }
+}
+
+impl TurnStream<'_> {
+    /// Drains the stream and returns the committed turn.
+    ///
+    /// # Errors
+    /// The first error the stream yields.
+    pub async fn finish(mut self) -> Result<TurnResponse, Error> {
+        while let Some(event) = self.next().await {
+            if let TurnEvent::Done(turn) = event? {
+                return Ok(turn);
+            }
+        }
+        Err(Error::Model(ModelError::new(
+            ModelErrorKind::Protocol,
+            "the turn stream ended without an answer",
+        )))
+    }
+}
+
+/// A [`MemoryAdvisor`] bound to one conversation, usable wherever a [`ChatModel`] is: each
+/// `complete` is one turn whose new messages are the request's messages. Its `stream` is
+/// the trait's default (the whole answer as one delta); use [`MemoryAdvisor::stream`] to
+/// stream.
+#[derive(Debug)]
+pub struct Conversation<M, S> {
+    advisor: Arc<MemoryAdvisor<M, S>>,
+    id: ConversationId,
+}
+
+impl<M, S> Clone for Conversation<M, S> {
+    fn clone(&self) -> Self {
+        Self {
+            advisor: Arc::clone(&self.advisor),
+            id: self.id.clone(),
+        }
+    }
+}
+
+impl<M, S> Conversation<M, S> {
+    /// The conversation id.
+    pub fn id(&self) -> &ConversationId {
+        &self.id
+    }
+}
+
+#[async_trait]
+impl<M: ChatModel, S: Store> ChatModel for Conversation<M, S> {
+    async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
+        let turn = TurnRequest {
+            messages: request.messages,
+            tools: request.tools,
+            options: request.options,
+        };
+        match self.advisor.call(&self.id, turn).await {
+            Ok(t) => Ok(ChatResponse {
+                message: t.message,
+                usage: t.usage,
+                finish_reason: t.finish_reason,
+            }),
+            Err(Error::Model(e)) => Err(e),
+            Err(Error::InvalidRequest(r)) => Err(ModelError::new(ModelErrorKind::InvalidRequest, r)),
+            Err(other) => Err(ModelError::new(ModelErrorKind::Other, "conversation memory failed").with_source(other)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored(ms: &[Message]) -> Vec<StoredMessage> {
+        ms.iter()
+            .enumerate()
+            .map(|(i, m)| StoredMessage::new(i as u64 + 1, 1, m.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn only_a_prefix_equal_to_the_end_of_memory_is_dropped() {
+        let mem = stored(&[Message::user("u1"), Message::assistant("a1"), Message::user("u2")]);
+        assert_eq!(already_stored(&mem, &[Message::user("u2")]), 1);
+        assert_eq!(already_stored(&mem, &[Message::user("u2"), Message::user("u3")]), 1);
+        assert_eq!(
+            already_stored(
+                &mem,
+                &[Message::assistant("a1"), Message::user("u2"), Message::user("u3")]
+            ),
+            2
+        );
+        assert_eq!(already_stored(&mem, &[Message::user("u1")]), 0);
+        assert_eq!(already_stored(&[], &[Message::user("u1")]), 0);
+        let answered = stored(&[Message::user("hi"), Message::assistant("hello")]);
+        assert_eq!(already_stored(&answered, &[Message::user("hi")]), 0);
+    }
+}

@@ -1,0 +1,42 @@
+//! An OpenAI-compatible chat model for chatmem: [`OpenAiModel`] implements
+//! [`chatmem::ChatModel`] for any `/chat/completions` endpoint (OpenAI, DeepSeek, Ollama,
+//! vLLM, ...), on top of the async-openai client.
+//!
+//! What it does: builds requests from chatmem messages (tool calls both ways), reads plain
+//! and streamed (SSE) answers into [`chatmem::ChatResponse`] / [`chatmem::ChatDelta`], keeps
+//! DeepSeek's `reasoning_content` on the assistant message, and maps HTTP failures to
+//! [`chatmem::ModelErrorKind`] (401/403 `Auth`, 429 `RateLimited`, 5xx `Server`, timeouts
+//! `Timeout`, connection failures `Unavailable`). 429, 5xx and connection failures are
+//! retried a few times first ([`OpenAiModelBuilder::max_retries`]).
+//!
+//! What it never sends: `reasoning_content` (DeepSeek rejects it in requests and it only
+//! costs tokens), chatmem's `metadata`, or a tool result's `is_error` flag. It logs no
+//! message text: requests and answers are logged at `debug` by counts only.
+//!
+//! What it is not: conversation memory. It sends exactly the messages it is given; put a
+//! `chatmem-advisor` `MemoryAdvisor` in front of it for memory.
+//!
+//! ```no_run
+//! use chatmem::{ChatModel, ChatRequest, Message};
+//! use chatmem_openai::Provider;
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! // Reads DEEPSEEK_API_KEY; a missing key is an error naming the variable.
+//! let model = Provider::DeepSeek.builder().build()?;
+//! let answer = model.complete(ChatRequest::new(vec![Message::user("你好")])).await?;
+//! println!("{}", answer.message.text().unwrap_or_default());
+//! # Ok(()) }
+//! ```
+//!
+//! Limitation: async-openai logs, at `error` level, a response body or SSE event that is not
+//! valid JSON at all. Answers are requested as raw JSON values and checked here, so a body
+//! of the wrong shape is reported without being logged; only non-JSON bodies reach that log.
+
+mod config;
+mod error;
+mod model;
+mod wire;
+
+pub use crate::config::{DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, OpenAiModelBuilder, Provider, UnknownProvider};
+pub use crate::error::ConfigError;
+pub use crate::model::OpenAiModel;
