@@ -1,0 +1,91 @@
+//! Creating and upgrading the schema: numbered SQL files, applied once, under a lock.
+
+use deadpool_postgres::Client;
+use deadpool_postgres::tokio_postgres::types::Type;
+
+use chatmem::{StoreError, StoreErrorKind};
+
+use crate::error::db_error;
+
+/// The migrations in order: (version, SQL). Each runs once, in the same transaction that
+/// records its version.
+const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("../migrations/0001_init.sql"))];
+
+/// The schema version this code writes and reads.
+pub(crate) const LATEST: i32 = 1;
+
+/// Brings `schema` (`quoted`: the same name as a quoted identifier) to [`LATEST`].
+///
+/// Several processes may connect at once: a transaction-scoped advisory lock per schema
+/// makes them take turns, and every step is idempotent anyway. A schema already at
+/// [`LATEST`] runs no DDL, so a role without CREATE rights can still connect.
+pub(crate) async fn migrate(client: &mut Client, schema: &str, quoted: &str, target: &str) -> Result<(), StoreError> {
+    let err = |e| db_error(e, "migrating the schema", target);
+    let tx = client.transaction().await.map_err(err)?;
+    let lock_key = format!("chatmem-migrate:{schema}");
+    tx.query_typed(
+        "SELECT 1 FROM pg_advisory_xact_lock(hashtext($1))",
+        &[(&lock_key, Type::TEXT)],
+    )
+    .await
+    .map_err(err)?;
+    let version_table = format!("{quoted}.chatmem_schema_version");
+    let has_table = tx
+        .query_typed("SELECT to_regclass($1) IS NOT NULL", &[(&version_table, Type::TEXT)])
+        .await
+        .map_err(err)?
+        .first()
+        .and_then(|row| row.try_get::<_, bool>(0).ok())
+        .unwrap_or(false);
+    let current: i32 = if has_table {
+        let rows = tx
+            .query_typed(&format!("SELECT COALESCE(max(version), 0) FROM {version_table}"), &[])
+            .await
+            .map_err(err)?;
+        rows.first().and_then(|row| row.try_get::<_, i32>(0).ok()).unwrap_or(0)
+    } else {
+        0
+    };
+    if current > LATEST {
+        return Err(StoreError::new(
+            StoreErrorKind::SchemaTooNew,
+            format!("schema {schema} on {target} is at version {current}; this chatmem-postgres knows up to {LATEST}"),
+        ));
+    }
+    if current == LATEST {
+        return tx.commit().await.map_err(err);
+    }
+    let schema_exists = !tx
+        .query_typed(
+            "SELECT 1 FROM pg_namespace WHERE nspname = $1",
+            &[(&schema, Type::TEXT)],
+        )
+        .await
+        .map_err(err)?
+        .is_empty();
+    if !schema_exists {
+        tx.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {quoted}"))
+            .await
+            .map_err(err)?;
+    }
+    tx.batch_execute(&format!(
+        "SET LOCAL search_path TO {quoted};
+         CREATE TABLE IF NOT EXISTS chatmem_schema_version (
+             version    INTEGER PRIMARY KEY,
+             applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+         );"
+    ))
+    .await
+    .map_err(err)?;
+    for &(version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
+        tracing::info!(schema, version, "applying chatmem schema migration");
+        tx.batch_execute(sql).await.map_err(err)?;
+        tx.query_typed(
+            "INSERT INTO chatmem_schema_version (version) VALUES ($1) ON CONFLICT DO NOTHING",
+            &[(&version, Type::INT4)],
+        )
+        .await
+        .map_err(err)?;
+    }
+    tx.commit().await.map_err(err)
+}

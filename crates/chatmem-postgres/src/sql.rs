@@ -1,0 +1,197 @@
+//! The SQL texts, with the schema's tables filled in once when the store is built.
+//!
+//! Every store operation is exactly one of these statements, sent with
+//! `query_typed` (Parse/Bind/Describe/Execute/Sync in one write): one round trip each.
+
+/// A conversation is live while it has no expiry or its expiry is still ahead.
+macro_rules! live {
+    ($alias:literal) => {
+        concat!("(", $alias, ".expires_at IS NULL OR ", $alias, ".expires_at > now())")
+    };
+}
+
+/// The conversation row (kind 0) followed by its messages from `window_start` on (kind 1),
+/// read from one snapshot. No row at all: unknown or expired.
+///
+/// `$1` id.
+const LOAD: &str = concat!(
+    "WITH c AS (
+    SELECT version, window_start, next_seq, system_seq, system_tokens, system_json
+    FROM {conv} AS c
+    WHERE c.id = $1 AND ",
+    live!("c"),
+    "
+)
+SELECT 0 AS kind, c.version, c.window_start, c.next_seq,
+       c.system_seq AS seq, c.system_tokens AS tokens, c.system_json AS json
+FROM c
+UNION ALL
+SELECT 1, NULL, NULL, NULL, m.seq, m.tokens, m.json
+FROM c JOIN {msgs} AS m ON m.conversation_id = $1 AND m.seq >= c.window_start
+ORDER BY kind, seq"
+);
+
+/// The last SELECT of both commit statements: the new version when the commit applied,
+/// else the live row as the statement's snapshot saw it, so the caller can tell a lost
+/// version check from a sequence that does not follow.
+const COMMIT_RESULT: &str = concat!(
+    "
+SELECT (SELECT version FROM applied) AS new_version,
+       cur.version AS current_version, cur.next_seq AS current_next_seq
+FROM (SELECT 1) AS one
+LEFT JOIN {conv} AS cur ON cur.id = $1 AND ",
+    live!("cur")
+);
+
+/// Commit to an existing live conversation.
+///
+/// The UPDATE matches only while `version = $2`; under READ COMMITTED a concurrent commit
+/// that got there first makes it re-check the new row version and match nothing. The
+/// INSERT and DELETE read from its RETURNING, so they do nothing unless it matched (all
+/// parts of a statement share one snapshot, so they could not see its effect otherwise).
+/// Messages already below the new window start are not inserted under DropEvicted: the
+/// DELETE cannot see rows inserted by the same statement.
+///
+/// `$1` id, `$2` expected version, `$3..$5` system seq/tokens/json (json NULL: keep),
+/// `$6` window start, `$7` first appended seq (NULL: none), `$8` new next_seq (NULL:
+/// keep), `$9` drop evicted, `$10` TTL in µs (NULL: no expiry), `$11..$13` seqs, tokens,
+/// JSON texts of the appended messages.
+const COMMIT_UPDATE: &str = concat!(
+    "WITH applied AS (
+    UPDATE {conv} AS c SET
+        version = c.version + 1,
+        system_seq = CASE WHEN $5::text IS NULL THEN c.system_seq ELSE $3 END,
+        system_tokens = CASE WHEN $5::text IS NULL THEN c.system_tokens ELSE $4 END,
+        system_json = COALESCE($5, c.system_json),
+        window_start = GREATEST(c.window_start, $6),
+        next_seq = COALESCE($8, c.next_seq),
+        expires_at = now() + $10 * INTERVAL '1 microsecond'
+    WHERE c.id = $1 AND c.version = $2 AND ",
+    live!("c"),
+    "
+      AND ($7::bigint IS NULL OR c.next_seq = $7)
+    RETURNING c.version, c.window_start
+),
+ins AS (
+    INSERT INTO {msgs} (conversation_id, seq, tokens, json)
+    SELECT $1, m.seq, m.tokens, m.json
+    FROM applied, unnest($11::bigint[], $12::bigint[], $13::text[]) AS m(seq, tokens, json)
+    WHERE NOT $9 OR m.seq >= applied.window_start
+),
+del AS (
+    DELETE FROM {msgs} AS m USING applied
+    WHERE $9 AND m.conversation_id = $1 AND m.seq < applied.window_start
+)",
+    "{result}"
+);
+
+/// Commit with expected version 0: create the conversation, or start an expired one
+/// afresh. Of concurrent creators only one INSERT wins; the others' ON CONFLICT finds a
+/// live row (the WHERE is re-checked on the newest row version) and returns nothing.
+///
+/// An expired row is reused in place, so its old messages go in the same statement: those
+/// with sequences this commit writes are overwritten (ON CONFLICT DO UPDATE), the rest
+/// deleted; the two sets are disjoint, so neither part depends on the other's order.
+///
+/// Parameters as [`COMMIT_UPDATE`].
+const COMMIT_CREATE: &str = concat!(
+    "WITH applied AS (
+    INSERT INTO {conv} AS c
+        (id, version, system_seq, system_tokens, system_json, window_start, next_seq, expires_at)
+    SELECT $1, 1, $3, $4, $5, GREATEST(1, $6), COALESCE($8, 1),
+           now() + $10 * INTERVAL '1 microsecond'
+    WHERE $2 = 0 AND ($7::bigint IS NULL OR $7 = 1)
+    ON CONFLICT (id) DO UPDATE SET
+        version = 1,
+        system_seq = EXCLUDED.system_seq,
+        system_tokens = EXCLUDED.system_tokens,
+        system_json = EXCLUDED.system_json,
+        window_start = EXCLUDED.window_start,
+        next_seq = EXCLUDED.next_seq,
+        expires_at = EXCLUDED.expires_at
+    WHERE c.expires_at IS NOT NULL AND c.expires_at <= now()
+    RETURNING c.version, c.window_start
+),
+stale AS (
+    DELETE FROM {msgs} AS m USING applied
+    WHERE m.conversation_id = $1
+      AND NOT (m.seq = ANY($11::bigint[]) AND (NOT $9 OR m.seq >= applied.window_start))
+),
+ins AS (
+    INSERT INTO {msgs} (conversation_id, seq, tokens, json)
+    SELECT $1, m.seq, m.tokens, m.json
+    FROM applied, unnest($11::bigint[], $12::bigint[], $13::text[]) AS m(seq, tokens, json)
+    WHERE NOT $9 OR m.seq >= applied.window_start
+    ON CONFLICT (conversation_id, seq) DO UPDATE SET tokens = EXCLUDED.tokens, json = EXCLUDED.json
+)",
+    "{result}"
+);
+
+/// `$1` id, `$2` after, `$3` limit.
+const HISTORY: &str = concat!(
+    "SELECT m.seq, m.tokens, m.json
+FROM {conv} AS c JOIN {msgs} AS m ON m.conversation_id = c.id
+WHERE c.id = $1 AND ",
+    live!("c"),
+    " AND m.seq > $2
+ORDER BY m.seq
+LIMIT $3"
+);
+
+/// Messages go with the row (ON DELETE CASCADE). An expired row is deleted too but does
+/// not count as existing. `$1` id.
+const CLEAR: &str = concat!(
+    "WITH d AS (DELETE FROM {conv} AS c WHERE c.id = $1 RETURNING ",
+    live!("c"),
+    " AS live)
+SELECT COALESCE(bool_or(live), false) FROM d"
+);
+
+/// No id is empty, so `''` stands for "from the start". `$1` after (NULL: start), `$2`
+/// limit (one more than asked, to know whether more remain).
+const LIST: &str = concat!(
+    "SELECT c.id FROM {conv} AS c
+WHERE c.id > COALESCE($1, '') AND ",
+    live!("c"),
+    "
+ORDER BY c.id
+LIMIT $2"
+);
+
+const PURGE: &str = "WITH d AS (DELETE FROM {conv} WHERE expires_at <= now() RETURNING 1)
+SELECT count(*) FROM d";
+
+/// The statements for one schema.
+#[derive(Debug, Clone)]
+pub(crate) struct Statements {
+    pub(crate) load: String,
+    pub(crate) commit_update: String,
+    pub(crate) commit_create: String,
+    pub(crate) history: String,
+    pub(crate) clear: String,
+    pub(crate) list: String,
+    pub(crate) purge: String,
+}
+
+impl Statements {
+    /// The statements for the schema named by the already quoted identifier `schema`.
+    pub(crate) fn new(schema: &str) -> Self {
+        let conv = format!("{schema}.chatmem_conversations");
+        let msgs = format!("{schema}.chatmem_messages");
+        let fill = |template: &str| {
+            template
+                .replace("{result}", COMMIT_RESULT)
+                .replace("{conv}", &conv)
+                .replace("{msgs}", &msgs)
+        };
+        Self {
+            load: fill(LOAD),
+            commit_update: fill(COMMIT_UPDATE),
+            commit_create: fill(COMMIT_CREATE),
+            history: fill(HISTORY),
+            clear: fill(CLEAR),
+            list: fill(LIST),
+            purge: fill(PURGE),
+        }
+    }
+}

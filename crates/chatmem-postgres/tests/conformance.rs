@@ -1,0 +1,35 @@
+//! The shared conformance suite against PostgreSQL, in a throwaway schema.
+
+mod common;
+
+use std::sync::Arc;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_store_conforms() {
+    let Some(url) = common::pg_url() else { return };
+    let schema = common::fresh_schema("conformance");
+    let store = common::store_in(&url, &schema).await;
+    chatmem_test::run_conformance(Arc::new(store)).await;
+    common::drop_schema(&url, &schema).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn connect_uses_the_public_schema() {
+    use chatmem::{Commit, Message, Retention, Store, StoredMessage};
+    let Some(url) = common::pg_url() else { return };
+    let store = chatmem_postgres::PostgresStore::connect(&url).await.expect("connect");
+    assert_eq!(store.schema(), "public");
+    let id = chatmem_test::unique_id("default-schema");
+    let commit = Commit {
+        expected_version: 0,
+        system: None,
+        append: vec![StoredMessage::new(1, 1, Message::user("hello"))],
+        window_start: 1,
+        retention: Retention::DropEvicted,
+        ttl: None,
+    };
+    assert_eq!(store.commit(&id, commit).await.expect("commit"), 1);
+    assert_eq!(store.load(&id).await.expect("load").messages.len(), 1);
+    // Leave nothing behind in the shared schema.
+    assert!(store.clear(&id).await.expect("clear"));
+}

@@ -1,0 +1,512 @@
+//! PostgreSQL-specific behaviour: migrations, corrupt rows, schema versions, expiry reuse,
+//! concurrent creation, many tasks at once, awkward ids.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chatmem::{
+    ChatMemory, Commit, ConversationId, Heuristic, Message, Retention, Snapshot, Store, StoreErrorKind, StoredMessage,
+    WindowPolicy,
+};
+use chatmem_postgres::PostgresStore;
+
+fn sm(seq: u64, text: &str) -> StoredMessage {
+    let message = if seq % 2 == 1 {
+        Message::user(text)
+    } else {
+        Message::assistant(text)
+    };
+    StoredMessage::new(seq, 3, message)
+}
+
+fn commit(expected: u64, append: Vec<StoredMessage>, window_start: u64, retention: Retention) -> Commit {
+    Commit {
+        expected_version: expected,
+        system: None,
+        append,
+        window_start,
+        retention,
+        ttl: None,
+    }
+}
+
+fn id(name: &str) -> ConversationId {
+    chatmem_test::unique_id(name)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn migrations_are_idempotent_under_concurrent_connects() {
+    let Some(url) = common::pg_url() else { return };
+    let schema = common::fresh_schema("migrate");
+    let connects: Vec<_> = (0..6)
+        .map(|_| {
+            let (url, schema) = (url.clone(), schema.clone());
+            tokio::spawn(async move { common::store_in(&url, &schema).await })
+        })
+        .collect();
+    for c in connects {
+        c.await.expect("connect task");
+    }
+    let raw = common::raw_client(&url).await;
+    let rows = raw
+        .query(&format!("SELECT version FROM \"{schema}\".chatmem_schema_version"), &[])
+        .await
+        .expect("read versions");
+    let versions: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
+    assert_eq!(versions, vec![chatmem_postgres::SCHEMA_VERSION]);
+    // And once more, now that everything exists.
+    common::store_in(&url, &schema).await;
+    common::drop_schema(&url, &schema).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn newer_schema_is_refused() {
+    let Some(url) = common::pg_url() else { return };
+    let schema = common::fresh_schema("too_new");
+    common::store_in(&url, &schema).await;
+    let raw = common::raw_client(&url).await;
+    raw.batch_execute(&format!(
+        "INSERT INTO \"{schema}\".chatmem_schema_version (version) VALUES (999)"
+    ))
+    .await
+    .expect("bump version");
+    let err = PostgresStore::builder(&url)
+        .schema(&schema)
+        .connect()
+        .await
+        .expect_err("a newer schema must be refused");
+    assert_eq!(err.kind(), StoreErrorKind::SchemaTooNew, "{err}");
+    assert!(err.to_string().contains("999"), "{err}");
+    common::drop_schema(&url, &schema).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn corrupt_rows_name_conversation_and_seq() {
+    let Some(url) = common::pg_url() else { return };
+    let schema = common::fresh_schema("corrupt");
+    let store = common::store_in(&url, &schema).await;
+    let good = id("good");
+    let bad_json = id("bad-json");
+    let bad_role = id("bad-role");
+    for conv in [&good, &bad_json, &bad_role] {
+        store
+            .commit(
+                conv,
+                commit(0, vec![sm(1, "u"), sm(2, "a"), sm(3, "u2")], 1, Retention::KeepHistory),
+            )
+            .await
+            .expect("commit");
+    }
+    let raw = common::raw_client(&url).await;
+    let table = format!("\"{schema}\".chatmem_messages");
+    raw.execute(
+        &format!("UPDATE {table} SET json = 'not json' WHERE conversation_id = $1 AND seq = 2"),
+        &[&bad_json.as_str()],
+    )
+    .await
+    .expect("corrupt json");
+    raw.execute(
+        &format!("UPDATE {table} SET json = '{{\"role\":\"robot\",\"content\":\"x\"}}' WHERE conversation_id = $1 AND seq = 3"),
+        &[&bad_role.as_str()],
+    )
+    .await
+    .expect("corrupt role");
+
+    for (conv, seq) in [(&bad_json, 2), (&bad_role, 3)] {
+        let err = store.load(conv).await.expect_err("corrupt load");
+        assert_eq!(err.kind(), StoreErrorKind::Corrupt, "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains(conv.as_str()) && text.contains(&format!("seq {seq}")),
+            "{text}"
+        );
+        let err = store.history(conv, 0, 10).await.expect_err("corrupt history");
+        assert_eq!(err.kind(), StoreErrorKind::Corrupt, "{err}");
+        assert!(err.to_string().contains(&format!("seq {seq}")), "{err}");
+        // A message before the bad one is still readable through history.
+        assert_eq!(
+            store
+                .history(conv, 0, 1)
+                .await
+                .expect("history before the bad row")
+                .len(),
+            1
+        );
+    }
+    let snap = store.load(&good).await.expect("others stay readable");
+    assert_eq!(snap.messages.len(), 3);
+    let memory = ChatMemory::new(store.clone());
+    let err = memory.get(&bad_role).await.expect_err("memory sees corruption");
+    assert_eq!(err.store_error().map(|e| e.kind()), Some(StoreErrorKind::Corrupt));
+    common::drop_schema(&url, &schema).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn message_json_is_stored_exactly_as_serde_wrote_it() {
+    let Some(url) = common::pg_url() else { return };
+    let schema = common::fresh_schema("exact");
+    let store = common::store_in(&url, &schema).await;
+    let conv = id("exact");
+    let m = Message::user("zeta \u{0} and 会话 \"quoted\"").with_name("b_name");
+    let expected = serde_json::to_string(&m).expect("json");
+    store
+        .commit(
+            &conv,
+            commit(0, vec![StoredMessage::new(1, 9, m.clone())], 1, Retention::KeepHistory),
+        )
+        .await
+        .expect("commit");
+    let raw = common::raw_client(&url).await;
+    let row = raw
+        .query_one(
+            &format!("SELECT json, tokens FROM \"{schema}\".chatmem_messages WHERE conversation_id = $1"),
+            &[&conv.as_str()],
+        )
+        .await
+        .expect("row");
+    assert_eq!(row.get::<_, String>(0), expected);
+    assert_eq!(row.get::<_, i64>(1), 9);
+    assert_eq!(store.load(&conv).await.expect("load").messages[0].message, m);
+    common::drop_schema(&url, &schema).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn expired_conversation_restarts_without_purge() {
+    let Some(url) = common::pg_url() else { return };
+    let schema = common::fresh_schema("revive");
+    let store = common::store_in(&url, &schema).await;
+    let conv = id("revive");
+    let old: Vec<_> = (1..=5).map(|s| sm(s, &format!("old {s}"))).collect();
+    store
+        .commit(
+            &conv,
+            Commit {
+                ttl: Some(Duration::from_millis(50)),
+                ..commit(0, old, 2, Retention::KeepHistory)
+            },
+        )
+        .await
+        .expect("commit");
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    assert_eq!(store.load(&conv).await.expect("load"), Snapshot::empty());
+    assert_eq!(
+        store
+            .commit(&conv, commit(3, vec![sm(6, "late")], 2, Retention::KeepHistory))
+            .await
+            .map_err(|e| e.kind()),
+        Err(StoreErrorKind::Conflict),
+        "an expired conversation has version 0"
+    );
+    // Started afresh without a purge: seqs 1-2 overwrite old rows, 3-5 must disappear.
+    let fresh = vec![sm(1, "new 1"), sm(2, "new 2")];
+    assert_eq!(
+        store
+            .commit(&conv, commit(0, fresh.clone(), 1, Retention::KeepHistory))
+            .await
+            .expect("revive"),
+        1
+    );
+    let snap = store.load(&conv).await.expect("load");
+    assert_eq!((snap.version, snap.window_start, snap.next_seq), (1, 1, 3));
+    assert_eq!(snap.messages, fresh);
+    assert_eq!(store.history(&conv, 0, 100).await.expect("history"), fresh);
+    assert_eq!(
+        store.purge_expired().await.expect("purge"),
+        0,
+        "the revived conversation is live"
+    );
+    common::drop_schema(&url, &schema).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn purge_deletes_expired_rows_and_their_messages() {
+    let Some(url) = common::pg_url() else { return };
+    let schema = common::fresh_schema("purge");
+    let store = common::store_in(&url, &schema).await;
+    for i in 0..3 {
+        let ttl = if i == 0 { None } else { Some(Duration::from_millis(10)) };
+        store
+            .commit(
+                &id(&format!("p{i}")),
+                Commit {
+                    ttl,
+                    ..commit(0, vec![sm(1, "x")], 1, Retention::KeepHistory)
+                },
+            )
+            .await
+            .expect("commit");
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(store.purge_expired().await.expect("purge"), 2);
+    assert_eq!(store.purge_expired().await.expect("purge"), 0);
+    let raw = common::raw_client(&url).await;
+    let count: i64 = raw
+        .query_one(&format!("SELECT count(*) FROM \"{schema}\".chatmem_messages"), &[])
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(count, 1, "messages of purged conversations are gone");
+    common::drop_schema(&url, &schema).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn invalid_sequences_are_rejected_and_write_nothing() {
+    let Some(url) = common::pg_url() else { return };
+    let schema = common::fresh_schema("invalid");
+    let store = common::store_in(&url, &schema).await;
+    let conv = id("invalid");
+    let kind = |r: Result<u64, chatmem::StoreError>| r.map_err(|e| e.kind());
+    assert_eq!(
+        kind(
+            store
+                .commit(&conv, commit(0, vec![sm(2, "x")], 1, Retention::KeepHistory))
+                .await
+        ),
+        Err(StoreErrorKind::InvalidInput),
+        "a new conversation starts at seq 1"
+    );
+    assert!(!store.load(&conv).await.expect("load").exists());
+    store
+        .commit(
+            &conv,
+            commit(0, vec![sm(1, "a"), sm(2, "b")], 1, Retention::KeepHistory),
+        )
+        .await
+        .expect("commit");
+    assert_eq!(
+        kind(
+            store
+                .commit(&conv, commit(1, vec![sm(4, "gap")], 1, Retention::KeepHistory))
+                .await
+        ),
+        Err(StoreErrorKind::InvalidInput)
+    );
+    assert_eq!(
+        kind(
+            store
+                .commit(
+                    &conv,
+                    commit(1, vec![sm(3, "x"), sm(5, "gap")], 1, Retention::KeepHistory)
+                )
+                .await
+        ),
+        Err(StoreErrorKind::InvalidInput)
+    );
+    assert_eq!(
+        kind(
+            store
+                .commit(&conv, commit(7, vec![sm(3, "x")], 1, Retention::KeepHistory))
+                .await
+        ),
+        Err(StoreErrorKind::Conflict)
+    );
+    let snap = store.load(&conv).await.expect("load");
+    assert_eq!((snap.version, snap.next_seq, snap.messages.len()), (1, 3, 2));
+    common::drop_schema(&url, &schema).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn drop_evicted_never_stores_messages_below_the_window() {
+    let Some(url) = common::pg_url() else { return };
+    let schema = common::fresh_schema("evict");
+    let store = common::store_in(&url, &schema).await;
+    let conv = id("evict");
+    // One batch of 10 whose window starts inside it.
+    let batch: Vec<_> = (1..=10).map(|s| sm(s, &format!("m{s}"))).collect();
+    store
+        .commit(&conv, commit(0, batch, 7, Retention::DropEvicted))
+        .await
+        .expect("commit");
+    let seqs = |v: &[StoredMessage]| v.iter().map(|m| m.seq).collect::<Vec<_>>();
+    assert_eq!(
+        seqs(&store.history(&conv, 0, 100).await.expect("history")),
+        vec![7, 8, 9, 10]
+    );
+    let more: Vec<_> = (11..=14).map(|s| sm(s, &format!("m{s}"))).collect();
+    store
+        .commit(&conv, commit(1, more, 13, Retention::DropEvicted))
+        .await
+        .expect("commit");
+    assert_eq!(
+        seqs(&store.history(&conv, 0, 100).await.expect("history")),
+        vec![13, 14]
+    );
+    let snap = store.load(&conv).await.expect("load");
+    assert_eq!((snap.window_start, snap.next_seq), (13, 15));
+    common::drop_schema(&url, &schema).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_creators_one_wins() {
+    let Some(url) = common::pg_url() else { return };
+    let schema = common::fresh_schema("create");
+    let store = Arc::new(common::store_in(&url, &schema).await);
+    for round in 0..5 {
+        let conv = id(&format!("create-{round}"));
+        let tasks: Vec<_> = (0..8)
+            .map(|w| {
+                let (store, conv) = (store.clone(), conv.clone());
+                tokio::spawn(async move {
+                    store
+                        .commit(
+                            &conv,
+                            commit(0, vec![sm(1, &format!("w{w}"))], 1, Retention::KeepHistory),
+                        )
+                        .await
+                })
+            })
+            .collect();
+        let mut wins = 0;
+        for t in tasks {
+            match t.await.expect("task") {
+                Ok(v) => {
+                    assert_eq!(v, 1);
+                    wins += 1;
+                }
+                Err(e) => assert_eq!(e.kind(), StoreErrorKind::Conflict, "{e}"),
+            }
+        }
+        assert_eq!(wins, 1, "exactly one creator wins");
+        assert_eq!(store.history(&conv, 0, 10).await.expect("history").len(), 1);
+    }
+    common::drop_schema(&url, &schema).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sixty_four_tasks_on_their_own_conversations() {
+    let Some(url) = common::pg_url() else { return };
+    let schema = common::fresh_schema("tasks64");
+    let store = PostgresStore::builder(&url)
+        .schema(&schema)
+        .pool_size(16)
+        .connect()
+        .await
+        .expect("connect");
+    let memory = Arc::new(
+        ChatMemory::builder(store)
+            .policy(WindowPolicy::messages(6).expect("policy"))
+            .retention(Retention::KeepHistory)
+            .counter(Arc::new(Heuristic))
+            .build(),
+    );
+    const TURNS: usize = 15;
+    let ids: Vec<_> = (0..64).map(|t| id(&format!("task{t}"))).collect();
+    let tasks: Vec<_> = ids
+        .iter()
+        .enumerate()
+        .map(|(t, conv)| {
+            let (memory, conv) = (memory.clone(), conv.clone());
+            tokio::spawn(async move {
+                for turn in 0..TURNS {
+                    let window = memory.load(&conv).await.expect("load");
+                    memory
+                        .commit(
+                            &conv,
+                            window,
+                            [
+                                Message::user(format!("t{t} u{turn}")),
+                                Message::assistant(format!("t{t} a{turn}")),
+                            ],
+                        )
+                        .await
+                        .expect("commit");
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("task");
+    }
+    for (t, conv) in ids.iter().enumerate() {
+        let history = memory.history(conv).await.expect("history");
+        let texts: Vec<String> = history
+            .iter()
+            .map(|m| m.text().unwrap_or_default().into_owned())
+            .collect();
+        let expected: Vec<String> = (0..TURNS)
+            .flat_map(|turn| [format!("t{t} u{turn}"), format!("t{t} a{turn}")])
+            .collect();
+        assert_eq!(texts, expected, "task {t} sees exactly its own turns");
+        assert_eq!(memory.get(conv).await.expect("get").len(), 6);
+    }
+    common::drop_schema(&url, &schema).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn awkward_and_long_ids() {
+    let Some(url) = common::pg_url() else { return };
+    let schema = common::fresh_schema("ids");
+    let store = common::store_in(&url, &schema).await;
+    let mut names: Vec<String> = [
+        "it's",
+        "\"dq\"",
+        "100%",
+        "%",
+        "_",
+        "*",
+        "a:b",
+        "{",
+        "}",
+        "{x}",
+        "'; DROP TABLE chatmem_messages; --",
+        "$1",
+        "\\",
+        "会话",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    names.push("é".repeat(128));
+    names.push("x".repeat(256));
+    let ids: Vec<ConversationId> = names
+        .iter()
+        .map(|n| ConversationId::new(n.as_str()).expect("valid"))
+        .collect();
+    for (i, conv) in ids.iter().enumerate() {
+        store
+            .commit(
+                conv,
+                commit(0, vec![sm(1, &format!("n{i}"))], 1, Retention::KeepHistory),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("commit {conv:?}: {e}"));
+    }
+    for (i, conv) in ids.iter().enumerate() {
+        let snap = store.load(conv).await.expect("load");
+        assert_eq!(
+            snap.messages[0].message.text().unwrap_or_default(),
+            format!("n{i}"),
+            "{conv:?}"
+        );
+    }
+    let mut sorted = ids.clone();
+    sorted.sort();
+    let page = store.list(None, 1000).await.expect("list");
+    assert_eq!(page.ids, sorted, "byte order, every id");
+    assert_eq!(page.next, None);
+    let first = store.list(None, 3).await.expect("list");
+    assert_eq!(first.ids, sorted[..3].to_vec());
+    assert_eq!(first.next.as_ref(), Some(&sorted[2]));
+    for conv in &ids {
+        assert!(store.clear(conv).await.expect("clear"), "{conv:?}");
+    }
+    assert!(store.list(None, 10).await.expect("list").ids.is_empty());
+    common::drop_schema(&url, &schema).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_schema_names_are_rejected_before_connecting() {
+    let err = PostgresStore::builder("postgres://postgres@127.0.0.1:1/test")
+        .schema("x\"; DROP SCHEMA public; --")
+        .connect()
+        .await
+        .expect_err("bad schema");
+    assert_eq!(err.kind(), StoreErrorKind::InvalidInput);
+    let err = PostgresStore::connect("postgres://u:pw@host:notaport/db")
+        .await
+        .expect_err("bad url");
+    assert_eq!(err.kind(), StoreErrorKind::InvalidInput);
+    assert!(!err.to_string().contains("pw"), "{err}");
+}

@@ -1,0 +1,115 @@
+//! Round trips per operation, counted on the wire by a loopback proxy that parses the
+//! client's protocol messages: every `Sync` (extended protocol) or `Query` (simple
+//! protocol) is one wait for the server's `ReadyForQuery`.
+
+mod common;
+
+use std::sync::Arc;
+
+use chatmem::{ChatMemory, Commit, Heuristic, Message, Retention, Store, StoredMessage, WindowPolicy};
+use chatmem_postgres::PostgresStore;
+
+fn batch(first: u64, n: u64) -> Vec<StoredMessage> {
+    (first..first + n)
+        .map(|seq| {
+            let m = if seq % 2 == 1 {
+                Message::user(format!("u{seq}"))
+            } else {
+                Message::assistant(format!("a{seq}"))
+            };
+            StoredMessage::new(seq, 4, m)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn load_and_commit_are_one_round_trip_each() {
+    let Some(url) = common::pg_url() else { return };
+    let Some(upstream) = common::tcp_addr(&url) else {
+        eprintln!("skipping: CHATMEM_TEST_PG_URL is not a TCP address; the counting proxy needs one");
+        return;
+    };
+    let schema = common::fresh_schema("rtt");
+    common::store_in(&url, &schema).await; // migrate outside the count
+    let proxy = common::Proxy::start(upstream).await;
+    let store = PostgresStore::builder(&common::url_via(&url, proxy.addr))
+        .schema(&schema)
+        .pool_size(1)
+        .connect()
+        .await
+        .expect("connect through the proxy");
+    let id = chatmem_test::unique_id("rtt");
+
+    // Counts the round trips of one awaited operation.
+    macro_rules! trips {
+        ($op:expr) => {{
+            let before = proxy.round_trips();
+            let out = $op.await.expect(stringify!($op));
+            (proxy.round_trips() - before, out)
+        }};
+    }
+
+    let (n, snap) = trips!(store.load(&id));
+    assert_eq!(n, 1, "load of an unknown conversation");
+    assert!(!snap.exists());
+    let create = Commit {
+        expected_version: 0,
+        system: Some(StoredMessage::new(0, 5, Message::system("rules"))),
+        append: batch(1, 2_000),
+        window_start: 1_981,
+        retention: Retention::KeepHistory,
+        ttl: None,
+    };
+    let (n, v) = trips!(store.commit(&id, create));
+    assert_eq!((n, v), (1, 1), "commit creating a conversation with 2,000 messages");
+    let (n, snap) = trips!(store.load(&id));
+    assert_eq!(n, 1, "load with 2,000 messages of history");
+    assert_eq!(snap.messages.len(), 20);
+    let update = Commit {
+        expected_version: 1,
+        system: None,
+        append: batch(2_001, 2),
+        window_start: 1_983,
+        retention: Retention::DropEvicted,
+        ttl: Some(std::time::Duration::from_secs(3600)),
+    };
+    let (n, v) = trips!(store.commit(&id, update));
+    assert_eq!((n, v), (1, 2), "commit appending a turn and dropping evicted messages");
+    let stale = Commit {
+        expected_version: 1,
+        system: None,
+        append: batch(2_003, 2),
+        window_start: 1_983,
+        retention: Retention::KeepHistory,
+        ttl: None,
+    };
+    let before = proxy.round_trips();
+    let err = store.commit(&id, stale).await.expect_err("stale version");
+    assert!(err.is_conflict());
+    assert_eq!(proxy.round_trips() - before, 1, "a lost version check");
+    let (n, page) = trips!(store.history(&id, 0, 100));
+    assert_eq!((n, page.len()), (1, 20));
+    let (n, _) = trips!(store.list(None, 10));
+    assert_eq!(n, 1, "list");
+    let (n, _) = trips!(store.purge_expired());
+    assert_eq!(n, 1, "purge_expired");
+
+    // A whole turn through ChatMemory: load, then commit user + assistant.
+    let memory = ChatMemory::builder(Arc::new(store.clone()))
+        .policy(WindowPolicy::messages(20).expect("policy"))
+        .retention(Retention::KeepHistory)
+        .counter(Arc::new(Heuristic))
+        .build();
+    let (load_trips, window) = trips!(memory.load(&id));
+    let (commit_trips, _) = trips!(memory.commit(&id, window, [Message::user("q"), Message::assistant("a")]));
+    assert_eq!(
+        (load_trips, commit_trips),
+        (1, 1),
+        "ChatMemory turn: load = 1, commit = 1"
+    );
+    eprintln!("round trips: load = {load_trips}, commit = {commit_trips}");
+
+    let (n, existed) = trips!(store.clear(&id));
+    assert_eq!((n, existed), (1, true), "clear");
+    common::drop_schema(&url, &schema).await;
+}
