@@ -1,0 +1,151 @@
+//! Counts the commands a load and a commit send, from `INFO commandstats` deltas: one
+//! `EVALSHA` each, plus exactly the commands that script runs inside Redis (commandstats
+//! counts those too), so any extra client command would show. Kept alone in its test
+//! binary so no parallel test of this crate adds commands while it measures.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use chatmem::{ChatMemory, Commit, ConversationId, Message, Retention, Store, StoredMessage};
+use common::{cleanup, raw, store, unique_prefix, url};
+use redis::aio::MultiplexedConnection;
+
+/// `cmdstat_<name>` -> calls.
+async fn command_calls(conn: &mut MultiplexedConnection) -> BTreeMap<String, u64> {
+    let info: String = redis::cmd("INFO").arg("commandstats").query_async(conn).await.unwrap();
+    info.lines()
+        .filter_map(|line| {
+            let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = rest.split(',').find_map(|kv| kv.strip_prefix("calls="))?.parse().ok()?;
+            Some((name.to_owned(), calls))
+        })
+        .collect()
+}
+
+/// The commands run between two snapshots, the measuring `INFO` itself left out.
+fn delta(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    after
+        .iter()
+        .filter(|(name, _)| name.as_str() != "info")
+        .filter_map(|(name, calls)| {
+            let d = calls - before.get(name).copied().unwrap_or(0);
+            (d > 0).then(|| (name.clone(), d))
+        })
+        .collect()
+}
+
+/// Keeps the smaller of two command deltas, so that a stray client of the shared server
+/// cannot fail the test (each measurement is repeated), only a store that sends more.
+fn fewest(best: Option<BTreeMap<String, u64>>, d: BTreeMap<String, u64>) -> Option<BTreeMap<String, u64>> {
+    match best {
+        Some(b) if b.values().sum::<u64>() <= d.values().sum::<u64>() => Some(b),
+        _ => Some(d),
+    }
+}
+
+fn turn(seq: u64) -> Vec<StoredMessage> {
+    vec![
+        StoredMessage::new(seq, 4, Message::user(format!("u{seq}"))),
+        StoredMessage::new(seq + 1, 4, Message::assistant(format!("a{seq}"))),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn load_and_commit_are_one_round_trip_each() {
+    let Some(url) = url() else { return };
+    let prefix = unique_prefix("round-trips");
+    let store = store(&url, &prefix).await;
+    let mut conn = raw(&url).await;
+    let id = ConversationId::new("rt").unwrap();
+    // Warm up: the first call of each script may need a SCRIPT LOAD.
+    let mut version = store
+        .commit(
+            &id,
+            Commit {
+                expected_version: 0,
+                system: Some(StoredMessage::new(1, 3, Message::system("rules"))),
+                append: turn(1),
+                window_start: 1,
+                retention: Retention::KeepHistory,
+                ttl: Some(std::time::Duration::from_secs(600)),
+            },
+        )
+        .await
+        .unwrap();
+    store.load(&id).await.unwrap();
+
+    let (mut loads, mut commits, mut turns) = (None, None, None);
+    let memory = ChatMemory::new(store.clone());
+    let mut next = 3;
+    for _ in 0..5 {
+        let before = command_calls(&mut conn).await;
+        store.load(&id).await.unwrap();
+        loads = fewest(loads, delta(&before, &command_calls(&mut conn).await));
+
+        let c = Commit {
+            expected_version: version,
+            system: None,
+            append: turn(next),
+            window_start: next,
+            retention: Retention::DropEvicted,
+            ttl: Some(std::time::Duration::from_secs(600)),
+        };
+        let before = command_calls(&mut conn).await;
+        store.commit(&id, c).await.unwrap();
+        commits = fewest(commits, delta(&before, &command_calls(&mut conn).await));
+
+        // A ChatMemory turn (load, then the model call, then commit) is two round trips.
+        let before = command_calls(&mut conn).await;
+        let window = memory.load(&id).await.unwrap();
+        let after = memory
+            .commit(&id, window, [Message::user("q"), Message::assistant("a")])
+            .await
+            .unwrap();
+        turns = fewest(turns, delta(&before, &command_calls(&mut conn).await));
+        version = after.snapshot().version;
+        next = after.snapshot().next_seq;
+    }
+    let (loads, commits, turns) = (loads.unwrap(), commits.unwrap(), turns.unwrap());
+    eprintln!("load commands: {loads:?}\ncommit commands: {commits:?}\nChatMemory turn commands: {turns:?}");
+    let map =
+        |pairs: &[(&str, u64)]| -> BTreeMap<String, u64> { pairs.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect() };
+    // One EVALSHA from the client; HMGET + ZRANGEBYSCORE run inside the script.
+    assert_eq!(
+        loads,
+        map(&[("evalsha", 1), ("hmget", 1), ("zrangebyscore", 1)]),
+        "load = 1 round trip"
+    );
+    // One EVALSHA; inside: version check, append, meta, version bump, eviction, TTL on
+    // both keys, index entry.
+    assert_eq!(
+        commits,
+        map(&[
+            ("evalsha", 1),
+            ("hmget", 1),
+            ("zadd", 2),
+            ("hset", 1),
+            ("hincrby", 1),
+            ("zremrangebyscore", 1),
+            ("pexpire", 2),
+        ]),
+        "commit = 1 round trip"
+    );
+    // A ChatMemory turn: the load script and the commit script (no TTL: PERSIST).
+    assert_eq!(
+        turns,
+        map(&[
+            ("evalsha", 2),
+            ("hmget", 2),
+            ("zrangebyscore", 1),
+            ("zadd", 2),
+            ("hset", 1),
+            ("hincrby", 1),
+            ("zremrangebyscore", 1),
+            ("persist", 2),
+        ]),
+        "a ChatMemory turn = 2 round trips"
+    );
+    eprintln!("round trips: load = 1, commit = 1");
+    cleanup(&url, &prefix).await;
+}

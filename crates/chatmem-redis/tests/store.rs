@@ -1,0 +1,434 @@
+//! RedisStore against a real Redis: the shared conformance suite plus Redis-specific checks
+//! (key layout, TTL on both keys, the id index, corruption, schema, awkward ids, many tasks).
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chatmem::{
+    ChatMemory, Commit, ConversationId, Heuristic, Message, Retention, Store, StoreErrorKind, StoredMessage,
+    WindowPolicy,
+};
+use chatmem_redis::RedisStore;
+use common::{cleanup, hex, raw, store, unique_prefix, url};
+
+fn append(expected: u64, from: u64, texts: &[&str], window_start: u64, retention: Retention) -> Commit {
+    Commit {
+        expected_version: expected,
+        system: None,
+        append: texts
+            .iter()
+            .zip(from..)
+            .map(|(t, seq)| {
+                let m = if seq % 2 == 1 {
+                    Message::user(*t)
+                } else {
+                    Message::assistant(*t)
+                };
+                StoredMessage::new(seq, 3, m)
+            })
+            .collect(),
+        window_start,
+        retention,
+        ttl: None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn conformance() {
+    let Some(url) = url() else { return };
+    let prefix = unique_prefix("conformance");
+    let store = store(&url, &prefix).await;
+    chatmem_test::run_conformance(Arc::new(store)).await;
+    cleanup(&url, &prefix).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn keys_share_a_hash_tag_and_ttl_covers_both() {
+    let Some(url) = url() else { return };
+    let prefix = unique_prefix("layout");
+    let store = store(&url, &prefix).await;
+    let id = ConversationId::new("a{b}c").unwrap();
+    let mut c = append(0, 1, &["u1", "a1"], 1, Retention::KeepHistory);
+    c.ttl = Some(Duration::from_secs(60));
+    c.system = Some(StoredMessage::new(1, 5, Message::system("rules")));
+    assert_eq!(store.commit(&id, c).await.unwrap(), 1);
+
+    let mut conn = raw(&url).await;
+    let meta = format!("{prefix}:{{{}}}:meta", hex("a{b}c"));
+    let msgs = format!("{prefix}:{{{}}}:msgs", hex("a{b}c"));
+    let raw_id: String = redis::cmd("HGET")
+        .arg(&meta)
+        .arg("id")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(raw_id, "a{b}c", "the raw id is kept in the meta hash");
+    for key in [&meta, &msgs] {
+        let ttl: i64 = redis::cmd("PTTL").arg(key).query_async(&mut conn).await.unwrap();
+        assert!((50_000..=60_000).contains(&ttl), "{key} has PTTL {ttl}");
+    }
+    let records: Vec<String> = redis::cmd("ZRANGE")
+        .arg(&msgs)
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(records[0], r#"1:3:{"role":"user","content":"u1"}"#);
+
+    // ttl None clears the expiry of both keys.
+    assert_eq!(
+        store
+            .commit(&id, append(1, 3, &["u2"], 1, Retention::KeepHistory))
+            .await
+            .unwrap(),
+        2
+    );
+    for key in [&meta, &msgs] {
+        let ttl: i64 = redis::cmd("PTTL").arg(key).query_async(&mut conn).await.unwrap();
+        assert_eq!(ttl, -1, "{key} still expires");
+    }
+    let snap = store.load(&id).await.unwrap();
+    assert_eq!(snap.system.as_ref().map(|s| (s.seq, s.tokens)), Some((1, 5)));
+    assert_eq!(snap.messages.len(), 3);
+    cleanup(&url, &prefix).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn load_reads_only_the_window_and_drop_evicted_deletes() {
+    let Some(url) = url() else { return };
+    let prefix = unique_prefix("window");
+    let store = store(&url, &prefix).await;
+    let id = ConversationId::new("w").unwrap();
+    let texts: Vec<String> = (1..=10).map(|i| format!("m{i}")).collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    store
+        .commit(&id, append(0, 1, &refs, 7, Retention::KeepHistory))
+        .await
+        .unwrap();
+    let snap = store.load(&id).await.unwrap();
+    assert_eq!(snap.window_start, 7);
+    assert_eq!(snap.next_seq, 11);
+    assert_eq!(snap.messages.iter().map(|m| m.seq).collect::<Vec<_>>(), [7, 8, 9, 10]);
+    assert_eq!(
+        store.history(&id, 0, 100).await.unwrap().len(),
+        10,
+        "KeepHistory keeps evicted messages"
+    );
+
+    // A lower window start never moves the window back; DropEvicted deletes below it.
+    store
+        .commit(&id, append(1, 11, &["m11"], 3, Retention::DropEvicted))
+        .await
+        .unwrap();
+    let snap = store.load(&id).await.unwrap();
+    assert_eq!(snap.window_start, 7);
+    let seqs: Vec<u64> = store
+        .history(&id, 0, 100)
+        .await
+        .unwrap()
+        .iter()
+        .map(|m| m.seq)
+        .collect();
+    assert_eq!(seqs, [7, 8, 9, 10, 11]);
+
+    // Out-of-order appends are refused without writing anything.
+    let bad = store
+        .commit(&id, append(2, 13, &["x"], 7, Retention::DropEvicted))
+        .await
+        .unwrap_err();
+    assert_eq!(bad.kind(), StoreErrorKind::InvalidInput);
+    let mut gap = append(2, 12, &["x", "y"], 7, Retention::DropEvicted);
+    gap.append[1].seq = 14;
+    assert_eq!(
+        store.commit(&id, gap).await.unwrap_err().kind(),
+        StoreErrorKind::InvalidInput
+    );
+    assert_eq!(store.load(&id).await.unwrap().version, 2);
+    assert!(
+        store
+            .commit(&id, append(1, 12, &["x"], 7, Retention::DropEvicted))
+            .await
+            .unwrap_err()
+            .is_conflict()
+    );
+    cleanup(&url, &prefix).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn expired_ids_leave_the_index_lazily() {
+    let Some(url) = url() else { return };
+    let prefix = unique_prefix("expiry");
+    let store = store(&url, &prefix).await;
+    let mut conn = raw(&url).await;
+    let index = format!("{prefix}:ids");
+    for name in ["a", "b", "c", "d", "e"] {
+        let id = ConversationId::new(name).unwrap();
+        let mut c = append(0, 1, &["hi"], 1, Retention::DropEvicted);
+        if !["c", "d"].contains(&name) {
+            c.ttl = Some(Duration::from_millis(50));
+        }
+        store.commit(&id, c).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let indexed: u64 = redis::cmd("ZCARD").arg(&index).query_async(&mut conn).await.unwrap();
+    assert_eq!(indexed, 5, "expired ids stay indexed until met");
+    let a = ConversationId::new("a").unwrap();
+    assert!(!store.load(&a).await.unwrap().exists());
+    assert!(store.history(&a, 0, 10).await.unwrap().is_empty());
+
+    let c = ConversationId::new("c").unwrap();
+    let page = store.list(None, 1).await.unwrap();
+    assert_eq!(page.ids, std::slice::from_ref(&c));
+    assert_eq!(page.next, Some(c.clone()), "d is live after c");
+    let left: Vec<String> = redis::cmd("ZRANGE")
+        .arg(&index)
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        left,
+        ["c", "d", "e"],
+        "a and b were removed when listing met them; e is past the page"
+    );
+    assert_eq!(store.purge_expired().await.unwrap(), 1, "purge removes e");
+    assert_eq!(store.purge_expired().await.unwrap(), 0);
+    assert!(store.clear(&c).await.unwrap());
+    assert!(store.clear(&ConversationId::new("d").unwrap()).await.unwrap());
+    let indexed: u64 = redis::cmd("ZCARD").arg(&index).query_async(&mut conn).await.unwrap();
+    assert_eq!(indexed, 0);
+    cleanup(&url, &prefix).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn corrupt_records_name_conversation_and_seq() {
+    let Some(url) = url() else { return };
+    let prefix = unique_prefix("corrupt");
+    let store = store(&url, &prefix).await;
+    let bad = ConversationId::new("bad one").unwrap();
+    let good = ConversationId::new("good one").unwrap();
+    for id in [&bad, &good] {
+        store
+            .commit(id, append(0, 1, &["u1", "a1", "u2"], 1, Retention::KeepHistory))
+            .await
+            .unwrap();
+    }
+    let mut conn = raw(&url).await;
+    let msgs = format!("{prefix}:{{{}}}:msgs", hex("bad one"));
+    redis::cmd("ZREMRANGEBYSCORE")
+        .arg(&msgs)
+        .arg(2)
+        .arg(2)
+        .exec_async(&mut conn)
+        .await
+        .unwrap();
+    redis::cmd("ZADD")
+        .arg(&msgs)
+        .arg(2)
+        .arg(r#"2:1:{"role":"wizard","content":"x"}"#)
+        .exec_async(&mut conn)
+        .await
+        .unwrap();
+    for e in [
+        store.load(&bad).await.unwrap_err(),
+        store.history(&bad, 0, 10).await.unwrap_err(),
+    ] {
+        assert_eq!(e.kind(), StoreErrorKind::Corrupt);
+        assert!(
+            e.context().contains("\"bad one\"") && e.context().contains("seq 2"),
+            "{}",
+            e.context()
+        );
+    }
+    redis::cmd("ZADD")
+        .arg(&msgs)
+        .arg(3)
+        .arg("no json")
+        .exec_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.history(&bad, 2, 10).await.unwrap_err().kind(),
+        StoreErrorKind::Corrupt
+    );
+    let meta = format!("{prefix}:{{{}}}:meta", hex("bad one"));
+    redis::cmd("HSET")
+        .arg(&meta)
+        .arg("sys_seq")
+        .arg(1)
+        .arg("sys_tokens")
+        .arg(1)
+        .arg("sys_json")
+        .arg("{")
+        .exec_async(&mut conn)
+        .await
+        .unwrap();
+    let e = store.load(&bad).await.unwrap_err();
+    assert_eq!(e.kind(), StoreErrorKind::Corrupt);
+    assert!(e.context().contains("seq 1"), "{}", e.context());
+
+    // The other conversation is untouched, and listing still works.
+    assert_eq!(store.load(&good).await.unwrap().messages.len(), 3);
+    assert_eq!(store.list(None, 10).await.unwrap().ids, [bad.clone(), good.clone()]);
+    assert!(store.clear(&bad).await.unwrap());
+    cleanup(&url, &prefix).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn schema_is_created_and_newer_is_refused() {
+    let Some(url) = url() else { return };
+    let prefix = unique_prefix("schema");
+    let mut conn = raw(&url).await;
+    let key = format!("{prefix}:schema");
+    drop(store(&url, &prefix).await);
+    drop(store(&url, &prefix).await);
+    let v: u64 = redis::cmd("GET").arg(&key).query_async(&mut conn).await.unwrap();
+    assert_eq!(v, chatmem_redis::SCHEMA_VERSION);
+
+    let () = redis::cmd("SET")
+        .arg(&key)
+        .arg(chatmem_redis::SCHEMA_VERSION + 1)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let e = RedisStore::builder(&url)
+        .key_prefix(&prefix)
+        .connect()
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), StoreErrorKind::SchemaTooNew, "{e}");
+    let () = redis::cmd("SET")
+        .arg(&key)
+        .arg("garbage")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let e = RedisStore::builder(&url)
+        .key_prefix(&prefix)
+        .connect()
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), StoreErrorKind::Corrupt, "{e}");
+    cleanup(&url, &prefix).await;
+
+    for bad in ["", "a{b", "a}"] {
+        let e = RedisStore::builder(&url).key_prefix(bad).connect().await.unwrap_err();
+        assert_eq!(e.kind(), StoreErrorKind::InvalidInput);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn awkward_and_long_ids() {
+    let Some(url) = url() else { return };
+    let prefix = unique_prefix("ids");
+    let store = store(&url, &prefix).await;
+    let ids: Vec<ConversationId> = [
+        "it's \"quoted\"".to_owned(),
+        "100%".to_owned(),
+        "*".to_owned(),
+        "a:b:c".to_owned(),
+        "{tag}".to_owned(),
+        "}{".to_owned(),
+        "x}".to_owned(),
+        "(paren".to_owned(),
+        "[-+]".to_owned(),
+        "订单-LC202610060018".to_owned(),
+        "{".repeat(256),
+        "}".repeat(256),
+        "é".repeat(128),
+        format!("{}x", "%*:{}\"'".repeat(36)).chars().take(256).collect(),
+    ]
+    .into_iter()
+    .map(|s| ConversationId::new(s).unwrap())
+    .collect();
+    assert!(ids.iter().any(|id| id.as_str().len() == 256));
+    for (i, id) in ids.iter().enumerate() {
+        let text = format!("message for {i}");
+        store
+            .commit(id, append(0, 1, &[&text], 1, Retention::KeepHistory))
+            .await
+            .unwrap();
+    }
+    for (i, id) in ids.iter().enumerate() {
+        let snap = store.load(id).await.unwrap();
+        assert_eq!(snap.messages.len(), 1, "{id:?}");
+        assert_eq!(snap.messages[0].message.text().unwrap(), format!("message for {i}"));
+    }
+    let mut sorted = ids.clone();
+    sorted.sort();
+    let mut listed = Vec::new();
+    let mut after = None;
+    loop {
+        let page = store.list(after.as_ref(), 3).await.unwrap();
+        listed.extend(page.ids);
+        match page.next {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(listed, sorted);
+    // An id that is a prefix of another, or a cursor that is no id, pages correctly.
+    let cursor = ConversationId::new("{").unwrap();
+    let page = store.list(Some(&cursor), 1).await.unwrap();
+    let first_after = sorted.iter().find(|id| **id > cursor).cloned();
+    assert_eq!(page.ids, first_after.into_iter().collect::<Vec<_>>());
+    for id in &ids {
+        assert!(store.clear(id).await.unwrap(), "{id:?}");
+        assert!(!store.clear(id).await.unwrap());
+    }
+    assert!(store.list(None, 10).await.unwrap().ids.is_empty());
+    cleanup(&url, &prefix).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sixty_four_tasks_on_their_own_conversations() {
+    let Some(url) = url() else { return };
+    let prefix = unique_prefix("tasks");
+    let store: Arc<dyn Store> = Arc::new(store(&url, &prefix).await);
+    let memory = ChatMemory::builder(store.clone())
+        .policy(WindowPolicy::messages(6).unwrap())
+        .retention(Retention::DropEvicted)
+        .counter(Arc::new(Heuristic))
+        .build();
+    let tasks: Vec<_> = (0..64)
+        .map(|t| {
+            let memory = memory.clone();
+            tokio::spawn(async move {
+                let id = ConversationId::new(format!("task-{t:02}")).unwrap();
+                for turn in 0..10 {
+                    memory
+                        .add(
+                            &id,
+                            [
+                                Message::user(format!("t{t} u{turn}")),
+                                Message::assistant(format!("t{t} a{turn}")),
+                            ],
+                        )
+                        .await
+                        .unwrap();
+                }
+                let window = memory.get(&id).await.unwrap();
+                let texts: Vec<String> = window.iter().map(|m| m.text().unwrap().into_owned()).collect();
+                let want: Vec<String> = (7..10)
+                    .flat_map(|turn| [format!("t{t} u{turn}"), format!("t{t} a{turn}")])
+                    .collect();
+                assert_eq!(texts, want);
+                assert_eq!(
+                    memory.history(&id).await.unwrap().len(),
+                    6,
+                    "evicted messages were deleted"
+                );
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let page = store.list(None, 100).await.unwrap();
+    assert_eq!(page.ids.len(), 64);
+    cleanup(&url, &prefix).await;
+}
