@@ -3,12 +3,19 @@
 //!
 //! Every failure prints one line on stderr and exits with code 2.
 
+mod chat;
+mod stores;
+
 use std::io::{Read, Write};
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
-use chatmem::{ChatMemory, ConversationId, InMemoryStore, Message, TokenCounter, Tokenizer, TurnBoundary, WindowPolicy};
+use chatmem::{
+    ChatMemory, ConversationId, InMemoryStore, Message, Retention, Store, TokenCounter, Tokenizer, TurnBoundary,
+    WindowPolicy,
+};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 #[derive(Parser, Debug)]
@@ -24,6 +31,125 @@ enum Command {
     Trim(TrimArgs),
     /// Read a JSON array of messages on stdin and print its token count.
     Count(CountArgs),
+    /// Add a JSON array of messages (stdin) to a conversation, as one atomic batch.
+    Add(MemoryArgs),
+    /// Print a conversation's window (system message first) as a JSON array.
+    Get(MemoryArgs),
+    /// Print everything stored for a conversation as a JSON array.
+    History(ConversationArgs),
+    /// Print the conversation ids, one per line.
+    List(StoreArgs),
+    /// Delete a conversation.
+    Clear(ConversationArgs),
+    /// Delete expired conversations now and print how many.
+    Purge(StoreArgs),
+    /// Chat with a model through conversation memory (interactive on a terminal; one message
+    /// per line in and one answer per line out otherwise).
+    Chat(ChatCommand),
+}
+
+#[derive(Args, Debug)]
+struct ChatCommand {
+    #[command(flatten)]
+    chat: chat::ChatArgs,
+    #[command(flatten)]
+    store: StoreArgs,
+    #[command(flatten)]
+    options: MemoryOptions,
+}
+
+/// Which store to use.
+#[derive(Args, Debug, Clone)]
+struct StoreArgs {
+    /// Store URL: memory:, sqlite:PATH, postgres://…, redis://… [default: an SQLite file in the
+    /// user's data directory]
+    #[arg(long, value_name = "URL", env = stores::STORE_ENV)]
+    store: Option<String>,
+}
+
+impl StoreArgs {
+    async fn open(&self) -> anyhow::Result<Arc<dyn Store>> {
+        let url = match &self.store {
+            Some(url) => url.clone(),
+            None => stores::default_url()?,
+        };
+        stores::open(&url).await
+    }
+}
+
+#[derive(Args, Debug)]
+struct ConversationArgs {
+    /// The conversation id.
+    #[arg(long, value_name = "ID")]
+    conversation: String,
+    #[command(flatten)]
+    store: StoreArgs,
+}
+
+#[derive(Args, Debug)]
+struct MemoryArgs {
+    #[command(flatten)]
+    target: ConversationArgs,
+    #[command(flatten)]
+    options: MemoryOptions,
+}
+
+/// How memory is kept: window policy, retention, TTL.
+#[derive(Args, Debug)]
+struct MemoryOptions {
+    #[command(flatten)]
+    policy: PolicyArgs,
+    /// Whether evicted messages are deleted or kept as history.
+    #[arg(long, value_enum, default_value_t = RetentionArg::DropEvicted)]
+    retention: RetentionArg,
+    /// Expire the conversation this long after its last write (e.g. 30m, 12h, 7days).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    ttl: Option<Duration>,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy)]
+enum RetentionArg {
+    DropEvicted,
+    KeepHistory,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(s) {
+        Ok(d) if d.is_zero() => Err("must be longer than zero".into()),
+        Ok(d) => Ok(d),
+        Err(e) => Err(format!("{e} (examples: 90s, 30m, 12h, 7days)")),
+    }
+}
+
+impl MemoryArgs {
+    async fn memory(&self) -> anyhow::Result<(ChatMemory<Arc<dyn Store>>, ConversationId)> {
+        let id = ConversationId::new(self.target.conversation.as_str()).context("--conversation")?;
+        let store = self.target.store.open().await?;
+        Ok((self.options.memory(store)?, id))
+    }
+}
+
+impl MemoryOptions {
+    fn memory(&self, store: Arc<dyn Store>) -> anyhow::Result<ChatMemory<Arc<dyn Store>>> {
+        let retention = match self.retention {
+            RetentionArg::DropEvicted => Retention::DropEvicted,
+            RetentionArg::KeepHistory => Retention::KeepHistory,
+        };
+        let memory = ChatMemory::builder(store)
+            .policy(self.policy.policy()?)
+            .counter(self.policy.counter())
+            .retention(retention)
+            .ttl(self.ttl)
+            .build();
+        Ok(memory)
+    }
+}
+
+impl ConversationArgs {
+    async fn memory(&self) -> anyhow::Result<(ChatMemory<Arc<dyn Store>>, ConversationId)> {
+        let id = ConversationId::new(self.conversation.as_str()).context("--conversation")?;
+        Ok((ChatMemory::new(self.store.open().await?), id))
+    }
 }
 
 #[derive(Args, Debug)]
@@ -117,7 +243,10 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             let text = e.to_string();
-            let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("invalid arguments");
+            let line = text
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("invalid arguments");
             eprintln!("chatmem: {}", line.trim_start_matches("error: "));
             return ExitCode::from(2);
         }
@@ -144,6 +273,54 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Trim(args) => trim(args).await,
         Command::Count(args) => count(args),
+        Command::Add(args) => {
+            let messages = read_messages()?;
+            let (memory, id) = args.memory().await?;
+            memory.add(&id, messages).await?;
+            Ok(())
+        }
+        Command::Get(args) => {
+            let (memory, id) = args.memory().await?;
+            print_json(&memory.get(&id).await?)
+        }
+        Command::History(args) => {
+            let (memory, id) = args.memory().await?;
+            print_json(&memory.history(&id).await?)
+        }
+        Command::Clear(args) => {
+            let (memory, id) = args.memory().await?;
+            if !memory.clear(&id).await? {
+                eprintln!("chatmem: no conversation {:?} (nothing to clear)", id.as_str());
+            }
+            Ok(())
+        }
+        Command::List(args) => list(args).await,
+        Command::Chat(args) => {
+            let memory = args.options.memory(args.store.open().await?)?;
+            chat::run(args.chat, memory).await
+        }
+        Command::Purge(args) => {
+            let memory = ChatMemory::new(args.open().await?);
+            println!("{}", memory.purge_expired().await?);
+            Ok(())
+        }
+    }
+}
+
+async fn list(args: StoreArgs) -> anyhow::Result<()> {
+    const PAGE: usize = 1000;
+    let memory = ChatMemory::new(args.open().await?);
+    let mut out = std::io::stdout().lock();
+    let mut after = None;
+    loop {
+        let page = memory.list(after.as_ref(), PAGE).await?;
+        for id in &page.ids {
+            writeln!(out, "{id}")?;
+        }
+        match page.next {
+            Some(next) => after = Some(next),
+            None => return Ok(()),
+        }
     }
 }
 

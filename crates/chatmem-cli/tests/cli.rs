@@ -1,0 +1,257 @@
+//! The `chatmem` binary, run as a user would: stdin in, stdout and exit code out.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+
+fn chatmem(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_chatmem"))
+        .args(args)
+        .env_remove("CHATMEM_STORE")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn chatmem");
+    // The command may exit (on bad arguments) before reading stdin: a broken pipe is fine.
+    let _ = child.stdin.take().expect("stdin").write_all(stdin.as_bytes());
+
+    child.wait_with_output().expect("wait")
+}
+
+fn ok_json(args: &[&str], stdin: &str) -> Value {
+    let out = chatmem(args, stdin);
+    assert!(
+        out.status.success(),
+        "{args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("stdout is JSON")
+}
+
+/// Exit code 2 and exactly one line on stderr containing `needle`.
+fn fails(args: &[&str], stdin: &str, needle: &str) {
+    let out = chatmem(args, stdin);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "one line expected: {err}");
+    assert!(err.contains(needle), "{err:?} should mention {needle:?}");
+    assert!(out.stdout.is_empty());
+}
+
+fn roles(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .expect("array")
+        .iter()
+        .map(|m| m["role"].as_str().expect("role"))
+        .collect()
+}
+
+fn conv(spec: &str) -> String {
+    let msgs: Vec<Value> = spec
+        .split_whitespace()
+        .map(|t| match &t[..1] {
+            "S" => json!({"role": "system", "content": t}),
+            "U" => json!({"role": "user", "content": t}),
+            _ => json!({"role": "assistant", "content": t}),
+        })
+        .collect();
+    Value::from(msgs).to_string()
+}
+
+#[test]
+fn trim_follows_the_window_contract() {
+    let out = ok_json(&["trim", "--max-messages", "5"], &conv("S_old U1 A1 U2 A2 U3 A3 S_new"));
+    let texts: Vec<&str> = out
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["S_new", "U2", "A2", "U3", "A3"]);
+    let out = ok_json(&["trim", "--max-messages", "2"], &conv("U1 A1 U2 A2 U3"));
+    assert_eq!(out, json!([{"role": "user", "content": "U3"}]));
+    // Default 20 keeps everything here.
+    assert_eq!(ok_json(&["trim"], &conv("U1 A1 U2")).as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn trim_keeps_tool_pairs_and_round_trips_fields() {
+    let input = include_str!("../../../examples/aftersale.json");
+    let out = ok_json(&["trim", "--max-messages", "5", "--turn-boundary", "pair-safe"], input);
+    // Four non-system messages fit: [R, A, U, A]; a tool result cannot start the run.
+    assert_eq!(roles(&out), ["system", "assistant", "user", "assistant"]);
+
+    let out = ok_json(&["trim", "--max-messages", "6", "--turn-boundary", "pair-safe"], input);
+    assert_eq!(
+        roles(&out),
+        ["system", "assistant", "tool", "assistant", "user", "assistant"]
+    );
+    assert_eq!(out[1]["tool_calls"][0]["function"]["name"], "order_status");
+    assert_eq!(out[5]["reasoning_content"], "订单未发货，按店规可退。");
+    // A token budget and each tokenizer.
+    for tokenizer in ["cl100k", "o200k", "heuristic"] {
+        let out = ok_json(&["trim", "--max-tokens", "120", "--tokenizer", tokenizer], input);
+        assert_eq!(roles(&out)[0], "system");
+        assert!(out.as_array().unwrap().len() < 9);
+    }
+}
+
+#[test]
+fn count_prints_the_token_count() {
+    let out = chatmem(&["count"], r#"[{"role":"user","content":"hello world"}]"#);
+    // 3 (list) + 3 (message) + "user" 1 + "hello world" 2
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "9");
+    let out = chatmem(&["count", "--tokenizer", "heuristic"], "[]");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "3");
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    fails(
+        &["trim"],
+        r#"[{"role":"user","content":"a"},{"role":"tool","content":"x"}]"#,
+        "[1]",
+    );
+    fails(
+        &["trim"],
+        r#"[{"role":"user","content":"a"},{"role":"tool","content":"x"}]"#,
+        "tool_call_id",
+    );
+    fails(&["count"], "not json", "input");
+    fails(&["trim", "--max-messages", "0"], "[]", "--max-messages");
+    fails(
+        &["trim", "--max-messages", "3", "--max-tokens", "9"],
+        "[]",
+        "cannot be used",
+    );
+    fails(&["trim", "--tokenizer", "gpt2"], "[]", "gpt2");
+    fails(&["frobnicate"], "", "frobnicate");
+    fails(
+        &["get", "--conversation", "", "--store", "memory:"],
+        "",
+        "conversation id is empty",
+    );
+    fails(
+        &["get", "--conversation", "x", "--store", "ftp://x"],
+        "",
+        "unknown store URL",
+    );
+    fails(
+        &["add", "--conversation", "x", "--store", "memory:", "--ttl", "soon"],
+        "[]",
+        "--ttl",
+    );
+}
+
+#[test]
+fn a_store_outlives_the_process_and_memory_does_not() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("sqlite:{}", dir.path().join("m.db").display());
+    let id = "app-user-42-aftersale";
+    let turn1 = r#"[{"role":"system","content":"你是邻里仓售后。"},{"role":"user","content":"我的订单是 LC202610060018，还没发货。"},{"role":"assistant","content":"已查询。"}]"#;
+    let out = chatmem(
+        &["add", "--conversation", id, "--store", &url, "--max-messages", "6"],
+        turn1,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // A new process reads it back.
+    let got = ok_json(
+        &["get", "--conversation", id, "--store", &url, "--max-messages", "6"],
+        "",
+    );
+    assert_eq!(roles(&got), ["system", "user", "assistant"]);
+    assert!(got.to_string().contains("LC202610060018"));
+    // CHATMEM_STORE works like --store.
+    let out = Command::new(env!("CARGO_BIN_EXE_chatmem"))
+        .args(["list"])
+        .env("CHATMEM_STORE", &url)
+        .output()
+        .expect("run");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{id}\n"));
+    // Through memory: a new process sees nothing.
+    chatmem(&["add", "--conversation", id, "--store", "memory:"], turn1);
+    assert_eq!(
+        ok_json(&["get", "--conversation", id, "--store", "memory:"], ""),
+        json!([])
+    );
+    // KeepHistory keeps what the window evicts; clear removes everything.
+    let more = conv("U2 A2 U3 A3");
+    let out = chatmem(
+        &[
+            "add",
+            "--conversation",
+            id,
+            "--store",
+            &url,
+            "--max-messages",
+            "3",
+            "--retention",
+            "keep-history",
+        ],
+        &more,
+    );
+    assert!(out.status.success());
+    assert_eq!(
+        roles(&ok_json(
+            &["get", "--conversation", id, "--store", &url, "--max-messages", "3"],
+            ""
+        )),
+        ["system", "user", "assistant"]
+    );
+    assert_eq!(
+        ok_json(&["history", "--conversation", id, "--store", &url], "")
+            .as_array()
+            .unwrap()
+            .len(),
+        7
+    );
+    assert!(
+        chatmem(&["clear", "--conversation", id, "--store", &url], "")
+            .status
+            .success()
+    );
+    assert_eq!(ok_json(&["get", "--conversation", id, "--store", &url], ""), json!([]));
+    let out = chatmem(&["purge", "--store", &url], "");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0");
+}
+
+/// The restart case through the shared servers, when they are configured.
+#[test]
+fn postgres_and_redis_outlive_the_process() {
+    for var in ["CHATMEM_TEST_PG_URL", "CHATMEM_TEST_REDIS_URL"] {
+        let Ok(url) = std::env::var(var) else {
+            eprintln!("skipping: {var} not set (start the server and set it to run this test)");
+            continue;
+        };
+        let id = format!("cli-restart-{}-{}", std::process::id(), var);
+        let out = chatmem(&["add", "--conversation", &id, "--store", &url], &conv("S U1 A1"));
+        assert!(out.status.success(), "{var}: {}", String::from_utf8_lossy(&out.stderr));
+        let got = ok_json(&["get", "--conversation", &id, "--store", &url], "");
+        assert_eq!(roles(&got), ["system", "user", "assistant"], "{var}");
+        assert!(
+            chatmem(&["clear", "--conversation", &id, "--store", &url], "")
+                .status
+                .success()
+        );
+    }
+}
+
+#[test]
+fn an_unreachable_server_is_one_clear_line_without_the_password() {
+    let out = chatmem(
+        &[
+            "get",
+            "--conversation",
+            "x",
+            "--store",
+            "postgres://app:s3cret@127.0.0.1:1/db",
+        ],
+        "",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("127.0.0.1:1") && !err.contains("s3cret"), "{err}");
+}
