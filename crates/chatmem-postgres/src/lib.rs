@@ -463,13 +463,7 @@ impl Store for PostgresStore {
                 .with_source(e)
             })?);
         }
-        let next = if ids.len() > limit {
-            ids.truncate(limit);
-            ids.last().cloned()
-        } else {
-            None
-        };
-        Ok(Page { ids, next })
+        Ok(Page::from_overfetch(ids, limit))
     }
 
     async fn purge_expired(&self) -> Result<u64, StoreError> {

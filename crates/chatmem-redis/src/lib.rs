@@ -574,13 +574,7 @@ impl Store for RedisStore {
                 cursor.clone_from(last);
             }
         }
-        let next = if ids.len() > limit {
-            ids.truncate(limit);
-            ids.last().cloned()
-        } else {
-            None
-        };
-        Ok(Page { ids, next })
+        Ok(Page::from_overfetch(ids, limit))
     }
 
     /// Redis expires conversations by itself; this sweeps the id index (in batches of

@@ -402,13 +402,7 @@ pub(crate) fn list(conn: &Connection, after: Option<&ConversationId>, limit: usi
             }
         }
     }
-    let next = if ids.len() > limit {
-        ids.truncate(limit);
-        ids.last().cloned()
-    } else {
-        None
-    };
-    Ok(Page { ids, next })
+    Ok(Page::from_overfetch(ids, limit))
 }
 
 /// One transaction: delete expired conversations and their messages.

@@ -162,19 +162,13 @@ impl Store for InMemoryStore {
         let map = self.lock();
         let now = Instant::now();
         let lower = after.map_or(Bound::Unbounded, Bound::Excluded);
-        let mut ids: Vec<ConversationId> = map
+        let ids: Vec<ConversationId> = map
             .range((lower, Bound::Unbounded))
             .filter(|(_, c)| !c.expired(now))
             .map(|(id, _)| id.clone())
             .take(limit.saturating_add(1))
             .collect();
-        let next = if ids.len() > limit {
-            ids.truncate(limit);
-            ids.last().cloned()
-        } else {
-            None
-        };
-        Ok(Page { ids, next })
+        Ok(Page::from_overfetch(ids, limit))
     }
 
     async fn purge_expired(&self) -> Result<u64, StoreError> {

@@ -111,6 +111,28 @@ pub struct Page {
     pub next: Option<ConversationId>,
 }
 
+impl Page {
+    /// A page from up to `limit + 1` ascending ids fetched for a page of `limit`: the extra
+    /// id only tells that more remain.
+    ///
+    /// ```
+    /// use chatmem::{ConversationId, Page};
+    /// let ids: Vec<ConversationId> = ["a", "b", "c"].iter().map(|s| ConversationId::new(*s).unwrap()).collect();
+    /// let page = Page::from_overfetch(ids, 2);
+    /// assert_eq!(page.ids.len(), 2);
+    /// assert_eq!(page.next.as_ref().map(|id| id.as_str()), Some("b"));
+    /// ```
+    pub fn from_overfetch(mut ids: Vec<ConversationId>, limit: usize) -> Self {
+        let next = if ids.len() > limit {
+            ids.truncate(limit);
+            ids.last().cloned()
+        } else {
+            None
+        };
+        Self { ids, next }
+    }
+}
+
 /// A conversation store: where memory lives.
 ///
 /// Required: [`load`](Store::load), [`commit`](Store::commit), [`history`](Store::history),
