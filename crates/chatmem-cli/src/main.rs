@@ -229,7 +229,7 @@ fn positive(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
         Ok(0) => Err("must be at least 1".into()),
         Ok(n) => Ok(n),
-        Err(_) => Err(format!("{s:?} is not a whole number")),
+        Err(_) => Err(format!("{s:?} is not a whole number from 1 to {}", usize::MAX)),
     }
 }
 

@@ -310,8 +310,8 @@ impl Message {
 /// # Ok::<(), chatmem::Error>(())
 /// ```
 pub fn parse_messages(json: &str) -> Result<Vec<Message>> {
-    let de = &mut serde_json::Deserializer::from_str(json);
-    let messages: Vec<Message> = serde_path_to_error::deserialize(de).map_err(|e| {
+    let mut de = serde_json::Deserializer::from_str(json);
+    let messages: Vec<Message> = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
         if path == "." {
             // Not even an array of objects: the line and column help.
@@ -324,6 +324,11 @@ pub fn parse_messages(json: &str) -> Result<Vec<Message>> {
             path,
             reason: strip_position(&e.inner().to_string()),
         }
+    })?;
+    // Anything but white space after the array is an error, not silently ignored.
+    de.end().map_err(|e| Error::InvalidMessages {
+        path: "input".into(),
+        reason: e.to_string(),
     })?;
     Ok(messages)
 }
@@ -710,6 +715,10 @@ mod tests {
         assert_eq!(
             err(r#"{"role":"user"}"#),
             "invalid message at input: invalid type: map, expected a sequence at line 1 column 0"
+        );
+        assert_eq!(
+            err(r#"[{"role":"user","content":"x"}] trailing"#),
+            "invalid message at input: trailing characters at line 1 column 33"
         );
         assert_eq!(
             err("["),
