@@ -262,8 +262,15 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // One line: every layer of the error chain, outermost first.
-            let chain: Vec<String> = e.chain().map(ToString::to_string).collect();
+            // Some drivers repeat their cause's text in their own: print each text once.
+            let mut chain: Vec<String> = Vec::new();
+            for layer in e.chain().map(ToString::to_string) {
+                if !chain.last().is_some_and(|prev| prev.contains(&layer)) {
+                    chain.push(layer);
+                }
+            }
             eprintln!("chatmem: {}", chain.join(": ").replace('\n', " "));
+
             ExitCode::from(2)
         }
     }

@@ -120,7 +120,11 @@ fn bad_input_is_one_line_and_exit_2() {
         "tool_call_id",
     );
     fails(&["count"], "not json", "input");
-    fails(&["count"], r#"[{"role":"user","content":"x"}] trailing"#, "trailing characters");
+    fails(
+        &["count"],
+        r#"[{"role":"user","content":"x"}] trailing"#,
+        "trailing characters",
+    );
 
     fails(&["trim", "--max-messages", "0"], "[]", "--max-messages");
     fails(
