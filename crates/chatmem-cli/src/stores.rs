@@ -16,14 +16,22 @@ pub(crate) fn default_url() -> anyhow::Result<String> {
 }
 
 /// The URL with any password replaced, safe to print.
+///
+/// Done on the text rather than with a URL parser because cluster URLs
+/// (`redis+cluster://u:pw@h1:7000,h2:7001`) are not valid URLs, and a parse failure must
+/// never print the password.
 pub(crate) fn redact(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut parsed) if parsed.password().is_some() => {
-            // Cannot fail for URLs that already carry a password.
-            let _ = parsed.set_password(Some("***"));
-            parsed.to_string()
-        }
-        _ => url.to_string(),
+    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
+        return url.to_string();
+    };
+    let rest = &url[scheme_end..];
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    let Some(at) = authority.rfind('@') else {
+        return url.to_string();
+    };
+    match authority[..at].find(':') {
+        Some(colon) => format!("{}{}:***{}", &url[..scheme_end], &authority[..colon], &rest[at..]),
+        None => url.to_string(),
     }
 }
 
@@ -43,12 +51,14 @@ pub(crate) async fn open(url: &str) -> anyhow::Result<Arc<dyn Store>> {
                 .await
                 .with_context(|| format!("connecting to {shown}"))?,
         ),
-        "redis" | "rediss" => Arc::new(
+        "redis" | "rediss" | "redis+cluster" => Arc::new(
             chatmem_redis::RedisStore::connect(url)
                 .await
                 .with_context(|| format!("connecting to {shown}"))?,
         ),
-        _ => bail!("unknown store URL {shown:?}: expected memory:, sqlite:PATH, postgres://… or redis://…"),
+        _ => bail!(
+            "unknown store URL {shown:?}: expected memory:, sqlite:PATH, postgres://…, redis://… or redis+cluster://host:port,…"
+        ),
     };
     Ok(store)
 }
@@ -65,5 +75,15 @@ mod tests {
         );
         assert_eq!(redact("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
         assert_eq!(redact("sqlite:/tmp/a.db"), "sqlite:/tmp/a.db");
+        assert_eq!(redact("redis://:pw@127.0.0.1:6379/0"), "redis://:***@127.0.0.1:6379/0");
+        assert_eq!(
+            redact("redis+cluster://u:pw@h1:7000,h2:7001"),
+            "redis+cluster://u:***@h1:7000,h2:7001"
+        );
+        assert_eq!(
+            redact("postgres://app@db/x?password=no-userinfo"),
+            "postgres://app@db/x?password=no-userinfo"
+        );
+        assert_eq!(redact("postgres://a:p@ss@db/x"), "postgres://a:***@db/x");
     }
 }

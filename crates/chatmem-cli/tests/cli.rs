@@ -226,7 +226,11 @@ fn a_store_outlives_the_process_and_memory_does_not() {
 /// The restart case through the shared servers, when they are configured.
 #[test]
 fn postgres_and_redis_outlive_the_process() {
-    for var in ["CHATMEM_TEST_PG_URL", "CHATMEM_TEST_REDIS_URL"] {
+    for var in [
+        "CHATMEM_TEST_PG_URL",
+        "CHATMEM_TEST_REDIS_URL",
+        "CHATMEM_TEST_REDIS_CLUSTER_URL",
+    ] {
         let Ok(url) = std::env::var(var) else {
             eprintln!("skipping: {var} not set (start the server and set it to run this test)");
             continue;

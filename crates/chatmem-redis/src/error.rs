@@ -10,6 +10,7 @@ pub(crate) fn from_redis(e: RedisError, what: &str) -> StoreError {
         || e.is_timeout()
         || e.is_connection_dropped()
         || e.is_connection_refusal()
+        || e.kind() == ErrorKind::ClusterConnectionNotFound
         || matches!(
             e.kind(),
             ErrorKind::Server(

@@ -3,9 +3,9 @@
 //!
 //! [`RedisStore`] implements [`chatmem::Store`]. A load is one round trip and a commit is
 //! one atomic round trip (each a Lua script run with `EVALSHA`); the per-turn cost does not
-//! grow with the length of the conversation's history. This crate is not a cache in front
-//! of another database, does not do TLS (`rediss://`), and does not speak the Redis Cluster
-//! protocol (see *Redis Cluster* below).
+//! grow with the length of the conversation's history. It runs on a single Redis (or a
+//! primary with replicas) and on Redis Cluster (see *Redis Cluster* below). This crate is
+//! not a cache in front of another database, and does not do TLS (`rediss://`).
 //!
 //! ```no_run
 //! use chatmem::{ChatMemory, ConversationId, Message};
@@ -20,6 +20,18 @@
 //! let id = ConversationId::new("app-user-42-aftersale")?;
 //! memory.add(&id, [Message::user("hi"), Message::assistant("hello")]).await?;
 //! assert_eq!(memory.get(&id).await?.len(), 2);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! On Redis Cluster, name one or more seed nodes (the others are discovered):
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), chatmem::StoreError> {
+//! let store = chatmem_redis::RedisStore::connect(
+//!     "redis+cluster://127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002",
+//! )
+//! .await?;
 //! # Ok(())
 //! # }
 //! ```
@@ -47,18 +59,55 @@
 //! `PERSIST`s them when the TTL is `None`, inside the commit script (so both keys always
 //! carry the same deadline). An expired conversation's keys are gone, so it reads as empty
 //! at once. Its index entry stays until a [`list`](chatmem::Store::list) meets it (each
-//! listed id is checked with `EXISTS` and stale ones are removed from the index in the same
-//! script) or [`purge_expired`](chatmem::Store::purge_expired) sweeps the index.
+//! listed id is checked with `EXISTS` and stale ones are removed from the index) or
+//! [`purge_expired`](chatmem::Store::purge_expired) sweeps the index. Sequence numbers
+//! must stay below 2^53 (sorted-set scores are doubles).
 //!
 //! # Redis Cluster
 //!
-//! The conversation keys are Cluster-ready (one hash tag per conversation), but the commit
-//! and clear scripts also update the id index, which lives in another slot: on a single
-//! Redis (or a primary with replicas) the index is exact and updated atomically with the
-//! conversation. On Cluster that script would fail with `CROSSSLOT`; a Cluster port must
-//! update the index with a separate command after the commit, so a crash between the two
-//! could leave a conversation unlisted until its next commit (stale entries are already
-//! handled lazily). Sequence numbers must stay below 2^53 (sorted-set scores are doubles).
+//! A URL `redis+cluster://[user:password@]host:port[,host:port...]` selects Redis Cluster
+//! (database 0 only; the credentials apply to every node). Each command is routed to the
+//! node owning its key's slot, following `MOVED`/`ASK` redirections. All keys of one
+//! conversation share one hash tag, so load, commit, history and the conversation part of
+//! clear stay single scripts or commands on one node: atomic, one round trip each, exactly
+//! as on a single Redis.
+//!
+//! Only the id index (`chatmem:ids`) lives in another slot, so on Cluster it cannot be
+//! updated inside the commit and clear scripts (`CROSSSLOT`) and is kept with separate
+//! commands instead:
+//!
+//! - a commit that creates a conversation (`expected_version == 0`) `ZADD`s the id
+//!   *before* the commit script, so a crash after the commit cannot leave the
+//!   conversation unlisted (if the commit then fails, `list` drops the entry as stale),
+//!   and once more *after* a successful commit, in case a concurrent `list`, `purge` or
+//!   `clear` removed the entry in between (a failure of that second `ZADD` is logged,
+//!   not returned: the commit is applied);
+//! - `clear` deletes the conversation's keys first, then removes the index entry;
+//! - whoever removes entries (`clear`, or `list`/`purge_expired` meeting ids whose meta
+//!   key is gone) checks with `EXISTS` afterwards and puts back any conversation that was
+//!   created meanwhile.
+//!
+//! So an existing conversation is always listed, except after the rare combination of an
+//! index sweep racing its creation *and* the creating process failing right after its
+//! commit (before the second `ZADD`); its next commit does not re-add it, but `load`,
+//! `commit`, `history` and `clear` work on it regardless. On a single Redis the index is
+//! exact: it is updated inside the same atomic scripts as the conversation.
+//!
+//! Round trips per operation (`N` = ids in the listed page, at most `limit + 1`; index
+//! batches hold at most 1,000 ids):
+//!
+//! | operation | single Redis | Redis Cluster |
+//! |---|---|---|
+//! | `load`, `history` | 1 | 1 |
+//! | `commit` | 1 | 1; 3 when it creates the conversation (`ZADD`, script, `ZADD`) |
+//! | `clear` | 1 | 1 when it did not exist; else 3 (script, `ZREM`, `EXISTS`) |
+//! | `list` | 2 (`ZRANGEBYLEX`, one check-and-prune script) | 2 (`ZRANGEBYLEX`, then `N` `EXISTS` sent at once, one per node's connection); +2 (`ZREM`, `EXISTS`) when stale ids were met |
+//! | `purge_expired` | 2 per batch | 2 per batch, +2 when the batch held expired ids |
+//!
+//! Re-adding an id found recreated during a removal costs one more `ZADD`. The scripts
+//! are loaded on a node the first time it runs them (`NOSCRIPT`, then `SCRIPT LOAD` and
+//! `EVALSHA` again). Outages behave as on a single Redis (see below); the cluster
+//! client also refreshes its slot map by itself when the topology changes.
 //!
 //! # Outages
 //!
@@ -72,6 +121,7 @@
 //! that still fails with `Unavailable` (a timeout) may or may not have been applied.
 
 mod codec;
+mod conn;
 mod error;
 mod keys;
 mod scripts;
@@ -83,9 +133,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chatmem::{Commit, ConversationId, Page, Retention, Snapshot, Store, StoreError, StoreErrorKind, StoredMessage};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisResult, Script, Value};
 
+use crate::conn::Conn;
 use crate::error::{corrupt, from_redis, redact_url, timed_out};
 use crate::keys::Keys;
 
@@ -105,13 +155,14 @@ const MAX_TTL_MS: u128 = 1 << 45;
 /// How many index entries one `list` or `purge_expired` step checks at most.
 const INDEX_BATCH: usize = 1000;
 
-/// Conversations stored in Redis. Cheap to clone: clones share one multiplexed connection.
+/// Conversations stored in Redis or Redis Cluster. Cheap to clone: clones share one
+/// multiplexed connection (per node, on Cluster).
 ///
 /// Create one with [`RedisStore::connect`] or [`RedisStore::builder`]. See the
 /// [crate docs](crate) for the key layout, expiry and outage behaviour.
 #[derive(Clone)]
 pub struct RedisStore {
-    conn: ConnectionManager,
+    conn: Conn,
     keys: Keys,
     scripts: Arc<Scripts>,
     response_timeout: Duration,
@@ -129,6 +180,7 @@ impl fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisStore")
             .field("url", &self.url)
+            .field("cluster", &self.conn.is_cluster())
             .field("key_prefix", &self.keys.prefix())
             .field("response_timeout", &self.response_timeout)
             .finish_non_exhaustive()
@@ -189,25 +241,7 @@ impl RedisStoreBuilder {
                 "redis key prefix must be non-empty and hold no `{` or `}`",
             ));
         }
-        let client = redis::Client::open(self.url.as_str()).map_err(|e| {
-            StoreError::new(StoreErrorKind::InvalidInput, format!("invalid redis URL {url}")).with_source(e)
-        })?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(self.connect_timeout))
-            .set_response_timeout(Some(self.response_timeout))
-            // Few, quick reconnection attempts: every operation is bounded by the response
-            // timeout anyway, and the next operation after a failure tries again.
-            .set_number_of_retries(2)
-            .set_min_delay(Duration::from_millis(50))
-            .set_max_delay(Duration::from_secs(1));
-        let what = format!("connecting to {url}");
-        let conn = match tokio::time::timeout(self.connect_timeout, ConnectionManager::new_with_config(client, config))
-            .await
-        {
-            Ok(Ok(conn)) => conn,
-            Ok(Err(e)) => return Err(from_redis(e, &what)),
-            Err(_) => return Err(timed_out(&what, self.connect_timeout)),
-        };
+        let conn = Conn::open(&self.url, &url, self.connect_timeout, self.response_timeout).await?;
         let store = RedisStore {
             conn,
             keys: Keys::new(&self.key_prefix),
@@ -226,8 +260,10 @@ impl RedisStoreBuilder {
 }
 
 impl RedisStore {
-    /// Connects to `url` (`redis://[user:password@]host[:port][/db]` or
-    /// `redis+unix:///path`) with the default prefix and timeouts.
+    /// Connects to `url` with the default prefix and timeouts: a single Redis at
+    /// `redis://[user:password@]host[:port][/db]` or `redis+unix:///path`, or a Redis
+    /// Cluster at `redis+cluster://[user:password@]host:port[,host:port...]` (one or more
+    /// seed nodes; the others are discovered).
     ///
     /// # Errors
     /// As [`RedisStoreBuilder::connect`].
@@ -256,7 +292,7 @@ impl RedisStore {
     /// that makes its replay answer with the version it already produced.
     async fn run<T, F, Fut>(&self, what: impl Fn() -> String, send: F) -> Result<T, StoreError>
     where
-        F: Fn(ConnectionManager) -> Fut,
+        F: Fn(Conn) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
         let attempts = async {
@@ -310,6 +346,9 @@ impl RedisStore {
     /// Checks that `ids` still exist, drops the expired ones from the index, and returns
     /// a flag per id.
     async fn prune(&self, ids: &[Vec<u8>]) -> Result<Vec<bool>, StoreError> {
+        if self.conn.is_cluster() {
+            return self.prune_cluster(ids).await;
+        }
         let mut inv = self.scripts.prune.prepare_invoke();
         inv.key(self.keys.index());
         let mut parsed = Vec::with_capacity(ids.len());
@@ -329,6 +368,88 @@ impl RedisStore {
             return Err(corrupt("redis: unexpected reply to the index check".to_owned()));
         }
         Ok(flags.into_iter().map(|f| f == 1).collect())
+    }
+
+    /// [`prune`](Self::prune) on Cluster, where the meta keys and the index live in
+    /// different slots: one `EXISTS` per id (sent concurrently, so about one round trip),
+    /// then the index clean-up for the ids found missing.
+    async fn prune_cluster(&self, raw_ids: &[Vec<u8>]) -> Result<Vec<bool>, StoreError> {
+        let ids = raw_ids.iter().map(|raw| index_id(raw)).collect::<Result<Vec<_>, _>>()?;
+        let mut live = self.exist(&ids).await?;
+        let stale: Vec<usize> = (0..ids.len()).filter(|&i| !live[i]).collect();
+        if !stale.is_empty() {
+            let stale_ids: Vec<ConversationId> = stale.iter().map(|&i| ids[i].clone()).collect();
+            let exists_now = self.index_remove_checked(&stale_ids).await?;
+            // Created meanwhile: it exists now, so it is listed.
+            for (&i, exists) in stale.iter().zip(exists_now) {
+                live[i] = exists;
+            }
+        }
+        Ok(live)
+    }
+
+    /// Whether each conversation of `ids` exists (its meta key does), with one `EXISTS`
+    /// per id: on Cluster each goes to its own slot's node, all of them at once.
+    async fn exist(&self, ids: &[ConversationId]) -> Result<Vec<bool>, StoreError> {
+        let metas: Vec<String> = ids.iter().map(|id| self.keys.meta(id)).collect();
+        let metas = &metas;
+        let flags: Vec<i64> = self
+            .run(
+                || "checking listed conversations".to_owned(),
+                |conn| async move {
+                    futures_util::future::try_join_all(metas.iter().map(|meta| {
+                        let mut conn = conn.clone();
+                        async move { redis::cmd("EXISTS").arg(meta).query_async::<i64>(&mut conn).await }
+                    }))
+                    .await
+                },
+            )
+            .await?;
+        Ok(flags.into_iter().map(|f| f == 1).collect())
+    }
+
+    /// Adds `ids` to the index (idempotent).
+    async fn index_add(&self, ids: &[ConversationId]) -> Result<(), StoreError> {
+        let mut cmd = redis::cmd("ZADD");
+        cmd.arg(self.keys.index());
+        for id in ids {
+            cmd.arg(0).arg(id.as_str());
+        }
+        let cmd = &cmd;
+        self.run(
+            || "adding to the conversation index".to_owned(),
+            |mut conn| async move { cmd.query_async::<()>(&mut conn).await },
+        )
+        .await
+    }
+
+    /// Removes `ids` from the index on Cluster, then puts back those that exist after
+    /// all (created concurrently: the creator's own index update may have come before
+    /// this removal); returns whether each exists now. Without the cross-slot atomicity of a single
+    /// Redis this re-check is what keeps an existing conversation listed.
+    async fn index_remove_checked(&self, ids: &[ConversationId]) -> Result<Vec<bool>, StoreError> {
+        let mut cmd = redis::cmd("ZREM");
+        cmd.arg(self.keys.index());
+        for id in ids {
+            cmd.arg(id.as_str());
+        }
+        let cmd = &cmd;
+        self.run(
+            || "removing from the conversation index".to_owned(),
+            |mut conn| async move { cmd.query_async::<()>(&mut conn).await },
+        )
+        .await?;
+        let exist = self.exist(ids).await?;
+        let back: Vec<ConversationId> = ids
+            .iter()
+            .zip(&exist)
+            .filter(|(_, exists)| **exists)
+            .map(|(id, _)| id.clone())
+            .collect();
+        if !back.is_empty() {
+            self.index_add(&back).await?;
+        }
+        Ok(exist)
     }
 
     /// Up to `count` raw index entries after `after` (exclusive lexicographic bound).
@@ -461,11 +582,14 @@ impl Store for RedisStore {
                 ));
             }
         }
+        let cluster = self.conn.is_cluster();
+        let creates = commit.expected_version == 0;
         let mut inv = self.scripts.commit.prepare_invoke();
-        inv.key(self.keys.meta(id))
-            .key(self.keys.msgs(id))
-            .key(self.keys.index())
-            .arg(commit.expected_version)
+        inv.key(self.keys.meta(id)).key(self.keys.msgs(id));
+        if !cluster {
+            inv.key(self.keys.index());
+        }
+        inv.arg(commit.expected_version)
             .arg(id.as_str())
             .arg(commit.window_start)
             .arg(u8::from(commit.retention == Retention::DropEvicted));
@@ -487,6 +611,11 @@ impl Store for RedisStore {
         for m in &commit.append {
             inv.arg(m.seq).arg(codec::encode(m)?);
         }
+        if cluster && creates {
+            // Listed before it exists, so that no crash can leave it unlisted; `list` drops
+            // the entry again if this commit does not create it.
+            self.index_add(std::slice::from_ref(id)).await?;
+        }
         let inv = &inv;
         let (code, n): (i64, i64) = self
             .run(
@@ -495,7 +624,20 @@ impl Store for RedisStore {
             )
             .await?;
         match code {
-            1 => u64::try_from(n).map_err(|_| corrupt(format!("conversation {id:?}: invalid version {n}"))),
+            1 => {
+                let version =
+                    u64::try_from(n).map_err(|_| corrupt(format!("conversation {id:?}: invalid version {n}")))?;
+                if cluster && creates {
+                    // Again after the commit: a concurrent `list` or `clear` may have removed
+                    // the entry while the conversation did not exist yet.
+                    if let Err(e) = self.index_add(std::slice::from_ref(id)).await {
+                        // The commit is applied; the entry added before it is most likely
+                        // still there.
+                        tracing::warn!(error = %e, "redis cluster: re-adding a new conversation to the index failed");
+                    }
+                }
+                Ok(version)
+            }
             0 => Err(StoreError::conflict()),
             2 => Err(StoreError::new(
                 StoreErrorKind::InvalidInput,
@@ -534,11 +676,13 @@ impl Store for RedisStore {
     }
 
     async fn clear(&self, id: &ConversationId) -> Result<bool, StoreError> {
+        let cluster = self.conn.is_cluster();
         let mut inv = self.scripts.clear.prepare_invoke();
-        inv.key(self.keys.meta(id))
-            .key(self.keys.msgs(id))
-            .key(self.keys.index())
-            .arg(id.as_str());
+        inv.key(self.keys.meta(id)).key(self.keys.msgs(id));
+        if !cluster {
+            inv.key(self.keys.index());
+        }
+        inv.arg(id.as_str());
         let inv = &inv;
         let existed: i64 = self
             .run(
@@ -546,6 +690,10 @@ impl Store for RedisStore {
                 |mut conn| async move { inv.invoke_async(&mut conn).await },
             )
             .await?;
+        if cluster && existed == 1 {
+            // The keys first, then the index entry (an entry without keys is harmless).
+            self.index_remove_checked(std::slice::from_ref(id)).await?;
+        }
         Ok(existed == 1)
     }
 

@@ -1,9 +1,11 @@
 //! The Lua scripts. Each runs atomically on the server, so a load or a commit is one
 //! round trip (`EVALSHA`; `redis::Script` falls back to `SCRIPT LOAD` after a server restart).
 //!
-//! Conversation keys (`KEYS[1]` meta, `KEYS[2]` msgs) share one hash tag. The commit and
-//! clear scripts also touch the id index (`KEYS[3]`), which lives in another slot: fine
-//! on a single Redis, a `CROSSSLOT` error on Redis Cluster (see the crate docs).
+//! Conversation keys (`KEYS[1]` meta, `KEYS[2]` msgs) share one hash tag. On a single
+//! Redis the commit and clear scripts also update the id index, passed as `KEYS[3]`; on
+//! Redis Cluster it lives in another slot (a `CROSSSLOT` error inside a script), so the
+//! store leaves `KEYS[3]` out and updates the index with separate commands (see the crate
+//! docs).
 
 /// Reads the meta hash and the messages with `seq >= window_start`.
 ///
@@ -24,7 +26,8 @@ return {m[1], m[2], m[3], m[4], m[5], m[6], redis.call('ZRANGEBYSCORE', KEYS[2],
 
 /// The version-checked commit.
 ///
-/// `KEYS`: meta, msgs, index. `ARGV`: 1 expected version, 2 raw id, 3 window start,
+/// `KEYS`: meta, msgs, and the index (single Redis only; without it the index is not
+/// touched). `ARGV`: 1 expected version, 2 raw id, 3 window start,
 /// 4 drop evicted (`1`/`0`), 5 TTL in ms (empty = no expiry), 6 has system (`1`/`0`),
 /// 7 system seq, 8 system tokens, 9 system record JSON, 10 next_seq after the append,
 /// 11 a random commit token, then `seq, record` pairs from 12 on.
@@ -100,20 +103,26 @@ else
   redis.call('PERSIST', meta)
   redis.call('PERSIST', msgs)
 end
-redis.call('ZADD', index, 0, ARGV[2])
+if index then
+  redis.call('ZADD', index, 0, ARGV[2])
+end
 return {1, new_version}
 "#;
 
-/// Deletes a conversation. `KEYS`: meta, msgs, index; `ARGV[1]`: raw id.
-/// Returns 1 when the conversation existed.
+/// Deletes a conversation. `KEYS`: meta, msgs, and the index (single Redis only);
+/// `ARGV[1]`: raw id. Returns 1 when the conversation existed.
 pub(crate) const CLEAR: &str = r#"
 local existed = redis.call('EXISTS', KEYS[1])
 redis.call('DEL', KEYS[1], KEYS[2])
-redis.call('ZREM', KEYS[3], ARGV[1])
+if KEYS[3] then
+  redis.call('ZREM', KEYS[3], ARGV[1])
+end
 return existed
 "#;
 
-/// Keeps the index honest: `KEYS[1]` index, `KEYS[i + 1]` the meta key of `ARGV[i]`.
+/// Keeps the index honest on a single Redis (on Cluster the meta keys live in other
+/// slots than the index; see `RedisStore::prune_cluster`): `KEYS[1]` index,
+/// `KEYS[i + 1]` the meta key of `ARGV[i]`.
 /// Returns one flag per id (1 live, 0 expired) and removes the expired ids from the
 /// index. Atomic, so a conversation recreated concurrently is never dropped.
 pub(crate) const PRUNE: &str = r#"

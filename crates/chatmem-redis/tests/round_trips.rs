@@ -1,7 +1,8 @@
 //! Counts the commands a load and a commit send, from `INFO commandstats` deltas: one
 //! `EVALSHA` each, plus exactly the commands that script runs inside Redis (commandstats
 //! counts those too), so any extra client command would show. Kept alone in its test
-//! binary so no parallel test of this crate adds commands while it measures.
+//! binary so no parallel test of this crate adds commands while it measures. The
+//! Cluster variant sums the deltas over all primaries of the test cluster.
 
 mod common;
 
@@ -148,4 +149,137 @@ async fn load_and_commit_are_one_round_trip_each() {
     );
     eprintln!("round trips: load = 1, commit = 1");
     cleanup(&url, &prefix).await;
+}
+
+/// The commands run on all primaries of the test cluster (`CHATMEM_TEST_REDIS_CLUSTER_URL`)
+/// while `op` runs, the measuring `INFO` and the client's topology queries left out.
+async fn cluster_delta<F: std::future::Future<Output = ()>>(
+    nodes: &mut [MultiplexedConnection],
+    op: F,
+) -> BTreeMap<String, u64> {
+    let mut before = Vec::new();
+    for n in nodes.iter_mut() {
+        before.push(command_calls(n).await);
+    }
+    op.await;
+    let mut total: BTreeMap<String, u64> = BTreeMap::new();
+    for (n, before) in nodes.iter_mut().zip(&before) {
+        for (name, d) in delta(before, &command_calls(n).await) {
+            if name != "cluster" && name != "ping" {
+                *total.entry(name).or_default() += d;
+            }
+        }
+    }
+    total
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cluster_round_trips() {
+    let url = match std::env::var("CHATMEM_TEST_REDIS_CLUSTER_URL") {
+        Ok(url) if !url.is_empty() => url,
+        _ => {
+            eprintln!(
+                "skipping: CHATMEM_TEST_REDIS_CLUSTER_URL not set (start a Redis Cluster, e.g. with tests/cluster/start.sh, and set it to run this test)"
+            );
+            return;
+        }
+    };
+    let prefix = unique_prefix("cluster-round-trips");
+    let store = store(&url, &prefix).await;
+    let hosts = url.trim_start_matches("redis+cluster://");
+    let mut nodes = Vec::new();
+    for host in hosts.split(',') {
+        nodes.push(raw(&format!("redis://{host}")).await);
+    }
+    let map =
+        |pairs: &[(&str, u64)]| -> BTreeMap<String, u64> { pairs.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect() };
+    // Warm up: load the scripts on every node.
+    for i in 0..20 {
+        let id = ConversationId::new(format!("warm-{i}")).unwrap();
+        store.load(&id).await.unwrap();
+        let c = Commit {
+            expected_version: 0,
+            system: None,
+            append: turn(1),
+            window_start: 1,
+            retention: Retention::KeepHistory,
+            ttl: None,
+        };
+        store.commit(&id, c).await.unwrap();
+        store.clear(&id).await.unwrap();
+    }
+    let (mut creates, mut loads, mut commits, mut clears) = (None, None, None, None);
+    for round in 0..3 {
+        let id = ConversationId::new(format!("rt-{round}")).unwrap();
+        let c = Commit {
+            expected_version: 0,
+            system: None,
+            append: turn(1),
+            window_start: 1,
+            retention: Retention::KeepHistory,
+            ttl: None,
+        };
+        let d = cluster_delta(&mut nodes, async { assert_eq!(store.commit(&id, c).await.unwrap(), 1) }).await;
+        creates = fewest(creates, d);
+        let d = cluster_delta(&mut nodes, async { drop(store.load(&id).await.unwrap()) }).await;
+        loads = fewest(loads, d);
+        let c = Commit {
+            expected_version: 1,
+            system: None,
+            append: turn(3),
+            window_start: 1,
+            retention: Retention::KeepHistory,
+            ttl: None,
+        };
+        let d = cluster_delta(&mut nodes, async { assert_eq!(store.commit(&id, c).await.unwrap(), 2) }).await;
+        commits = fewest(commits, d);
+        let d = cluster_delta(&mut nodes, async { assert!(store.clear(&id).await.unwrap()) }).await;
+        clears = fewest(clears, d);
+    }
+    let (creates, loads, commits, clears) = (creates.unwrap(), loads.unwrap(), commits.unwrap(), clears.unwrap());
+    eprintln!("cluster: create {creates:?}\nload {loads:?}\ncommit {commits:?}\nclear {clears:?}");
+    assert_eq!(
+        loads,
+        map(&[("evalsha", 1), ("hmget", 1), ("zrangebyscore", 1)]),
+        "load = 1 round trip"
+    );
+    // One EVALSHA; the index is not touched inside the script.
+    assert_eq!(
+        commits,
+        map(&[
+            ("evalsha", 1),
+            ("hmget", 1),
+            ("zadd", 1),
+            ("hset", 1),
+            ("hincrby", 1),
+            ("persist", 2)
+        ]),
+        "commit = 1 round trip"
+    );
+    // ZADD index, EVALSHA (inside: DEL, ZADD messages, ...), ZADD index again.
+    assert_eq!(
+        creates,
+        map(&[
+            ("zadd", 3),
+            ("evalsha", 1),
+            ("hmget", 1),
+            ("del", 1),
+            ("hset", 1),
+            ("hincrby", 1),
+            ("persist", 2)
+        ]),
+        "creating commit = 3 round trips"
+    );
+    // EVALSHA (inside: EXISTS, DEL), ZREM index, EXISTS re-check.
+    assert_eq!(
+        clears,
+        map(&[("evalsha", 1), ("exists", 2), ("del", 1), ("zrem", 1)]),
+        "clear = 3 round trips"
+    );
+    // Clean-up of this test's keys: the index; the conversations were cleared.
+    let index = format!("{prefix}:ids");
+    for n in &mut nodes {
+        let _: redis::RedisResult<()> = redis::cmd("DEL").arg(&index).query_async(n).await;
+        let _: redis::RedisResult<()> = redis::cmd("DEL").arg(format!("{prefix}:schema")).query_async(n).await;
+    }
 }
