@@ -232,7 +232,14 @@ fn postgres_and_redis_outlive_the_process() {
         "CHATMEM_TEST_REDIS_CLUSTER_URL",
     ] {
         let Ok(url) = std::env::var(var) else {
-            eprintln!("skipping: {var} not set (start the server and set it to run this test)");
+            {
+                // Written to stderr directly: libtest captures eprintln! output of passing tests.
+                use std::io::Write as _;
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "skipping: {var} not set (start the server and set it to run this test)"
+                );
+            }
             continue;
         };
         let id = format!("cli-restart-{}-{}", std::process::id(), var);

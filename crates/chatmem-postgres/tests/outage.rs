@@ -62,7 +62,14 @@ fn turn(first: u64) -> Vec<StoredMessage> {
 async fn operations_fail_fast_during_an_outage_and_recover_after() {
     let Some(url) = common::pg_url() else { return };
     let Some(upstream) = common::tcp_addr(&url) else {
-        eprintln!("skipping: CHATMEM_TEST_PG_URL is not a TCP address; the outage proxy needs one");
+        {
+            // Written to stderr directly: libtest captures eprintln! output of passing tests.
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "skipping: CHATMEM_TEST_PG_URL is not a TCP address; the outage proxy needs one"
+            );
+        }
         return;
     };
     let schema = common::fresh_schema("outage");

@@ -18,7 +18,14 @@ const ROUNDS: usize = 3;
 
 fn main() {
     let Ok(url) = std::env::var("CHATMEM_TEST_REDIS_URL") else {
-        eprintln!("skipping: CHATMEM_TEST_REDIS_URL not set (start Redis and set it to run this bench)");
+        {
+            // Written to stderr directly: libtest captures eprintln! output of passing tests.
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "skipping: CHATMEM_TEST_REDIS_URL not set (start Redis and set it to run this bench)"
+            );
+        }
         return;
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -24,7 +24,14 @@ pub fn pg_url() -> Option<String> {
     match std::env::var("CHATMEM_TEST_PG_URL") {
         Ok(url) if !url.is_empty() => Some(url),
         _ => {
-            eprintln!("skipping: CHATMEM_TEST_PG_URL not set (start PostgreSQL and set it to run this test)");
+            {
+                // Written to stderr directly: libtest captures eprintln! output of passing tests.
+                use std::io::Write as _;
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "skipping: CHATMEM_TEST_PG_URL not set (start PostgreSQL and set it to run this test)"
+                );
+            }
             None
         }
     }
