@@ -6,10 +6,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chatmem::{
-    ChatMemory, Commit, ConversationId, Heuristic, Message, Retention, Snapshot, Store, StoreErrorKind, StoredMessage,
-    WindowPolicy,
-};
+use chatmem::{ChatMemory, Commit, ConversationId, Message, Retention, Snapshot, Store, StoreErrorKind, StoredMessage};
 use chatmem_postgres::PostgresStore;
 
 fn sm(seq: u64, text: &str) -> StoredMessage {
@@ -370,66 +367,6 @@ async fn concurrent_creators_one_wins() {
         }
         assert_eq!(wins, 1, "exactly one creator wins");
         assert_eq!(store.history(&conv, 0, 10).await.expect("history").len(), 1);
-    }
-    common::drop_schema(&url, &schema).await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn sixty_four_tasks_on_their_own_conversations() {
-    let Some(url) = common::pg_url() else { return };
-    let schema = common::fresh_schema("tasks64");
-    let store = PostgresStore::builder(&url)
-        .schema(&schema)
-        .pool_size(16)
-        .connect()
-        .await
-        .expect("connect");
-    let memory = Arc::new(
-        ChatMemory::builder(store)
-            .policy(WindowPolicy::messages(6).expect("policy"))
-            .retention(Retention::KeepHistory)
-            .counter(Arc::new(Heuristic))
-            .build(),
-    );
-    const TURNS: usize = 15;
-    let ids: Vec<_> = (0..64).map(|t| id(&format!("task{t}"))).collect();
-    let tasks: Vec<_> = ids
-        .iter()
-        .enumerate()
-        .map(|(t, conv)| {
-            let (memory, conv) = (memory.clone(), conv.clone());
-            tokio::spawn(async move {
-                for turn in 0..TURNS {
-                    let window = memory.load(&conv).await.expect("load");
-                    memory
-                        .commit(
-                            &conv,
-                            window,
-                            [
-                                Message::user(format!("t{t} u{turn}")),
-                                Message::assistant(format!("t{t} a{turn}")),
-                            ],
-                        )
-                        .await
-                        .expect("commit");
-                }
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.expect("task");
-    }
-    for (t, conv) in ids.iter().enumerate() {
-        let history = memory.history(conv).await.expect("history");
-        let texts: Vec<String> = history
-            .iter()
-            .map(|m| m.text().unwrap_or_default().into_owned())
-            .collect();
-        let expected: Vec<String> = (0..TURNS)
-            .flat_map(|turn| [format!("t{t} u{turn}"), format!("t{t} a{turn}")])
-            .collect();
-        assert_eq!(texts, expected, "task {t} sees exactly its own turns");
-        assert_eq!(memory.get(conv).await.expect("get").len(), 6);
     }
     common::drop_schema(&url, &schema).await;
 }

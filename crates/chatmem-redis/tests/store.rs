@@ -6,10 +6,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chatmem::{
-    ChatMemory, Commit, ConversationId, Heuristic, Message, Retention, Store, StoreErrorKind, StoredMessage,
-    WindowPolicy,
-};
+use chatmem::{Commit, ConversationId, Message, Retention, Store, StoreErrorKind, StoredMessage};
 use chatmem_redis::RedisStore;
 use common::{cleanup, hex, raw, store, unique_prefix, url};
 
@@ -381,54 +378,5 @@ async fn awkward_and_long_ids() {
         assert!(!store.clear(id).await.unwrap());
     }
     assert!(store.list(None, 10).await.unwrap().ids.is_empty());
-    cleanup(&url, &prefix).await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn sixty_four_tasks_on_their_own_conversations() {
-    let Some(url) = url() else { return };
-    let prefix = unique_prefix("tasks");
-    let store: Arc<dyn Store> = Arc::new(store(&url, &prefix).await);
-    let memory = ChatMemory::builder(store.clone())
-        .policy(WindowPolicy::messages(6).unwrap())
-        .retention(Retention::DropEvicted)
-        .counter(Arc::new(Heuristic))
-        .build();
-    let tasks: Vec<_> = (0..64)
-        .map(|t| {
-            let memory = memory.clone();
-            tokio::spawn(async move {
-                let id = ConversationId::new(format!("task-{t:02}")).unwrap();
-                for turn in 0..10 {
-                    memory
-                        .add(
-                            &id,
-                            [
-                                Message::user(format!("t{t} u{turn}")),
-                                Message::assistant(format!("t{t} a{turn}")),
-                            ],
-                        )
-                        .await
-                        .unwrap();
-                }
-                let window = memory.get(&id).await.unwrap();
-                let texts: Vec<String> = window.iter().map(|m| m.text().unwrap().into_owned()).collect();
-                let want: Vec<String> = (7..10)
-                    .flat_map(|turn| [format!("t{t} u{turn}"), format!("t{t} a{turn}")])
-                    .collect();
-                assert_eq!(texts, want);
-                assert_eq!(
-                    memory.history(&id).await.unwrap().len(),
-                    6,
-                    "evicted messages were deleted"
-                );
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.unwrap();
-    }
-    let page = store.list(None, 100).await.unwrap();
-    assert_eq!(page.ids.len(), 64);
     cleanup(&url, &prefix).await;
 }
