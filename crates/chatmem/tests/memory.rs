@@ -268,3 +268,64 @@ async fn list_pages_with_a_cursor() {
     }
     assert_eq!(seen, ["c0", "c1", "c2", "c3", "c4", "c5", "c6"]);
 }
+
+/// Yields inside `load`, so concurrent turns interleave between load and commit.
+#[derive(Debug, Default)]
+struct Yielding(InMemoryStore);
+
+#[async_trait::async_trait]
+impl Store for Yielding {
+    async fn load(&self, id: &ConversationId) -> Result<chatmem::Snapshot, chatmem::StoreError> {
+        let snapshot = self.0.load(id).await;
+        tokio::task::yield_now().await;
+        snapshot
+    }
+    async fn commit(&self, id: &ConversationId, commit: chatmem::Commit) -> Result<u64, chatmem::StoreError> {
+        self.0.commit(id, commit).await
+    }
+    async fn history(
+        &self,
+        id: &ConversationId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<chatmem::StoredMessage>, chatmem::StoreError> {
+        self.0.history(id, after, limit).await
+    }
+    async fn clear(&self, id: &ConversationId) -> Result<bool, chatmem::StoreError> {
+        self.0.clear(id).await
+    }
+    async fn list(&self, after: Option<&ConversationId>, limit: usize) -> Result<chatmem::Page, chatmem::StoreError> {
+        self.0.list(after, limit).await
+    }
+}
+
+#[test]
+fn conflict_retries_need_no_tokio_timer() {
+    // A runtime without timers: retrying after a lost version check must not panic.
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    rt.block_on(async {
+        let m = Arc::new(
+            ChatMemory::builder(Yielding::default())
+                .policy(WindowPolicy::messages(1000).unwrap())
+                .retention(Retention::KeepHistory)
+                .build(),
+        );
+        let c = id("no-timer");
+        let tasks: Vec<_> = (0..8)
+            .map(|t| {
+                let (m, c) = (m.clone(), c.clone());
+                tokio::spawn(async move {
+                    for turn in 0..5 {
+                        m.add(&c, [Message::user(format!("{t}/{turn}")), Message::assistant("ok")])
+                            .await
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        assert_eq!(m.history(&c).await.unwrap().len(), 8 * 5 * 2);
+    });
+}
