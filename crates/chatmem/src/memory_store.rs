@@ -135,7 +135,8 @@ impl Store for InMemoryStore {
                 c.messages.pop_front();
             }
         }
-        c.expires_at = commit.ttl.map(|ttl| Instant::now() + ttl);
+        // A TTL too long to represent never expires (rather than overflowing).
+        c.expires_at = commit.ttl.and_then(|ttl| Instant::now().checked_add(ttl));
         c.version += 1;
         Ok(c.version)
     }

@@ -329,3 +329,13 @@ fn conflict_retries_need_no_tokio_timer() {
         assert_eq!(m.history(&c).await.unwrap().len(), 8 * 5 * 2);
     });
 }
+
+#[tokio::test]
+async fn an_enormous_ttl_does_not_overflow() {
+    let m = ChatMemory::builder(InMemoryStore::new())
+        .ttl(Some(Duration::MAX))
+        .build();
+    let c = id("forever");
+    m.add(&c, [Message::user("u")]).await.unwrap();
+    assert_eq!(m.get(&c).await.unwrap().len(), 1);
+}
