@@ -334,6 +334,10 @@ async fn list(args: StoreArgs) -> anyhow::Result<()> {
 fn read_messages() -> anyhow::Result<Vec<Message>> {
     let mut input = String::new();
     std::io::stdin().read_to_string(&mut input).context("reading stdin")?;
+    if input.trim().is_empty() {
+        anyhow::bail!("stdin is empty: expected a JSON array of messages");
+    }
+
     Ok(chatmem::parse_messages(&input)?)
 }
 

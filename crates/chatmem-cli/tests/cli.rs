@@ -120,6 +120,8 @@ fn bad_input_is_one_line_and_exit_2() {
         "tool_call_id",
     );
     fails(&["count"], "not json", "input");
+    fails(&["trim"], "", "stdin is empty");
+
     fails(
         &["count"],
         r#"[{"role":"user","content":"x"}] trailing"#,

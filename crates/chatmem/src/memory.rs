@@ -135,6 +135,18 @@ impl Window {
         self.system().into_iter().chain(self.turns()).cloned().collect()
     }
 
+    /// What the model sees, taking the messages out of the window (no copy).
+    pub fn into_messages(self) -> Vec<Message> {
+        let Snapshot { system, messages, .. } = self.snapshot;
+        let mut slots: Vec<Option<StoredMessage>> = messages.into_iter().map(Some).collect();
+        let turns = self
+            .selection
+            .indices
+            .iter()
+            .filter_map(|&i| slots.get_mut(i).and_then(Option::take));
+        system.into_iter().chain(turns).map(|s| s.message).collect()
+    }
+
     /// The number of messages in [`messages`](Window::messages).
     pub fn len(&self) -> usize {
         usize::from(self.snapshot.system.is_some()) + self.selection.indices.len()
@@ -217,7 +229,7 @@ impl<S: Store> ChatMemory<S> {
     /// # Errors
     /// [`Error::Store`] when the store fails.
     pub async fn get(&self, id: &ConversationId) -> Result<Vec<Message>> {
-        Ok(self.load(id).await?.messages())
+        Ok(self.load(id).await?.into_messages())
     }
 
     /// Loads conversation `id` in one round trip, for a caller that will

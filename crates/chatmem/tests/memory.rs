@@ -339,3 +339,23 @@ async fn an_enormous_ttl_does_not_overflow() {
     m.add(&c, [Message::user("u")]).await.unwrap();
     assert_eq!(m.get(&c).await.unwrap().len(), 1);
 }
+
+#[tokio::test]
+async fn into_messages_equals_messages() {
+    let m = memory(4);
+    let c = id("into");
+    m.add(
+        &c,
+        [
+            Message::system("s"),
+            Message::user("u1"),
+            Message::assistant("a1"),
+            Message::user("u2"),
+        ],
+    )
+    .await
+    .unwrap();
+    let w = m.load(&c).await.unwrap();
+    assert_eq!(w.messages(), w.clone().into_messages());
+    assert_eq!(texts(&w.into_messages()), ["s", "u1", "a1", "u2"]);
+}
