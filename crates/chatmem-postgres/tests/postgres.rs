@@ -18,16 +18,7 @@ fn sm(seq: u64, text: &str) -> StoredMessage {
     StoredMessage::new(seq, 3, message)
 }
 
-fn commit(expected: u64, append: Vec<StoredMessage>, window_start: u64, retention: Retention) -> Commit {
-    Commit {
-        expected_version: expected,
-        system: None,
-        append,
-        window_start,
-        retention,
-        ttl: None,
-    }
-}
+use chatmem_test::commit;
 
 fn id(name: &str) -> ConversationId {
     chatmem_test::unique_id(name)

@@ -20,20 +20,7 @@ const CLUSTER_VAR: &str = "CHATMEM_TEST_REDIS_CLUSTER_URL";
 
 /// The test cluster's URL, or `None` after printing the skip line.
 fn cluster_url() -> Option<String> {
-    match std::env::var(CLUSTER_VAR) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            {
-                // Written to stderr directly: libtest captures eprintln! output of passing tests.
-                use std::io::Write as _;
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "skipping: {CLUSTER_VAR} not set (start a Redis Cluster, e.g. with tests/cluster/start.sh, and set it to run this test)"
-                );
-            }
-            None
-        }
-    }
+    chatmem_test::service_url(CLUSTER_VAR, "start a Redis Cluster, e.g. with tests/cluster/start.sh,")
 }
 
 async fn connect(url: &str, prefix: &str) -> RedisStore {

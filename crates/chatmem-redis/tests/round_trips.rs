@@ -175,19 +175,11 @@ async fn cluster_delta<F: std::future::Future<Output = ()>>(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn cluster_round_trips() {
-    let url = match std::env::var("CHATMEM_TEST_REDIS_CLUSTER_URL") {
-        Ok(url) if !url.is_empty() => url,
-        _ => {
-            {
-                // Written to stderr directly: libtest captures eprintln! output of passing tests.
-                use std::io::Write as _;
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "skipping: CHATMEM_TEST_REDIS_CLUSTER_URL not set (start a Redis Cluster, e.g. with tests/cluster/start.sh, and set it to run this test)"
-                );
-            }
-            return;
-        }
+    let Some(url) = chatmem_test::service_url(
+        "CHATMEM_TEST_REDIS_CLUSTER_URL",
+        "start a Redis Cluster, e.g. with tests/cluster/start.sh,",
+    ) else {
+        return;
     };
     let prefix = unique_prefix("cluster-round-trips");
     let store = store(&url, &prefix).await;

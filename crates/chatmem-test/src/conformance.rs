@@ -103,7 +103,8 @@ fn sm(seq: u64, tokens: u32, message: Message) -> StoredMessage {
     StoredMessage::new(seq, tokens, message)
 }
 
-fn commit(expected: u64, append: Vec<StoredMessage>, window_start: u64, retention: Retention) -> Commit {
+/// A commit with no system change and no TTL: the shape most store tests need.
+pub fn commit(expected: u64, append: Vec<StoredMessage>, window_start: u64, retention: Retention) -> Commit {
     Commit {
         expected_version: expected,
         system: None,

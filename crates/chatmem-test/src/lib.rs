@@ -29,6 +29,7 @@ use chatmem::{ConversationId, Store};
 mod conformance;
 pub mod stress;
 
+pub use crate::conformance::commit;
 pub use crate::stress::check_stress_history;
 
 /// A fresh conversation id `"{prefix}-{millis}-{random}"`, unique across runs and processes.
@@ -54,4 +55,23 @@ pub(crate) fn run_token() -> String {
 /// look at that prefix.
 pub async fn run_conformance(store: Arc<dyn Store>) {
     conformance::run(store).await;
+}
+
+/// The URL of a test service named by the environment variable `var`, or `None` after
+/// telling the developer the test is skipped and how to run it (`how`, e.g. "start Redis").
+///
+/// The notice goes straight to stderr: libtest captures `eprintln!` output of passing tests,
+/// and a skip must be visible.
+pub fn service_url(var: &str, how: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "skipping: {var} not set ({how} and set it to run this test)"
+            );
+            None
+        }
+    }
 }

@@ -21,20 +21,7 @@ pub const SHARED_SCHEMA: &str = "chatmem_test_shared";
 
 /// `CHATMEM_TEST_PG_URL`, or `None` after printing the skip notice.
 pub fn pg_url() -> Option<String> {
-    match std::env::var("CHATMEM_TEST_PG_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            {
-                // Written to stderr directly: libtest captures eprintln! output of passing tests.
-                use std::io::Write as _;
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "skipping: CHATMEM_TEST_PG_URL not set (start PostgreSQL and set it to run this test)"
-                );
-            }
-            None
-        }
-    }
+    chatmem_test::service_url("CHATMEM_TEST_PG_URL", "start PostgreSQL")
 }
 
 /// A schema name unique to this call.

@@ -10,20 +10,7 @@ pub const URL_VAR: &str = "CHATMEM_TEST_REDIS_URL";
 
 /// The test server's URL, or `None` after printing the skip line.
 pub fn url() -> Option<String> {
-    match std::env::var(URL_VAR) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            {
-                // Written to stderr directly: libtest captures eprintln! output of passing tests.
-                use std::io::Write as _;
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "skipping: {URL_VAR} not set (start Redis and set it to run this test)"
-                );
-            }
-            None
-        }
-    }
+    chatmem_test::service_url(URL_VAR, "start Redis")
 }
 
 /// A key prefix unique to this call, so parallel tests and runs never meet.
