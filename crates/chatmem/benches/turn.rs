@@ -57,7 +57,8 @@ async fn measure(name: &'static str, policy: WindowPolicy, naive: bool) -> Row {
     let memory = ChatMemory::builder(InMemoryStore::new())
         .policy(policy)
         .counter(counter.clone())
-        .build();
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
     let id = ConversationId::new("bench").unwrap_or_else(|e| panic!("{e}"));
     memory
         .add(
@@ -115,7 +116,6 @@ fn main() {
     );
     let mut rows = Vec::new();
     for (name, policy) in cases {
-        let policy = policy.unwrap_or_else(|e| panic!("{e}"));
         let mut row = rt.block_on(measure(name, policy, false));
         row.naive_steady = rt.block_on(measure(name, policy, true)).steady;
         println!(

@@ -109,6 +109,21 @@ impl StoreError {
         self
     }
 
+    /// Stored data of conversation `id` could not be read; `what` names the record (for
+    /// example `message seq 9 is not a valid message`). Every store reports unreadable data
+    /// this way, so the message always names the conversation.
+    ///
+    /// ```
+    /// use chatmem::{ConversationId, StoreError, StoreErrorKind};
+    /// let e = StoreError::corrupt(&ConversationId::new("c1")?, "message seq 9 has no token count");
+    /// assert_eq!(e.kind(), StoreErrorKind::Corrupt);
+    /// assert_eq!(e.to_string(), "stored data is corrupt: conversation \"c1\": message seq 9 has no token count");
+    /// # Ok::<(), chatmem::InvalidConversationId>(())
+    /// ```
+    pub fn corrupt(id: &ConversationId, what: impl fmt::Display) -> Self {
+        Self::new(StoreErrorKind::Corrupt, format!("conversation {id:?}: {what}"))
+    }
+
     /// A lost version check.
     pub fn conflict() -> Self {
         Self::new(StoreErrorKind::Conflict, "the conversation changed since it was loaded")

@@ -9,7 +9,7 @@
 //! ```
 //! use chatmem::{ChatMemory, ConversationId, Message, WindowPolicy, InMemoryStore};
 //! # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-//! let memory = ChatMemory::builder(InMemoryStore::new()).policy(WindowPolicy::messages(6)?).build();
+//! let memory = ChatMemory::builder(InMemoryStore::new()).policy(WindowPolicy::messages(6)).build()?;
 //! let id = ConversationId::new("app-user-42-aftersale")?;
 //! memory.add(&id, [Message::system("你是邻里仓售后。")]).await?;
 //! memory.add(&id, [Message::user("我的订单是 LC202610060018，还没发货。"), Message::assistant("已查询。")]).await?;
@@ -23,25 +23,29 @@
 
 mod error;
 mod id;
+mod in_memory_store;
+mod loaded_window;
 mod memory;
-mod memory_store;
 mod message;
 mod model;
 mod store;
 mod tokens;
+mod turn;
 pub mod window;
 
 pub use crate::error::{Error, Result, StoreError, StoreErrorKind};
 pub use crate::id::{ConversationId, InvalidConversationId, MAX_ID_BYTES};
-pub use crate::memory::{ChatMemory, ChatMemoryBuilder, DEFAULT_MAX_ATTEMPTS, Window};
-pub use crate::memory_store::InMemoryStore;
+pub use crate::in_memory_store::InMemoryStore;
+pub use crate::loaded_window::LoadedWindow;
+pub use crate::memory::{ChatMemory, ChatMemoryBuilder, DEFAULT_MAX_ATTEMPTS};
 pub use crate::message::{Body, ContentPart, ImageUrl, Message, Metadata, Role, ToolCall, UserContent, parse_messages};
 pub use crate::model::{
     ChatDelta, ChatModel, ChatRequest, ChatResponse, DeltaAccumulator, DeltaStream, ModelError, ModelErrorKind,
     SamplingOptions, ToolCallDelta, ToolDefinition, Usage,
 };
-pub use crate::store::{Commit, Page, Retention, Snapshot, Store, StoredMessage};
+pub use crate::store::{Commit, CommitBuilder, Page, Retention, Snapshot, Store, StoredMessage};
 pub use crate::tokens::{
     Cl100k, Heuristic, O200k, PER_IMAGE, PER_LIST, PER_MESSAGE, PER_NAME, TokenCounter, Tokenizer,
 };
+pub use crate::turn::Turn;
 pub use crate::window::{Budget, TurnBoundary, WindowPolicy};

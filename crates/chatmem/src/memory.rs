@@ -5,11 +5,13 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::id::ConversationId;
-use crate::memory_store::InMemoryStore;
+use crate::in_memory_store::InMemoryStore;
+use crate::loaded_window::LoadedWindow;
 use crate::message::Message;
-use crate::store::{Commit, Page, Retention, Snapshot, Store, StoredMessage};
+use crate::store::{Page, Retention, Snapshot, Store};
 use crate::tokens::{Cl100k, TokenCounter};
-use crate::window::{Selection, WindowPolicy, select};
+use crate::turn::{Plan, Turn, plan_with};
+use crate::window::WindowPolicy;
 
 /// How many times a commit that lost a version check is retried by default.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 64;
@@ -31,8 +33,8 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 64;
 /// use chatmem::{ChatMemory, ConversationId, InMemoryStore, Message, WindowPolicy};
 /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
 /// let memory = ChatMemory::builder(InMemoryStore::new())
-///     .policy(WindowPolicy::messages(5)?)
-///     .build();
+///     .policy(WindowPolicy::messages(5))
+///     .build()?;
 /// let id = ConversationId::new("demo")?;
 /// memory.add(&id, [
 ///     Message::system("old rules"),
@@ -76,102 +78,38 @@ impl<S: Store> ChatMemoryBuilder<S> {
         self
     }
 
-    /// Expire a conversation this long after its last write (default: never).
-    pub fn ttl(mut self, ttl: Option<Duration>) -> Self {
-        self.inner.ttl = ttl;
+    /// Expire a conversation this long after its last write (default: never). Must be
+    /// positive; a TTL too long for a store to represent never expires.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.inner.ttl = Some(ttl);
         self
     }
 
     /// The token counter used for new messages (default [`Cl100k`]).
-    pub fn counter(mut self, counter: Arc<dyn TokenCounter>) -> Self {
-        self.inner.counter = counter;
+    pub fn counter(mut self, counter: impl TokenCounter + 'static) -> Self {
+        self.inner.counter = Arc::new(counter);
         self
     }
 
     /// How many times a commit that lost to a concurrent writer is tried (default
-    /// [`DEFAULT_MAX_ATTEMPTS`], at least 1).
+    /// [`DEFAULT_MAX_ATTEMPTS`]; at least 1).
     pub fn max_attempts(mut self, attempts: u32) -> Self {
-        self.inner.max_attempts = attempts.max(1);
+        self.inner.max_attempts = attempts;
         self
     }
 
     /// The memory.
-    pub fn build(self) -> ChatMemory<S> {
-        self.inner
-    }
-}
-
-/// A loaded conversation: the snapshot read in one round trip and the window chosen from it.
-///
-/// Returned by [`ChatMemory::load`]; pass it back to [`ChatMemory::commit`] to write a turn
-/// without loading again.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Window {
-    snapshot: Snapshot,
-    selection: Selection,
-}
-
-impl Window {
-    fn new(snapshot: Snapshot, policy: &WindowPolicy) -> Self {
-        let selection = select(&snapshot.messages, snapshot.system.as_ref().map(|s| s.tokens), policy);
-        Self { snapshot, selection }
-    }
-
-    /// The system message, if any.
-    pub fn system(&self) -> Option<&Message> {
-        self.snapshot.system.as_ref().map(|s| &s.message)
-    }
-
-    /// The non-system messages in the window, oldest first.
-    pub fn turns(&self) -> impl Iterator<Item = &Message> + '_ {
-        self.selection
-            .indices
-            .iter()
-            .map(|&i| &self.snapshot.messages[i].message)
-    }
-
-    /// What the model sees: the system message first, then the window.
-    pub fn messages(&self) -> Vec<Message> {
-        self.system().into_iter().chain(self.turns()).cloned().collect()
-    }
-
-    /// What the model sees, taking the messages out of the window (no copy).
-    pub fn into_messages(self) -> Vec<Message> {
-        let Snapshot { system, messages, .. } = self.snapshot;
-        let mut slots: Vec<Option<StoredMessage>> = messages.into_iter().map(Some).collect();
-        let turns = self
-            .selection
-            .indices
-            .iter()
-            .filter_map(|&i| slots.get_mut(i).and_then(Option::take));
-        system.into_iter().chain(turns).map(|s| s.message).collect()
-    }
-
-    /// The number of messages in [`messages`](Window::messages).
-    pub fn len(&self) -> usize {
-        usize::from(self.snapshot.system.is_some()) + self.selection.indices.len()
-    }
-
-    /// Whether the window is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The token count of the window by the cached counts, list overhead included.
-    pub fn tokens(&self) -> u64 {
-        let system = self.snapshot.system.as_ref().map_or(0, |s| u64::from(s.tokens));
-        let turns: u64 = self
-            .selection
-            .indices
-            .iter()
-            .map(|&i| u64::from(self.snapshot.messages[i].tokens))
-            .sum();
-        crate::tokens::PER_LIST as u64 + system + turns
-    }
-
-    /// The store snapshot behind the window.
-    pub fn snapshot(&self) -> &Snapshot {
-        &self.snapshot
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] naming the setting when `max_attempts` is 0 or the TTL is zero.
+    pub fn build(self) -> Result<ChatMemory<S>> {
+        if self.inner.max_attempts == 0 {
+            return Err(Error::InvalidConfig("max_attempts must be at least 1".into()));
+        }
+        if self.inner.ttl.is_some_and(|t| t.is_zero()) {
+            return Err(Error::InvalidConfig("ttl must be longer than zero".into()));
+        }
+        Ok(self.inner)
     }
 }
 
@@ -232,18 +170,28 @@ impl<S: Store> ChatMemory<S> {
         Ok(self.load(id).await?.into_messages())
     }
 
-    /// Loads conversation `id` in one round trip, for a caller that will
-    /// [`commit`](ChatMemory::commit) a turn after calling a model.
+    /// Loads conversation `id` in one round trip, for a caller that will start a
+    /// [`turn`](ChatMemory::turn) (or [`commit`](ChatMemory::commit)) after calling a model.
     ///
     /// # Errors
     /// [`Error::Store`] when the store fails.
-    pub async fn load(&self, id: &ConversationId) -> Result<Window> {
+    pub async fn load(&self, id: &ConversationId) -> Result<LoadedWindow> {
         let snapshot = self
             .store
             .load(id)
             .await
             .map_err(|source| Error::Store { id: id.clone(), source })?;
-        Ok(Window::new(snapshot, &self.policy))
+        Ok(LoadedWindow::new(snapshot, &self.policy))
+    }
+
+    /// Starts a turn on `loaded` with `messages` (usually the user message, optionally
+    /// preceded by a system message), counting each message's tokens once.
+    pub fn turn(&self, loaded: LoadedWindow, messages: impl IntoIterator<Item = Message>) -> Turn {
+        let mut turn = Turn::new(loaded, Arc::clone(&self.counter), self.policy);
+        for m in messages {
+            turn.push(m);
+        }
+        turn
     }
 
     /// Adds `messages` to conversation `id` as one atomic batch, then applies the window.
@@ -252,64 +200,96 @@ impl<S: Store> ChatMemory<S> {
     /// [`Error::Store`] when the store fails; [`Error::TooMuchContention`] when concurrent
     /// writers won every retry. Either way nothing of the batch was written.
     pub async fn add(&self, id: &ConversationId, messages: impl IntoIterator<Item = Message>) -> Result<()> {
-        let prepared = self.count(messages);
-        if prepared.is_empty() {
+        let mut messages = messages.into_iter().peekable();
+        if messages.peek().is_none() {
             return Ok(());
         }
         let loaded = self.load(id).await?;
-        self.commit_counted(id, loaded, prepared, false).await.map(drop)
+        self.commit_turn(id, self.turn(loaded, messages)).await
     }
 
-    /// Commits `messages` (a whole turn) to conversation `id`, starting from `loaded`: one
-    /// round trip unless another writer committed since `loaded` was read, in which case
-    /// the conversation is reloaded and the window recomputed (the batch stays whole and
-    /// contiguous). Returns the window after the commit.
+    /// Commits `turn` to conversation `id` as one atomic batch: one round trip unless
+    /// another writer committed since the turn's window was loaded, in which case the
+    /// conversation is reloaded and the window recomputed from the counts already made (the
+    /// batch stays whole and contiguous).
+    ///
+    /// # Errors
+    /// As [`add`](ChatMemory::add).
+    pub async fn commit_turn(&self, id: &ConversationId, turn: Turn) -> Result<()> {
+        let (loaded, batch) = turn.into_parts();
+        self.commit_batch(id, loaded, &batch, false).await.map(drop)
+    }
+
+    /// Commits what `turn` holds so far and returns the turn, empty, on top of the committed
+    /// state: for storing the user message before the model answers (the advisor's eager
+    /// mode). Its [`prompt`](Turn::prompt) is then the window after the commit.
+    ///
+    /// # Errors
+    /// As [`add`](ChatMemory::add).
+    pub async fn checkpoint(&self, id: &ConversationId, turn: Turn) -> Result<Turn> {
+        let (loaded, batch) = turn.into_parts();
+        let committed = self.commit_batch(id, loaded, &batch, true).await?;
+        Ok(Turn::new(
+            committed.window_after(&self.policy),
+            Arc::clone(&self.counter),
+            self.policy,
+        ))
+    }
+
+    /// Commits `messages` (a whole turn) to conversation `id`, starting from `loaded`, as
+    /// [`commit_turn`](ChatMemory::commit_turn) does, and returns the window after the
+    /// commit (a copy of the window: use `commit_turn` when it is not needed).
     ///
     /// # Errors
     /// As [`add`](ChatMemory::add).
     pub async fn commit(
         &self,
         id: &ConversationId,
-        loaded: Window,
+        loaded: LoadedWindow,
         messages: impl IntoIterator<Item = Message>,
-    ) -> Result<Window> {
-        let prepared = self.count(messages);
-        self.commit_counted(id, loaded, prepared, true).await
+    ) -> Result<LoadedWindow> {
+        let (loaded, batch) = self.turn(loaded, messages).into_parts();
+        Ok(self
+            .commit_batch(id, loaded, &batch, true)
+            .await?
+            .window_after(&self.policy))
     }
 
-    fn count(&self, messages: impl IntoIterator<Item = Message>) -> Vec<(Message, u32)> {
-        messages
-            .into_iter()
-            .map(|m| {
-                let tokens = u32::try_from(self.counter.count_message(&m)).unwrap_or(u32::MAX);
-                (m, tokens)
-            })
-            .collect()
-    }
-
-    /// Commits, retrying on conflicts. Builds the window after the commit only when
-    /// `want_window` (copying the window is most of a turn's cost for large windows).
-    async fn commit_counted(
+    /// Commits `batch` on `loaded`, reloading and re-planning (never recounting) when a
+    /// concurrent writer won the version check.
+    /// `keep` keeps a copy of the commit for [`Committed::window_after`].
+    async fn commit_batch(
         &self,
         id: &ConversationId,
-        mut loaded: Window,
-        prepared: Vec<(Message, u32)>,
-        want_window: bool,
-    ) -> Result<Window> {
+        mut loaded: LoadedWindow,
+        batch: &[(Message, u32)],
+        keep: bool,
+    ) -> Result<Committed> {
+        let store_err = |source| Error::Store { id: id.clone(), source };
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let Some(planned) = plan(&loaded.snapshot, &prepared, &self.policy, self.retention, self.ttl) else {
-                return Ok(loaded);
+            let mut planned =
+                plan_with(loaded.snapshot(), batch, &self.policy, self.retention, self.ttl).map_err(store_err)?;
+            let commit = if keep {
+                planned.commit.clone()
+            } else {
+                planned.commit.take()
             };
-            let after = want_window.then(|| planned.snapshot_after(&loaded.snapshot));
-            match self.store.commit(id, planned.commit).await {
+            let Some(commit) = commit else {
+                return Ok(Committed {
+                    loaded,
+                    planned,
+                    version: None,
+                });
+            };
+            match self.store.commit(id, commit).await {
                 Ok(version) => {
-                    let Some(mut snapshot) = after else {
-                        return Ok(loaded);
-                    };
-                    snapshot.version = version;
-                    return Ok(Window::new(snapshot, &self.policy));
+                    return Ok(Committed {
+                        loaded,
+                        planned,
+                        version: Some(version),
+                    });
                 }
                 Err(e) if e.is_conflict() && attempt < self.max_attempts => {
                     tracing::debug!(conversation = %id, attempt, "commit lost a version check; reloading");
@@ -322,7 +302,7 @@ impl<S: Store> ChatMemory<S> {
                         attempts: attempt,
                     });
                 }
-                Err(source) => return Err(Error::Store { id: id.clone(), source }),
+                Err(source) => return Err(store_err(source)),
             }
         }
     }
@@ -380,73 +360,39 @@ impl<S: Store> ChatMemory<S> {
     }
 }
 
-/// A commit and what is needed to describe the conversation after it.
-struct Planned {
-    commit: Commit,
-    system: Option<StoredMessage>,
+/// A committed batch: the snapshot it was planned on, the plan, and the new version
+/// (`None` when nothing needed writing).
+struct Committed {
+    loaded: LoadedWindow,
+    planned: Plan,
+    version: Option<u64>,
 }
 
-impl Planned {
-    /// The snapshot after the commit (its version still the loaded one).
-    fn snapshot_after(&self, loaded: &Snapshot) -> Snapshot {
-        let start = self.commit.window_start;
-        Snapshot {
-            version: loaded.version,
-            system: self.system.clone(),
+impl Committed {
+    /// The window after the commit, without reloading.
+    fn window_after(self, policy: &WindowPolicy) -> LoadedWindow {
+        let Some((commit, version)) = self.planned.commit.zip(self.version) else {
+            return self.loaded;
+        };
+        let loaded = self.loaded.snapshot();
+        let start = commit.window_start();
+        let next_seq = commit.next_seq();
+        let (_, appended) = commit.into_messages();
+        let snapshot = Snapshot {
+            version,
+            system: self.planned.system,
             window_start: start,
-            next_seq: self.commit.next_seq(loaded.next_seq),
+            next_seq,
             messages: loaded
                 .messages
                 .iter()
-                .chain(&self.commit.append)
-                .filter(|m| m.seq >= start)
                 .cloned()
+                .chain(appended)
+                .filter(|m| m.seq >= start)
                 .collect(),
-        }
+        };
+        LoadedWindow::new(snapshot, policy)
     }
-}
-
-/// Computes the commit for adding `prepared` to `snapshot`; `None` when nothing would
-/// change (only repeated system messages).
-fn plan(
-    snapshot: &Snapshot,
-    prepared: &[(Message, u32)],
-    policy: &WindowPolicy,
-    retention: Retention,
-    ttl: Option<Duration>,
-) -> Option<Planned> {
-    let mut system = snapshot.system.clone();
-    let mut new_system = None;
-    let mut append = Vec::new();
-    let mut seq = snapshot.next_seq;
-    for (message, tokens) in prepared {
-        if message.is_system() {
-            if system.as_ref().is_some_and(|s| s.message.text() == message.text()) {
-                continue;
-            }
-            let s = StoredMessage::new(seq, *tokens, message.clone());
-            system = Some(s.clone());
-            new_system = Some(s);
-        } else {
-            append.push(StoredMessage::new(seq, *tokens, message.clone()));
-            seq += 1;
-        }
-    }
-    if append.is_empty() && new_system.is_none() {
-        return None;
-    }
-    let all: Vec<&StoredMessage> = snapshot.messages.iter().chain(&append).collect();
-    let selection = select(&all, system.as_ref().map(|s| s.tokens), policy);
-    let window_start = all.get(selection.start).map_or(seq, |m| m.seq);
-    let commit = Commit {
-        expected_version: snapshot.version,
-        system: new_system,
-        append,
-        window_start,
-        retention,
-        ttl,
-    };
-    Some(Planned { commit, system })
 }
 
 /// Waits before retrying a lost commit: exponential with full jitter, capped at 50 ms, so

@@ -11,11 +11,27 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::error::StoreError;
+use crate::error::{StoreError, StoreErrorKind};
 use crate::id::ConversationId;
 use crate::message::Message;
 
 /// A message as stored: its sequence number and its token count, computed once when added.
+///
+/// Every store keeps the message as the JSON of [`message_json`](StoredMessage::message_json)
+/// and reads it back with [`from_json`](StoredMessage::from_json): one encoding, one
+/// corrupt-data error.
+///
+/// ```
+/// use chatmem::{ConversationId, Message, StoredMessage, StoreErrorKind};
+/// let id = ConversationId::new("c1")?;
+/// let m = StoredMessage::new(7, 3, Message::user("hi"));
+/// let json = m.message_json()?;
+/// assert_eq!(StoredMessage::from_json(&id, 7, 3, json.as_bytes())?, m);
+/// let bad = StoredMessage::from_json(&id, 8, 1, br#"{"role":"wizard"}"#).unwrap_err();
+/// assert_eq!(bad.kind(), StoreErrorKind::Corrupt);
+/// assert!(bad.to_string().contains("seq 8"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredMessage {
     /// Position in the conversation's log; strictly increasing, never reused.
@@ -31,6 +47,32 @@ impl StoredMessage {
     pub fn new(seq: u64, tokens: u32, message: Message) -> Self {
         Self { seq, tokens, message }
     }
+
+    /// The message as the JSON every store keeps (the OpenAI Chat Completions shape plus
+    /// chatmem's fields, as [`Message`]'s `Serialize` writes it).
+    ///
+    /// # Errors
+    /// [`StoreErrorKind::InvalidInput`] if the message cannot be written as JSON.
+    pub fn message_json(&self) -> Result<String, StoreError> {
+        serde_json::to_string(&self.message).map_err(|e| {
+            StoreError::new(
+                StoreErrorKind::InvalidInput,
+                format!("message seq {} cannot be written as JSON", self.seq),
+            )
+            .with_source(e)
+        })
+    }
+
+    /// Reads a message of conversation `id` stored at `seq` as `json`.
+    ///
+    /// # Errors
+    /// [`StoreErrorKind::Corrupt`] naming the conversation and the seq when `json` is not a
+    /// valid message.
+    pub fn from_json(id: &ConversationId, seq: u64, tokens: u32, json: &[u8]) -> Result<Self, StoreError> {
+        let message: Message = serde_json::from_slice(json)
+            .map_err(|e| StoreError::corrupt(id, format!("message seq {seq} is not a valid message")).with_source(e))?;
+        Ok(Self { seq, tokens, message })
+    }
 }
 
 /// Whether messages that leave the window are deleted.
@@ -45,8 +87,9 @@ pub enum Retention {
 }
 
 /// What [`Store::load`] returns: a conversation's state and the messages from its window
-/// start on. An unknown (or expired) conversation loads as [`Snapshot::empty`].
-#[derive(Debug, Clone, PartialEq, Default)]
+/// start on. An unknown (or expired) conversation loads as [`Snapshot::empty`], which is
+/// also the [`Default`].
+#[derive(Debug, Clone, PartialEq)]
 pub struct Snapshot {
     /// Bumped by every commit; 0 means the conversation does not exist.
     pub version: u64,
@@ -60,8 +103,20 @@ pub struct Snapshot {
     pub messages: Vec<StoredMessage>,
 }
 
+impl Default for Snapshot {
+    fn default() -> Self {
+        Self::empty()
+    }
+}
+
 impl Snapshot {
-    /// The snapshot of a conversation that does not exist.
+    /// The snapshot of a conversation that does not exist: version 0, sequences from 1.
+    ///
+    /// ```
+    /// use chatmem::Snapshot;
+    /// assert_eq!(Snapshot::default(), Snapshot::empty());
+    /// assert_eq!((Snapshot::empty().window_start, Snapshot::empty().next_seq), (1, 1));
+    /// ```
     pub fn empty() -> Self {
         Self {
             version: 0,
@@ -79,26 +134,183 @@ impl Snapshot {
 }
 
 /// One atomic write: what [`Store::commit`] applies if the version still matches.
+///
+/// A `Commit` is built on the [`Snapshot`] it changes ([`Commit::on`]) and cannot be built
+/// invalid: appended messages get consecutive sequences from the snapshot's `next_seq`, and
+/// the window start never moves back nor past the last message. Since every commit bumps
+/// the version, a store that finds the conversation still at
+/// [`expected_version`](Commit::expected_version) knows the snapshot's sequences still
+/// hold, so it applies the commit as it is: no store re-checks these rules.
+///
+/// ```
+/// use chatmem::{Commit, Message, Retention, Snapshot};
+/// let commit = Commit::on(&Snapshot::empty())
+///     .system(Message::system("be brief"), 5)
+///     .append(Message::user("u1"), 6)
+///     .append(Message::assistant("a1"), 6)
+///     .window_start(1)
+///     .retention(Retention::KeepHistory)
+///     .build()?;
+/// assert_eq!(commit.expected_version(), 0);
+/// let seqs: Vec<u64> = commit.appended().iter().map(|m| m.seq).collect();
+/// assert_eq!(seqs, [1, 2]);
+/// assert_eq!(commit.next_seq(), 3);
+///
+/// // The window start never moves back.
+/// let mut later = Snapshot::empty();
+/// (later.version, later.window_start, later.next_seq) = (4, 5, 9);
+/// assert!(Commit::on(&later).window_start(3).build().is_err());
+/// # Ok::<(), chatmem::StoreError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct Commit {
-    /// The version the writer loaded; the commit fails with a conflict if it changed.
-    pub expected_version: u64,
-    /// A replacement system message, or `None` to keep the current one.
-    pub system: Option<StoredMessage>,
-    /// New messages, with consecutive sequences starting at the loaded `next_seq`.
-    pub append: Vec<StoredMessage>,
-    /// The new window start (never below the old one).
-    pub window_start: u64,
-    /// Delete messages below `window_start` ([`Retention::DropEvicted`]) or keep them.
-    pub retention: Retention,
-    /// Expire the whole conversation this long after this commit; `None` never expires.
-    pub ttl: Option<Duration>,
+    expected_version: u64,
+    first_seq: u64,
+    system: Option<StoredMessage>,
+    append: Vec<StoredMessage>,
+    window_start: u64,
+    retention: Retention,
+    ttl: Option<Duration>,
+}
+
+/// Builds a [`Commit`]; see [`Commit::on`].
+#[derive(Debug, Clone)]
+pub struct CommitBuilder {
+    commit: Commit,
+    loaded_window_start: u64,
 }
 
 impl Commit {
-    /// The sequence after the last appended message, given the loaded `next_seq`.
-    pub fn next_seq(&self, loaded_next_seq: u64) -> u64 {
-        self.append.last().map_or(loaded_next_seq, |m| m.seq + 1)
+    /// Starts a commit on top of `loaded`: it expects `loaded.version`, appends from
+    /// `loaded.next_seq` and keeps `loaded.window_start` unless told otherwise. Retention
+    /// defaults to [`Retention::DropEvicted`], the TTL to none.
+    pub fn on(loaded: &Snapshot) -> CommitBuilder {
+        CommitBuilder {
+            commit: Commit {
+                expected_version: loaded.version,
+                first_seq: loaded.next_seq,
+                system: None,
+                append: Vec::new(),
+                window_start: loaded.window_start,
+                retention: Retention::default(),
+                ttl: None,
+            },
+            loaded_window_start: loaded.window_start,
+        }
+    }
+
+    /// The version the writer loaded; the commit fails with a conflict if it changed.
+    pub fn expected_version(&self) -> u64 {
+        self.expected_version
+    }
+
+    /// A replacement system message, or `None` to keep the current one.
+    pub fn system(&self) -> Option<&StoredMessage> {
+        self.system.as_ref()
+    }
+
+    /// New messages, with consecutive sequences from [`first_seq`](Commit::first_seq).
+    pub fn appended(&self) -> &[StoredMessage] {
+        &self.append
+    }
+
+    /// The sequence of the first appended message (the loaded `next_seq`).
+    pub fn first_seq(&self) -> u64 {
+        self.first_seq
+    }
+
+    /// The conversation's `next_seq` after this commit.
+    pub fn next_seq(&self) -> u64 {
+        self.first_seq + self.append.len() as u64
+    }
+
+    /// The window start after this commit (never below the loaded one).
+    pub fn window_start(&self) -> u64 {
+        self.window_start
+    }
+
+    /// Delete messages below [`window_start`](Commit::window_start)
+    /// ([`Retention::DropEvicted`]) or keep them.
+    pub fn retention(&self) -> Retention {
+        self.retention
+    }
+
+    /// Expire the whole conversation this long after this commit; `None` never expires.
+    pub fn ttl(&self) -> Option<Duration> {
+        self.ttl
+    }
+
+    /// Takes the commit apart: the replacement system message and the appended messages.
+    pub fn into_messages(self) -> (Option<StoredMessage>, Vec<StoredMessage>) {
+        (self.system, self.append)
+    }
+}
+
+impl CommitBuilder {
+    /// Replaces the system message; it takes the sequence the next appended message would.
+    pub fn system(mut self, message: Message, tokens: u32) -> Self {
+        let seq = self.commit.next_seq();
+        self.commit.system = Some(StoredMessage::new(seq, tokens, message));
+        self
+    }
+
+    /// Appends a message with its token count; it gets the next sequence.
+    pub fn append(mut self, message: Message, tokens: u32) -> Self {
+        let seq = self.commit.next_seq();
+        self.commit.append.push(StoredMessage::new(seq, tokens, message));
+        self
+    }
+
+    /// Moves the window start to `seq` (messages below it leave the window).
+    pub fn window_start(mut self, seq: u64) -> Self {
+        self.commit.window_start = seq;
+        self
+    }
+
+    /// What happens to messages below the window start.
+    pub fn retention(mut self, retention: Retention) -> Self {
+        self.commit.retention = retention;
+        self
+    }
+
+    /// Expire the conversation this long after the commit; `None` never expires.
+    pub fn ttl(mut self, ttl: Option<Duration>) -> Self {
+        self.commit.ttl = ttl;
+        self
+    }
+
+    /// The commit as built so far, unchecked (for planning).
+    pub(crate) fn draft(&self) -> &Commit {
+        &self.commit
+    }
+
+    /// The commit.
+    ///
+    /// # Errors
+    /// [`StoreErrorKind::InvalidInput`] when the window start would move back or past the
+    /// end of the conversation.
+    pub fn build(self) -> Result<Commit, StoreError> {
+        let c = self.commit;
+        if c.window_start < self.loaded_window_start {
+            return Err(StoreError::new(
+                StoreErrorKind::InvalidInput,
+                format!(
+                    "window start {} is before the loaded window start {}: it never moves back",
+                    c.window_start, self.loaded_window_start
+                ),
+            ));
+        }
+        if c.window_start > c.next_seq() {
+            return Err(StoreError::new(
+                StoreErrorKind::InvalidInput,
+                format!(
+                    "window start {} is past the next sequence {}",
+                    c.window_start,
+                    c.next_seq()
+                ),
+            ));
+        }
+        Ok(c)
     }
 }
 
@@ -135,25 +347,106 @@ impl Page {
 
 /// A conversation store: where memory lives.
 ///
-/// Required: [`load`](Store::load), [`commit`](Store::commit), [`history`](Store::history),
-/// [`clear`](Store::clear) and [`list`](Store::list); [`purge_expired`](Store::purge_expired)
-/// has a default. Durable backends make `load` one round trip and `commit` one atomic round
-/// trip that checks `expected_version` and fails with
-/// [`StoreErrorKind::Conflict`](crate::StoreErrorKind::Conflict) if another writer won.
+/// # The contract
+/// Every store passes the conformance suite in `chatmem-test`; this is what it checks.
+///
+/// - **Per conversation** a store keeps a version, the system message, an append-only log of
+///   the other messages (each with its seq and token count), the window start and the next
+///   seq. An unknown conversation, an expired one and a cleared one are all the same: they
+///   [`load`](Store::load) as [`Snapshot::empty`] (version 0) and a commit expecting
+///   version 0 creates them anew.
+/// - [`load`](Store::load) returns the state and the messages with `seq >= window_start`,
+///   oldest first. Durable backends make it one round trip.
+/// - [`commit`](Store::commit) applies a [`Commit`] **atomically and only if** the
+///   conversation is still at [`Commit::expected_version`]; otherwise it changes nothing and
+///   fails with [`StoreError::conflict`]. Applying means: replace the system message if the
+///   commit carries one; append [`Commit::appended`] as they are (their seqs are already
+///   right); set the window start to [`Commit::window_start`] and the next seq to
+///   [`Commit::next_seq`]; under [`Retention::DropEvicted`] delete messages below the window
+///   start; set the expiry to now + [`Commit::ttl`] (or none); bump the version by one and
+///   return it. A store does not re-check a commit: [`Commit`] cannot be built invalid.
+///   Durable backends make it one round trip.
+/// - [`history`](Store::history) returns up to `limit` kept messages with `seq > after`,
+///   oldest first; `limit` 0 returns none.
+/// - [`clear`](Store::clear) deletes everything of the conversation and says whether it
+///   existed (an expired conversation did not).
+/// - [`list`](Store::list) returns up to `limit` ids greater than `after`, ascending by their
+///   UTF-8 bytes, never an expired one; `limit` 0 is treated as 1; [`Page::next`] is set
+///   exactly when more ids follow.
+/// - [`purge_expired`](Store::purge_expired) deletes expired conversations now and returns
+///   how many; backends that expire data by themselves keep the default.
+/// - Errors are [`StoreError`]s whose [`kind`](StoreError::kind) says what happened: a lost
+///   version check is `Conflict`, an unreachable backend `Unavailable`, unreadable data
+///   `Corrupt` (use [`StoreError::corrupt`] and [`StoredMessage::from_json`]).
 ///
 /// The trait is object safe: `Arc<dyn Store>` works.
 ///
+/// # A complete store
+/// A new backend needs nothing more than this (a map behind a lock, without expiry):
+///
 /// ```
-/// use chatmem::{ConversationId, InMemoryStore, Store};
-/// # tokio_test_block_on(async {
-/// let store = InMemoryStore::new();
-/// let snap = store.load(&ConversationId::new("c1")?).await?;
-/// assert!(!snap.exists());
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// # });
-/// # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
-/// #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
-/// # }
+/// use std::collections::BTreeMap;
+/// use std::sync::Mutex;
+/// use async_trait::async_trait;
+/// use chatmem::{Commit, ConversationId, Page, Retention, Snapshot, Store, StoreError, StoredMessage};
+///
+/// #[derive(Debug, Default)]
+/// struct MapStore(Mutex<BTreeMap<ConversationId, (Snapshot, Vec<StoredMessage>)>>);
+///
+/// #[async_trait]
+/// impl Store for MapStore {
+///     async fn load(&self, id: &ConversationId) -> Result<Snapshot, StoreError> {
+///         let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+///         Ok(map.get(id).map_or_else(Snapshot::empty, |(state, log)| Snapshot {
+///             messages: log.iter().filter(|m| m.seq >= state.window_start).cloned().collect(),
+///             ..state.clone()
+///         }))
+///     }
+///
+///     async fn commit(&self, id: &ConversationId, commit: Commit) -> Result<u64, StoreError> {
+///         let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+///         let (state, log) = map.entry(id.clone()).or_insert_with(|| (Snapshot::empty(), Vec::new()));
+///         if state.version != commit.expected_version() {
+///             return Err(StoreError::conflict());
+///         }
+///         state.version += 1;
+///         state.window_start = commit.window_start();
+///         state.next_seq = commit.next_seq();
+///         let retention = commit.retention();
+///         let (system, appended) = commit.into_messages();
+///         state.system = system.or(state.system.take());
+///         log.extend(appended);
+///         if retention == Retention::DropEvicted {
+///             log.retain(|m| m.seq >= state.window_start);
+///         }
+///         Ok(state.version)
+///     }
+///
+///     async fn history(&self, id: &ConversationId, after: u64, limit: usize) -> Result<Vec<StoredMessage>, StoreError> {
+///         let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+///         let log = map.get(id).map(|(_, log)| log.as_slice()).unwrap_or_default();
+///         Ok(log.iter().filter(|m| m.seq > after).take(limit).cloned().collect())
+///     }
+///
+///     async fn clear(&self, id: &ConversationId) -> Result<bool, StoreError> {
+///         Ok(self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(id).is_some())
+///     }
+///
+///     async fn list(&self, after: Option<&ConversationId>, limit: usize) -> Result<Page, StoreError> {
+///         let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+///         let limit = limit.max(1);
+///         let ids = map.keys().filter(|id| after.is_none_or(|a| *id > a)).take(limit + 1).cloned().collect();
+///         Ok(Page::from_overfetch(ids, limit))
+///     }
+/// }
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// let memory = chatmem::ChatMemory::new(MapStore::default());
+/// let id = ConversationId::new("c1")?;
+/// memory.add(&id, [chatmem::Message::user("hi"), chatmem::Message::assistant("hello")]).await?;
+/// assert_eq!(memory.get(&id).await?.len(), 2);
+/// # Ok::<(), chatmem::Error>(())
+/// # }).unwrap();
 /// ```
 #[async_trait]
 pub trait Store: Send + Sync + std::fmt::Debug {

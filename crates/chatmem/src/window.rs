@@ -30,7 +30,7 @@
 //!     })
 //!     .collect();
 //! // Two messages fit, but [a2, u3] would start on an answer: the window is [u3].
-//! let sel = select(&msgs, None, &WindowPolicy::messages(2)?);
+//! let sel = select(&msgs, None, &WindowPolicy::messages(2));
 //! assert_eq!(sel.indices, vec![4]);
 //! assert_eq!(sel.start, 4);
 //! # Ok::<(), chatmem::Error>(())
@@ -70,9 +70,9 @@ pub enum TurnBoundary {
 ///
 /// ```
 /// use chatmem::window::{Budget, TurnBoundary, WindowPolicy};
-/// let p = WindowPolicy::tokens(4000)?.with_boundary(TurnBoundary::PairSafe);
+/// let p = WindowPolicy::tokens(4000).with_boundary(TurnBoundary::PairSafe);
 /// assert_eq!(p.budget(), Budget::Tokens(4000));
-/// assert!(WindowPolicy::messages(0).is_err());
+/// assert!(WindowPolicy::try_messages(0).is_err()); // a runtime value: an error, not a panic
 /// # Ok::<(), chatmem::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,11 +91,39 @@ impl Default for WindowPolicy {
 }
 
 impl WindowPolicy {
+    /// A window of at most `max_messages` messages, system message included, for a value
+    /// written in the code: `const P: WindowPolicy = WindowPolicy::messages(6);`.
+    ///
+    /// # Panics
+    /// When `max_messages` is 0 (at compile time in a `const`). For a value from input or
+    /// configuration use [`try_messages`](WindowPolicy::try_messages), which returns an error.
+    pub const fn messages(max_messages: usize) -> Self {
+        assert!(max_messages > 0, "a window policy needs max_messages of at least 1");
+        Self {
+            budget: Budget::Messages(max_messages),
+            boundary: TurnBoundary::User,
+        }
+    }
+
+    /// A window of at most `max_tokens` tokens, system message and list overhead included,
+    /// for a value written in the code.
+    ///
+    /// # Panics
+    /// When `max_tokens` is 0. For a value from input use
+    /// [`try_tokens`](WindowPolicy::try_tokens).
+    pub const fn tokens(max_tokens: usize) -> Self {
+        assert!(max_tokens > 0, "a window policy needs max_tokens of at least 1");
+        Self {
+            budget: Budget::Tokens(max_tokens),
+            boundary: TurnBoundary::User,
+        }
+    }
+
     /// A window of at most `max_messages` messages (at least 1).
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] when `max_messages` is 0.
-    pub fn messages(max_messages: usize) -> Result<Self> {
+    pub fn try_messages(max_messages: usize) -> Result<Self> {
         Self::new(Budget::Messages(max_messages))
     }
 
@@ -103,7 +131,7 @@ impl WindowPolicy {
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] when `max_tokens` is 0.
-    pub fn tokens(max_tokens: usize) -> Result<Self> {
+    pub fn try_tokens(max_tokens: usize) -> Result<Self> {
         Self::new(Budget::Tokens(max_tokens))
     }
 
@@ -117,13 +145,13 @@ impl WindowPolicy {
             Budget::Tokens(0) => Err(Error::InvalidConfig("max_tokens must be at least 1".into())),
             _ => Ok(Self {
                 budget,
-                boundary: TurnBoundary::default(),
+                boundary: TurnBoundary::User,
             }),
         }
     }
 
     /// The same policy with another turn boundary.
-    pub fn with_boundary(mut self, boundary: TurnBoundary) -> Self {
+    pub const fn with_boundary(mut self, boundary: TurnBoundary) -> Self {
         self.boundary = boundary;
         self
     }
@@ -343,7 +371,7 @@ mod tests {
     }
 
     fn msgs(n: usize) -> WindowPolicy {
-        WindowPolicy::messages(n).unwrap()
+        WindowPolicy::messages(n)
     }
 
     #[test]
@@ -360,23 +388,14 @@ mod tests {
     #[test]
     fn token_budget_counts_list_overhead_and_system() {
         // each message costs 10; PER_LIST 3
+        assert_eq!(pick("U1 A1 U2 A2", None, WindowPolicy::tokens(43)), vec![0, 1, 2, 3]);
+        assert_eq!(pick("U1 A1 U2 A2", None, WindowPolicy::tokens(42)), vec![2, 3]);
+        assert_eq!(pick("U1 A1 U2 A2", Some(20), WindowPolicy::tokens(43)), vec![2, 3]);
         assert_eq!(
-            pick("U1 A1 U2 A2", None, WindowPolicy::tokens(43).unwrap()),
-            vec![0, 1, 2, 3]
-        );
-        assert_eq!(pick("U1 A1 U2 A2", None, WindowPolicy::tokens(42).unwrap()), vec![2, 3]);
-        assert_eq!(
-            pick("U1 A1 U2 A2", Some(20), WindowPolicy::tokens(43).unwrap()),
-            vec![2, 3]
-        );
-        assert_eq!(
-            pick("U1 A1 U2 A2", Some(41), WindowPolicy::tokens(43).unwrap()),
+            pick("U1 A1 U2 A2", Some(41), WindowPolicy::tokens(43)),
             Vec::<usize>::new()
         );
-        assert_eq!(
-            pick("U1", Some(100), WindowPolicy::tokens(43).unwrap()),
-            Vec::<usize>::new()
-        );
+        assert_eq!(pick("U1", Some(100), WindowPolicy::tokens(43)), Vec::<usize>::new());
     }
 
     #[test]

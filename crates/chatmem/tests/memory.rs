@@ -24,8 +24,9 @@ fn texts(ms: &[Message]) -> Vec<String> {
 
 fn memory(max: usize) -> ChatMemory {
     ChatMemory::builder(InMemoryStore::new())
-        .policy(WindowPolicy::messages(max).unwrap())
+        .policy(WindowPolicy::messages(max))
         .build()
+        .expect("valid memory settings")
 }
 
 #[tokio::test]
@@ -119,9 +120,10 @@ async fn retention_decides_what_history_keeps() {
     let c = id("h");
     for (retention, expected) in [(Retention::DropEvicted, 2), (Retention::KeepHistory, 10)] {
         let m = ChatMemory::builder(InMemoryStore::new())
-            .policy(WindowPolicy::messages(2).unwrap())
+            .policy(WindowPolicy::messages(2))
             .retention(retention)
-            .build();
+            .build()
+            .expect("valid memory settings");
         for i in 0..5 {
             m.add(
                 &c,
@@ -163,9 +165,10 @@ async fn same_system_text_is_ignored_and_a_new_one_replaces_it() {
 async fn concurrent_turns_are_neither_lost_nor_interleaved() {
     let m = Arc::new(
         ChatMemory::builder(InMemoryStore::new())
-            .policy(WindowPolicy::messages(10_000).unwrap())
+            .policy(WindowPolicy::messages(10_000))
             .retention(Retention::KeepHistory)
-            .build(),
+            .build()
+            .expect("valid memory settings"),
     );
     let c = id("busy");
     let tasks: Vec<_> = (0..16)
@@ -215,9 +218,10 @@ impl TokenCounter for Counting {
 async fn a_turn_tokenizes_only_its_new_messages() {
     let counter = Arc::new(Counting::default());
     let m = ChatMemory::builder(InMemoryStore::new())
-        .policy(WindowPolicy::tokens(4000).unwrap())
+        .policy(WindowPolicy::tokens(4000))
         .counter(counter.clone())
-        .build();
+        .build()
+        .expect("valid memory settings");
     let c = id("tokens");
     let mut per_turn = Vec::new();
     for i in 0..200 {
@@ -239,8 +243,9 @@ async fn a_turn_tokenizes_only_its_new_messages() {
 #[tokio::test]
 async fn ttl_expires_a_whole_conversation() {
     let m = ChatMemory::builder(InMemoryStore::new())
-        .ttl(Some(Duration::from_millis(50)))
-        .build();
+        .ttl(Duration::from_millis(50))
+        .build()
+        .expect("valid memory settings");
     let c = id("ttl");
     m.add(&c, [Message::user("u")]).await.unwrap();
     assert_eq!(m.get(&c).await.unwrap().len(), 1);
@@ -306,9 +311,10 @@ fn conflict_retries_need_no_tokio_timer() {
     rt.block_on(async {
         let m = Arc::new(
             ChatMemory::builder(Yielding::default())
-                .policy(WindowPolicy::messages(1000).unwrap())
+                .policy(WindowPolicy::messages(1000))
                 .retention(Retention::KeepHistory)
-                .build(),
+                .build()
+                .expect("valid memory settings"),
         );
         let c = id("no-timer");
         let tasks: Vec<_> = (0..8)
@@ -333,8 +339,9 @@ fn conflict_retries_need_no_tokio_timer() {
 #[tokio::test]
 async fn an_enormous_ttl_does_not_overflow() {
     let m = ChatMemory::builder(InMemoryStore::new())
-        .ttl(Some(Duration::MAX))
-        .build();
+        .ttl(Duration::MAX)
+        .build()
+        .expect("valid memory settings");
     let c = id("forever");
     m.add(&c, [Message::user("u")]).await.unwrap();
     assert_eq!(m.get(&c).await.unwrap().len(), 1);

@@ -190,8 +190,8 @@ proptest! {
         // message arrives, so batches equal one add for whole, undamaged data only.
         let (msgs, _) = build(&turns, false);
         let boundary = if pair_safe { TurnBoundary::PairSafe } else { TurnBoundary::User };
-        let policy = WindowPolicy::messages(max).unwrap().with_boundary(boundary);
-        let make = || ChatMemory::builder(InMemoryStore::new()).policy(policy).counter(Arc::new(Heuristic)).build();
+        let policy = WindowPolicy::messages(max).with_boundary(boundary);
+        let make = || ChatMemory::builder(InMemoryStore::new()).policy(policy).counter(Arc::new(Heuristic)).build().expect("valid memory settings");
         let id = ConversationId::new("p").unwrap();
         let (once, batched) = block_on(async {
             let a = make();

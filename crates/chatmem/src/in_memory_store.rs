@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 
-use crate::error::{StoreError, StoreErrorKind};
+use crate::error::StoreError;
 use crate::id::ConversationId;
 use crate::store::{Commit, Page, Retention, Snapshot, Store, StoredMessage};
 
@@ -100,21 +100,9 @@ impl Store for InMemoryStore {
     async fn commit(&self, id: &ConversationId, commit: Commit) -> Result<u64, StoreError> {
         let mut map = self.lock();
         let current = Self::live(&mut map, id).map_or(0, |c| c.version);
-        if current != commit.expected_version {
+        if current != commit.expected_version() {
             return Err(StoreError::conflict());
         }
-        // Check everything before touching the map, so a rejected commit leaves no trace.
-        let first_seq = map.get(id).map_or(1, |c| c.next_seq);
-        if let Some((expected, m)) = (first_seq..)
-            .zip(&commit.append)
-            .find(|(expected, m)| m.seq != *expected)
-        {
-            return Err(StoreError::new(
-                StoreErrorKind::InvalidInput,
-                format!("appended sequence {} where {expected} was due", m.seq),
-            ));
-        }
-
         let c = map.entry(id.clone()).or_insert_with(|| Conversation {
             version: 0,
             system: None,
@@ -123,20 +111,21 @@ impl Store for InMemoryStore {
             messages: VecDeque::new(),
             expires_at: None,
         });
-
-        c.next_seq = commit.next_seq(c.next_seq);
-        c.messages.extend(commit.append);
-        if let Some(system) = commit.system {
+        c.window_start = commit.window_start();
+        c.next_seq = commit.next_seq();
+        let (retention, ttl) = (commit.retention(), commit.ttl());
+        let (system, appended) = commit.into_messages();
+        c.messages.extend(appended);
+        if let Some(system) = system {
             c.system = Some(system);
         }
-        c.window_start = c.window_start.max(commit.window_start);
-        if commit.retention == Retention::DropEvicted {
+        if retention == Retention::DropEvicted {
             while c.messages.front().is_some_and(|m| m.seq < c.window_start) {
                 c.messages.pop_front();
             }
         }
         // A TTL too long to represent never expires (rather than overflowing).
-        c.expires_at = commit.ttl.and_then(|ttl| Instant::now().checked_add(ttl));
+        c.expires_at = ttl.and_then(|ttl| Instant::now().checked_add(ttl));
         c.version += 1;
         Ok(c.version)
     }

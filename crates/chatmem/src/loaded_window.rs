@@ -1,0 +1,91 @@
+//! [`LoadedWindow`]: a conversation as loaded from its store, with the window chosen from it.
+
+use crate::message::Message;
+use crate::store::{Snapshot, StoredMessage};
+use crate::window::{Selection, WindowPolicy, select};
+
+/// A loaded conversation: the [`Snapshot`] read in one round trip and the window the policy
+/// chose from it (by the cached token counts alone).
+///
+/// Returned by [`ChatMemory::load`](crate::ChatMemory::load); start a
+/// [`Turn`](crate::Turn) on it, or pass it to [`ChatMemory::commit`](crate::ChatMemory::commit),
+/// to write without loading again.
+///
+/// ```
+/// use chatmem::{ChatMemory, ConversationId, Message, WindowPolicy};
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// let memory = ChatMemory::builder(chatmem::InMemoryStore::new()).policy(WindowPolicy::messages(3)).build()?;
+/// let id = ConversationId::new("c1")?;
+/// memory.add(&id, [Message::system("s"), Message::user("u1"), Message::assistant("a1"), Message::user("u2")]).await?;
+/// let loaded = memory.load(&id).await?;
+/// assert_eq!(loaded.len(), 2); // the system message and u2: [a1, u2] would start on an answer
+/// assert_eq!(loaded.system().and_then(|s| s.text()).as_deref(), Some("s"));
+/// # Ok::<(), chatmem::Error>(())
+/// # }).unwrap();
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadedWindow {
+    snapshot: Snapshot,
+    selection: Selection,
+}
+
+impl LoadedWindow {
+    pub(crate) fn new(snapshot: Snapshot, policy: &WindowPolicy) -> Self {
+        let selection = select(&snapshot.messages, snapshot.system.as_ref().map(|s| s.tokens), policy);
+        Self { snapshot, selection }
+    }
+
+    /// The system message, if any.
+    pub fn system(&self) -> Option<&Message> {
+        self.snapshot.system.as_ref().map(|s| &s.message)
+    }
+
+    /// The non-system messages in the window, oldest first.
+    pub fn turns(&self) -> impl Iterator<Item = &Message> + '_ {
+        self.selected().map(|s| &s.message)
+    }
+
+    /// The stored messages in the window, oldest first.
+    pub(crate) fn selected(&self) -> impl Iterator<Item = &StoredMessage> + '_ {
+        self.selection.indices.iter().map(|&i| &self.snapshot.messages[i])
+    }
+
+    /// What the model sees: the system message first, then the window.
+    pub fn messages(&self) -> Vec<Message> {
+        self.system().into_iter().chain(self.turns()).cloned().collect()
+    }
+
+    /// What the model sees, taking the messages out of the window (no copy).
+    pub fn into_messages(self) -> Vec<Message> {
+        let Snapshot { system, messages, .. } = self.snapshot;
+        let mut slots: Vec<Option<StoredMessage>> = messages.into_iter().map(Some).collect();
+        let turns = self
+            .selection
+            .indices
+            .iter()
+            .filter_map(|&i| slots.get_mut(i).and_then(Option::take));
+        system.into_iter().chain(turns).map(|s| s.message).collect()
+    }
+
+    /// The number of messages in [`messages`](LoadedWindow::messages).
+    pub fn len(&self) -> usize {
+        usize::from(self.snapshot.system.is_some()) + self.selection.indices.len()
+    }
+
+    /// Whether the window is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The token count of the window by the cached counts, list overhead included.
+    pub fn tokens(&self) -> u64 {
+        let system = self.snapshot.system.as_ref().map_or(0, |s| u64::from(s.tokens));
+        let turns: u64 = self.selected().map(|m| u64::from(m.tokens)).sum();
+        crate::tokens::PER_LIST as u64 + system + turns
+    }
+
+    /// The store snapshot behind the window.
+    pub fn snapshot(&self) -> &Snapshot {
+        &self.snapshot
+    }
+}

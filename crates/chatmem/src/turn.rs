@@ -1,0 +1,170 @@
+//! [`Turn`]: one turn planned once — the new messages counted once, the prompt the model
+//! gets, and the [`Commit`] that stores the turn.
+//!
+//! Planning is pure: given the loaded snapshot, the turn's messages with their token counts
+//! and the policy, [`plan`] decides which system message holds, which messages are appended
+//! with which sequences, and where the window starts. The prompt and the commit both come
+//! from that one plan.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::StoreError;
+use crate::loaded_window::LoadedWindow;
+use crate::message::Message;
+use crate::store::{Commit, Retention, Snapshot, StoredMessage};
+use crate::tokens::TokenCounter;
+use crate::window::{Selection, WindowPolicy, select};
+
+/// A turn being prepared on a [`LoadedWindow`]: the turn's new messages, each counted once
+/// when it joins the turn, never again (not for the prompt, not for a retried commit).
+///
+/// Made by [`ChatMemory::turn`](crate::ChatMemory::turn); committed by
+/// [`ChatMemory::commit_turn`](crate::ChatMemory::commit_turn). In between,
+/// [`prompt`](Turn::prompt) gives what the model is sent and [`push`](Turn::push) adds what
+/// the model produced (tool calls, tool results, the answer).
+///
+/// ```
+/// use chatmem::{ChatMemory, ConversationId, Message, WindowPolicy};
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// let memory = ChatMemory::builder(chatmem::InMemoryStore::new()).policy(WindowPolicy::messages(6)).build()?;
+/// let id = ConversationId::new("app-user-42-aftersale")?;
+/// let loaded = memory.load(&id).await?;
+/// let mut turn = memory.turn(loaded, [Message::system("你是邻里仓售后。"), Message::user("我的订单是 LC202610060018。")]);
+/// let prompt = turn.prompt(); // system, window, new messages
+/// assert_eq!(prompt.len(), 2);
+/// turn.push(Message::assistant("收到。")); // the model's answer
+/// memory.commit_turn(&id, turn).await?;
+/// assert_eq!(memory.get(&id).await?.len(), 3);
+/// # Ok::<(), chatmem::Error>(())
+/// # }).unwrap();
+/// ```
+#[derive(Debug, Clone)]
+pub struct Turn {
+    loaded: LoadedWindow,
+    new: Vec<(Message, u32)>,
+    counter: Arc<dyn TokenCounter>,
+    policy: WindowPolicy,
+}
+
+impl Turn {
+    pub(crate) fn new(loaded: LoadedWindow, counter: Arc<dyn TokenCounter>, policy: WindowPolicy) -> Self {
+        Self {
+            loaded,
+            new: Vec::new(),
+            counter,
+            policy,
+        }
+    }
+
+    /// Adds a message to the turn, counting its tokens (the only time they are counted).
+    pub fn push(&mut self, message: Message) {
+        let tokens = u32::try_from(self.counter.count_message(&message)).unwrap_or(u32::MAX);
+        self.new.push((message, tokens));
+    }
+
+    /// The window the turn started from.
+    pub fn loaded(&self) -> &LoadedWindow {
+        &self.loaded
+    }
+
+    /// The turn's messages so far, in order.
+    pub fn messages(&self) -> impl Iterator<Item = &Message> + '_ {
+        self.new.iter().map(|(m, _)| m)
+    }
+
+    /// Whether the turn has no messages.
+    pub fn is_empty(&self) -> bool {
+        self.new.is_empty()
+    }
+
+    /// What the model is sent: the system message (the turn's, if it replaces the stored
+    /// one), then the part of the loaded window that memory will still hold once the turn's
+    /// messages are added (so the model never sees more than the policy allows), then the
+    /// turn's messages other than a system message.
+    pub fn prompt(&self) -> Vec<Message> {
+        let old = self.loaded.snapshot().messages.len();
+        let new = self.new.iter().map(|(m, _)| m).filter(|m| !m.is_system()).cloned();
+        let Ok(plan) = plan(self.loaded.snapshot(), &self.new, &self.policy) else {
+            // An inconsistent snapshot (its commit will fail too): the loaded window as it is.
+            return self.loaded.messages().into_iter().chain(new).collect();
+        };
+        let history = plan
+            .selection
+            .indices
+            .iter()
+            .filter(|&&i| i < old)
+            .map(|&i| self.loaded.snapshot().messages[i].message.clone());
+        plan.system
+            .map(|s| s.message)
+            .into_iter()
+            .chain(history)
+            .chain(new)
+            .collect()
+    }
+
+    pub(crate) fn into_parts(self) -> (LoadedWindow, Vec<(Message, u32)>) {
+        (self.loaded, self.new)
+    }
+}
+
+/// The outcome of planning a batch on a snapshot.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    /// The system message after the batch.
+    pub(crate) system: Option<StoredMessage>,
+    /// The commit; `None` when nothing would change (only repeated system messages).
+    pub(crate) commit: Option<Commit>,
+    /// The window over the loaded messages followed by the appended ones.
+    pub(crate) selection: Selection,
+}
+
+/// Plans adding `batch` (messages with their token counts) to `snapshot`: a system message
+/// with the current text is ignored and a different one replaces it; every other message is
+/// appended; the window start moves to where the policy's window begins.
+///
+/// # Errors
+/// Only when the snapshot itself is inconsistent (a message below its window start), which
+/// a store's corrupt data can cause: [`StoreErrorKind::InvalidInput`](crate::StoreErrorKind).
+pub(crate) fn plan(snapshot: &Snapshot, batch: &[(Message, u32)], policy: &WindowPolicy) -> Result<Plan, StoreError> {
+    plan_with(snapshot, batch, policy, Retention::default(), None)
+}
+
+/// [`plan`] with the commit's retention and TTL.
+pub(crate) fn plan_with(
+    snapshot: &Snapshot,
+    batch: &[(Message, u32)],
+    policy: &WindowPolicy,
+    retention: Retention,
+    ttl: Option<Duration>,
+) -> Result<Plan, StoreError> {
+    let mut builder = Commit::on(snapshot).retention(retention).ttl(ttl);
+    let mut changed = false;
+    for (message, tokens) in batch {
+        if message.is_system() {
+            let current = builder.draft().system().or(snapshot.system.as_ref());
+            if current.is_some_and(|s| s.message.text() == message.text()) {
+                continue;
+            }
+            builder = builder.system(message.clone(), *tokens);
+        } else {
+            builder = builder.append(message.clone(), *tokens);
+        }
+        changed = true;
+    }
+    let draft = builder.draft();
+    let system = draft.system().or(snapshot.system.as_ref()).cloned();
+    let all: Vec<&StoredMessage> = snapshot.messages.iter().chain(draft.appended()).collect();
+    let selection = select(&all, system.as_ref().map(|s| s.tokens), policy);
+    let window_start = all.get(selection.start).map_or(draft.next_seq(), |m| m.seq);
+    let commit = if changed {
+        Some(builder.window_start(window_start).build()?)
+    } else {
+        None
+    };
+    Ok(Plan {
+        system,
+        commit,
+        selection,
+    })
+}
