@@ -28,6 +28,7 @@ mod loaded_window;
 mod memory;
 mod message;
 mod model;
+mod redact;
 mod store;
 mod tokens;
 mod turn;
@@ -43,6 +44,7 @@ pub use crate::model::{
     ChatDelta, ChatModel, ChatRequest, ChatResponse, DeltaAccumulator, DeltaStream, ModelError, ModelErrorKind,
     SamplingOptions, ToolCallDelta, ToolDefinition, Usage,
 };
+pub use crate::redact::{HIDDEN_URL, redact_url};
 pub use crate::store::{Commit, CommitBuilder, Page, Retention, Snapshot, Store, StoredMessage};
 pub use crate::tokens::{
     Cl100k, Heuristic, O200k, PER_IMAGE, PER_LIST, PER_MESSAGE, PER_NAME, TokenCounter, Tokenizer,

@@ -1,0 +1,456 @@
+//! The JSON form of [`Message`]: a hand-written codec because the wire shape depends on the
+//! role (which fields are allowed, which content forms), and every error must name the field.
+//!
+//! JSON fields: `role`, `content`, `name`, `tool_calls: [{id, type: "function", function:
+//! {name, arguments}}]`, `tool_call_id`, plus chatmem's `reasoning_content` (as DeepSeek
+//! returns it), `is_error` (tool results) and `metadata`. Absent optional fields are omitted
+//! when written, so reading then writing a message gives the same JSON value.
+//! Unknown fields are rejected rather than silently dropped: stored data must round-trip.
+
+use serde::de::Error as _;
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
+
+use super::{Body, ContentPart, Message, Metadata, Role, ToolCall, UserContent};
+use crate::error::{Error, Result};
+/// Parses a JSON array of messages, as the CLI and server accept them.
+///
+/// # Errors
+/// [`Error::InvalidMessages`] naming the message index and the field that was wrong.
+///
+/// ```
+/// let msgs = chatmem::parse_messages(r#"[{"role":"user","content":"hi"}]"#)?;
+/// assert_eq!(msgs.len(), 1);
+/// let err = chatmem::parse_messages(r#"[{"role":"user","content":"hi"},{"role":"tool","content":"x"}]"#)
+///     .unwrap_err();
+/// assert_eq!(err.to_string(), "invalid message at [1]: missing field `tool_call_id` for role tool");
+/// # Ok::<(), chatmem::Error>(())
+/// ```
+pub fn parse_messages(json: &str) -> Result<Vec<Message>> {
+    let mut de = serde_json::Deserializer::from_str(json);
+    let messages: Vec<Message> = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        if path == "." {
+            // Not even an array of objects: the line and column help.
+            return Error::InvalidMessages {
+                path: "input".into(),
+                reason: e.inner().to_string(),
+            };
+        }
+        Error::InvalidMessages {
+            path,
+            reason: strip_position(&e.inner().to_string()),
+        }
+    })?;
+    // Anything but white space after the array is an error, not silently ignored.
+    de.end().map_err(|e| Error::InvalidMessages {
+        path: "input".into(),
+        reason: e.to_string(),
+    })?;
+    Ok(messages)
+}
+
+/// serde_json appends " at line L column C"; for one-line arrays the path says more.
+fn strip_position(reason: &str) -> String {
+    match reason.rfind(" at line ") {
+        Some(at) if reason[at..].contains(" column ") => reason[..at].to_string(),
+        _ => reason.to_string(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// JSON
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireFunction {
+    name: String,
+    arguments: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireToolCallIn {
+    id: String,
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    function: WireFunction,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireIn {
+    role: Role,
+    #[serde(default)]
+    content: Option<Value>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<WireToolCallIn>>,
+    #[serde(default)]
+    tool_call_id: Option<String>,
+    #[serde(default)]
+    reasoning_content: Option<String>,
+    #[serde(default)]
+    is_error: Option<bool>,
+    #[serde(default)]
+    metadata: Option<Metadata>,
+}
+
+impl<'de> Deserialize<'de> for Message {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        let w = WireIn::deserialize(deserializer)?;
+        w.into_message().map_err(D::Error::custom)
+    }
+}
+
+fn not_for(field: &str, role: Role) -> String {
+    format!("field `{field}` is not allowed for role {role}")
+}
+
+fn text_content(content: Option<Value>, role: Role, required: bool) -> std::result::Result<Option<String>, String> {
+    match content {
+        None | Some(Value::Null) if required => Err(format!("missing field `content` for role {role}")),
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(format!("field `content` must be a string for role {role}")),
+    }
+}
+
+impl WireIn {
+    fn into_message(self) -> std::result::Result<Message, String> {
+        let role = self.role;
+        let tool_fields = [
+            ("tool_calls", self.tool_calls.is_some() && role != Role::Assistant),
+            (
+                "reasoning_content",
+                self.reasoning_content.is_some() && role != Role::Assistant,
+            ),
+            ("tool_call_id", self.tool_call_id.is_some() && role != Role::Tool),
+            ("is_error", self.is_error.is_some() && role != Role::Tool),
+        ];
+        if let Some((field, _)) = tool_fields.iter().find(|(_, bad)| *bad) {
+            return Err(not_for(field, role));
+        }
+        let body = match role {
+            Role::System => Body::System {
+                content: text_content(self.content, role, true)?.unwrap_or_default(),
+            },
+            Role::User => Body::User {
+                content: user_content(self.content)?,
+            },
+            Role::Assistant => {
+                let content = text_content(self.content, role, false)?;
+                let tool_calls = self
+                    .tool_calls
+                    .unwrap_or_default()
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, c)| tool_call(i, c))
+                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                if content.is_none() && tool_calls.is_empty() {
+                    return Err("assistant message needs `content` or `tool_calls`".into());
+                }
+                Body::Assistant {
+                    content,
+                    reasoning_content: self.reasoning_content,
+                    tool_calls,
+                }
+            }
+            Role::Tool => {
+                let tool_call_id = match self.tool_call_id {
+                    Some(id) if !id.is_empty() => id,
+                    Some(_) => return Err("field `tool_call_id` is empty".into()),
+                    None => return Err("missing field `tool_call_id` for role tool".into()),
+                };
+                Body::Tool {
+                    tool_call_id,
+                    content: text_content(self.content, role, true)?.unwrap_or_default(),
+                    is_error: self.is_error.unwrap_or(false),
+                }
+            }
+        };
+        Ok(Message {
+            body,
+            name: self.name,
+            metadata: self.metadata,
+        })
+    }
+}
+
+fn tool_call(i: usize, c: WireToolCallIn) -> std::result::Result<ToolCall, String> {
+    if let Some(kind) = c.kind.as_deref()
+        && kind != "function"
+    {
+        {
+            return Err(format!(
+                "tool_calls[{i}]: unsupported `type` {kind:?}; only \"function\" is supported"
+            ));
+        }
+    }
+    if c.id.is_empty() {
+        return Err(format!("tool_calls[{i}]: field `id` is empty"));
+    }
+    if c.function.name.is_empty() {
+        return Err(format!("tool_calls[{i}]: field `function.name` is empty"));
+    }
+    Ok(ToolCall {
+        id: c.id,
+        name: c.function.name,
+        arguments: c.function.arguments,
+    })
+}
+
+fn user_content(content: Option<Value>) -> std::result::Result<UserContent, String> {
+    match content {
+        None | Some(Value::Null) => Err("missing field `content` for role user".into()),
+        Some(Value::String(s)) => Ok(UserContent::Text(s)),
+        Some(Value::Array(parts)) => parts
+            .into_iter()
+            .enumerate()
+            .map(|(i, p)| content_part(p).map_err(|e| format!("content[{i}]: {e}")))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map(UserContent::Parts),
+        Some(_) => Err("field `content` must be a string or an array of parts for role user".into()),
+    }
+}
+
+fn content_part(part: Value) -> std::result::Result<ContentPart, String> {
+    let Value::Object(mut obj) = part else {
+        return Err("a content part must be an object".into());
+    };
+    let kind = match obj.get("type") {
+        Some(Value::String(k)) => k.clone(),
+        Some(_) => return Err("field `type` must be a string".into()),
+        None => return Err("missing field `type`".into()),
+    };
+    let only = |obj: &Map<String, Value>, allowed: &[&str]| match obj.keys().find(|k| !allowed.contains(&k.as_str())) {
+        Some(k) => Err(format!("unknown field `{k}` in a {kind} part")),
+        None => Ok(()),
+    };
+    match kind.as_str() {
+        "text" => {
+            only(&obj, &["type", "text"])?;
+            match obj.remove("text") {
+                Some(Value::String(t)) => Ok(ContentPart::Text(t)),
+                Some(_) => Err("field `text` must be a string".into()),
+                None => Err("missing field `text`".into()),
+            }
+        }
+        "image_url" => {
+            only(&obj, &["type", "image_url"])?;
+            let v = obj.remove("image_url").ok_or("missing field `image_url`")?;
+            serde_json::from_value(v)
+                .map(ContentPart::ImageUrl)
+                .map_err(|e| format!("field `image_url`: {e}"))
+        }
+        _ => Ok(ContentPart::Other(obj)),
+    }
+}
+
+impl Serialize for ContentPart {
+    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        match self {
+            ContentPart::Text(text) => {
+                let mut m = serializer.serialize_map(Some(2))?;
+                m.serialize_entry("type", "text")?;
+                m.serialize_entry("text", text)?;
+                m.end()
+            }
+            ContentPart::ImageUrl(url) => {
+                let mut m = serializer.serialize_map(Some(2))?;
+                m.serialize_entry("type", "image_url")?;
+                m.serialize_entry("image_url", url)?;
+                m.end()
+            }
+            ContentPart::Other(obj) => obj.serialize(serializer),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ContentPart {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        content_part(Value::deserialize(deserializer)?).map_err(D::Error::custom)
+    }
+}
+
+struct WireToolCallOut<'a>(&'a ToolCall);
+
+impl Serialize for WireToolCallOut<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        let mut m = serializer.serialize_map(Some(3))?;
+        m.serialize_entry("id", &self.0.id)?;
+        m.serialize_entry("type", "function")?;
+        m.serialize_entry(
+            "function",
+            &WireFunctionRef {
+                name: &self.0.name,
+                arguments: &self.0.arguments,
+            },
+        )?;
+        m.end()
+    }
+}
+
+#[derive(Serialize)]
+struct WireFunctionRef<'a> {
+    name: &'a str,
+    arguments: &'a str,
+}
+
+impl Serialize for UserContent {
+    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        match self {
+            UserContent::Text(t) => serializer.serialize_str(t),
+            UserContent::Parts(p) => p.serialize(serializer),
+        }
+    }
+}
+
+impl Serialize for Message {
+    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        let mut m = serializer.serialize_map(None)?;
+        m.serialize_entry("role", &self.role())?;
+        match &self.body {
+            Body::System { content } => m.serialize_entry("content", content)?,
+            Body::User { content } => m.serialize_entry("content", content)?,
+            Body::Assistant {
+                content,
+                reasoning_content,
+                tool_calls,
+            } => {
+                if let Some(c) = content {
+                    m.serialize_entry("content", c)?;
+                }
+                if !tool_calls.is_empty() {
+                    let calls: Vec<_> = tool_calls.iter().map(WireToolCallOut).collect();
+                    m.serialize_entry("tool_calls", &calls)?;
+                }
+                if let Some(r) = reasoning_content {
+                    m.serialize_entry("reasoning_content", r)?;
+                }
+            }
+            Body::Tool {
+                tool_call_id,
+                content,
+                is_error,
+            } => {
+                m.serialize_entry("tool_call_id", tool_call_id)?;
+                m.serialize_entry("content", content)?;
+                if *is_error {
+                    m.serialize_entry("is_error", &true)?;
+                }
+            }
+        }
+        if let Some(name) = &self.name {
+            m.serialize_entry("name", name)?;
+        }
+        if let Some(meta) = &self.metadata {
+            m.serialize_entry("metadata", meta)?;
+        }
+        m.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn round_trip(v: Value) {
+        let m: Message = serde_json::from_value(v.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&m).unwrap(), v);
+    }
+
+    #[test]
+    fn every_shape_round_trips() {
+        round_trip(json!({"role": "system", "content": "be brief", "name": "policy"}));
+        round_trip(json!({"role": "user", "content": "hi", "metadata": {"channel": "app", "n": [1, 2]}}));
+        round_trip(json!({"role": "user", "content": [
+            {"type": "text", "text": "what is this?"},
+            {"type": "image_url", "image_url": {"url": "https://x/y.png", "detail": "low"}},
+            {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}
+        ]}));
+        round_trip(json!({"role": "assistant", "content": "done", "reasoning_content": "thinking..."}));
+        round_trip(json!({"role": "assistant", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{\"q\":1}"}},
+            {"id": "c2", "type": "function", "function": {"name": "other", "arguments": ""}}
+        ]}));
+        round_trip(json!({"role": "tool", "tool_call_id": "c1", "content": "boom", "is_error": true}));
+        round_trip(json!({"role": "tool", "tool_call_id": "c1", "content": "{}"}));
+    }
+
+    #[test]
+    fn null_assistant_content_reads_as_absent() {
+        let m: Message = serde_json::from_value(json!({"role": "assistant", "content": null,
+            "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}))
+        .unwrap();
+        assert_eq!(m.text(), None);
+        assert_eq!(m.tool_calls().len(), 1);
+    }
+
+    fn err(json: &str) -> String {
+        parse_messages(json).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn errors_name_index_and_field() {
+        assert_eq!(
+            err(r#"[{"role":"robot","content":"x"}]"#),
+            "invalid message at [0].role: unknown variant `robot`, expected one of `system`, `user`, `assistant`, `tool`"
+        );
+        assert_eq!(
+            err(r#"[{"role":"user","content":"a"},{"role":"user"}]"#),
+            "invalid message at [1]: missing field `content` for role user"
+        );
+        assert_eq!(
+            err(r#"[{"role":"user","content":5}]"#),
+            "invalid message at [0]: field `content` must be a string or an array of parts for role user"
+        );
+        assert_eq!(
+            err(r#"[{"role":"user","content":"x","tool_call_id":"c"}]"#),
+            "invalid message at [0]: field `tool_call_id` is not allowed for role user"
+        );
+        assert_eq!(
+            err(r#"[{"role":"user","content":"x","colour":"red"}]"#),
+            "invalid message at [0].colour: unknown field `colour`, expected one of `role`, `content`, `name`, `tool_calls`, `tool_call_id`, `reasoning_content`, `is_error`, `metadata`"
+        );
+        assert_eq!(
+            err(
+                r#"[{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":{}}}]}]"#
+            ),
+            "invalid message at [0].tool_calls[0].function.arguments: invalid type: map, expected a string"
+        );
+        assert_eq!(
+            err(r#"[{"role":"assistant"}]"#),
+            "invalid message at [0]: assistant message needs `content` or `tool_calls`"
+        );
+        assert_eq!(
+            err(r#"[{"role":"user","content":[{"type":"text"}]}]"#),
+            "invalid message at [0]: content[0]: missing field `text`"
+        );
+        assert_eq!(
+            err(r#"{"role":"user"}"#),
+            "invalid message at input: invalid type: map, expected a sequence at line 1 column 0"
+        );
+        assert_eq!(
+            err(r#"[{"role":"user","content":"x"}] trailing"#),
+            "invalid message at input: trailing characters at line 1 column 33"
+        );
+        assert_eq!(
+            err("["),
+            "invalid message at input: EOF while parsing a list at line 1 column 1"
+        );
+        assert_eq!(
+            err(r#"[{"role":"tool","tool_call_id":"","content":"x"}]"#),
+            "invalid message at [0]: field `tool_call_id` is empty"
+        );
+    }
+
+    #[test]
+    fn text_joins_parts() {
+        let m = Message::user_parts(vec![ContentPart::Text("a".into()), ContentPart::Text("b".into())]);
+        assert_eq!(m.text().as_deref(), Some("a\nb"));
+    }
+}
