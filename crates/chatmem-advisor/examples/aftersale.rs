@@ -60,8 +60,8 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     println!("provider {provider}, model {}, window 6 messages\n", model.model());
 
     let memory = ChatMemory::builder(InMemoryStore::new())
-        .policy(WindowPolicy::messages(6)?)
-        .build();
+        .policy(WindowPolicy::messages(6))
+        .build()?;
     let advisor = MemoryAdvisor::new(model, memory);
     let alice = ConversationId::new("app-user-42-aftersale")?;
     let bob = ConversationId::new("app-user-43-aftersale")?;

@@ -19,7 +19,7 @@
 //! use chatmem_openai::Provider;
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! let memory = ChatMemory::builder(InMemoryStore::new()).policy(WindowPolicy::messages(6)?).build();
+//! let memory = ChatMemory::builder(InMemoryStore::new()).policy(WindowPolicy::messages(6)).build()?;
 //! let advisor = MemoryAdvisor::new(Provider::DeepSeek.builder().build()?, memory);
 //! let id = ConversationId::new("app-user-42-aftersale")?;
 //! let system = "你是邻里仓售后。未发货可退。若对话历史中出现订单号，回答里必须原样写出该订单号。";

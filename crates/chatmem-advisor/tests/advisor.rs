@@ -26,8 +26,9 @@ fn id(s: &str) -> ConversationId {
 
 fn memory(max_messages: usize) -> ChatMemory<InMemoryStore> {
     ChatMemory::builder(InMemoryStore::new())
-        .policy(WindowPolicy::messages(max_messages).unwrap())
+        .policy(WindowPolicy::messages(max_messages))
         .build()
+        .expect("valid memory settings")
 }
 
 fn turn(user: &str) -> TurnRequest {
@@ -246,8 +247,9 @@ async fn a_new_sqlite_store_on_the_same_file_continues_the_conversation() {
     {
         let store = chatmem_sqlite::SqliteStore::open(&path).await.unwrap();
         let memory = ChatMemory::builder(store)
-            .policy(WindowPolicy::messages(6).unwrap())
-            .build();
+            .policy(WindowPolicy::messages(6))
+            .build()
+            .expect("valid memory settings");
         let advisor = MemoryAdvisor::new(server.model(), memory);
         advisor.call(&conv, turn(TURN1)).await.unwrap();
     }
@@ -255,8 +257,9 @@ async fn a_new_sqlite_store_on_the_same_file_continues_the_conversation() {
     let url = format!("sqlite:{}", path.display());
     let store = chatmem_sqlite::SqliteStore::connect(&url).await.unwrap();
     let memory = ChatMemory::builder(store)
-        .policy(WindowPolicy::messages(6).unwrap())
-        .build();
+        .policy(WindowPolicy::messages(6))
+        .build()
+        .expect("valid memory settings");
     let advisor = MemoryAdvisor::new(server.model(), memory);
     advisor.call(&conv, turn(TURN2)).await.unwrap();
 

@@ -22,8 +22,9 @@ async fn deepseek_remembers_the_order_number() {
     }
     let model = Provider::DeepSeek.builder().build().expect("DeepSeek client");
     let memory = ChatMemory::builder(InMemoryStore::new())
-        .policy(WindowPolicy::messages(6).unwrap())
-        .build();
+        .policy(WindowPolicy::messages(6))
+        .build()
+        .expect("valid memory settings");
     let advisor = MemoryAdvisor::new(model, memory);
     let id = ConversationId::new("app-user-42-aftersale").unwrap();
     let turn = |text: &str| TurnRequest::user(text).with_system(SYSTEM);

@@ -135,13 +135,14 @@ impl MemoryOptions {
             RetentionArg::DropEvicted => Retention::DropEvicted,
             RetentionArg::KeepHistory => Retention::KeepHistory,
         };
-        let memory = ChatMemory::builder(store)
+        let mut builder = ChatMemory::builder(store)
             .policy(self.policy.policy()?)
             .counter(self.policy.counter())
-            .retention(retention)
-            .ttl(self.ttl)
-            .build();
-        Ok(memory)
+            .retention(retention);
+        if let Some(ttl) = self.ttl {
+            builder = builder.ttl(ttl);
+        }
+        Ok(builder.build()?)
     }
 }
 
@@ -212,8 +213,8 @@ impl PolicyArgs {
             BoundaryArg::PairSafe => TurnBoundary::PairSafe,
         };
         let policy = match (self.max_messages, self.max_tokens) {
-            (_, Some(t)) => WindowPolicy::tokens(t)?,
-            (Some(n), None) => WindowPolicy::messages(n)?,
+            (_, Some(t)) => WindowPolicy::try_tokens(t)?,
+            (Some(n), None) => WindowPolicy::try_messages(n)?,
             (None, None) => WindowPolicy::default(),
         };
         Ok(policy.with_boundary(boundary))
@@ -353,7 +354,7 @@ async fn trim(args: TrimArgs) -> anyhow::Result<()> {
     let memory = ChatMemory::builder(InMemoryStore::new())
         .policy(args.policy.policy()?)
         .counter(args.policy.counter())
-        .build();
+        .build()?;
     let id = ConversationId::new("trim")?;
     memory.add(&id, messages).await?;
     print_json(&memory.get(&id).await?)

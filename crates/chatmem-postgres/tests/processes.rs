@@ -49,10 +49,11 @@ async fn sixteen_processes_append_to_one_conversation() {
 
 fn restart_memory<S: chatmem::Store>(store: S) -> ChatMemory<S> {
     ChatMemory::builder(store)
-        .policy(WindowPolicy::messages(4).expect("policy"))
+        .policy(WindowPolicy::messages(4))
         .retention(Retention::KeepHistory)
         .counter(Arc::new(Heuristic))
         .build()
+        .expect("valid memory settings")
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -103,10 +103,11 @@ async fn load_and_commit_are_one_round_trip_each() {
 
     // A whole turn through ChatMemory: load, then commit user + assistant.
     let memory = ChatMemory::builder(Arc::new(store.clone()))
-        .policy(WindowPolicy::messages(20).expect("policy"))
+        .policy(WindowPolicy::messages(20))
         .retention(Retention::KeepHistory)
         .counter(Arc::new(Heuristic))
-        .build();
+        .build()
+        .expect("valid memory settings");
     let (load_trips, window) = trips!(memory.load(&id));
     let (commit_trips, _) = trips!(memory.commit(&id, window, [Message::user("q"), Message::assistant("a")]));
     assert_eq!(

@@ -20,7 +20,10 @@ async fn restart_child() {
         panic!("bad {CHILD_VAR}");
     };
     let store = RedisStore::builder(url).key_prefix(prefix).connect().await.unwrap();
-    let memory = ChatMemory::builder(store).retention(Retention::KeepHistory).build();
+    let memory = ChatMemory::builder(store)
+        .retention(Retention::KeepHistory)
+        .build()
+        .expect("valid memory settings");
     let id = ConversationId::new(id).unwrap();
     memory.add(&id, [Message::system("你是邻里仓售后。")]).await.unwrap();
     memory

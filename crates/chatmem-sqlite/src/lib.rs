@@ -12,7 +12,7 @@
 //! use chatmem_sqlite::SqliteStore;
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let store = SqliteStore::connect("sqlite:data/chatmem.db").await?;
-//! let memory = ChatMemory::builder(store).retention(Retention::KeepHistory).build();
+//! let memory = ChatMemory::builder(store).retention(Retention::KeepHistory).build()?;
 //! let id = ConversationId::new("app-user-42-aftersale")?;
 //! memory.add(&id, [Message::user("我的订单是 LC202610060018，还没发货。")]).await?;
 //! let window = memory.get(&id).await?;

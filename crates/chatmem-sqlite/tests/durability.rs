@@ -38,10 +38,11 @@ fn spawn_child(test: &str, url: &str, id: &ConversationId, tag: &str) -> Child {
 
 fn memory(store: SqliteStore) -> ChatMemory<SqliteStore> {
     ChatMemory::builder(store)
-        .policy(WindowPolicy::messages(20).expect("policy"))
+        .policy(WindowPolicy::messages(20))
         .retention(Retention::KeepHistory)
         .counter(Arc::new(Heuristic))
         .build()
+        .expect("valid memory settings")
 }
 
 fn batch(tag: &str, n: usize) -> [Message; BATCH] {

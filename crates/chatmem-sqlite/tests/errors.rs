@@ -12,6 +12,7 @@ fn memory(store: SqliteStore) -> ChatMemory<SqliteStore> {
         .retention(Retention::KeepHistory)
         .counter(Arc::new(Heuristic))
         .build()
+        .expect("valid memory settings")
 }
 
 fn turn(n: usize) -> [Message; 2] {
@@ -184,7 +185,10 @@ async fn statement_counts() {
         "commit of a turn (KeepHistory) = 6 statements in 1 transaction"
     );
 
-    let drop_mem = ChatMemory::builder(store.clone()).counter(Arc::new(Heuristic)).build();
+    let drop_mem = ChatMemory::builder(store.clone())
+        .counter(Arc::new(Heuristic))
+        .build()
+        .expect("valid memory settings");
     let window = drop_mem.load(&id).await.expect("load");
     let before = store.statements_executed();
     drop_mem.commit(&id, window, turn(2)).await.expect("commit");

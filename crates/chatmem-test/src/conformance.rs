@@ -25,11 +25,12 @@ impl Run {
 
     fn memory(&self, max_messages: usize, retention: Retention) -> Mem {
         ChatMemory::builder(self.store.clone())
-            .policy(WindowPolicy::messages(max_messages).expect("valid policy"))
+            .policy(WindowPolicy::messages(max_messages))
             .retention(retention)
             .counter(Arc::new(Heuristic))
             .max_attempts(100_000)
             .build()
+            .expect("valid memory settings")
     }
 
     async fn load(&self, id: &ConversationId) -> Snapshot {
@@ -741,7 +742,8 @@ async fn ttl(run: &Run) {
     let mem = ChatMemory::builder(run.store.clone())
         .ttl(second)
         .counter(Arc::new(Heuristic))
-        .build();
+        .build()
+        .expect("valid memory settings");
     mem.add(&via_memory, [Message::user("short-lived")]).await.expect("add");
 
     assert_eq!(run.load(&expiring).await.version, 1, "readable before expiry");

@@ -82,11 +82,12 @@ pub fn child_env() -> Option<StressChild> {
 /// heuristic counter and enough retries that contention never gives up.
 pub fn stress_memory(store: Arc<dyn Store>) -> ChatMemory<Arc<dyn Store>> {
     ChatMemory::builder(store)
-        .policy(WindowPolicy::messages(20).expect("20 is a valid window"))
+        .policy(WindowPolicy::messages(20))
         .retention(Retention::KeepHistory)
         .counter(Arc::new(Heuristic))
         .max_attempts(100_000)
         .build()
+        .expect("valid memory settings")
 }
 
 /// The two messages of turn `turn` of writer `writer`.

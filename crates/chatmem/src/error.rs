@@ -26,8 +26,9 @@ pub enum Error {
     /// A window policy or memory setting was out of range.
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),
-    /// A store operation on one conversation failed.
-    #[error("store failed for conversation {id:?}")]
+    /// A store operation on one conversation failed. Names the conversation unless the
+    /// store's error already does (each fact is printed once down the chain).
+    #[error("{}", store_failed(id, source))]
     Store {
         /// The conversation.
         id: ConversationId,
@@ -46,6 +47,14 @@ pub enum Error {
         /// How many attempts were made.
         attempts: u32,
     },
+}
+
+fn store_failed(id: &ConversationId, source: &StoreError) -> String {
+    if source.conversation().is_some() {
+        "store failed".into()
+    } else {
+        format!("store failed for conversation {id:?}")
+    }
 }
 
 impl Error {
@@ -78,7 +87,9 @@ pub enum StoreErrorKind {
 
 /// An error from a [`Store`](crate::Store) backend.
 ///
-/// Carries a [`StoreErrorKind`], a short description and the driver's error as `source`.
+/// Carries a [`StoreErrorKind`], a short description, optionally the conversation, and the
+/// driver's error as `source`. Its message never repeats its source's: print the chain
+/// (each [`source`](std::error::Error::source) in turn) to see everything once.
 ///
 /// ```
 /// use chatmem::{StoreError, StoreErrorKind};
@@ -89,6 +100,7 @@ pub enum StoreErrorKind {
 #[derive(Debug)]
 pub struct StoreError {
     kind: StoreErrorKind,
+    conversation: Option<ConversationId>,
     context: String,
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
 }
@@ -98,6 +110,7 @@ impl StoreError {
     pub fn new(kind: StoreErrorKind, context: impl Into<String>) -> Self {
         Self {
             kind,
+            conversation: None,
             context: context.into(),
             source: None,
         }
@@ -121,7 +134,18 @@ impl StoreError {
     /// # Ok::<(), chatmem::InvalidConversationId>(())
     /// ```
     pub fn corrupt(id: &ConversationId, what: impl fmt::Display) -> Self {
-        Self::new(StoreErrorKind::Corrupt, format!("conversation {id:?}: {what}"))
+        Self::new(StoreErrorKind::Corrupt, what.to_string()).for_conversation(id)
+    }
+
+    /// The same error, naming conversation `id` in its message.
+    pub fn for_conversation(mut self, id: &ConversationId) -> Self {
+        self.conversation = Some(id.clone());
+        self
+    }
+
+    /// The conversation the error names, if any.
+    pub fn conversation(&self) -> Option<&ConversationId> {
+        self.conversation.as_ref()
     }
 
     /// A lost version check.
@@ -160,7 +184,10 @@ impl fmt::Display for StoreError {
             StoreErrorKind::InvalidInput => "invalid store request",
             StoreErrorKind::Other => "store error",
         };
-        write!(f, "{what}: {}", self.context)
+        match &self.conversation {
+            Some(id) => write!(f, "{what}: conversation {id:?}: {}", self.context),
+            None => write!(f, "{what}: {}", self.context),
+        }
     }
 }
 
