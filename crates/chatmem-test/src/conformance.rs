@@ -104,16 +104,47 @@ fn sm(seq: u64, tokens: u32, message: Message) -> StoredMessage {
     StoredMessage::new(seq, tokens, message)
 }
 
-/// A commit with no system change and no TTL: the shape most store tests need.
+/// A commit with no system change and no TTL: the shape most store tests need. `append`
+/// must hold consecutive seqs (the first one is the conversation's `next_seq`).
+///
+/// # Panics
+/// When `append` is empty or its seqs are not consecutive: use [`commit_full`].
 pub fn commit(expected: u64, append: Vec<StoredMessage>, window_start: u64, retention: Retention) -> Commit {
-    Commit {
-        expected_version: expected,
-        system: None,
-        append,
-        window_start,
-        retention,
-        ttl: None,
+    let next_seq = append
+        .first()
+        .map(|m| m.seq)
+        .expect("commit() needs messages; use commit_full");
+    commit_full(expected, next_seq, None, append, window_start, retention, None)
+}
+
+/// Any commit, built through [`Commit::on`] as a writer would: on a conversation at version
+/// `expected` whose next seq is `next_seq`.
+///
+/// # Panics
+/// When the seqs of `append` do not run from `next_seq`, or the builder rejects the commit.
+pub fn commit_full(
+    expected: u64,
+    next_seq: u64,
+    system: Option<StoredMessage>,
+    append: Vec<StoredMessage>,
+    window_start: u64,
+    retention: Retention,
+    ttl: Option<Duration>,
+) -> Commit {
+    let base = Snapshot {
+        version: expected,
+        next_seq,
+        ..Snapshot::empty()
+    };
+    let mut builder = Commit::on(&base).retention(retention).ttl(ttl);
+    if let Some(s) = system {
+        builder = builder.system(s.message, s.tokens);
     }
+    for (m, seq) in append.into_iter().zip(next_seq..) {
+        assert_eq!(m.seq, seq, "test commits append consecutive seqs from {next_seq}");
+        builder = builder.append(m.message, m.tokens);
+    }
+    builder.window_start(window_start).build().expect("a valid test commit")
 }
 
 fn texts(messages: &[Message]) -> Vec<String> {
@@ -210,10 +241,15 @@ async fn raw_round_trip(run: &Run) {
     let v = run
         .commit(
             &id,
-            Commit {
-                system: Some(system.clone()),
-                ..commit(0, first.clone(), 1, Retention::KeepHistory)
-            },
+            commit_full(
+                0,
+                1,
+                Some(system.clone()),
+                first.clone(),
+                1,
+                Retention::KeepHistory,
+                None,
+            ),
         )
         .await;
     assert_eq!(v, 1, "the first commit makes version 1");
@@ -244,36 +280,21 @@ async fn raw_round_trip(run: &Run) {
     assert_eq!(snap.messages, vec![first[1].clone(), third.clone()]);
     assert_eq!(seqs(&run.history(&id, 0, 100).await), vec![2, 3], "seq 1 was dropped");
 
-    // A system-only commit with a lower window start: window start never goes back,
-    // next_seq unchanged.
+    // A system-only commit: next_seq unchanged. (That sequences run on and the window
+    // start never moves back is `Commit`'s own rule: it cannot be built otherwise.)
     let system2 = sm(4, 9, Message::system("be verbose"));
     let v = run
         .commit(
             &id,
-            Commit {
-                system: Some(system2.clone()),
-                ..commit(2, Vec::new(), 1, Retention::DropEvicted)
-            },
+            commit_full(2, 4, Some(system2.clone()), Vec::new(), 2, Retention::DropEvicted, None),
         )
         .await;
     assert_eq!(v, 3);
     let snap = run.load(&id).await;
     assert_eq!(snap.system, Some(system2));
-    assert_eq!(snap.window_start, 2, "window_start never moves back");
+    assert_eq!(snap.window_start, 2);
     assert_eq!(snap.next_seq, 4);
     assert_eq!(seqs(&snap.messages), vec![2, 3]);
-
-    // A gap in sequences is rejected and writes nothing.
-    let err = run
-        .store
-        .commit(
-            &id,
-            commit(3, vec![sm(10, 1, Message::user("gap"))], 2, Retention::DropEvicted),
-        )
-        .await
-        .expect_err("a non-consecutive seq must be rejected");
-    assert_eq!(err.kind(), StoreErrorKind::InvalidInput, "{err}");
-    assert_eq!(run.load(&id).await, snap, "a rejected commit writes nothing");
 
     // KeepHistory keeps evicted messages; a later DropEvicted deletes below the window.
     let id = run.id("raw-keep");
@@ -491,10 +512,15 @@ async fn json_round_trip(run: &Run) {
         .collect();
     run.commit(
         &id,
-        Commit {
-            system: Some(system.clone()),
-            ..commit(0, append.clone(), 1, Retention::KeepHistory)
-        },
+        commit_full(
+            0,
+            1,
+            Some(system.clone()),
+            append.clone(),
+            1,
+            Retention::KeepHistory,
+            None,
+        ),
     )
     .await;
     let snap = run.load(&id).await;
@@ -546,10 +572,15 @@ async fn conflicts(run: &Run) {
             .store
             .commit(
                 &id,
-                Commit {
-                    system: Some(sm(5, 1, Message::system("nope"))),
-                    ..commit(stale, turns(5, 2), 5, Retention::DropEvicted)
-                },
+                commit_full(
+                    stale,
+                    5,
+                    Some(sm(5, 1, Message::system("nope"))),
+                    turns(5, 2),
+                    5,
+                    Retention::DropEvicted,
+                    None,
+                ),
             )
             .await;
         assert_eq!(err_kind(r), StoreErrorKind::Conflict, "expected version {stale}");
@@ -571,6 +602,7 @@ async fn history_paging(run: &Run) {
     assert_eq!(seqs(&run.history(&id, 9, 5).await), vec![10]);
     assert!(run.history(&id, 10, 5).await.is_empty());
     assert!(run.history(&id, 1000, 5).await.is_empty());
+    assert!(run.history(&id, 0, 0).await.is_empty(), "limit 0 returns none");
     assert_eq!(run.history(&id, 0, 100).await, turns(1, 10));
     // ChatMemory::history pages 1,000 at a time: cross a page boundary.
     let id = run.id("paging-big");
@@ -719,20 +751,14 @@ async fn ttl(run: &Run) {
     let expiring = run.id("ttl/expiring");
     run.commit(
         &expiring,
-        Commit {
-            ttl: second,
-            ..commit(0, turns(1, 2), 1, Retention::KeepHistory)
-        },
+        commit_full(0, 1, None, turns(1, 2), 1, Retention::KeepHistory, second),
     )
     .await;
     // Expiry refreshed to "never" by a later commit.
     let kept = run.id("ttl/kept");
     run.commit(
         &kept,
-        Commit {
-            ttl: second,
-            ..commit(0, turns(1, 2), 1, Retention::KeepHistory)
-        },
+        commit_full(0, 1, None, turns(1, 2), 1, Retention::KeepHistory, second),
     )
     .await;
     run.commit(&kept, commit(1, turns(3, 1), 1, Retention::KeepHistory))
@@ -740,7 +766,7 @@ async fn ttl(run: &Run) {
     // Through ChatMemory's ttl.
     let via_memory = run.id("ttl/memory");
     let mem = ChatMemory::builder(run.store.clone())
-        .ttl(second)
+        .ttl(Duration::from_secs(1))
         .counter(Arc::new(Heuristic))
         .build()
         .expect("valid memory settings");

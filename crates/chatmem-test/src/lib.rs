@@ -29,7 +29,7 @@ use chatmem::{ConversationId, Store};
 mod conformance;
 pub mod stress;
 
-pub use crate::conformance::commit;
+pub use crate::conformance::{commit, commit_full};
 pub use crate::stress::check_stress_history;
 
 /// A fresh conversation id `"{prefix}-{millis}-{random}"`, unique across runs and processes.
