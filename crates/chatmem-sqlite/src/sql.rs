@@ -3,7 +3,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use chatmem::{Commit, ConversationId, Message, Page, Retention, Snapshot, StoreError, StoreErrorKind, StoredMessage};
+use chatmem::{Commit, ConversationId, Page, Retention, Snapshot, StoreError, StoreErrorKind, StoredMessage};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 /// The schema version this code writes and understands.
@@ -51,10 +51,6 @@ pub(crate) fn db_error(what: &str, e: rusqlite::Error) -> StoreError {
     StoreError::new(kind, context).with_source(e)
 }
 
-fn corrupt(id: &ConversationId, what: String) -> StoreError {
-    StoreError::new(StoreErrorKind::Corrupt, format!("conversation {id:?}: {what}"))
-}
-
 fn invalid(what: impl Into<String>) -> StoreError {
     StoreError::new(StoreErrorKind::InvalidInput, what)
 }
@@ -74,25 +70,14 @@ fn to_i64(value: u64, what: &str) -> Result<i64, StoreError> {
 }
 
 fn to_u64(id: &ConversationId, value: i64, what: &str) -> Result<u64, StoreError> {
-    u64::try_from(value).map_err(|_| corrupt(id, format!("{what} is {value}")))
+    u64::try_from(value).map_err(|_| StoreError::corrupt(id, format!("{what} is {value}")))
 }
 
-fn decode(id: &ConversationId, seq: i64, tokens: i64, json: &str, what: &str) -> Result<StoredMessage, StoreError> {
-    let seq_u = to_u64(id, seq, "a message sequence")?;
-    let tokens = u32::try_from(tokens).map_err(|_| corrupt(id, format!("{what} seq {seq}: token count {tokens}")))?;
-    let message: Message = serde_json::from_str(json).map_err(|e| {
-        StoreError::new(
-            StoreErrorKind::Corrupt,
-            format!("conversation {id:?}: {what} seq {seq}: stored JSON is not a valid message"),
-        )
-        .with_source(e)
-    })?;
-    Ok(StoredMessage::new(seq_u, tokens, message))
-}
-
-fn encode(message: &Message) -> Result<String, StoreError> {
-    serde_json::to_string(message)
-        .map_err(|e| StoreError::new(StoreErrorKind::InvalidInput, "message does not serialize").with_source(e))
+/// A message column's bytes (text, or a blob that may still hold JSON).
+fn json_bytes<'a>(value: rusqlite::types::ValueRef<'a>, id: &ConversationId, seq: i64) -> Result<&'a [u8], StoreError> {
+    value
+        .as_bytes()
+        .map_err(|_| StoreError::corrupt(id, format!("message seq {seq} is not stored as JSON text")))
 }
 
 /// Sets the per-connection pragmas. `journal_mode` is persistent in the file; setting it on
@@ -169,14 +154,15 @@ pub(crate) fn load(conn: &Connection, id: &ConversationId) -> Result<Snapshot, S
         let snap = match &mut snap {
             Some(s) => s,
             None => {
-                let system_json: Option<String> = row.get(1).map_err(err)?;
+                let system_json = row.get_ref(1).map_err(err)?;
                 let system = match system_json {
-                    Some(json) => {
+                    rusqlite::types::ValueRef::Null => None,
+                    json => {
                         let tokens: i64 = row.get(2).map_err(err)?;
                         let seq: i64 = row.get(3).map_err(err)?;
-                        Some(decode(id, seq, tokens, &json, "system message")?)
+                        let json = json_bytes(json, id, seq)?;
+                        Some(StoredMessage::from_columns(id, seq, tokens, json)?)
                     }
-                    None => None,
                 };
                 snap.insert(Snapshot {
                     version: to_u64(id, row.get(0).map_err(err)?, "version")?,
@@ -190,11 +176,8 @@ pub(crate) fn load(conn: &Connection, id: &ConversationId) -> Result<Snapshot, S
         let seq: Option<i64> = row.get(6).map_err(err)?;
         if let Some(seq) = seq {
             let tokens: i64 = row.get(7).map_err(err)?;
-            let json: rusqlite::types::ValueRef<'_> = row.get_ref(8).map_err(err)?;
-            let json = json
-                .as_str()
-                .map_err(|_| corrupt(id, format!("message seq {seq}: stored JSON is not text")))?;
-            snap.messages.push(decode(id, seq, tokens, json, "message")?);
+            let json = json_bytes(row.get_ref(8).map_err(err)?, id, seq)?;
+            snap.messages.push(StoredMessage::from_columns(id, seq, tokens, json)?);
         }
     }
     Ok(snap.unwrap_or_else(Snapshot::empty))
@@ -205,34 +188,25 @@ pub(crate) fn commit(conn: &mut Connection, id: &ConversationId, commit: &Commit
     let err = |e| db_error("committing to a conversation", e);
     let now = now_ms();
     // Serialise before taking the write lock: nothing slow happens inside it.
+    let row = |m: &StoredMessage| Ok((to_i64(m.seq, "sequence")?, i64::from(m.tokens), m.message_json()?));
     let append = commit
-        .append
+        .appended()
         .iter()
-        .map(|m| Ok((to_i64(m.seq, "sequence")?, i64::from(m.tokens), encode(&m.message)?)))
+        .map(row)
         .collect::<Result<Vec<_>, StoreError>>()?;
-    let system = match &commit.system {
-        Some(s) => Some((to_i64(s.seq, "sequence")?, i64::from(s.tokens), encode(&s.message)?)),
-        None => None,
-    };
+    let system = commit.system().map(row).transpose()?;
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(err)?;
-    let row: Option<(i64, i64, i64, Option<i64>)> = tx
-        .prepare_cached("SELECT version, window_start, next_seq, expires_at FROM conversations WHERE id = ?1")
-        .and_then(|mut s| {
-            s.query_row([id.as_str()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-                .optional()
-        })
+    let row: Option<(i64, Option<i64>)> = tx
+        .prepare_cached("SELECT version, expires_at FROM conversations WHERE id = ?1")
+        .and_then(|mut s| s.query_row([id.as_str()], |r| Ok((r.get(0)?, r.get(1)?))).optional())
         .map_err(err)?;
-    let (current, window_start, next_seq) = match row {
-        Some((version, ws, next, expires)) if expires.is_none_or(|at| at > now) => (
-            to_u64(id, version, "version")?,
-            to_u64(id, ws, "window_start")?,
-            to_u64(id, next, "next_seq")?,
-        ),
+    let current = match row {
+        Some((version, expires)) if expires.is_none_or(|at| at > now) => to_u64(id, version, "version")?,
         Some(_) => {
             // Expired but not purged: it does not exist, so a new conversation replaces it.
-            if commit.expected_version == 0 {
+            if commit.expected_version() == 0 {
                 tx.prepare_cached("DELETE FROM conversations WHERE id = ?1")
                     .and_then(|mut s| s.execute([id.as_str()]))
                     .map_err(err)?;
@@ -240,20 +214,13 @@ pub(crate) fn commit(conn: &mut Connection, id: &ConversationId, commit: &Commit
                     .and_then(|mut s| s.execute([id.as_str()]))
                     .map_err(err)?;
             }
-            (0, 1, 1)
+            0
         }
-        None => (0, 1, 1),
+        None => 0,
     };
-    if current != commit.expected_version {
+    // The version check is the only check: a `Commit` cannot be built invalid.
+    if current != commit.expected_version() {
         return Err(StoreError::conflict());
-    }
-    for (expect, m) in (next_seq..).zip(&commit.append) {
-        if m.seq != expect {
-            return Err(invalid(format!(
-                "appended sequence {} does not follow {}",
-                m.seq, expect
-            )));
-        }
     }
     {
         let mut insert = tx
@@ -265,8 +232,8 @@ pub(crate) fn commit(conn: &mut Connection, id: &ConversationId, commit: &Commit
     }
     let new_version = current + 1;
     let new_version_i = to_i64(new_version, "version")?;
-    let new_window_start = to_i64(window_start.max(commit.window_start), "window_start")?;
-    let new_next_seq = to_i64(commit.next_seq(next_seq), "next_seq")?;
+    let new_window_start = to_i64(commit.window_start(), "window_start")?;
+    let new_next_seq = to_i64(commit.next_seq(), "next_seq")?;
     let (system_seq, system_tokens, system_json) = match &system {
         Some((seq, tokens, json)) => (Some(*seq), Some(*tokens), Some(json.as_str())),
         None => (None, None, None),
@@ -292,11 +259,11 @@ pub(crate) fn commit(conn: &mut Connection, id: &ConversationId, commit: &Commit
             system_seq,
             new_window_start,
             new_next_seq,
-            expires_at(now, commit.ttl),
+            expires_at(now, commit.ttl()),
         ])
     })
     .map_err(err)?;
-    if commit.retention == Retention::DropEvicted {
+    if commit.retention() == Retention::DropEvicted {
         tx.prepare_cached("DELETE FROM messages WHERE conversation_id = ?1 AND seq < ?2")
             .and_then(|mut s| s.execute(params![id.as_str(), new_window_start]))
             .map_err(err)?;
@@ -334,12 +301,8 @@ pub(crate) fn history(
     while let Some(row) = rows.next().map_err(err)? {
         let seq: i64 = row.get(0).map_err(err)?;
         let tokens: i64 = row.get(1).map_err(err)?;
-        let json = row
-            .get_ref(2)
-            .map_err(err)?
-            .as_str()
-            .map_err(|_| corrupt(id, format!("message seq {seq}: stored JSON is not text")))?;
-        out.push(decode(id, seq, tokens, json, "message")?);
+        let json = json_bytes(row.get_ref(2).map_err(err)?, id, seq)?;
+        out.push(StoredMessage::from_columns(id, seq, tokens, json)?);
     }
     Ok(out)
 }

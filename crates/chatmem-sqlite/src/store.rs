@@ -87,9 +87,10 @@ impl SqliteStoreBuilder {
         self
     }
 
-    /// How many connections the store keeps (default [`DEFAULT_POOL_SIZE`], at least 1).
+    /// How many connections the store keeps (default [`DEFAULT_POOL_SIZE`]; at least 1,
+    /// checked by [`open`](SqliteStoreBuilder::open)).
     pub fn pool_size(mut self, size: usize) -> Self {
-        self.pool_size = size.max(1);
+        self.pool_size = size;
         self
     }
 
@@ -99,8 +100,21 @@ impl SqliteStoreBuilder {
     /// # Errors
     /// [`StoreErrorKind::Unavailable`] when the file cannot be opened or stays locked,
     /// [`StoreErrorKind::SchemaTooNew`] when a newer chatmem wrote it,
-    /// [`StoreErrorKind::Corrupt`] when it is not a SQLite database.
+    /// [`StoreErrorKind::Corrupt`] when it is not a SQLite database,
+    /// [`StoreErrorKind::InvalidInput`] for a pool size of 0 or a zero timeout.
     pub async fn open(self) -> Result<SqliteStore, StoreError> {
+        if self.pool_size == 0 {
+            return Err(StoreError::new(
+                StoreErrorKind::InvalidInput,
+                "pool_size must be at least 1",
+            ));
+        }
+        if self.timeout.is_zero() {
+            return Err(StoreError::new(
+                StoreErrorKind::InvalidInput,
+                "timeout must be longer than zero",
+            ));
+        }
         let statements = Arc::new(AtomicU64::new(0));
         let counter = statements.clone();
         let Self {

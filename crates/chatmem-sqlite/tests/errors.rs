@@ -55,11 +55,15 @@ async fn corrupt_rows_name_conversation_and_seq() {
     for (id, seq) in [(&bad, 2), (&robot, 3)] {
         let e = store.load(id).await.expect_err("load of a corrupt row");
         assert_eq!(e.kind(), StoreErrorKind::Corrupt, "{e}");
-        assert!(e.context().contains(&format!("{id:?}")), "names the conversation: {e}");
-        assert!(e.context().contains(&format!("seq {seq}")), "names the seq: {e}");
+        assert_eq!(e.conversation(), Some(id), "names the conversation: {e}");
+        assert!(
+            e.to_string().contains(&format!("{id:?}")),
+            "names the conversation: {e}"
+        );
+        assert!(e.to_string().contains(&format!("seq {seq}")), "names the seq: {e}");
         let e = store.history(id, 0, 100).await.expect_err("history of a corrupt row");
         assert_eq!(e.kind(), StoreErrorKind::Corrupt, "{e}");
-        assert!(e.context().contains(&format!("seq {seq}")), "{e}");
+        assert!(e.to_string().contains(&format!("seq {seq}")), "{e}");
         // Rows before the bad one still read.
         assert_eq!(
             store.history(id, 0, seq as usize - 1).await.expect("history").len(),
@@ -70,8 +74,8 @@ async fn corrupt_rows_name_conversation_and_seq() {
     }
     let e = store.load(&bad_system).await.expect_err("corrupt system message");
     assert_eq!(e.kind(), StoreErrorKind::Corrupt);
-    assert!(e.context().contains("system message seq 1"), "{e}");
-    assert!(e.context().contains(&format!("{bad_system:?}")), "{e}");
+    assert!(e.to_string().contains("message seq 1 is not a valid message"), "{e}");
+    assert!(e.to_string().contains(&format!("{bad_system:?}")), "{e}");
 
     // Others stay readable and writable.
     assert_eq!(mem.get(&good).await.expect("good conversation").len(), 5);

@@ -73,6 +73,19 @@ impl StoredMessage {
             .map_err(|e| StoreError::corrupt(id, format!("message seq {seq} is not a valid message")).with_source(e))?;
         Ok(Self { seq, tokens, message })
     }
+
+    /// [`from_json`](StoredMessage::from_json) for databases that keep seqs and token counts
+    /// as signed 64-bit integers (SQLite, PostgreSQL).
+    ///
+    /// # Errors
+    /// [`StoreErrorKind::Corrupt`] naming the conversation and the seq when a number is out of
+    /// range or `json` is not a valid message.
+    pub fn from_columns(id: &ConversationId, seq: i64, tokens: i64, json: &[u8]) -> Result<Self, StoreError> {
+        let seq = u64::try_from(seq).map_err(|_| StoreError::corrupt(id, format!("message seq {seq} is negative")))?;
+        let tokens = u32::try_from(tokens)
+            .map_err(|_| StoreError::corrupt(id, format!("message seq {seq} has token count {tokens}")))?;
+        Self::from_json(id, seq, tokens, json)
+    }
 }
 
 /// Whether messages that leave the window are deleted.
