@@ -262,19 +262,17 @@ fn main() -> ExitCode {
     match runtime.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            // One line: every layer of the error chain, outermost first.
-            // Some drivers repeat their cause's text in their own: print each text once.
-            let mut chain: Vec<String> = Vec::new();
-            for layer in e.chain().map(ToString::to_string) {
-                if !chain.last().is_some_and(|prev| prev.contains(&layer)) {
-                    chain.push(layer);
-                }
-            }
-            eprintln!("chatmem: {}", chain.join(": ").replace('\n', " "));
-
+            eprintln!("chatmem: {}", one_line(&e));
             ExitCode::from(2)
         }
     }
+}
+
+/// An error as one line: every layer of its chain, outermost first (chatmem's errors never
+/// repeat their cause's text, so each fact appears once).
+fn one_line(e: &anyhow::Error) -> String {
+    let chain: Vec<String> = e.chain().map(ToString::to_string).collect();
+    chain.join(": ").replace(['\n', '\r'], " ")
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
