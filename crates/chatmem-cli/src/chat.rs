@@ -76,7 +76,7 @@ pub(crate) async fn run(args: ChatArgs, memory: ChatMemory<Arc<dyn Store>>) -> R
         if interactive {
             // A failed turn is reported and the chat goes on; nothing of it was stored.
             if let Err(e) = stream_turn(&advisor, &id, request(text.to_string())).await {
-                eprintln!("\nerror: {}", chain(&e));
+                eprintln!("\nerror: {}", crate::report::error_line(&e));
             }
         } else {
             let turn = advisor.call(&id, request(text.to_string())).await?;
@@ -175,17 +175,6 @@ fn one_line(text: &str) -> String {
         }
     }
     out
-}
-
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cause = c.source();
-    }
-    s
 }
 
 #[cfg(test)]

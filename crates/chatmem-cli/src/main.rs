@@ -4,6 +4,7 @@
 //! Every failure prints one line on stderr and exits with code 2.
 
 mod chat;
+mod report;
 mod stores;
 
 use std::io::{Read, Write};
@@ -261,18 +262,13 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader of stdout went away (`chatmem list | head -1`): nothing to say.
+        Err(e) if report::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("chatmem: {}", one_line(&e));
+            eprintln!("chatmem: {}", report::error_line(e.as_ref()));
             ExitCode::from(2)
         }
     }
-}
-
-/// An error as one line: every layer of its chain, outermost first (chatmem's errors never
-/// repeat their cause's text, so each fact appears once).
-fn one_line(e: &anyhow::Error) -> String {
-    let chain: Vec<String> = e.chain().map(ToString::to_string).collect();
-    chain.join(": ").replace(['\n', '\r'], " ")
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -307,8 +303,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Purge(args) => {
             let memory = ChatMemory::new(args.open().await?);
-            println!("{}", memory.purge_expired().await?);
-            Ok(())
+            let purged = memory.purge_expired().await?;
+            write_line(purged)
         }
     }
 }
@@ -321,7 +317,7 @@ async fn list(args: StoreArgs) -> anyhow::Result<()> {
     loop {
         let page = memory.list(after.as_ref(), PAGE).await?;
         for id in &page.ids {
-            writeln!(out, "{id}")?;
+            writeln!(out, "{id}").context("writing to stdout")?;
         }
         match page.next {
             Some(next) => after = Some(next),
@@ -340,11 +336,18 @@ fn read_messages() -> anyhow::Result<Vec<Message>> {
     Ok(chatmem::parse_messages(&input)?)
 }
 
-fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+/// Writes `value` and a newline to stdout; a failed write is an error (never a panic).
+fn write_line(value: impl std::fmt::Display) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut out, value)?;
-    writeln!(out)?;
-    Ok(())
+    writeln!(out, "{value}").context("writing to stdout")?;
+    out.flush().context("writing to stdout")
+}
+
+fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    // Serialised first, so that a failed write is an `io::Error` (a closed pipe is then told
+    // apart from a full disk).
+    let json = serde_json::to_string_pretty(value)?;
+    write_line(json)
 }
 
 async fn trim(args: TrimArgs) -> anyhow::Result<()> {
@@ -361,6 +364,5 @@ async fn trim(args: TrimArgs) -> anyhow::Result<()> {
 fn count(args: CountArgs) -> anyhow::Result<()> {
     let messages = read_messages()?;
     let counter = Tokenizer::from(args.tokenizer).counter();
-    println!("{}", counter.count_messages(&messages));
-    Ok(())
+    write_line(counter.count_messages(&messages))
 }

@@ -274,3 +274,77 @@ fn an_unreachable_server_is_one_clear_line_without_the_password() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("127.0.0.1:1") && !err.contains("s3cret"), "{err}");
 }
+
+/// Runs `chatmem` with stdout going to `stdout` (a file such as /dev/full, or a pipe).
+fn chatmem_to(args: &[&str], stdin: &str, stdout: Stdio) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_chatmem"))
+        .args(args)
+        .env_remove("CHATMEM_STORE")
+        .stdin(Stdio::piped())
+        .stdout(stdout)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn chatmem");
+    let _ = child.stdin.take().expect("stdin").write_all(stdin.as_bytes());
+    child.wait_with_output().expect("wait")
+}
+
+#[test]
+fn a_full_stdout_is_one_line_not_a_panic() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = format!("sqlite:{}", dir.path().join("full.db").display());
+    let one = r#"[{"role":"user","content":"x"}]"#;
+    let cases: [(&[&str], &str); 4] = [
+        (&["count"], one),
+        (&["trim", "--max-messages", "4"], one),
+        (&["purge", "--store", &store], ""),
+        (&["get", "--conversation", "c", "--store", &store], ""),
+    ];
+    for (args, stdin) in cases {
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").expect("/dev/full");
+        let out = chatmem_to(args, stdin, Stdio::from(full));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains("writing to stdout"), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn a_closed_pipe_ends_quietly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = format!("sqlite:{}", dir.path().join("pipe.db").display());
+    // Enough ids that `list` is still writing when the reader has gone.
+    for n in 0..300 {
+        let id = format!("conversation-{n:04}");
+        let out = chatmem(&["add", "--conversation", &id, "--store", &store], r#"[{"role":"user","content":"x"}]"#);
+        assert!(out.status.success());
+    }
+    let mut child = Command::new(env!("CARGO_BIN_EXE_chatmem"))
+        .args(["list", "--store", &store])
+        .env_remove("CHATMEM_STORE")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn chatmem");
+    drop(child.stdout.take()); // the reader goes away at once, like `| head -0`
+    let out = child.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.is_empty(), "a closed pipe says nothing: {err}");
+    assert_eq!(out.status.code(), Some(0), "{err}");
+}
+
+#[test]
+fn control_characters_in_input_are_escaped_in_errors() {
+    let hostile = "[{\"role\":\"\\u001b]0;pwned\\u0007a\\rb\\u2028c\",\"content\":\"x\"}]";
+    let out = chatmem(&["count"], hostile);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err:?}");
+    assert!(
+        err.trim_end_matches('\n').chars().all(|c| !c.is_control() && !chatmem::is_invisible_or_separator(c)),
+        "raw control characters on stderr: {err:?}"
+    );
+    assert!(err.contains("\\u{1b}"), "{err:?}");
+}

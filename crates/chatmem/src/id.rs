@@ -12,7 +12,10 @@ pub const MAX_ID_BYTES: usize = 256;
 ///
 /// Every memory operation takes one explicitly; there is no default id, so two users can
 /// never share a conversation by accident. An id is non-empty, at most [`MAX_ID_BYTES`]
-/// bytes of UTF-8, and holds no control characters (so it is safe to print and log).
+/// bytes of UTF-8, and holds no control character, line or paragraph separator, or invisible
+/// format character such as a bidi override or a zero-width space (see
+/// [`is_invisible_or_separator`](crate::is_invisible_or_separator)), so it is safe to print
+/// and log, `list` prints one id per line, and two ids that look alike are alike.
 /// Any other text is allowed, quotes, `%`, `*`, `:` and `{` included: stores must treat
 /// it as opaque data.
 ///
@@ -40,6 +43,10 @@ pub enum InvalidConversationId {
     /// The id held a control character (newline, tab, NUL, ...).
     #[error("conversation id contains a control character at byte {0}")]
     ControlCharacter(usize),
+    /// The id held a line separator or an invisible format character (`U+2028`, a bidi
+    /// override, a zero-width space, ...).
+    #[error("conversation id contains an invisible or line-separating character at byte {0}")]
+    InvisibleCharacter(usize),
 }
 
 impl ConversationId {
@@ -57,6 +64,9 @@ impl ConversationId {
         }
         if let Some((at, _)) = id.char_indices().find(|(_, c)| c.is_control()) {
             return Err(InvalidConversationId::ControlCharacter(at));
+        }
+        if let Some((at, _)) = id.char_indices().find(|&(_, c)| crate::is_invisible_or_separator(c)) {
+            return Err(InvalidConversationId::InvisibleCharacter(at));
         }
         Ok(Self(id))
     }
@@ -158,6 +168,25 @@ mod tests {
             Err(InvalidConversationId::ControlCharacter(2))
         );
         assert!(ConversationId::new("nul\0").is_err());
+        assert!(ConversationId::new("a\u{85}b").is_err(), "NEL is a control character");
+    }
+
+    #[test]
+    fn rejects_separators_and_look_alikes() {
+        for (id, at) in [
+            ("a\u{2028}b", 1),
+            ("a\u{2029}b", 1),
+            ("user\u{200b}1", 4),
+            ("\u{202e}1-resu", 0),
+            ("x\u{2066}y", 1),
+            ("bom\u{feff}", 3),
+        ] {
+            assert_eq!(
+                ConversationId::new(id),
+                Err(InvalidConversationId::InvisibleCharacter(at)),
+                "{id:?}"
+            );
+        }
     }
 
     #[test]

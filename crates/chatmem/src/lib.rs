@@ -28,6 +28,7 @@ mod loaded_window;
 mod memory;
 mod message;
 mod model;
+mod printable;
 mod redact;
 mod store;
 mod tokens;
@@ -44,6 +45,7 @@ pub use crate::model::{
     ChatDelta, ChatModel, ChatRequest, ChatResponse, DeltaAccumulator, DeltaStream, ModelError, ModelErrorKind,
     SamplingOptions, ToolCallDelta, ToolDefinition, Usage,
 };
+pub use crate::printable::{is_invisible_or_separator, printable};
 pub use crate::redact::{HIDDEN_URL, redact_url};
 pub use crate::store::{Commit, CommitBuilder, Page, Retention, Snapshot, Store, StoredMessage};
 pub use crate::tokens::{

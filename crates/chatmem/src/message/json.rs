@@ -25,9 +25,13 @@ use crate::error::{Error, Result};
 /// let err = chatmem::parse_messages(r#"[{"role":"user","content":"hi"},{"role":"tool","content":"x"}]"#)
 ///     .unwrap_err();
 /// assert_eq!(err.to_string(), "invalid message at [1]: missing field `tool_call_id` for role tool");
+/// // A leading byte-order mark is skipped.
+/// assert_eq!(chatmem::parse_messages("\u{feff}[]")?.len(), 0);
 /// # Ok::<(), chatmem::Error>(())
 /// ```
 pub fn parse_messages(json: &str) -> Result<Vec<Message>> {
+    // A UTF-8 byte-order mark (some editors write one) is not part of the JSON.
+    let json = json.strip_prefix('\u{feff}').unwrap_or(json);
     let mut de = serde_json::Deserializer::from_str(json);
     let messages: Vec<Message> = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
