@@ -100,8 +100,14 @@ pub(crate) fn configure(conn: &Connection, timeout: Duration) -> Result<(), Stor
 }
 
 /// Creates the schema if absent, in one IMMEDIATE transaction so processes opening the same
-/// new file at once do it exactly once; refuses a newer schema.
+/// new file at once do it exactly once; refuses a newer schema. A file whose schema is
+/// current is only read: opening it never waits for another process's write lock.
 pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    match current_version(conn)? {
+        Some(v) if v == SCHEMA_VERSION => return Ok(()),
+        Some(v) if v > SCHEMA_VERSION => return Err(schema_too_new(v)),
+        _ => {}
+    }
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(|e| db_error("starting the schema check", e))?;
@@ -114,12 +120,7 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
         .optional()
         .map_err(|e| db_error("reading the schema version", e))?;
     match found {
-        Some(v) if v > SCHEMA_VERSION => {
-            return Err(StoreError::new(
-                StoreErrorKind::SchemaTooNew,
-                format!("the database has schema version {v}; this chatmem-sqlite knows up to {SCHEMA_VERSION}"),
-            ));
-        }
+        Some(v) if v > SCHEMA_VERSION => return Err(schema_too_new(v)),
         Some(v) if v == SCHEMA_VERSION => {}
         // Version 1 is the first; anything lower (or missing) gets the current schema.
         _ => {
@@ -134,6 +135,32 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
         }
     }
     tx.commit().map_err(|e| db_error("committing the schema", e))
+}
+
+/// The schema version recorded in the file, read without a write lock; `None` when there is
+/// none yet.
+fn current_version(conn: &Connection) -> Result<Option<i64>, StoreError> {
+    let err = |e| db_error("reading the schema version", e);
+    let exists: bool = conn
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'chatmem_schema')",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(err)?;
+    if !exists {
+        return Ok(None);
+    }
+    conn.query_row("SELECT version FROM chatmem_schema WHERE id = 1", [], |r| r.get(0))
+        .optional()
+        .map_err(err)
+}
+
+fn schema_too_new(v: i64) -> StoreError {
+    StoreError::new(
+        StoreErrorKind::SchemaTooNew,
+        format!("the database has schema version {v}; this chatmem-sqlite knows up to {SCHEMA_VERSION}"),
+    )
 }
 
 const LOAD: &str = "

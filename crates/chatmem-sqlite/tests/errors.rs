@@ -162,6 +162,22 @@ async fn a_locked_file_times_out_then_recovers() {
     assert!(elapsed < Duration::from_secs(3), "gave up after {elapsed:?}");
     // Readers are not blocked by a writer in WAL mode.
     assert_eq!(mem.get(&id).await.expect("read while locked").len(), 2);
+    // Opening the file anew while it is locked is a read, too (the schema is current): no
+    // wait for the writer (it used to fail with "starting the schema check ... locked").
+    let started = Instant::now();
+    let reader = memory(
+        SqliteStore::builder(&path)
+            .timeout(Duration::from_millis(300))
+            .open()
+            .await
+            .expect("open while another connection writes"),
+    );
+    assert_eq!(reader.get(&id).await.expect("read while locked").len(), 2);
+    assert!(
+        started.elapsed() < Duration::from_millis(300),
+        "{:?}",
+        started.elapsed()
+    );
     raw.execute_batch("ROLLBACK").expect("release");
     mem.add(&id, turn(1)).await.expect("works again once released");
     assert_eq!(mem.get(&id).await.expect("get").len(), 4);
