@@ -82,9 +82,13 @@ fn json_bytes<'a>(value: rusqlite::types::ValueRef<'a>, id: &ConversationId, seq
 
 /// Sets the per-connection pragmas. `journal_mode` is persistent in the file; setting it on
 /// every open makes any file WAL, whoever created it.
-pub(crate) fn configure(conn: &Connection, timeout: Duration) -> Result<(), StoreError> {
+pub(crate) fn configure(conn: &Connection, timeout: Duration, read_only: bool) -> Result<(), StoreError> {
     conn.busy_timeout(timeout)
         .map_err(|e| db_error("setting busy_timeout", e))?;
+    if read_only {
+        // A read-only connection reads in whatever mode the file is in.
+        return Ok(());
+    }
     let mode: String = conn
         .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
         .map_err(|e| db_error("enabling WAL", e))?;
@@ -135,6 +139,21 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
         }
     }
     tx.commit().map_err(|e| db_error("committing the schema", e))
+}
+
+/// Checks, without writing, that a file opened read-only has the current schema.
+pub(crate) fn check_schema(conn: &Connection) -> Result<(), StoreError> {
+    match current_version(conn)? {
+        Some(v) if v == SCHEMA_VERSION => Ok(()),
+        Some(v) if v > SCHEMA_VERSION => Err(schema_too_new(v)),
+        found => Err(StoreError::new(
+            StoreErrorKind::InvalidInput,
+            format!(
+                "the file opened read-only has {}; open it read-write once to create the schema",
+                found.map_or("no chatmem schema".to_string(), |v| format!("schema version {v}"))
+            ),
+        )),
+    }
 }
 
 /// The schema version recorded in the file, read without a write lock; `None` when there is

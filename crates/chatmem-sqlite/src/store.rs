@@ -55,6 +55,7 @@ struct Inner {
     path: PathBuf,
     timeout: Duration,
     pool_size: usize,
+    read_only: bool,
     idle: Mutex<Vec<Connection>>,
     permits: Arc<Semaphore>,
     writer: Arc<AsyncMutex<()>>,
@@ -77,6 +78,7 @@ pub struct SqliteStoreBuilder {
     path: PathBuf,
     timeout: Duration,
     pool_size: usize,
+    read_only: bool,
 }
 
 impl SqliteStoreBuilder {
@@ -91,6 +93,14 @@ impl SqliteStoreBuilder {
     /// checked by [`open`](SqliteStoreBuilder::open)).
     pub fn pool_size(mut self, size: usize) -> Self {
         self.pool_size = size;
+        self
+    }
+
+    /// Opens the file read-only (default: read-write): loads, history and listing work on a
+    /// file this process cannot write; writes fail with [`StoreErrorKind::InvalidInput`].
+    /// The file must exist with a current schema. `sqlite:PATH?mode=ro` sets this.
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
         self
     }
 
@@ -121,9 +131,19 @@ impl SqliteStoreBuilder {
             path,
             timeout,
             pool_size,
+            read_only,
         } = self;
         let path2 = path.clone();
         let conns = run_blocking(move || {
+            if read_only {
+                let first = open_connection(&path2, timeout, &counter, true)?;
+                sql::check_schema(&first)?;
+                let mut conns = vec![first];
+                for _ in 1..pool_size {
+                    conns.push(open_connection(&path2, timeout, &counter, true)?);
+                }
+                return Ok(conns);
+            }
             if let Some(parent) = path2.parent().filter(|p| !p.as_os_str().is_empty()) {
                 std::fs::create_dir_all(parent).map_err(|e| {
                     StoreError::new(
@@ -133,21 +153,22 @@ impl SqliteStoreBuilder {
                     .with_source(e)
                 })?;
             }
-            let mut first = open_connection(&path2, timeout, &counter)?;
+            let mut first = open_connection(&path2, timeout, &counter, false)?;
             sql::migrate(&mut first)?;
             let mut conns = vec![first];
             for _ in 1..pool_size {
-                conns.push(open_connection(&path2, timeout, &counter)?);
+                conns.push(open_connection(&path2, timeout, &counter, false)?);
             }
             Ok(conns)
         })
         .await?;
-        tracing::debug!(path = %path.display(), pool_size, "opened sqlite store");
+        tracing::debug!(path = %path.display(), pool_size, read_only, "opened sqlite store");
         Ok(SqliteStore {
             inner: Arc::new(Inner {
                 path,
                 timeout,
                 pool_size,
+                read_only,
                 idle: Mutex::new(conns),
                 permits: Arc::new(Semaphore::new(pool_size)),
                 writer: Arc::new(AsyncMutex::new(())),
@@ -157,8 +178,17 @@ impl SqliteStoreBuilder {
     }
 }
 
-fn open_connection(path: &Path, timeout: Duration, counter: &Arc<AtomicU64>) -> Result<Connection, StoreError> {
-    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+fn open_connection(
+    path: &Path,
+    timeout: Duration,
+    counter: &Arc<AtomicU64>,
+    read_only: bool,
+) -> Result<Connection, StoreError> {
+    let flags = if read_only {
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
+    } else {
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX
+    };
     let mut conn = Connection::open_with_flags(path, flags)
         .map_err(|e| sql::db_error(&format!("opening {}", path.display()), e))?;
     let counter = counter.clone();
@@ -173,7 +203,7 @@ fn open_connection(path: &Path, timeout: Duration, counter: &Arc<AtomicU64>) -> 
         }),
     )
     .map_err(|e| sql::db_error("installing the statement counter", e))?;
-    sql::configure(&conn, timeout)?;
+    sql::configure(&conn, timeout, read_only)?;
     Ok(conn)
 }
 
@@ -199,6 +229,7 @@ impl SqliteStore {
             path: path.into(),
             timeout: DEFAULT_TIMEOUT,
             pool_size: DEFAULT_POOL_SIZE,
+            read_only: false,
         }
     }
 
@@ -217,7 +248,8 @@ impl SqliteStore {
     /// [`StoreErrorKind::InvalidInput`] for another scheme or an empty path; otherwise as
     /// [`SqliteStoreBuilder::open`].
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
-        Self::open(parse_url(url)?).await
+        let (path, read_only) = parse_url(url)?;
+        Self::builder(path).read_only(read_only).open().await
     }
 
     /// The database file.
@@ -240,6 +272,12 @@ impl SqliteStore {
         write: bool,
         f: impl FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
+        if write && self.inner.read_only {
+            return Err(StoreError::new(
+                StoreErrorKind::InvalidInput,
+                format!("{what}: the store was opened read-only"),
+            ));
+        }
         let deadline = Instant::now() + self.inner.timeout;
         let guard = if write {
             let lock = tokio::time::timeout_at(deadline, self.inner.writer.clone().lock_owned()).await;
@@ -277,7 +315,7 @@ impl Inner {
         if let Some(conn) = self.idle().pop() {
             return Ok(conn);
         }
-        open_connection(&self.path, self.timeout, &self.statements)
+        open_connection(&self.path, self.timeout, &self.statements, self.read_only)
     }
 
     fn give_back(&self, conn: Connection) {
@@ -290,7 +328,8 @@ impl Inner {
 }
 
 /// The path in `sqlite:PATH` / `sqlite://PATH`.
-fn parse_url(url: &str) -> Result<PathBuf, StoreError> {
+/// The path of a `sqlite:` URL and whether it asks for `mode=ro`.
+fn parse_url(url: &str) -> Result<(PathBuf, bool), StoreError> {
     let rest = url
         .strip_prefix("sqlite://")
         .or_else(|| url.strip_prefix("sqlite:"))
@@ -300,6 +339,28 @@ fn parse_url(url: &str) -> Result<PathBuf, StoreError> {
                 "a sqlite URL must start with sqlite: (sqlite:PATH or sqlite://PATH)",
             )
         })?;
+    let (rest, read_only) = match rest.split_once('?') {
+        None => (rest, false),
+        Some((path, query)) => {
+            let mut read_only = false;
+            for param in query.split('&') {
+                match param {
+                    "mode=ro" => read_only = true,
+                    "mode=rw" | "mode=rwc" => read_only = false,
+                    _ => {
+                        return Err(StoreError::new(
+                            StoreErrorKind::InvalidInput,
+                            format!(
+                                "unknown sqlite URL parameter {:?}: only mode=ro or mode=rw",
+                                chatmem::printable(param)
+                            ),
+                        ));
+                    }
+                }
+            }
+            (path, read_only)
+        }
+    };
     if rest.is_empty() {
         return Err(StoreError::new(
             StoreErrorKind::InvalidInput,
@@ -313,7 +374,7 @@ fn parse_url(url: &str) -> Result<PathBuf, StoreError> {
             "in-memory SQLite is not supported; use chatmem::InMemoryStore",
         ));
     }
-    Ok(PathBuf::from(rest))
+    Ok((PathBuf::from(rest), read_only))
 }
 
 #[async_trait]
@@ -357,11 +418,24 @@ mod tests {
 
     #[test]
     fn urls() {
-        assert_eq!(parse_url("sqlite:data/x.db").ok(), Some(PathBuf::from("data/x.db")));
-        assert_eq!(parse_url("sqlite://data/x.db").ok(), Some(PathBuf::from("data/x.db")));
-        assert_eq!(parse_url("sqlite:///tmp/x.db").ok(), Some(PathBuf::from("/tmp/x.db")));
-        assert_eq!(parse_url("sqlite:/tmp/x.db").ok(), Some(PathBuf::from("/tmp/x.db")));
-        for bad in ["postgres://x", "sqlite:", "sqlite://", "x.db", "sqlite::memory:"] {
+        let rw = |p: &str| Some((PathBuf::from(p), false));
+        assert_eq!(parse_url("sqlite:data/x.db").ok(), rw("data/x.db"));
+        assert_eq!(parse_url("sqlite://data/x.db").ok(), rw("data/x.db"));
+        assert_eq!(parse_url("sqlite:///tmp/x.db").ok(), rw("/tmp/x.db"));
+        assert_eq!(parse_url("sqlite:/tmp/x.db").ok(), rw("/tmp/x.db"));
+        assert_eq!(
+            parse_url("sqlite:/tmp/x.db?mode=ro").ok(),
+            Some((PathBuf::from("/tmp/x.db"), true))
+        );
+        for bad in [
+            "postgres://x",
+            "sqlite:",
+            "sqlite://",
+            "x.db",
+            "sqlite::memory:",
+            "sqlite:/tmp/x.db?cache=shared",
+            "sqlite:?mode=ro",
+        ] {
             assert_eq!(
                 parse_url(bad).map_err(|e| e.kind()).err(),
                 Some(StoreErrorKind::InvalidInput),

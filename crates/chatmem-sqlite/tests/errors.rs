@@ -227,3 +227,46 @@ async fn statement_counts() {
     assert!(store.clear(&id).await.expect("clear"));
     assert_eq!(count(before), 4, "clear = 1 transaction of 4 statements");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_read_only_file_can_be_read_and_not_written() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("ro.db");
+    let id = chatmem_test::unique_id("ro");
+    let writer = memory(SqliteStore::open(&path).await.expect("open"));
+    writer.add(&id, turn(0)).await.expect("add");
+
+    // Another connection holds the write lock meanwhile: a read-only open does not wait.
+    let raw = rusqlite::Connection::open(&path).expect("raw open");
+    raw.execute_batch("BEGIN IMMEDIATE").expect("take the write lock");
+    let url = format!("sqlite:{}?mode=ro", path.display());
+    let store = SqliteStore::connect(&url).await.expect("open read-only");
+    let reader = memory(store);
+    assert_eq!(reader.get(&id).await.expect("read").len(), 2);
+    assert_eq!(reader.history(&id).await.expect("history").len(), 2);
+    raw.execute_batch("ROLLBACK").expect("release");
+
+    let e = reader
+        .add(&id, turn(1))
+        .await
+        .expect_err("a read-only store refuses writes");
+    assert_eq!(
+        e.store_error().map(|s| s.kind()),
+        Some(StoreErrorKind::InvalidInput),
+        "{e}"
+    );
+    let store_error = e.store_error().map(ToString::to_string).unwrap_or_default();
+    assert!(store_error.contains("opened read-only"), "{store_error}");
+    assert_eq!(writer.get(&id).await.expect("get").len(), 2, "nothing written");
+
+    // A file without the schema is refused read-only, with a hint.
+    let empty = dir.path().join("empty.db");
+    rusqlite::Connection::open(&empty)
+        .expect("create")
+        .execute_batch("CREATE TABLE t (x)")
+        .expect("table");
+    let e = SqliteStore::connect(&format!("sqlite:{}?mode=ro", empty.display()))
+        .await
+        .expect_err("no schema");
+    assert_eq!(e.kind(), StoreErrorKind::InvalidInput, "{e}");
+}
