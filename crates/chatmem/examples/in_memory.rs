@@ -25,7 +25,10 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         .build()?;
     let id = ConversationId::new("app-user-42-aftersale")?;
     let script = [
-        ("我的订单是 LC202610060018，还没发货。", "收到，订单 LC202610060018 尚未发货。"),
+        (
+            "我的订单是 LC202610060018，还没发货。",
+            "收到，订单 LC202610060018 尚未发货。",
+        ),
         ("那单能退吗？", "订单 LC202610060018 未发货，可以退。"),
         ("退款多久到账？", "订单 LC202610060018 的退款 1-3 个工作日到账。"),
         ("好的，谢谢。", "不客气。"),
@@ -43,6 +46,9 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         turn.push(Message::assistant(answer));
         memory.commit_turn(&id, turn).await?;
     }
-    println!("\nmemory now holds {} messages (system + the newest turns)", memory.get(&id).await?.len());
+    println!(
+        "\nmemory now holds {} messages (system + the newest turns)",
+        memory.get(&id).await?.len()
+    );
     Ok(())
 }

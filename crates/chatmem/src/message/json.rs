@@ -42,9 +42,10 @@ pub fn parse_messages(json: &str) -> Result<Vec<Message>> {
                 reason: e.inner().to_string(),
             };
         }
+        // Both may quote the input (a key, a role): escaped, never raw control characters.
         Error::InvalidMessages {
-            path,
-            reason: strip_position(&e.inner().to_string()),
+            path: crate::printable(&path).into_owned(),
+            reason: crate::printable(&strip_position(&e.inner().to_string())).into_owned(),
         }
     })?;
     // Anything but white space after the array is an error, not silently ignored.
@@ -86,7 +87,7 @@ struct WireToolCallIn {
 #[serde(deny_unknown_fields)]
 struct WireIn {
     role: Role,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "unique_keys_opt")]
     content: Option<Value>,
     #[serde(default)]
     name: Option<String>,
@@ -98,8 +99,83 @@ struct WireIn {
     reasoning_content: Option<String>,
     #[serde(default)]
     is_error: Option<bool>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "unique_keys_metadata")]
     metadata: Option<Metadata>,
+}
+
+/// A JSON value read like [`Value`] except that an object with a key twice is an error,
+/// at any depth: a message field given twice is rejected, so a metadata key, a content
+/// part's field or an `image_url` field given twice must be too (never silently last-wins).
+struct UniqueKeys(Value);
+
+impl<'de> Deserialize<'de> for UniqueKeys {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = UniqueKeys;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_bool<E>(self, v: bool) -> std::result::Result<UniqueKeys, E> {
+                Ok(UniqueKeys(Value::Bool(v)))
+            }
+            fn visit_i64<E>(self, v: i64) -> std::result::Result<UniqueKeys, E> {
+                Ok(UniqueKeys(Value::from(v)))
+            }
+            fn visit_u64<E>(self, v: u64) -> std::result::Result<UniqueKeys, E> {
+                Ok(UniqueKeys(Value::from(v)))
+            }
+            fn visit_f64<E>(self, v: f64) -> std::result::Result<UniqueKeys, E> {
+                Ok(UniqueKeys(Value::from(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> std::result::Result<UniqueKeys, E> {
+                Ok(UniqueKeys(Value::String(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> std::result::Result<UniqueKeys, E> {
+                Ok(UniqueKeys(Value::String(v)))
+            }
+            fn visit_unit<E>(self) -> std::result::Result<UniqueKeys, E> {
+                Ok(UniqueKeys(Value::Null))
+            }
+            fn visit_none<E>(self) -> std::result::Result<UniqueKeys, E> {
+                Ok(UniqueKeys(Value::Null))
+            }
+            fn visit_some<D: Deserializer<'de>>(self, d: D) -> std::result::Result<UniqueKeys, D::Error> {
+                UniqueKeys::deserialize(d)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<UniqueKeys, A::Error> {
+                let mut items = Vec::new();
+                while let Some(UniqueKeys(v)) = seq.next_element()? {
+                    items.push(v);
+                }
+                Ok(UniqueKeys(Value::Array(items)))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> std::result::Result<UniqueKeys, A::Error> {
+                let mut obj = Map::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if obj.contains_key(&key) {
+                        return Err(A::Error::custom(format!("duplicate key `{key}`")));
+                    }
+                    let UniqueKeys(v) = map.next_value()?;
+                    obj.insert(key, v);
+                }
+                Ok(UniqueKeys(Value::Object(obj)))
+            }
+        }
+        deserializer.deserialize_any(Visit)
+    }
+}
+
+fn unique_keys_opt<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Value>, D::Error> {
+    Ok(Option::<UniqueKeys>::deserialize(d)?.map(|UniqueKeys(v)| v))
+}
+
+fn unique_keys_metadata<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Metadata>, D::Error> {
+    match Option::<UniqueKeys>::deserialize(d)? {
+        None | Some(UniqueKeys(Value::Null)) => Ok(None),
+        Some(UniqueKeys(Value::Object(obj))) => Ok(Some(obj)),
+        Some(_) => Err(D::Error::custom("field `metadata` must be an object")),
+    }
 }
 
 impl<'de> Deserialize<'de> for Message {
@@ -275,7 +351,7 @@ impl Serialize for ContentPart {
 
 impl<'de> Deserialize<'de> for ContentPart {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
-        content_part(Value::deserialize(deserializer)?).map_err(D::Error::custom)
+        content_part(UniqueKeys::deserialize(deserializer)?.0).map_err(D::Error::custom)
     }
 }
 
@@ -396,6 +472,43 @@ mod tests {
 
     fn err(json: &str) -> String {
         parse_messages(json).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn errors_quote_input_escaped() {
+        let e = err("[{\"role\":\"user\",\"content\":\"x\",\"metadata\":{\"k\\u001b\":1,\"k\\u001b\":2}}]");
+        assert!(!e.chars().any(|c| c.is_control()), "{e:?}");
+        let e = err("[{\"role\":\"\\u001b]0;pwned\\u0007\\u2028\",\"content\":\"x\"}]");
+        assert!(
+            !e.chars().any(|c| c.is_control() || crate::is_invisible_or_separator(c)),
+            "{e:?}"
+        );
+        assert!(e.contains("\\u{1b}"), "{e:?}");
+    }
+
+    #[test]
+    fn duplicate_keys_are_rejected_at_every_depth() {
+        for (input, key) in [
+            (r#"[{"role":"user","role":"user","content":"x"}]"#, "role"),
+            (r#"[{"role":"user","content":"x","metadata":{"a":1,"a":2}}]"#, "a"),
+            (r#"[{"role":"user","content":"x","metadata":{"n":{"b":1,"b":1}}}]"#, "b"),
+            (
+                r#"[{"role":"user","content":[{"type":"text","text":"a","text":"b"}]}]"#,
+                "text",
+            ),
+            (
+                r#"[{"role":"user","content":[{"type":"image_url","image_url":{"url":"u","url":"v"}}]}]"#,
+                "url",
+            ),
+        ] {
+            let e = err(input);
+            assert!(
+                e.contains(&format!("duplicate field `{key}`")) || e.contains(&format!("duplicate key `{key}`")),
+                "{input}: {e}"
+            );
+        }
+        // Equal keys in different objects are fine.
+        assert!(parse_messages(r#"[{"role":"user","content":"x","metadata":{"a":{"a":1}}}]"#).is_ok());
     }
 
     #[test]
