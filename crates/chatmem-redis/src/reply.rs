@@ -1,0 +1,78 @@
+//! Parsing script replies into a [`Snapshot`] and its [`StoredMessage`]s.
+
+use chatmem::{ConversationId, Snapshot, StoreError, StoredMessage};
+use redis::Value;
+
+use crate::codec;
+use crate::error::corrupt;
+
+/// The bytes of a bulk or simple string reply; `None` for nil.
+fn reply_bytes(v: &Value) -> Option<Vec<u8>> {
+    match v {
+        Value::BulkString(b) => Some(b.clone()),
+        Value::SimpleString(s) => Some(s.clone().into_bytes()),
+        Value::Int(i) => Some(i.to_string().into_bytes()),
+        _ => None,
+    }
+}
+
+/// A number reply (integers come back as strings from hashes).
+fn reply_num(v: &Value) -> Option<u64> {
+    match v {
+        Value::Int(i) => u64::try_from(*i).ok(),
+        Value::BulkString(b) => codec::parse_num(b),
+        Value::SimpleString(s) => s.parse().ok(),
+        _ => None,
+    }
+}
+
+/// Builds the snapshot from the load script's reply.
+pub(crate) fn parse_snapshot(id: &ConversationId, reply: Value) -> Result<Snapshot, StoreError> {
+    let bad_meta = |field: &str| {
+        corrupt(format!(
+            "conversation {id:?}: metadata field {field} is missing or invalid"
+        ))
+    };
+    let Value::Array(items) = reply else {
+        return Err(corrupt(format!("conversation {id:?}: unexpected load reply")));
+    };
+    if items.is_empty() {
+        return Ok(Snapshot::empty());
+    }
+    let [version, window_start, next_seq, sys_seq, sys_tokens, sys_json, records] =
+        <[Value; 7]>::try_from(items).map_err(|_| corrupt(format!("conversation {id:?}: unexpected load reply")))?;
+    let version = reply_num(&version).ok_or_else(|| bad_meta("version"))?;
+    let window_start = reply_num(&window_start).ok_or_else(|| bad_meta("window_start"))?;
+    let next_seq = reply_num(&next_seq).ok_or_else(|| bad_meta("next_seq"))?;
+    let system = match reply_bytes(&sys_json) {
+        None => None,
+        Some(json) => {
+            let seq = reply_num(&sys_seq).ok_or_else(|| bad_meta("sys_seq"))?;
+            let tokens = reply_num(&sys_tokens)
+                .and_then(|t| u32::try_from(t).ok())
+                .ok_or_else(|| bad_meta("sys_tokens"))?;
+            Some(StoredMessage::new(seq, tokens, codec::decode_message(id, &json, seq)?))
+        }
+    };
+    let records = match records {
+        Value::Array(records) => records,
+        Value::Nil => Vec::new(),
+        _ => return Err(corrupt(format!("conversation {id:?}: unexpected load reply"))),
+    };
+    let messages = records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let bytes = reply_bytes(r)
+                .ok_or_else(|| corrupt(format!("conversation {id:?}: message record #{i} is not a string")))?;
+            codec::decode(id, &bytes, i)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Snapshot {
+        version,
+        system,
+        window_start,
+        next_seq,
+        messages,
+    })
+}

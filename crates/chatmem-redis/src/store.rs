@@ -1,0 +1,281 @@
+//! [`RedisStore`]: the store type and its [`Store`] operations (load, commit, history,
+//! clear, list, purge_expired).
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chatmem::{Commit, ConversationId, Page, Retention, Snapshot, Store, StoreError, StoreErrorKind, StoredMessage};
+use redis::{Script, Value};
+
+use crate::builder::{DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, RedisStoreBuilder};
+use crate::codec;
+use crate::conn::Conn;
+use crate::error::corrupt;
+use crate::index::{INDEX_BATCH, index_id};
+use crate::keys::Keys;
+use crate::reply::parse_snapshot;
+
+/// Longest TTL passed to Redis (about 1,100 years); longer ones are clamped so that
+/// `PEXPIRE` cannot overflow.
+const MAX_TTL_MS: u128 = 1 << 45;
+
+/// Conversations stored in Redis or Redis Cluster. Cheap to clone: clones share one
+/// multiplexed connection (per node, on Cluster).
+///
+/// Create one with [`RedisStore::connect`] or [`RedisStore::builder`]. See the
+/// [crate docs](crate) for the key layout, expiry and outage behaviour.
+#[derive(Clone)]
+pub struct RedisStore {
+    pub(crate) conn: Conn,
+    pub(crate) keys: Keys,
+    pub(crate) scripts: Arc<Scripts>,
+    pub(crate) response_timeout: Duration,
+    pub(crate) url: Arc<str>,
+}
+
+/// The Lua scripts of [`crate::scripts`], made once per store and run with `EVALSHA`.
+pub(crate) struct Scripts {
+    pub(crate) load: Script,
+    pub(crate) commit: Script,
+    pub(crate) clear: Script,
+    pub(crate) prune: Script,
+}
+
+impl fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("url", &self.url)
+            .field("cluster", &self.conn.is_cluster())
+            .field("key_prefix", &self.keys.prefix())
+            .field("response_timeout", &self.response_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisStore {
+    /// Connects to `url` with the default prefix and timeouts: a single Redis at
+    /// `redis://[user:password@]host[:port][/db]` or `redis+unix:///path`, or a Redis
+    /// Cluster at `redis+cluster://[user:password@]host:port[,host:port...]` (one or more
+    /// seed nodes; the others are discovered).
+    ///
+    /// # Errors
+    /// As [`RedisStoreBuilder::connect`].
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        Self::builder(url).connect().await
+    }
+
+    /// A builder for a store at `url`.
+    pub fn builder(url: &str) -> RedisStoreBuilder {
+        RedisStoreBuilder {
+            url: url.to_owned(),
+            key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
+            connect_timeout: DEFAULT_TIMEOUT,
+            response_timeout: DEFAULT_TIMEOUT,
+        }
+    }
+
+    /// The key prefix in use.
+    pub fn key_prefix(&self) -> &str {
+        self.keys.prefix()
+    }
+}
+
+#[async_trait]
+impl Store for RedisStore {
+    async fn load(&self, id: &ConversationId) -> Result<Snapshot, StoreError> {
+        let mut inv = self.scripts.load.prepare_invoke();
+        inv.key(self.keys.meta(id)).key(self.keys.msgs(id));
+        let inv = &inv;
+        let reply: Value = self
+            .run(
+                || format!("loading conversation {id:?}"),
+                |mut conn| async move { inv.invoke_async(&mut conn).await },
+            )
+            .await?;
+        parse_snapshot(id, reply)
+    }
+
+    async fn commit(&self, id: &ConversationId, commit: Commit) -> Result<u64, StoreError> {
+        if let Some(first) = commit.append.first() {
+            let consecutive = commit.append.iter().zip(first.seq..).all(|(m, want)| m.seq == want);
+            if first.seq == 0 || !consecutive {
+                return Err(StoreError::new(
+                    StoreErrorKind::InvalidInput,
+                    "appended messages must have consecutive sequences from 1 on",
+                ));
+            }
+        }
+        let cluster = self.conn.is_cluster();
+        let creates = commit.expected_version == 0;
+        let mut inv = self.scripts.commit.prepare_invoke();
+        inv.key(self.keys.meta(id)).key(self.keys.msgs(id));
+        if !cluster {
+            inv.key(self.keys.index());
+        }
+        inv.arg(commit.expected_version)
+            .arg(id.as_str())
+            .arg(commit.window_start)
+            .arg(u8::from(commit.retention == Retention::DropEvicted));
+        match commit.ttl {
+            Some(ttl) => inv.arg(ttl.as_millis().clamp(1, MAX_TTL_MS).to_string()),
+            None => inv.arg(""),
+        };
+        match &commit.system {
+            Some(s) => inv
+                .arg(1)
+                .arg(s.seq)
+                .arg(s.tokens)
+                .arg(codec::message_json(&s.message, s.seq)?),
+            None => inv.arg(0).arg(0).arg(0).arg(""),
+        };
+        inv.arg(commit.append.last().map_or(0, |m| m.seq + 1));
+        // Lets a resend after a lost connection recognise a commit that already applied.
+        inv.arg(format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..)));
+        for m in &commit.append {
+            inv.arg(m.seq).arg(codec::encode(m)?);
+        }
+        if cluster && creates {
+            // Listed before it exists, so that no crash can leave it unlisted; `list` drops
+            // the entry again if this commit does not create it.
+            self.index_add(std::slice::from_ref(id)).await?;
+        }
+        let inv = &inv;
+        let (code, n): (i64, i64) = self
+            .run(
+                || format!("committing to conversation {id:?}"),
+                |mut conn| async move { inv.invoke_async(&mut conn).await },
+            )
+            .await?;
+        match code {
+            1 => {
+                let version =
+                    u64::try_from(n).map_err(|_| corrupt(format!("conversation {id:?}: invalid version {n}")))?;
+                if cluster && creates {
+                    // Again after the commit: a concurrent `list` or `clear` may have removed
+                    // the entry while the conversation did not exist yet.
+                    if let Err(e) = self.index_add(std::slice::from_ref(id)).await {
+                        // The commit is applied; the entry added before it is most likely
+                        // still there.
+                        tracing::warn!(error = %e, "redis cluster: re-adding a new conversation to the index failed");
+                    }
+                }
+                Ok(version)
+            }
+            0 => Err(StoreError::conflict()),
+            2 => Err(StoreError::new(
+                StoreErrorKind::InvalidInput,
+                format!(
+                    "appended sequence {} does not follow {n}",
+                    commit.append.first().map_or(0, |m| m.seq)
+                ),
+            )),
+            _ => Err(corrupt(format!("conversation {id:?}: metadata is unreadable"))),
+        }
+    }
+
+    async fn history(&self, id: &ConversationId, after: u64, limit: usize) -> Result<Vec<StoredMessage>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut cmd = redis::cmd("ZRANGEBYSCORE");
+        cmd.arg(self.keys.msgs(id))
+            .arg(format!("({after}"))
+            .arg("+inf")
+            .arg("LIMIT")
+            .arg(0)
+            .arg(limit.min(i64::MAX as usize));
+        let cmd = &cmd;
+        let records: Vec<Vec<u8>> = self
+            .run(
+                || format!("reading the history of conversation {id:?}"),
+                |mut conn| async move { cmd.query_async(&mut conn).await },
+            )
+            .await?;
+        records
+            .iter()
+            .enumerate()
+            .map(|(i, r)| codec::decode(id, r, i))
+            .collect()
+    }
+
+    async fn clear(&self, id: &ConversationId) -> Result<bool, StoreError> {
+        let cluster = self.conn.is_cluster();
+        let mut inv = self.scripts.clear.prepare_invoke();
+        inv.key(self.keys.meta(id)).key(self.keys.msgs(id));
+        if !cluster {
+            inv.key(self.keys.index());
+        }
+        inv.arg(id.as_str());
+        let inv = &inv;
+        let existed: i64 = self
+            .run(
+                || format!("clearing conversation {id:?}"),
+                |mut conn| async move { inv.invoke_async(&mut conn).await },
+            )
+            .await?;
+        if cluster && existed == 1 {
+            // The keys first, then the index entry (an entry without keys is harmless).
+            self.index_remove_checked(std::slice::from_ref(id)).await?;
+        }
+        Ok(existed == 1)
+    }
+
+    async fn list(&self, after: Option<&ConversationId>, limit: usize) -> Result<Page, StoreError> {
+        let limit = limit.max(1);
+        let want = limit.saturating_add(1);
+        let mut cursor: Vec<u8> = after.map_or_else(Vec::new, |a| a.as_str().as_bytes().to_vec());
+        let mut ids = Vec::new();
+        // Usually one pass; more only when expired ids were met (and removed from the index).
+        loop {
+            let ask = (want - ids.len()).min(INDEX_BATCH);
+            let batch = self.index_range(&cursor, ask).await?;
+            if batch.is_empty() {
+                break;
+            }
+            let live = self.prune(&batch).await?;
+            for (raw, live) in batch.iter().zip(live) {
+                if live {
+                    ids.push(index_id(raw)?);
+                }
+            }
+            if ids.len() >= want || batch.len() < ask {
+                break;
+            }
+            if let Some(last) = batch.last() {
+                cursor.clone_from(last);
+            }
+        }
+        Ok(Page::from_overfetch(ids, limit))
+    }
+
+    /// Redis expires conversations by itself; this sweeps the id index (in batches of
+    /// 1,000) and removes the entries of expired conversations. Returns how many.
+    async fn purge_expired(&self) -> Result<u64, StoreError> {
+        let mut cursor = Vec::new();
+        let mut removed = 0u64;
+        loop {
+            let batch = self.index_range(&cursor, INDEX_BATCH).await?;
+            if batch.is_empty() {
+                break;
+            }
+            let live = self.prune(&batch).await?;
+            removed += live.iter().filter(|l| !**l).count() as u64;
+            if batch.len() < INDEX_BATCH {
+                break;
+            }
+            if let Some(last) = batch.last() {
+                cursor.clone_from(last);
+            }
+        }
+        if removed > 0 {
+            tracing::debug!(
+                removed,
+                prefix = self.keys.prefix(),
+                "removed expired conversations from the redis index"
+            );
+        }
+        Ok(removed)
+    }
+}
