@@ -31,7 +31,11 @@ mod tests {
         let e = anyhow::anyhow!("bad role \u{1b}]0;pwned\u{7}a\rb\u{2028}c").context("reading stdin");
         let line = error_line(e.as_ref());
         assert_eq!(line.lines().count(), 1, "{line:?}");
-        assert!(line.chars().all(|c| !c.is_control() && !chatmem::is_invisible_or_separator(c)), "{line:?}");
+        assert!(
+            line.chars()
+                .all(|c| !c.is_control() && !chatmem::is_invisible_or_separator(c)),
+            "{line:?}"
+        );
         assert!(line.starts_with("reading stdin: bad role \\u{1b}]0;pwned"), "{line:?}");
     }
 }

@@ -49,7 +49,11 @@ mod tests {
 
     #[tokio::test]
     async fn an_unknown_url_prints_no_secret() {
-        for url in ["host=db user=u password=secret", "mysql://u:secret@db/x", "ftp://db/x?password=secret"] {
+        for url in [
+            "host=db user=u password=secret",
+            "mysql://u:secret@db/x",
+            "ftp://db/x?password=secret",
+        ] {
             let e = open(url).await.expect_err("unknown scheme").to_string();
             assert!(e.starts_with("unknown store URL"), "{e}");
             assert!(!e.contains("secret"), "{url:?} printed as {e:?}");

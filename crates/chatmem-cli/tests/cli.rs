@@ -301,7 +301,10 @@ fn a_full_stdout_is_one_line_not_a_panic() {
         (&["get", "--conversation", "c", "--store", &store], ""),
     ];
     for (args, stdin) in cases {
-        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").expect("/dev/full");
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full");
         let out = chatmem_to(args, stdin, Stdio::from(full));
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
@@ -318,7 +321,10 @@ fn a_closed_pipe_ends_quietly() {
     // Enough ids that `list` is still writing when the reader has gone.
     for n in 0..300 {
         let id = format!("conversation-{n:04}");
-        let out = chatmem(&["add", "--conversation", &id, "--store", &store], r#"[{"role":"user","content":"x"}]"#);
+        let out = chatmem(
+            &["add", "--conversation", &id, "--store", &store],
+            r#"[{"role":"user","content":"x"}]"#,
+        );
         assert!(out.status.success());
     }
     let mut child = Command::new(env!("CARGO_BIN_EXE_chatmem"))
@@ -343,7 +349,9 @@ fn control_characters_in_input_are_escaped_in_errors() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.lines().count(), 1, "{err:?}");
     assert!(
-        err.trim_end_matches('\n').chars().all(|c| !c.is_control() && !chatmem::is_invisible_or_separator(c)),
+        err.trim_end_matches('\n')
+            .chars()
+            .all(|c| !c.is_control() && !chatmem::is_invisible_or_separator(c)),
         "raw control characters on stderr: {err:?}"
     );
     assert!(err.contains("\\u{1b}"), "{err:?}");
