@@ -39,6 +39,22 @@ pub enum Error {
     /// A store operation not tied to one conversation (listing, purging) failed.
     #[error("store failed")]
     StoreGlobal(#[source] StoreError),
+    /// A batch is larger than one commit may carry (see
+    /// [`ChatMemoryBuilder::max_batch`](crate::ChatMemoryBuilder::max_batch)): nothing was
+    /// written. Large histories are imported in several batches.
+    #[error(
+        "a batch of {messages} messages ({bytes} bytes) is over the limit of {max_messages} messages and {max_bytes} bytes per commit; nothing was written. Import a large history in several batches of at most {max_messages} messages, oldest first"
+    )]
+    BatchTooLarge {
+        /// Messages in the batch.
+        messages: usize,
+        /// Bytes of text in the batch ([`Message::payload_len`](crate::Message::payload_len)).
+        bytes: usize,
+        /// The message limit.
+        max_messages: usize,
+        /// The byte limit.
+        max_bytes: usize,
+    },
     /// Other writers kept committing to the conversation; the commit was retried and gave up.
     #[error("gave up committing to conversation {id:?} after {attempts} conflicting concurrent writes")]
     TooMuchContention {

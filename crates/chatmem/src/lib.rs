@@ -39,7 +39,9 @@ pub use crate::error::{Error, Result, StoreError, StoreErrorKind};
 pub use crate::id::{ConversationId, InvalidConversationId, MAX_ID_BYTES};
 pub use crate::in_memory_store::InMemoryStore;
 pub use crate::loaded_window::LoadedWindow;
-pub use crate::memory::{ChatMemory, ChatMemoryBuilder, DEFAULT_MAX_ATTEMPTS};
+pub use crate::memory::{
+    ChatMemory, ChatMemoryBuilder, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_BATCH_BYTES, DEFAULT_MAX_BATCH_MESSAGES,
+};
 pub use crate::message::{Body, ContentPart, ImageUrl, Message, Metadata, Role, ToolCall, UserContent, parse_messages};
 pub use crate::model::{
     ChatDelta, ChatModel, ChatRequest, ChatResponse, DeltaAccumulator, DeltaStream, ModelError, ModelErrorKind,

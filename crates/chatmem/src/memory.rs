@@ -13,6 +13,13 @@ use crate::tokens::{Cl100k, TokenCounter};
 use crate::turn::{Plan, Turn, plan_with};
 use crate::window::WindowPolicy;
 
+/// The most messages one commit carries by default: a store applies a commit in one
+/// statement or script, and a huge one would hold locks (or block Redis) for seconds.
+pub const DEFAULT_MAX_BATCH_MESSAGES: usize = 10_000;
+
+/// The most bytes of text one commit carries by default (16 MiB).
+pub const DEFAULT_MAX_BATCH_BYTES: usize = 16 << 20;
+
 /// How many times a commit that lost a version check is retried by default.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 64;
 
@@ -57,6 +64,7 @@ pub struct ChatMemory<S = InMemoryStore> {
     ttl: Option<Duration>,
     counter: Arc<dyn TokenCounter>,
     max_attempts: u32,
+    max_batch: (usize, usize),
 }
 
 /// Builds a [`ChatMemory`]; see [`ChatMemory::builder`].
@@ -98,13 +106,27 @@ impl<S: Store> ChatMemoryBuilder<S> {
         self
     }
 
+    /// The most messages and bytes of text ([`Message::payload_len`]) one commit may carry
+    /// (default [`DEFAULT_MAX_BATCH_MESSAGES`] and [`DEFAULT_MAX_BATCH_BYTES`]); a larger
+    /// batch fails with [`Error::BatchTooLarge`] before anything is sent to the store.
+    pub fn max_batch(mut self, messages: usize, bytes: usize) -> Self {
+        self.inner.max_batch = (messages, bytes);
+        self
+    }
+
     /// The memory.
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] naming the setting when `max_attempts` is 0 or the TTL is zero.
+    /// [`Error::InvalidConfig`] naming the setting when `max_attempts` or `max_batch` is 0 or the
+    /// TTL is zero.
     pub fn build(self) -> Result<ChatMemory<S>> {
         if self.inner.max_attempts == 0 {
             return Err(Error::InvalidConfig("max_attempts must be at least 1".into()));
+        }
+        if self.inner.max_batch.0 == 0 || self.inner.max_batch.1 == 0 {
+            return Err(Error::InvalidConfig(
+                "max_batch must allow at least 1 message and 1 byte".into(),
+            ));
         }
         if self.inner.ttl.is_some_and(|t| t.is_zero()) {
             return Err(Error::InvalidConfig("ttl must be longer than zero".into()));
@@ -131,6 +153,7 @@ impl<S: Store> ChatMemory<S> {
             ttl: None,
             counter: Arc::new(Cl100k),
             max_attempts: DEFAULT_MAX_ATTEMPTS,
+            max_batch: (DEFAULT_MAX_BATCH_MESSAGES, DEFAULT_MAX_BATCH_BYTES),
         }
     }
 
@@ -266,6 +289,16 @@ impl<S: Store> ChatMemory<S> {
         keep: bool,
     ) -> Result<Committed> {
         let store_err = |source| Error::Store { id: id.clone(), source };
+        let (max_messages, max_bytes) = self.max_batch;
+        let bytes: usize = batch.iter().map(|(m, _)| m.payload_len()).sum();
+        if batch.len() > max_messages || bytes > max_bytes {
+            return Err(Error::BatchTooLarge {
+                messages: batch.len(),
+                bytes,
+                max_messages,
+                max_bytes,
+            });
+        }
         let mut attempt = 0;
         loop {
             attempt += 1;

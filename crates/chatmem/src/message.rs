@@ -238,6 +238,48 @@ impl Message {
         })
     }
 
+    /// Roughly how many bytes the message takes when stored: the length of every string it
+    /// carries (content, parts, tool calls, reasoning, name, metadata as JSON). For limits,
+    /// not for billing.
+    ///
+    /// ```
+    /// assert_eq!(chatmem::Message::user("hello").payload_len(), 5);
+    /// ```
+    pub fn payload_len(&self) -> usize {
+        let body = match &self.body {
+            Body::System { content } => content.len(),
+            Body::User {
+                content: UserContent::Text(t),
+            } => t.len(),
+            Body::User {
+                content: UserContent::Parts(parts),
+            } => parts
+                .iter()
+                .map(|p| match p {
+                    ContentPart::Text(t) => t.len(),
+                    ContentPart::ImageUrl(i) => i.url.len() + i.detail.as_ref().map_or(0, String::len),
+                    ContentPart::Other(obj) => json_len(obj),
+                })
+                .sum(),
+            Body::Assistant {
+                content,
+                reasoning_content,
+                tool_calls,
+            } => {
+                content.as_ref().map_or(0, String::len)
+                    + reasoning_content.as_ref().map_or(0, String::len)
+                    + tool_calls
+                        .iter()
+                        .map(|c| c.id.len() + c.name.len() + c.arguments.len())
+                        .sum::<usize>()
+            }
+            Body::Tool {
+                tool_call_id, content, ..
+            } => tool_call_id.len() + content.len(),
+        };
+        body + self.name.as_ref().map_or(0, String::len) + self.metadata.as_ref().map_or(0, json_len)
+    }
+
     /// Sets `name`.
     pub fn with_name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
@@ -310,3 +352,21 @@ impl Message {
 mod json;
 
 pub use json::parse_messages;
+
+/// The length of `obj` written as JSON, without building the string.
+fn json_len(obj: &Map<String, Value>) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing a map of JSON values into a counter cannot fail.
+    let _ = serde_json::to_writer(&mut count, obj);
+    count.0
+}

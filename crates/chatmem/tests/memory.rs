@@ -366,3 +366,34 @@ async fn into_messages_equals_messages() {
     assert_eq!(w.messages(), w.clone().into_messages());
     assert_eq!(texts(&w.into_messages()), ["s", "u1", "a1", "u2"]);
 }
+
+#[tokio::test]
+async fn a_batch_over_the_limit_writes_nothing_and_says_how_to_import() {
+    let memory = ChatMemory::builder(InMemoryStore::new())
+        .max_batch(100, 1_000)
+        .retention(chatmem::Retention::KeepHistory)
+        .build()
+        .expect("valid memory settings");
+    let id = ConversationId::new("big").unwrap();
+    memory.add(&id, [Message::user("first")]).await.unwrap();
+    let many: Vec<Message> = (0..101).map(|i| Message::user(format!("m{i}"))).collect();
+    let e = memory.add(&id, many).await.expect_err("101 messages");
+    assert!(matches!(e, chatmem::Error::BatchTooLarge { messages: 101, .. }), "{e}");
+    assert!(e.to_string().contains("several batches"), "{e}");
+    let e = memory
+        .add(&id, [Message::user("x".repeat(1_001))])
+        .await
+        .expect_err("too many bytes");
+    assert!(matches!(e, chatmem::Error::BatchTooLarge { bytes: 1_001, .. }), "{e}");
+    assert_eq!(
+        memory.history(&id).await.unwrap().len(),
+        1,
+        "nothing of either batch stored"
+    );
+    assert!(
+        ChatMemory::builder(InMemoryStore::new())
+            .max_batch(0, 1)
+            .build()
+            .is_err()
+    );
+}
