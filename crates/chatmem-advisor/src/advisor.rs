@@ -1,24 +1,21 @@
-//! [`MemoryAdvisor`]: memory around a [`ChatModel`].
+//! [`MemoryAdvisor`]: the type and its settings, and the two ends of every turn — preparing
+//! the prompt from memory and committing the answer. The turn itself lives in the submodules.
 
+mod call;
+mod conversation;
+mod stream;
 mod tool_loop;
 
-use std::fmt;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
-use async_trait::async_trait;
-use chatmem::{
-    ChatMemory, ChatModel, ChatRequest, ChatResponse, ConversationId, DeltaAccumulator, DeltaStream, InMemoryStore,
-    Message, ModelError, ModelErrorKind, Store, StoredMessage, Window,
-};
-use futures_core::Stream;
-use futures_util::StreamExt;
+use chatmem::{ChatMemory, ChatModel, ConversationId, InMemoryStore, Message, Store, StoredMessage, Window};
 
-use self::tool_loop::{Step, TurnLoop};
+pub use self::conversation::Conversation;
+pub use self::stream::TurnStream;
+use self::tool_loop::TurnLoop;
 use crate::error::Error;
 use crate::tools::ToolExecutor;
-use crate::turn::{TurnEvent, TurnRequest, TurnResponse};
+use crate::turn::{TurnRequest, TurnResponse};
 
 /// The default number of tool rounds a turn may take.
 pub const DEFAULT_MAX_TOOL_ROUNDS: usize = 8;
@@ -305,187 +302,6 @@ impl<M: ChatModel, S: Store> MemoryAdvisor<M, S> {
                     response: Some(Box::new(response)),
                 })
             }
-        }
-    }
-}
-
-impl<M: ChatModel, S: Store> MemoryAdvisor<M, S> {
-    /// Runs one turn and commits it; see the type's documentation for the steps.
-    ///
-    /// # Errors
-    /// [`Error`]; only [`Error::Commit`] can follow a successful model call, and it carries
-    /// the answer.
-    pub async fn call(&self, id: &ConversationId, request: TurnRequest) -> Result<TurnResponse, Error> {
-        let mut turn = self.begin(id, request).await?;
-        loop {
-            let response = self.model.complete(turn.request()).await.map_err(Error::Model)?;
-            match turn.on_response(response)? {
-                Step::Done(message, finish_reason) => {
-                    return self.finish(id, turn.into_answered(message, finish_reason)).await;
-                }
-                Step::RunTools(calls) => {
-                    turn.run_tools(&calls).await;
-                }
-            }
-        }
-    }
-}
-
-impl<M: ChatModel, S: Store> MemoryAdvisor<M, S> {
-    /// Runs one turn, streaming: yields each [`ChatDelta`](chatmem::ChatDelta) as it
-    /// arrives, each tool result, and finally [`TurnEvent::Done`] once the turn is committed.
-    ///
-    /// Memory is loaded and the model stream opened before this returns, so those errors
-    /// come from here. The commit happens when the stream is polled past the model's last
-    /// delta: a caller that drops the stream before [`TurnEvent::Done`] (or on an error)
-    /// commits nothing of the turn (in eager mode the user message was already stored).
-    /// Each round's deltas are joined on their own, so an earlier round's tool-call message
-    /// is never merged with the final text.
-    ///
-    /// # Errors
-    /// As [`call`](MemoryAdvisor::call).
-    pub async fn stream<'a>(&'a self, id: &'a ConversationId, request: TurnRequest) -> Result<TurnStream<'a>, Error> {
-        let mut turn = self.begin(id, request).await?;
-        let mut deltas: DeltaStream = self.model.stream(turn.request()).await.map_err(Error::Model)?;
-        let events = async_stream::stream! {
-            loop {
-                let mut acc = DeltaAccumulator::default();
-                while let Some(item) = deltas.next().await {
-                    match item {
-                        Ok(delta) => {
-                            acc.push(&delta);
-                            yield Ok(TurnEvent::Delta(delta));
-                        }
-                        Err(e) => {
-                            yield Err(Error::Model(e));
-                            return;
-                        }
-                    }
-                }
-                let response = match acc.finish() {
-                    Ok(r) => r,
-                    Err(e) => {
-                        yield Err(Error::Model(e));
-                        return;
-                    }
-                };
-                match turn.on_response(response) {
-                    Err(e) => {
-                        yield Err(e);
-                        return;
-                    }
-                    Ok(Step::Done(message, finish_reason)) => {
-                        yield self.finish(id, turn.into_answered(message, finish_reason)).await.map(TurnEvent::Done);
-                        return;
-                    }
-                    Ok(Step::RunTools(calls)) => {
-                        for result in turn.run_tools(&calls).await {
-                            yield Ok(TurnEvent::ToolResult(result.clone()));
-                        }
-                        deltas = match self.model.stream(turn.request()).await {
-                            Ok(s) => s,
-                            Err(e) => {
-                                yield Err(Error::Model(e));
-                                return;
-                            }
-                        };
-                    }
-                }
-            }
-        };
-        Ok(TurnStream {
-            inner: Box::pin(events),
-        })
-    }
-}
-
-/// The stream of one turn; see [`MemoryAdvisor::stream`].
-pub struct TurnStream<'a> {
-    inner: Pin<Box<dyn Stream<Item = Result<TurnEvent, Error>> + Send + 'a>>,
-}
-
-impl fmt::Debug for TurnStream<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TurnStream").finish_non_exhaustive()
-    }
-}
-
-impl Stream for TurnStream<'_> {
-    type Item = Result<TurnEvent, Error>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.inner.as_mut().poll_next(cx)
-    }
-}
-
-impl TurnStream<'_> {
-    /// Drains the stream and returns the committed turn.
-    ///
-    /// # Errors
-    /// The first error the stream yields.
-    pub async fn finish(mut self) -> Result<TurnResponse, Error> {
-        while let Some(event) = self.next().await {
-            if let TurnEvent::Done(turn) = event? {
-                return Ok(turn);
-            }
-        }
-        Err(Error::Model(ModelError::new(
-            ModelErrorKind::Protocol,
-            "the turn stream ended without an answer",
-        )))
-    }
-}
-
-impl<M: ChatModel, S: Store> MemoryAdvisor<M, S> {
-    /// A [`ChatModel`] bound to conversation `id` (each `complete` is one turn).
-    pub fn conversation(self: Arc<Self>, id: ConversationId) -> Conversation<M, S> {
-        Conversation { advisor: self, id }
-    }
-}
-
-/// A [`MemoryAdvisor`] bound to one conversation, usable wherever a [`ChatModel`] is: each
-/// `complete` is one turn whose new messages are the request's messages. Its `stream` is
-/// the trait's default (the whole answer as one delta); use [`MemoryAdvisor::stream`] to
-/// stream.
-#[derive(Debug)]
-pub struct Conversation<M, S> {
-    advisor: Arc<MemoryAdvisor<M, S>>,
-    id: ConversationId,
-}
-
-impl<M, S> Clone for Conversation<M, S> {
-    fn clone(&self) -> Self {
-        Self {
-            advisor: Arc::clone(&self.advisor),
-            id: self.id.clone(),
-        }
-    }
-}
-
-impl<M, S> Conversation<M, S> {
-    /// The conversation id.
-    pub fn id(&self) -> &ConversationId {
-        &self.id
-    }
-}
-
-#[async_trait]
-impl<M: ChatModel, S: Store> ChatModel for Conversation<M, S> {
-    async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
-        let turn = TurnRequest {
-            messages: request.messages,
-            tools: request.tools,
-            options: request.options,
-        };
-        match self.advisor.call(&self.id, turn).await {
-            Ok(t) => Ok(ChatResponse {
-                message: t.message,
-                usage: t.usage,
-                finish_reason: t.finish_reason,
-            }),
-            Err(Error::Model(e)) => Err(e),
-            Err(Error::InvalidRequest(r)) => Err(ModelError::new(ModelErrorKind::InvalidRequest, r)),
-            Err(other) => Err(ModelError::new(ModelErrorKind::Other, "conversation memory failed").with_source(other)),
         }
     }
 }
