@@ -1,21 +1,21 @@
-//! [`MemoryAdvisor`]: memory around a [`ChatModel`].
+//! [`MemoryAdvisor`]: the type and its settings, and the two ends of every turn — preparing
+//! the prompt from memory and committing the answer. The turn itself lives in the submodules.
 
-use std::fmt;
-use std::pin::Pin;
+mod call;
+mod conversation;
+mod stream;
+mod tool_loop;
+
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
-use async_trait::async_trait;
-use chatmem::{
-    ChatMemory, ChatModel, ChatRequest, ChatResponse, ConversationId, DeltaAccumulator, DeltaStream, InMemoryStore,
-    Message, ModelError, ModelErrorKind, Store, StoredMessage, Window,
-};
-use futures_core::Stream;
-use futures_util::StreamExt;
+use chatmem::{ChatMemory, ChatModel, ConversationId, InMemoryStore, Message, Store, StoredMessage, Window};
 
+pub use self::conversation::Conversation;
+pub use self::stream::TurnStream;
+use self::tool_loop::TurnLoop;
 use crate::error::Error;
-use crate::tools::{ToolExecutor, run_calls};
-use crate::turn::{TurnEvent, TurnRequest, TurnResponse, add_usage};
+use crate::tools::ToolExecutor;
+use crate::turn::{TurnRequest, TurnResponse};
 
 /// The default number of tool rounds a turn may take.
 pub const DEFAULT_MAX_TOOL_ROUNDS: usize = 8;
@@ -99,6 +99,16 @@ struct Prepared {
     new: Vec<Message>,
 }
 
+/// What a turn commits once the model answered.
+struct Answered {
+    /// The base for the commit ([`Prepared::window`]).
+    window: Window,
+    /// [`Prepared::pending`], then every message the turn generated.
+    batch: Vec<Message>,
+    /// What the caller gets.
+    response: TurnResponse,
+}
+
 impl<M: ChatModel, S: Store> MemoryAdvisor<M, S> {
     /// An advisor over `model` and `memory`, writing after success, with no tool executor.
     pub fn new(model: M, memory: ChatMemory<S>) -> Self {
@@ -162,159 +172,22 @@ impl<M: ChatModel, S: Store> MemoryAdvisor<M, S> {
         (self.model, self.memory)
     }
 
-    /// A [`ChatModel`] bound to conversation `id` (each `complete` is one turn).
-    pub fn conversation(self: Arc<Self>, id: ConversationId) -> Conversation<M, S> {
-        Conversation { advisor: self, id }
-    }
-
-    /// Runs one turn and commits it; see the type's documentation for the steps.
-    ///
-    /// # Errors
-    /// [`Error`]; only [`Error::Commit`] can follow a successful model call, and it carries
-    /// the answer.
-    pub async fn call(&self, id: &ConversationId, request: TurnRequest) -> Result<TurnResponse, Error> {
+    /// Starts a turn: [`prepare`](Self::prepare) (steps 1 and 2), then the tool loop, ready
+    /// for its first request.
+    async fn begin(&self, id: &ConversationId, request: TurnRequest) -> Result<TurnLoop, Error> {
         let TurnRequest {
             messages,
             tools,
             options,
         } = request;
-        let Prepared {
-            window,
-            mut prompt,
-            pending,
-            new,
-        } = self.prepare(id, messages).await?;
-        let mut generated = Vec::new();
-        let mut usage = None;
-        let mut rounds = 0;
-        loop {
-            rounds += 1;
-            let request = ChatRequest {
-                messages: prompt.clone(),
-                tools: tools.clone(),
-                options: options.clone(),
-            };
-            let response = self.model.complete(request).await.map_err(Error::Model)?;
-            usage = add_usage(usage, response.usage);
-            match self.next_step(response, rounds, &mut prompt, &mut generated)? {
-                Step::Done(message, finish_reason) => {
-                    let turn = TurnResponse {
-                        message,
-                        messages: new.into_iter().chain(generated.iter().cloned()).collect(),
-                        usage,
-                        finish_reason,
-                        rounds,
-                    };
-                    return self.finish(id, window, pending, generated, turn).await;
-                }
-                Step::RunTools(calls) => {
-                    let results = self.run_tools(&calls).await;
-                    prompt.extend(results.iter().cloned());
-                    generated.extend(results);
-                }
-            }
-        }
-    }
-
-    /// Runs one turn, streaming: yields each [`ChatDelta`](chatmem::ChatDelta) as it
-    /// arrives, each tool result, and finally [`TurnEvent::Done`] once the turn is committed.
-    ///
-    /// Memory is loaded and the model stream opened before this returns, so those errors
-    /// come from here. The commit happens when the stream is polled past the model's last
-    /// delta: a caller that drops the stream before [`TurnEvent::Done`] (or on an error)
-    /// commits nothing of the turn (in eager mode the user message was already stored).
-    /// Each round's deltas are joined on their own, so an earlier round's tool-call message
-    /// is never merged with the final text.
-    ///
-    /// # Errors
-    /// As [`call`](MemoryAdvisor::call).
-    pub async fn stream<'a>(&'a self, id: &'a ConversationId, request: TurnRequest) -> Result<TurnStream<'a>, Error> {
-        let TurnRequest {
-            messages,
+        let prepared = self.prepare(id, messages).await?;
+        Ok(TurnLoop::new(
+            prepared,
             tools,
             options,
-        } = request;
-        let Prepared {
-            window,
-            mut prompt,
-            pending,
-            new,
-        } = self.prepare(id, messages).await?;
-        let first = ChatRequest {
-            messages: prompt.clone(),
-            tools: tools.clone(),
-            options: options.clone(),
-        };
-        let mut deltas: DeltaStream = self.model.stream(first).await.map_err(Error::Model)?;
-        let events = async_stream::stream! {
-            let mut generated = Vec::new();
-            let mut usage = None;
-            let mut rounds = 0;
-            loop {
-                rounds += 1;
-                let mut acc = DeltaAccumulator::default();
-                while let Some(item) = deltas.next().await {
-                    match item {
-                        Ok(delta) => {
-                            acc.push(&delta);
-                            yield Ok(TurnEvent::Delta(delta));
-                        }
-                        Err(e) => {
-                            yield Err(Error::Model(e));
-                            return;
-                        }
-                    }
-                }
-                let response = match acc.finish() {
-                    Ok(r) => r,
-                    Err(e) => {
-                        yield Err(Error::Model(e));
-                        return;
-                    }
-                };
-                usage = add_usage(usage, response.usage);
-                match self.next_step(response, rounds, &mut prompt, &mut generated) {
-                    Err(e) => {
-                        yield Err(e);
-                        return;
-                    }
-                    Ok(Step::Done(message, finish_reason)) => {
-                        let turn = TurnResponse {
-                            message,
-                            messages: new.into_iter().chain(generated.iter().cloned()).collect(),
-                            usage,
-                            finish_reason,
-                            rounds,
-                        };
-                        yield self.finish(id, window, pending, generated, turn).await.map(TurnEvent::Done);
-                        return;
-                    }
-                    Ok(Step::RunTools(calls)) => {
-                        let results = self.run_tools(&calls).await;
-                        for r in &results {
-                            yield Ok(TurnEvent::ToolResult(r.clone()));
-                        }
-                        prompt.extend(results.iter().cloned());
-                        generated.extend(results);
-                        let next = ChatRequest {
-                            messages: prompt.clone(),
-                            tools: tools.clone(),
-                            options: options.clone(),
-                        };
-                        deltas = match self.model.stream(next).await {
-                            Ok(s) => s,
-                            Err(e) => {
-                                yield Err(Error::Model(e));
-                                return;
-                            }
-                        };
-                    }
-                }
-            }
-        };
-        Ok(TurnStream {
-            inner: Box::pin(events),
-        })
+            self.executor.clone(),
+            self.max_tool_rounds,
+        ))
     }
 
     /// Steps 1 and 2: load, system handling, de-duplication, the prompt, and the eager write.
@@ -409,65 +282,28 @@ impl<M: ChatModel, S: Store> MemoryAdvisor<M, S> {
             .collect()
     }
 
-    /// Records a model answer; decides whether the turn is done or tools must run.
-    fn next_step(
-        &self,
-        response: ChatResponse,
-        rounds: usize,
-        prompt: &mut Vec<Message>,
-        generated: &mut Vec<Message>,
-    ) -> Result<Step, Error> {
-        let calls = response.message.tool_calls().to_vec();
-        prompt.push(response.message.clone());
-        generated.push(response.message.clone());
-        if calls.is_empty() || self.executor.is_none() {
-            return Ok(Step::Done(response.message, response.finish_reason));
-        }
-        if rounds > self.max_tool_rounds {
-            return Err(Error::ToolLoopExceeded {
-                rounds: self.max_tool_rounds,
-            });
-        }
-        Ok(Step::RunTools(calls))
-    }
-
-    async fn run_tools(&self, calls: &[chatmem::ToolCall]) -> Vec<Message> {
-        match &self.executor {
-            Some(executor) => run_calls(executor.as_ref(), calls).await,
-            None => Vec::new(),
-        }
-    }
-
     /// Step 4: one atomic commit of the whole turn.
-    async fn finish(
-        &self,
-        id: &ConversationId,
-        window: Window,
-        pending: Vec<Message>,
-        generated: Vec<Message>,
-        turn: TurnResponse,
-    ) -> Result<TurnResponse, Error> {
-        let batch: Vec<Message> = pending.into_iter().chain(generated).collect();
+    async fn finish(&self, id: &ConversationId, answered: Answered) -> Result<TurnResponse, Error> {
+        let Answered {
+            window,
+            batch,
+            response,
+        } = answered;
         let count = batch.len();
         match self.memory.commit(id, window, batch).await {
             Ok(_) => {
-                tracing::debug!(conversation = %id, messages = count, rounds = turn.rounds, "turn committed");
-                Ok(turn)
+                tracing::debug!(conversation = %id, messages = count, rounds = response.rounds, "turn committed");
+                Ok(response)
             }
             Err(source) => {
                 tracing::warn!(conversation = %id, messages = count, "turn answered but not committed");
                 Err(Error::Commit {
                     source,
-                    response: Some(Box::new(turn)),
+                    response: Some(Box::new(response)),
                 })
             }
         }
     }
-}
-
-enum Step {
-    Done(Message, Option<String>),
-    RunTools(Vec<chatmem::ToolCall>),
 }
 
 /// How many leading messages of `new` equal the last messages stored: those are memory
@@ -483,90 +319,6 @@ fn already_stored(stored: &[StoredMessage], new: &[Message]) -> usize {
                 .eq(new[..j].iter())
         })
         .unwrap_or(0)
-}
-
-/// The stream of one turn; see [`MemoryAdvisor::stream`].
-pub struct TurnStream<'a> {
-    inner: Pin<Box<dyn Stream<Item = Result<TurnEvent, Error>> + Send + 'a>>,
-}
-
-impl fmt::Debug for TurnStream<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TurnStream").finish_non_exhaustive()
-    }
-}
-
-impl Stream for TurnStream<'_> {
-    type Item = Result<TurnEvent, Error>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.inner.as_mut().poll_next(cx)
-    }
-}
-
-impl TurnStream<'_> {
-    /// Drains the stream and returns the committed turn.
-    ///
-    /// # Errors
-    /// The first error the stream yields.
-    pub async fn finish(mut self) -> Result<TurnResponse, Error> {
-        while let Some(event) = self.next().await {
-            if let TurnEvent::Done(turn) = event? {
-                return Ok(turn);
-            }
-        }
-        Err(Error::Model(ModelError::new(
-            ModelErrorKind::Protocol,
-            "the turn stream ended without an answer",
-        )))
-    }
-}
-
-/// A [`MemoryAdvisor`] bound to one conversation, usable wherever a [`ChatModel`] is: each
-/// `complete` is one turn whose new messages are the request's messages. Its `stream` is
-/// the trait's default (the whole answer as one delta); use [`MemoryAdvisor::stream`] to
-/// stream.
-#[derive(Debug)]
-pub struct Conversation<M, S> {
-    advisor: Arc<MemoryAdvisor<M, S>>,
-    id: ConversationId,
-}
-
-impl<M, S> Clone for Conversation<M, S> {
-    fn clone(&self) -> Self {
-        Self {
-            advisor: Arc::clone(&self.advisor),
-            id: self.id.clone(),
-        }
-    }
-}
-
-impl<M, S> Conversation<M, S> {
-    /// The conversation id.
-    pub fn id(&self) -> &ConversationId {
-        &self.id
-    }
-}
-
-#[async_trait]
-impl<M: ChatModel, S: Store> ChatModel for Conversation<M, S> {
-    async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
-        let turn = TurnRequest {
-            messages: request.messages,
-            tools: request.tools,
-            options: request.options,
-        };
-        match self.advisor.call(&self.id, turn).await {
-            Ok(t) => Ok(ChatResponse {
-                message: t.message,
-                usage: t.usage,
-                finish_reason: t.finish_reason,
-            }),
-            Err(Error::Model(e)) => Err(e),
-            Err(Error::InvalidRequest(r)) => Err(ModelError::new(ModelErrorKind::InvalidRequest, r)),
-            Err(other) => Err(ModelError::new(ModelErrorKind::Other, "conversation memory failed").with_source(other)),
-        }
-    }
 }
 
 #[cfg(test)]
