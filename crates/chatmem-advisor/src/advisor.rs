@@ -8,7 +8,7 @@ mod tool_loop;
 
 use std::sync::Arc;
 
-use chatmem::{ChatMemory, ChatModel, ConversationId, InMemoryStore, Message, Store, StoredMessage, Window};
+use chatmem::{ChatMemory, ChatModel, ConversationId, InMemoryStore, Message, Store, StoredMessage, Turn};
 
 pub use self::conversation::Conversation;
 pub use self::stream::TurnStream;
@@ -89,22 +89,20 @@ pub struct MemoryAdvisor<M, S = InMemoryStore> {
 
 /// What a turn sends first and what it will commit.
 struct Prepared {
-    /// The base for the final commit.
-    window: Window,
+    /// The turn planned by the core: its new messages counted once, the loaded window as its
+    /// base; the model's messages join it as they come.
+    turn: Turn,
     /// System, window, new messages.
     prompt: Vec<Message>,
-    /// Messages for the final commit before the generated ones.
-    pending: Vec<Message>,
     /// The turn's new messages (for [`TurnResponse::messages`]).
     new: Vec<Message>,
 }
 
 /// What a turn commits once the model answered.
 struct Answered {
-    /// The base for the commit ([`Prepared::window`]).
-    window: Window,
-    /// [`Prepared::pending`], then every message the turn generated.
-    batch: Vec<Message>,
+    /// The whole turn: its new messages (unless already written in eager mode), then every
+    /// message it generated.
+    turn: Turn,
     /// What the caller gets.
     response: TurnResponse,
 }
@@ -208,89 +206,40 @@ impl<M: ChatModel, S: Store> MemoryAdvisor<M, S> {
             ));
         }
         let window = self.memory.load(id).await.map_err(Error::Load)?;
-        let stored = &window.snapshot().messages;
-        let skip = already_stored(stored, &messages);
+        let skip = already_stored(&window.snapshot().messages, &messages);
         let new = messages.split_off(skip);
         let changed_system = system.filter(|s| window.system().is_none_or(|old| old.text() != s.text()));
-        let prompt = self.prompt(&window, changed_system.as_ref(), &new);
-        let pending: Vec<Message> = changed_system.into_iter().chain(new.iter().cloned()).collect();
+        let window_len = window.len();
+        // The core plans the turn once: each new message counted once, the prompt and the
+        // commit both from that plan.
+        let turn = self
+            .memory
+            .turn(window, changed_system.into_iter().chain(new.iter().cloned()));
+        let prompt = turn.prompt();
         tracing::debug!(
             conversation = %id,
-            window = window.len(),
+            window = window_len,
             new = new.len(),
             already_stored = skip,
             prompt = prompt.len(),
             "turn prepared"
         );
-        match self.write_mode {
-            WriteMode::Eager if !pending.is_empty() => {
-                let window = self
-                    .memory
-                    .commit(id, window, pending)
-                    .await
-                    .map_err(|source| Error::Commit { source, response: None })?;
-                Ok(Prepared {
-                    window,
-                    prompt,
-                    pending: Vec::new(),
-                    new,
-                })
-            }
-            _ => Ok(Prepared {
-                window,
-                prompt,
-                pending,
-                new,
-            }),
-        }
-    }
-
-    /// The system message, then the window memory will hold once `new` is added (so the
-    /// policy bounds what the model sees), then `new` itself.
-    fn prompt(&self, window: &Window, new_system: Option<&Message>, new: &[Message]) -> Vec<Message> {
-        let snapshot = window.snapshot();
-        let counter = self.memory.counter();
-        let tokens = |m: &Message| u32::try_from(counter.count_message(m)).unwrap_or(u32::MAX);
-        let mut seq = snapshot.next_seq;
-        let added: Vec<StoredMessage> = new
-            .iter()
-            .map(|m| {
-                let s = StoredMessage::new(seq, tokens(m), m.clone());
-                seq += 1;
-                s
-            })
-            .collect();
-        let all: Vec<&StoredMessage> = snapshot.messages.iter().chain(&added).collect();
-        let system = new_system.or(window.system());
-        let system_tokens = match new_system {
-            Some(s) => Some(tokens(s)),
-            None => snapshot.system.as_ref().map(|s| s.tokens),
+        let turn = match self.write_mode {
+            WriteMode::Eager if !turn.is_empty() => self
+                .memory
+                .checkpoint(id, turn)
+                .await
+                .map_err(|source| Error::Commit { source, response: None })?,
+            _ => turn,
         };
-        let selection = chatmem::window::select(&all, system_tokens, self.memory.policy());
-        let old = snapshot.messages.len();
-        system
-            .into_iter()
-            .cloned()
-            .chain(
-                selection
-                    .indices
-                    .iter()
-                    .filter(|&&i| i < old)
-                    .map(|&i| snapshot.messages[i].message.clone()),
-            )
-            .chain(new.iter().cloned())
-            .collect()
+        Ok(Prepared { turn, prompt, new })
     }
 
     /// Step 4: one atomic commit of the whole turn.
     async fn finish(&self, id: &ConversationId, answered: Answered) -> Result<TurnResponse, Error> {
-        let Answered {
-            window,
-            batch,
-            response,
-        } = answered;
-        let count = batch.len();
-        match self.memory.commit(id, window, batch).await {
+        let Answered { turn, response } = answered;
+        let count = turn.messages().count();
+        match self.memory.commit_turn(id, turn).await {
             Ok(_) => {
                 tracing::debug!(conversation = %id, messages = count, rounds = response.rounds, "turn committed");
                 Ok(response)

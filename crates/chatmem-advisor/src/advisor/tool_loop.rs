@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use chatmem::{ChatRequest, ChatResponse, Message, SamplingOptions, ToolCall, ToolDefinition, Usage, Window};
+use chatmem::{ChatRequest, ChatResponse, Message, SamplingOptions, ToolCall, ToolDefinition, Turn, Usage};
 
 use super::{Answered, Prepared};
 use crate::error::Error;
@@ -16,10 +16,9 @@ use crate::turn::{TurnResponse, add_usage};
 /// asks for, and commits [`into_answered`](Self::into_answered) once it is done; only how
 /// an answer is obtained (`complete`, or `stream` joined by a `DeltaAccumulator`) differs.
 pub(super) struct TurnLoop {
-    /// The base for the final commit.
-    window: Window,
-    /// Messages for the final commit before the generated ones.
-    pending: Vec<Message>,
+    /// What the final commit writes; each generated message joins it (counted once) as it
+    /// arrives.
+    turn: Turn,
     /// The turn's new messages (for [`TurnResponse::messages`]).
     new: Vec<Message>,
     /// What the next request sends: the prepared prompt, then every generated message.
@@ -53,15 +52,9 @@ impl TurnLoop {
         executor: Option<Arc<dyn ToolExecutor>>,
         max_tool_rounds: usize,
     ) -> Self {
-        let Prepared {
-            window,
-            prompt,
-            pending,
-            new,
-        } = prepared;
+        let Prepared { turn, prompt, new } = prepared;
         Self {
-            window,
-            pending,
+            turn,
             new,
             prompt,
             generated: Vec::new(),
@@ -93,6 +86,7 @@ impl TurnLoop {
         let calls = response.message.tool_calls().to_vec();
         self.prompt.push(response.message.clone());
         self.generated.push(response.message.clone());
+        self.turn.push(response.message.clone());
         // Without an executor a tool-call answer is the final answer: the caller runs the tools.
         if calls.is_empty() || self.executor.is_none() {
             return Ok(Step::Done(response.message, response.finish_reason));
@@ -113,6 +107,9 @@ impl TurnLoop {
         };
         let start = self.generated.len();
         self.prompt.extend(results.iter().cloned());
+        for r in &results {
+            self.turn.push(r.clone());
+        }
         self.generated.extend(results);
         &self.generated[start..]
     }
@@ -121,14 +118,13 @@ impl TurnLoop {
     pub(super) fn into_answered(self, message: Message, finish_reason: Option<String>) -> Answered {
         let response = TurnResponse {
             message,
-            messages: self.new.into_iter().chain(self.generated.iter().cloned()).collect(),
+            messages: self.new.into_iter().chain(self.generated).collect(),
             usage: self.usage,
             finish_reason,
             rounds: self.rounds,
         };
         Answered {
-            window: self.window,
-            batch: self.pending.into_iter().chain(self.generated).collect(),
+            turn: self.turn,
             response,
         }
     }
