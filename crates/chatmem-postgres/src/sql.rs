@@ -195,3 +195,25 @@ impl Statements {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statements_fill_every_placeholder() {
+        let s = Statements::new("\"s\"");
+        for sql in [
+            &s.load,
+            &s.commit_update,
+            &s.commit_create,
+            &s.history,
+            &s.clear,
+            &s.list,
+            &s.purge,
+        ] {
+            assert!(!sql.contains('{'), "{sql}");
+            assert!(sql.contains("\"s\".chatmem_conversations"), "{sql}");
+        }
+    }
+}

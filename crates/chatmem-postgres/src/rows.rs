@@ -1,0 +1,108 @@
+//! Reading result rows into [`Snapshot`]s and [`StoredMessage`]s, bad data becoming
+//! [`StoreErrorKind::Corrupt`] errors.
+
+use deadpool_postgres::tokio_postgres::Row;
+
+use chatmem::{ConversationId, Message, Snapshot, StoreError, StoreErrorKind, StoredMessage};
+
+/// The rows of the load statement: the conversation row, then its messages. No row at
+/// all: an unknown or expired conversation.
+pub(crate) fn snapshot(id: &ConversationId, rows: &[Row]) -> Result<Snapshot, StoreError> {
+    let mut rows = rows.iter();
+    let Some(head) = rows.next() else {
+        return Ok(Snapshot::empty());
+    };
+    let read = Reader {
+        id,
+        what: "the conversation row",
+    };
+    let system = match read.get::<Option<String>>(head, 6)? {
+        Some(json) => {
+            let seq = read.u64(read.get::<Option<i64>>(head, 4)?.unwrap_or(-1), "system_seq")?;
+            let tokens = read.get::<Option<i64>>(head, 5)?.unwrap_or(-1);
+            Some(read.message(seq, tokens, &json)?)
+        }
+        None => None,
+    };
+    let mut snapshot = Snapshot {
+        version: read.u64(read.get::<Option<i64>>(head, 1)?.unwrap_or(-1), "version")?,
+        system,
+        window_start: read.u64(read.get::<Option<i64>>(head, 2)?.unwrap_or(-1), "window_start")?,
+        next_seq: read.u64(read.get::<Option<i64>>(head, 3)?.unwrap_or(-1), "next_seq")?,
+        messages: Vec::with_capacity(rows.len()),
+    };
+    let read = Reader {
+        id,
+        what: "a message row",
+    };
+    for row in rows {
+        let seq = read.u64(read.get::<i64>(row, 4)?, "seq")?;
+        let tokens = read.get::<i64>(row, 5)?;
+        let json = read.get::<&str>(row, 6)?;
+        snapshot.messages.push(read.message(seq, tokens, json)?);
+    }
+    Ok(snapshot)
+}
+
+/// The rows of the history statement: one message each.
+pub(crate) fn history(id: &ConversationId, rows: &[Row]) -> Result<Vec<StoredMessage>, StoreError> {
+    let read = Reader {
+        id,
+        what: "a message row",
+    };
+    rows.iter()
+        .map(|row| {
+            let seq = read.u64(read.get::<i64>(row, 0)?, "seq")?;
+            read.message(seq, read.get::<i64>(row, 1)?, read.get::<&str>(row, 2)?)
+        })
+        .collect()
+}
+
+/// Reads columns of one conversation's rows, turning bad data into
+/// [`StoreErrorKind::Corrupt`] errors that name the conversation.
+pub(crate) struct Reader<'a> {
+    pub(crate) id: &'a ConversationId,
+    pub(crate) what: &'static str,
+}
+
+impl Reader<'_> {
+    pub(crate) fn get<'r, T: deadpool_postgres::tokio_postgres::types::FromSql<'r>>(
+        &self,
+        row: &'r Row,
+        index: usize,
+    ) -> Result<T, StoreError> {
+        row.try_get(index).map_err(|e| {
+            StoreError::new(
+                StoreErrorKind::Corrupt,
+                format!(
+                    "conversation {:?}: {} has an unreadable column {index}",
+                    self.id.as_str(),
+                    self.what
+                ),
+            )
+            .with_source(e)
+        })
+    }
+
+    pub(crate) fn u64(&self, value: i64, column: &str) -> Result<u64, StoreError> {
+        u64::try_from(value).map_err(|_| {
+            StoreError::new(
+                StoreErrorKind::Corrupt,
+                format!("conversation {:?}: {column} is {value}", self.id.as_str()),
+            )
+        })
+    }
+
+    fn message(&self, seq: u64, tokens: i64, json: &str) -> Result<StoredMessage, StoreError> {
+        let corrupt = |why: &str| {
+            StoreError::new(
+                StoreErrorKind::Corrupt,
+                format!("conversation {:?} seq {seq}: {why}", self.id.as_str()),
+            )
+        };
+        let tokens = u32::try_from(tokens).map_err(|_| corrupt(&format!("token count {tokens} is out of range")))?;
+        let message: Message = serde_json::from_str(json)
+            .map_err(|e| corrupt("the stored message is not a valid chatmem message").with_source(e))?;
+        Ok(StoredMessage::new(seq, tokens, message))
+    }
+}
