@@ -1,5 +1,5 @@
 //! The conformance suite every chatmem [`Store`] runs in its tests, plus the multi-process
-//! stress helpers.
+//! stress helpers and the per-turn bench harness.
 //!
 //! [`run_conformance`] checks a store against the semantics of
 //! [`chatmem::InMemoryStore`], through the raw [`Store`] API and through
@@ -8,8 +8,8 @@
 //! panics (with `assert!`) on the first failure, and uses fresh random conversation ids on
 //! each call, so several runs may share one database server at once.
 //!
-//! It is not a benchmark and not a unit-test helper for `chatmem` itself; it is not
-//! published.
+//! The suite is not a benchmark (the [`bench`] module is) and not a unit-test helper for
+//! `chatmem` itself; the crate is not published.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -19,13 +19,15 @@
 //! # }
 //! ```
 //!
-//! For the multi-process stress test see the [`stress`] module.
+//! For the multi-process stress test see the [`stress`] module; for the per-turn bench every
+//! store crate runs, the [`bench`] module.
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use chatmem::{ConversationId, Store};
 
+pub mod bench;
 mod conformance;
 pub mod stress;
 
