@@ -91,6 +91,13 @@ fn positive(value: Option<&str>) -> Option<usize> {
     value?.trim().parse().ok().filter(|&n| n > 0)
 }
 
+/// The URL of the service a bench needs, from the environment variable `var`, or `None`
+/// after printing (to stderr) that the bench is skipped and how to run it (`how`, e.g.
+/// "start Redis").
+pub fn service_url(var: &str, how: &str) -> Option<String> {
+    crate::service_url_for(var, how, "bench")
+}
+
 /// A store-specific running count of operations (statements, round trips) and its column
 /// label, e.g. `"stmts"`.
 #[derive(Clone)]
@@ -279,7 +286,8 @@ impl fmt::Display for Table<'_> {
 ///
 /// # Errors
 /// [`Error::InvalidConfig`] when `config.window` is below 2; the store's error when a
-/// seeding commit, a turn or the final clear fails.
+/// seeding commit, a turn or the final clear fails (the conversations seeded so far are
+/// then left in the store).
 ///
 /// # Panics
 /// When the window after a turn does not hold the new messages or is larger than the
@@ -312,7 +320,8 @@ pub async fn flat_cost(store: Arc<dyn Store>, config: &FlatCostConfig) -> chatme
     // Round 0 is the warm-up. Every round runs all histories, so background load on the
     // machine (or a server settling after the big seeding writes) hits all sizes alike.
     let rounds = config.rounds.max(1);
-    let mut samples: Vec<Vec<Sample>> = vec![Vec::with_capacity(config.turns); ids.len()];
+    // Capped: `turns` may come from the environment.
+    let mut samples: Vec<Vec<Sample>> = vec![Vec::with_capacity(config.turns.min(1 << 16)); ids.len()];
     let mut turn_no = 0;
     for round in 0..=rounds {
         let turns = if round == 0 {

@@ -65,13 +65,18 @@ pub async fn run_conformance(store: Arc<dyn Store>) {
 /// The notice goes straight to stderr: libtest captures `eprintln!` output of passing tests,
 /// and a skip must be visible.
 pub fn service_url(var: &str, how: &str) -> Option<String> {
+    service_url_for(var, how, "test")
+}
+
+/// [`service_url`] for a `what` ("test", "bench").
+pub(crate) fn service_url_for(var: &str, how: &str, what: &str) -> Option<String> {
     match std::env::var(var) {
         Ok(url) if !url.is_empty() => Some(url),
         _ => {
             use std::io::Write as _;
             let _ = writeln!(
                 std::io::stderr(),
-                "skipping: {var} not set ({how} and set it to run this test)"
+                "skipping: {var} not set ({how} and set it to run this {what})"
             );
             None
         }
