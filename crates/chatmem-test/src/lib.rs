@@ -1,5 +1,5 @@
 //! The conformance suite every chatmem [`Store`] runs in its tests, plus the multi-process
-//! stress helpers.
+//! stress helpers and the per-turn bench harness.
 //!
 //! [`run_conformance`] checks a store against the semantics of
 //! [`chatmem::InMemoryStore`], through the raw [`Store`] API and through
@@ -8,8 +8,8 @@
 //! panics (with `assert!`) on the first failure, and uses fresh random conversation ids on
 //! each call, so several runs may share one database server at once.
 //!
-//! It is not a benchmark and not a unit-test helper for `chatmem` itself; it is not
-//! published.
+//! The suite is not a benchmark (the [`bench`] module is) and not a unit-test helper for
+//! `chatmem` itself; the crate is not published.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -19,13 +19,15 @@
 //! # }
 //! ```
 //!
-//! For the multi-process stress test see the [`stress`] module.
+//! For the multi-process stress test see the [`stress`] module; for the per-turn bench every
+//! store crate runs, the [`bench`] module.
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use chatmem::{ConversationId, Store};
 
+pub mod bench;
 mod conformance;
 pub mod stress;
 
@@ -63,13 +65,18 @@ pub async fn run_conformance(store: Arc<dyn Store>) {
 /// The notice goes straight to stderr: libtest captures `eprintln!` output of passing tests,
 /// and a skip must be visible.
 pub fn service_url(var: &str, how: &str) -> Option<String> {
+    service_url_for(var, how, "test")
+}
+
+/// [`service_url`] for a `what` ("test", "bench").
+pub(crate) fn service_url_for(var: &str, how: &str, what: &str) -> Option<String> {
     match std::env::var(var) {
         Ok(url) if !url.is_empty() => Some(url),
         _ => {
             use std::io::Write as _;
             let _ = writeln!(
                 std::io::stderr(),
-                "skipping: {var} not set ({how} and set it to run this test)"
+                "skipping: {var} not set ({how} and set it to run this {what})"
             );
             None
         }
