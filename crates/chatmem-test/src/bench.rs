@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chatmem::{
-    ChatMemory, Commit, ConversationId, Error, Heuristic, Message, Retention, Store, StoredMessage, WindowPolicy,
+    ChatMemory, Commit, ConversationId, Error, Heuristic, Message, Retention, Snapshot, Store, WindowPolicy,
 };
 
 /// Environment variable that overrides the measured turns per history size (a positive
@@ -300,11 +300,11 @@ pub async fn flat_cost(store: Arc<dyn Store>, config: &FlatCostConfig) -> chatme
         )));
     }
     let memory = ChatMemory::builder(store.clone())
-        .policy(WindowPolicy::messages(config.window)?)
+        .policy(WindowPolicy::try_messages(config.window)?)
         .retention(Retention::KeepHistory)
         // Cheap and deterministic: the bench measures the store, not a tokenizer.
-        .counter(Arc::new(Heuristic))
-        .build();
+        .counter(Heuristic)
+        .build()?;
 
     // Seed everything first so that the measured rounds can interleave the histories.
     let mut ids = Vec::with_capacity(config.histories.len());
@@ -392,44 +392,30 @@ fn history_message(seq: u64) -> Message {
 async fn seed(store: &dyn Store, id: &ConversationId, history: u64, config: &FlatCostConfig) -> chatmem::Result<()> {
     let batch = config.seed_batch.max(1);
     let window = u64::try_from(config.window).unwrap_or(u64::MAX);
-    let mut version = 0;
-    let mut next = 1;
-    while next <= history {
+    // The conversation as the store has it after each batch: the base of the next commit.
+    let mut base = Snapshot::empty();
+    while base.next_seq <= history {
+        let next = base.next_seq;
         let last = next.saturating_add(batch - 1).min(history);
-        let append = (next..=last)
-            .map(|seq| StoredMessage::new(seq, HISTORY_TOKENS, history_message(seq)))
-            .collect();
-        let system = (version == 0).then(|| StoredMessage::new(1, SYSTEM_TOKENS, Message::system(SYSTEM)));
+        let mut commit = Commit::on(&base).retention(Retention::KeepHistory);
+        if base.version == 0 {
+            commit = commit.system(Message::system(SYSTEM), SYSTEM_TOKENS);
+        }
+        for seq in next..=last {
+            commit = commit.append(history_message(seq), HISTORY_TOKENS);
+        }
         // Odd sequences are questions, and a window starts on one.
         let window_start = last.saturating_add(1).saturating_sub(window).max(1) | 1;
-        version = store
-            .commit(id, seed_commit(version, system, append, window_start))
-            .await
-            .map_err(|source| Error::Store { id: id.clone(), source })?;
-        match last.checked_add(1) {
-            Some(after) => next = after,
-            None => break,
+        let commit = commit.window_start(window_start.max(base.window_start)).build();
+        let store_err = |source| Error::Store { id: id.clone(), source };
+        let commit = commit.map_err(store_err)?;
+        (base.window_start, base.next_seq) = (commit.window_start(), commit.next_seq());
+        base.version = store.commit(id, commit).await.map_err(store_err)?;
+        if last == u64::MAX {
+            break;
         }
     }
     Ok(())
-}
-
-/// The harness's only [`Commit`] construction, so that a change to how commits are built
-/// touches one place.
-fn seed_commit(
-    expected_version: u64,
-    system: Option<StoredMessage>,
-    append: Vec<StoredMessage>,
-    window_start: u64,
-) -> Commit {
-    Commit {
-        expected_version,
-        system,
-        append,
-        window_start,
-        retention: Retention::KeepHistory,
-        ttl: None,
-    }
 }
 
 /// Loads `id` and commits a user + assistant pair, timing both (and the counter reads,
