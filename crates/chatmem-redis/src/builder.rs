@@ -1,13 +1,14 @@
 //! [`RedisStoreBuilder`]: the URL and options a [`RedisStore`] is made from, and connecting.
 
+use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chatmem::{StoreError, StoreErrorKind};
+use chatmem::{StoreError, redact_url};
 use redis::Script;
 
 use crate::conn::Conn;
-use crate::error::redact_url;
+use crate::error::invalid;
 use crate::keys::Keys;
 use crate::scripts;
 use crate::store::{RedisStore, Scripts};
@@ -18,13 +19,28 @@ pub const DEFAULT_KEY_PREFIX: &str = "chatmem";
 /// The default connect and response timeouts.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// URL schemes of Redis over TLS, which this crate refuses (see the crate docs).
+const TLS_SCHEMES: &[&str] = &["rediss", "valkeys"];
+
 /// Settings for a [`RedisStore`]; see [`RedisStore::builder`].
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RedisStoreBuilder {
     pub(crate) url: String,
     pub(crate) key_prefix: String,
     pub(crate) connect_timeout: Duration,
     pub(crate) response_timeout: Duration,
+}
+
+impl fmt::Debug for RedisStoreBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The URL may carry a password.
+        f.debug_struct("RedisStoreBuilder")
+            .field("url", &redact_url(&self.url))
+            .field("key_prefix", &self.key_prefix)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("response_timeout", &self.response_timeout)
+            .finish()
+    }
 }
 
 impl RedisStoreBuilder {
@@ -36,7 +52,8 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// Sets both the connect and the response timeout (default [`DEFAULT_TIMEOUT`]).
+    /// Sets both the connect and the response timeout (default [`DEFAULT_TIMEOUT`]; must be
+    /// longer than zero, checked by [`connect`](RedisStoreBuilder::connect)).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self.response_timeout = timeout;
@@ -44,14 +61,15 @@ impl RedisStoreBuilder {
     }
 
     /// How long [`connect`](RedisStoreBuilder::connect), and each later reconnection
-    /// attempt, may take (default [`DEFAULT_TIMEOUT`]).
+    /// attempt, may take (default [`DEFAULT_TIMEOUT`]; must be longer than zero).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
     }
 
     /// How long one store operation may take end to end, reconnecting included, before it
-    /// fails with [`StoreErrorKind::Unavailable`] (default [`DEFAULT_TIMEOUT`]).
+    /// fails with [`StoreErrorKind::Unavailable`](chatmem::StoreErrorKind::Unavailable)
+    /// (default [`DEFAULT_TIMEOUT`]; must be longer than zero).
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
         self
@@ -60,18 +78,17 @@ impl RedisStoreBuilder {
     /// Connects, then checks (or creates) the schema version key.
     ///
     /// # Errors
-    /// [`StoreErrorKind::InvalidInput`] for a malformed URL or key prefix;
-    /// [`StoreErrorKind::Unavailable`] when Redis cannot be reached within the connect
-    /// timeout; [`StoreErrorKind::SchemaTooNew`] when the keys were written by a newer
-    /// chatmem. Messages show the URL without its password.
+    /// [`StoreErrorKind::InvalidInput`](chatmem::StoreErrorKind::InvalidInput) for a
+    /// malformed URL, a TLS URL (`rediss://`, not supported), an empty key prefix or one
+    /// holding `{` or `}`, or a zero timeout;
+    /// [`StoreErrorKind::Unavailable`](chatmem::StoreErrorKind::Unavailable) when Redis
+    /// cannot be reached within the connect timeout;
+    /// [`StoreErrorKind::SchemaTooNew`](chatmem::StoreErrorKind::SchemaTooNew) when the keys
+    /// were written by a newer chatmem. Messages show the URL without its password
+    /// ([`chatmem::redact_url`]).
     pub async fn connect(self) -> Result<RedisStore, StoreError> {
         let url = redact_url(&self.url);
-        if self.key_prefix.is_empty() || self.key_prefix.contains(['{', '}']) {
-            return Err(StoreError::new(
-                StoreErrorKind::InvalidInput,
-                "redis key prefix must be non-empty and hold no `{` or `}`",
-            ));
-        }
+        self.check(&url)?;
         let conn = Conn::open(&self.url, &url, self.connect_timeout, self.response_timeout).await?;
         let store = RedisStore {
             conn,
@@ -87,5 +104,29 @@ impl RedisStoreBuilder {
         };
         store.check_schema().await?;
         Ok(store)
+    }
+
+    /// Refuses what this store cannot do, before any connection is tried.
+    fn check(&self, shown: &str) -> Result<(), StoreError> {
+        let scheme = self.url.split_once("://").map_or("", |(scheme, _)| scheme);
+        if TLS_SCHEMES.iter().any(|tls| scheme.eq_ignore_ascii_case(tls)) {
+            return Err(invalid(format!(
+                "{shown}: TLS ({scheme}://) is not supported by chatmem-redis; reach Redis over a private \
+                 network, or through a TLS tunnel (stunnel, for example) and connect to the tunnel's \
+                 local end with redis://"
+            )));
+        }
+        if self.key_prefix.is_empty() || self.key_prefix.contains(['{', '}']) {
+            return Err(invalid("key_prefix must be non-empty and hold no `{` or `}`"));
+        }
+        for (setting, timeout) in [
+            ("connect_timeout", self.connect_timeout),
+            ("response_timeout", self.response_timeout),
+        ] {
+            if timeout.is_zero() {
+                return Err(invalid(format!("{setting} must be longer than zero")));
+            }
+        }
+        Ok(())
     }
 }

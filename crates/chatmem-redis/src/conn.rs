@@ -10,7 +10,7 @@ use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
-use crate::error::{from_redis, timed_out};
+use crate::error::{DriverError, from_redis, timed_out};
 
 /// The URL scheme that selects Redis Cluster.
 pub(crate) const CLUSTER_SCHEME: &str = "redis+cluster://";
@@ -24,8 +24,7 @@ pub(crate) enum Conn {
 }
 
 impl Conn {
-    /// Connects to `url` (already checked to be non-secret in `shown`, the redacted URL
-    /// used in messages).
+    /// Connects to `url`; `shown`, its redacted form, is what messages print.
     pub(crate) async fn open(
         url: &str,
         shown: &str,
@@ -33,8 +32,9 @@ impl Conn {
         response_timeout: Duration,
     ) -> Result<Self, StoreError> {
         let what = format!("connecting to {shown}");
+        // The driver's error says what is wrong with the URL; the context only names it.
         let invalid = |e: redis::RedisError| {
-            StoreError::new(StoreErrorKind::InvalidInput, format!("invalid redis URL {shown}")).with_source(e)
+            StoreError::new(StoreErrorKind::InvalidInput, format!("redis URL {shown}")).with_source(DriverError(e))
         };
         let connecting = async {
             if url.starts_with(CLUSTER_SCHEME) {

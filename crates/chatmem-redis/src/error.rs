@@ -1,10 +1,13 @@
-//! Turning driver errors into [`StoreError`]s, and URLs into text safe to print.
+//! Turning driver errors into [`StoreError`]s whose printed chain says each fact once.
+
+use std::fmt;
 
 use chatmem::{StoreError, StoreErrorKind};
 use redis::{ErrorKind, RedisError, ServerErrorKind};
 
 /// Classifies a driver error: anything that says "the server is not there or not ready"
-/// is [`StoreErrorKind::Unavailable`], so callers can retry later.
+/// is [`StoreErrorKind::Unavailable`], so callers can retry later. `what` says what was
+/// being done; the driver's text is the source, never repeated in the context.
 pub(crate) fn from_redis(e: RedisError, what: &str) -> StoreError {
     let unavailable = e.is_io_error()
         || e.is_timeout()
@@ -26,7 +29,45 @@ pub(crate) fn from_redis(e: RedisError, what: &str) -> StoreError {
     } else {
         StoreErrorKind::Other
     };
-    StoreError::new(kind, format!("redis: {what}")).with_source(e)
+    StoreError::new(kind, format!("redis: {what}")).with_source(DriverError(e))
+}
+
+/// A driver error as the source of a [`StoreError`].
+///
+/// A `RedisError` that wraps a cause (an I/O error, a server or parse error) prints that
+/// cause's text as its own *and* returns the cause as its source, so a printed chain would
+/// say "Connection refused" twice. This prints the driver's text and skips the cause when
+/// it only repeats it (its own sources still follow).
+pub(crate) struct DriverError(pub(crate) RedisError);
+
+impl DriverError {
+    /// The driver's cause, unless its text is exactly the driver's own.
+    fn cause(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        let cause = std::error::Error::source(&self.0)?;
+        if cause.to_string() == self.0.to_string() {
+            cause.source()
+        } else {
+            Some(cause)
+        }
+    }
+}
+
+impl fmt::Display for DriverError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Debug for DriverError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for DriverError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.cause()
+    }
 }
 
 /// Whether the request failed because the connection was lost or could not be made (so
@@ -37,7 +78,7 @@ pub(crate) fn connection_lost(e: &RedisError) -> bool {
         && !e.is_timeout()
 }
 
-/// The error for an operation that did not finish within the response timeout.
+/// The error for an operation that did not finish within `timeout`.
 pub(crate) fn timed_out(what: &str, timeout: std::time::Duration) -> StoreError {
     StoreError::new(
         StoreErrorKind::Unavailable,
@@ -45,65 +86,52 @@ pub(crate) fn timed_out(what: &str, timeout: std::time::Duration) -> StoreError 
     )
 }
 
-/// A reply that is not what the scripts return: the keys hold something chatmem did not
-/// write.
-pub(crate) fn corrupt(context: String) -> StoreError {
+/// A reply or key that is not what chatmem writes, outside any one conversation (the id
+/// index, the schema key). Unreadable data of a conversation is [`StoreError::corrupt`].
+pub(crate) fn corrupt(context: impl Into<String>) -> StoreError {
     StoreError::new(StoreErrorKind::Corrupt, context)
 }
 
-/// `url` with any password (in the user info or a `pass=` query parameter) replaced by
-/// `***`, for error messages and `Debug`.
-pub(crate) fn redact_url(url: &str) -> String {
-    let url = redact_query(url);
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url;
-    };
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    let Some(at) = authority.rfind('@') else {
-        return url;
-    };
-    let (userinfo, host) = authority.split_at(at);
-    let userinfo = match userinfo.split_once(':') {
-        Some((user, _password)) => format!("{user}:***"),
-        // `redis://secret@host` is taken as a password by some clients: hide it too.
-        None if userinfo.is_empty() => String::new(),
-        None => "***".to_owned(),
-    };
-    format!("{scheme}://{userinfo}{host}{tail}")
-}
-
-/// Hides the value of `pass=` / `password=` query parameters (unix socket URLs).
-fn redact_query(url: &str) -> String {
-    let Some((base, query)) = url.split_once('?') else {
-        return url.to_owned();
-    };
-    let params: Vec<String> = query
-        .split('&')
-        .map(|param| match param.split_once('=') {
-            Some((name, _)) if name.eq_ignore_ascii_case("pass") || name.eq_ignore_ascii_case("password") => {
-                format!("{name}=***")
-            }
-            _ => param.to_owned(),
-        })
-        .collect();
-    format!("{base}?{}", params.join("&"))
+/// A setting or request this store refuses.
+pub(crate) fn invalid(context: impl Into<String>) -> StoreError {
+    StoreError::new(StoreErrorKind::InvalidInput, context)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::redact_url;
+    use super::*;
+
+    /// Every layer of `e`'s chain, outermost first.
+    fn chain(e: &(dyn std::error::Error + 'static)) -> Vec<String> {
+        let mut out = vec![e.to_string()];
+        let mut cause = e.source();
+        while let Some(c) = cause {
+            out.push(c.to_string());
+            cause = c.source();
+        }
+        out
+    }
 
     #[test]
-    fn passwords_are_hidden() {
-        assert_eq!(redact_url("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
-        assert_eq!(redact_url("redis://u:p%40ss@h:1/2"), "redis://u:***@h:1/2");
-        assert_eq!(redact_url("redis://:pw@h"), "redis://:***@h");
-        assert_eq!(redact_url("redis://pw@h/0"), "redis://***@h/0");
+    fn the_driver_cause_is_printed_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused by test");
+        let e = from_redis(RedisError::from(io), "connecting to redis://h:1");
+        assert_eq!(e.kind(), StoreErrorKind::Unavailable);
+        let layers = chain(&e);
         assert_eq!(
-            redact_url("redis+unix:///tmp/r.sock?db=1&pass=x"),
-            "redis+unix:///tmp/r.sock?db=1&pass=***"
+            layers.iter().filter(|l| l.contains("refused by test")).count(),
+            1,
+            "{layers:?}"
         );
-        assert_eq!(redact_url("nonsense"), "nonsense");
+
+        // A driver error without a cause keeps its own text.
+        let e = from_redis(
+            RedisError::from((ErrorKind::InvalidClientConfig, "Missing hostname")),
+            "opening",
+        );
+        assert_eq!(
+            chain(&e),
+            ["store error: redis: opening", "Missing hostname - InvalidClientConfig"]
+        );
     }
 }

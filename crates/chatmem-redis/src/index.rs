@@ -26,13 +26,12 @@ impl RedisStore {
         }
         let inv = &inv;
         let flags: Vec<i64> = self
-            .run(
-                || "checking listed conversations".to_owned(),
-                |mut conn| async move { inv.invoke_async(&mut conn).await },
-            )
+            .run("checking listed conversations", |mut conn| async move {
+                inv.invoke_async(&mut conn).await
+            })
             .await?;
         if flags.len() != ids.len() {
-            return Err(corrupt("redis: unexpected reply to the index check".to_owned()));
+            return Err(corrupt("redis: unexpected reply to the index check"));
         }
         Ok(flags.into_iter().map(|f| f == 1).collect())
     }
@@ -61,16 +60,13 @@ impl RedisStore {
         let metas: Vec<String> = ids.iter().map(|id| self.keys.meta(id)).collect();
         let metas = &metas;
         let flags: Vec<i64> = self
-            .run(
-                || "checking listed conversations".to_owned(),
-                |conn| async move {
-                    futures_util::future::try_join_all(metas.iter().map(|meta| {
-                        let mut conn = conn.clone();
-                        async move { redis::cmd("EXISTS").arg(meta).query_async::<i64>(&mut conn).await }
-                    }))
-                    .await
-                },
-            )
+            .run("checking listed conversations", |conn| async move {
+                futures_util::future::try_join_all(metas.iter().map(|meta| {
+                    let mut conn = conn.clone();
+                    async move { redis::cmd("EXISTS").arg(meta).query_async::<i64>(&mut conn).await }
+                }))
+                .await
+            })
             .await?;
         Ok(flags.into_iter().map(|f| f == 1).collect())
     }
@@ -83,10 +79,9 @@ impl RedisStore {
             cmd.arg(0).arg(id.as_str());
         }
         let cmd = &cmd;
-        self.run(
-            || "adding to the conversation index".to_owned(),
-            |mut conn| async move { cmd.query_async::<()>(&mut conn).await },
-        )
+        self.run("adding to the conversation index", |mut conn| async move {
+            cmd.query_async::<()>(&mut conn).await
+        })
         .await
     }
 
@@ -101,10 +96,9 @@ impl RedisStore {
             cmd.arg(id.as_str());
         }
         let cmd = &cmd;
-        self.run(
-            || "removing from the conversation index".to_owned(),
-            |mut conn| async move { cmd.query_async::<()>(&mut conn).await },
-        )
+        self.run("removing from the conversation index", |mut conn| async move {
+            cmd.query_async::<()>(&mut conn).await
+        })
         .await?;
         let exist = self.exist(ids).await?;
         let back: Vec<ConversationId> = ids
@@ -137,10 +131,9 @@ impl RedisStore {
             .arg(0)
             .arg(count);
         let cmd = &cmd;
-        self.run(
-            || "reading the conversation index".to_owned(),
-            |mut conn| async move { cmd.query_async(&mut conn).await },
-        )
+        self.run("reading the conversation index", |mut conn| async move {
+            cmd.query_async(&mut conn).await
+        })
         .await
     }
 }
@@ -150,5 +143,5 @@ pub(crate) fn index_id(raw: &[u8]) -> Result<ConversationId, StoreError> {
     std::str::from_utf8(raw)
         .ok()
         .and_then(|s| ConversationId::new(s).ok())
-        .ok_or_else(|| corrupt("redis: the conversation index holds an invalid id".to_owned()))
+        .ok_or_else(|| corrupt("redis: the conversation index holds an invalid id"))
 }

@@ -5,7 +5,12 @@
 //! one atomic round trip (each a Lua script run with `EVALSHA`); the per-turn cost does not
 //! grow with the length of the conversation's history. It runs on a single Redis (or a
 //! primary with replicas) and on Redis Cluster (see *Redis Cluster* below). This crate is
-//! not a cache in front of another database, and does not do TLS (`rediss://`).
+//! not a cache in front of another database.
+//!
+//! TLS is not supported: a `rediss://` URL is refused with
+//! [`StoreErrorKind::InvalidInput`](chatmem::StoreErrorKind). Reach Redis over a private
+//! network, or run a TLS tunnel (stunnel, for example) and connect to its local end with
+//! `redis://`.
 //!
 //! ```no_run
 //! use chatmem::{ChatMemory, ConversationId, Message};
@@ -57,9 +62,12 @@
 //!
 //! Every commit sets `PEXPIRE` on both keys of the conversation to the commit's TTL, or
 //! `PERSIST`s them when the TTL is `None`, inside the commit script (so both keys always
-//! carry the same deadline). An expired conversation's keys are gone, so it reads as empty
-//! at once. Its index entry stays until a [`list`](chatmem::Store::list) meets it (each
-//! listed id is checked with `EXISTS` and stale ones are removed from the index) or
+//! carry the same deadline). TTLs are rounded up to whole milliseconds (Redis's unit). A
+//! TTL longer than 2^45 ms (about 1,100 years) is too long to pass to Redis safely and, as
+//! chatmem documents for a TTL a store cannot represent, never expires. An expired
+//! conversation's keys are gone, so it reads as empty at once. Its index entry stays until
+//! a [`list`](chatmem::Store::list) meets it (each listed id is checked with `EXISTS` and
+//! stale ones are removed from the index) or
 //! [`purge_expired`](chatmem::Store::purge_expired) sweeps the index. Sequence numbers
 //! must stay below 2^53 (sorted-set scores are doubles).
 //!

@@ -4,7 +4,6 @@ use chatmem::{ConversationId, Snapshot, StoreError, StoredMessage};
 use redis::Value;
 
 use crate::codec;
-use crate::error::corrupt;
 
 /// The bytes of a bulk or simple string reply; `None` for nil.
 fn reply_bytes(v: &Value) -> Option<Vec<u8>> {
@@ -28,19 +27,16 @@ fn reply_num(v: &Value) -> Option<u64> {
 
 /// Builds the snapshot from the load script's reply.
 pub(crate) fn parse_snapshot(id: &ConversationId, reply: Value) -> Result<Snapshot, StoreError> {
-    let bad_meta = |field: &str| {
-        corrupt(format!(
-            "conversation {id:?}: metadata field {field} is missing or invalid"
-        ))
-    };
+    let bad_meta = |field: &str| StoreError::corrupt(id, format!("metadata field {field} is missing or invalid"));
+    let unexpected = || StoreError::corrupt(id, "unexpected load reply");
     let Value::Array(items) = reply else {
-        return Err(corrupt(format!("conversation {id:?}: unexpected load reply")));
+        return Err(unexpected());
     };
     if items.is_empty() {
         return Ok(Snapshot::empty());
     }
     let [version, window_start, next_seq, sys_seq, sys_tokens, sys_json, records] =
-        <[Value; 7]>::try_from(items).map_err(|_| corrupt(format!("conversation {id:?}: unexpected load reply")))?;
+        <[Value; 7]>::try_from(items).map_err(|_| unexpected())?;
     let version = reply_num(&version).ok_or_else(|| bad_meta("version"))?;
     let window_start = reply_num(&window_start).ok_or_else(|| bad_meta("window_start"))?;
     let next_seq = reply_num(&next_seq).ok_or_else(|| bad_meta("next_seq"))?;
@@ -51,20 +47,20 @@ pub(crate) fn parse_snapshot(id: &ConversationId, reply: Value) -> Result<Snapsh
             let tokens = reply_num(&sys_tokens)
                 .and_then(|t| u32::try_from(t).ok())
                 .ok_or_else(|| bad_meta("sys_tokens"))?;
-            Some(StoredMessage::new(seq, tokens, codec::decode_message(id, &json, seq)?))
+            Some(StoredMessage::from_json(id, seq, tokens, &json)?)
         }
     };
     let records = match records {
         Value::Array(records) => records,
         Value::Nil => Vec::new(),
-        _ => return Err(corrupt(format!("conversation {id:?}: unexpected load reply"))),
+        _ => return Err(unexpected()),
     };
     let messages = records
         .iter()
         .enumerate()
         .map(|(i, r)| {
             let bytes = reply_bytes(r)
-                .ok_or_else(|| corrupt(format!("conversation {id:?}: message record #{i} is not a string")))?;
+                .ok_or_else(|| StoreError::corrupt(id, format!("message record #{i} is not a string")))?;
             codec::decode(id, &bytes, i)
         })
         .collect::<Result<Vec<_>, _>>()?;

@@ -22,10 +22,9 @@ impl RedisStore {
             .arg(&key);
         let pipe = &pipe;
         let (stored,): (Option<String>,) = self
-            .run(
-                || format!("checking {key}"),
-                |mut conn| async move { pipe.query_async(&mut conn).await },
-            )
+            .run(&format!("checking {key}"), |mut conn| async move {
+                pipe.query_async(&mut conn).await
+            })
             .await?;
         let stored: u64 = stored
             .as_deref()

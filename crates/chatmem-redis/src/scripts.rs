@@ -24,77 +24,61 @@ end
 return {m[1], m[2], m[3], m[4], m[5], m[6], redis.call('ZRANGEBYSCORE', KEYS[2], ws, '+inf')}
 "#;
 
-/// The version-checked commit.
+/// The version-checked commit. The version check is its only check: a `Commit` cannot be
+/// built invalid, so its sequences, window start and next seq are stored as they are.
 ///
 /// `KEYS`: meta, msgs, and the index (single Redis only; without it the index is not
-/// touched). `ARGV`: 1 expected version, 2 raw id, 3 window start,
+/// touched). `ARGV`: 1 expected version, 2 raw id, 3 window start after the commit,
 /// 4 drop evicted (`1`/`0`), 5 TTL in ms (empty = no expiry), 6 has system (`1`/`0`),
-/// 7 system seq, 8 system tokens, 9 system record JSON, 10 next_seq after the append,
+/// 7 system seq, 8 system tokens, 9 system record JSON, 10 next_seq after the commit,
 /// 11 a random commit token, then `seq, record` pairs from 12 on.
 ///
 /// Returns `{1, new_version}` (also when this very commit, recognised by its token, was
 /// already applied: a resend after a lost connection), `{0, current_version}` on a lost
-/// version check,
-/// `{2, next_seq}` when the first appended seq does not follow the stored `next_seq`, or
-/// `{3, 0}` when the stored meta is unreadable.
+/// version check, or `{2, 0}` when the stored version is unreadable.
 pub(crate) const COMMIT: &str = r#"
 local meta, msgs, index = KEYS[1], KEYS[2], KEYS[3]
-local cur = redis.call('HMGET', meta, 'version', 'next_seq', 'window_start', 'commit_token')
+local cur = redis.call('HMGET', meta, 'version', 'commit_token')
 local version = 0
 if cur[1] then
   version = tonumber(cur[1])
   if not version then
-    return {3, 0}
+    return {2, 0}
   end
 end
 if version ~= tonumber(ARGV[1]) then
-  if version == tonumber(ARGV[1]) + 1 and cur[4] == ARGV[11] then
+  if version == tonumber(ARGV[1]) + 1 and cur[2] == ARGV[11] then
     return {1, version}
   end
   return {0, version}
 end
-local next_seq, ws = '1', '1'
 if version == 0 then
   -- A conversation that does not exist has no messages, whatever was left behind.
   redis.call('DEL', msgs)
-else
-  next_seq, ws = cur[2], cur[3]
-  if not tonumber(next_seq) or not tonumber(ws) then
-    return {3, 0}
-  end
 end
 local n = #ARGV
-if n >= 12 then
-  if tonumber(ARGV[12]) ~= tonumber(next_seq) then
-    return {2, tonumber(next_seq)}
+-- ZADD in chunks: unpack() of a huge table overflows Lua's C stack.
+local i = 12
+while i < n do
+  local args = {}
+  local j = i
+  while j < n and j < i + 1000 do
+    args[#args + 1] = ARGV[j]
+    args[#args + 1] = ARGV[j + 1]
+    j = j + 2
   end
-  -- ZADD in chunks: unpack() of a huge table overflows Lua's C stack.
-  local i = 12
-  while i < n do
-    local args = {}
-    local j = i
-    while j < n and j < i + 1000 do
-      args[#args + 1] = ARGV[j]
-      args[#args + 1] = ARGV[j + 1]
-      j = j + 2
-    end
-    redis.call('ZADD', msgs, 'NX', unpack(args))
-    i = j
-  end
-  next_seq = ARGV[10]
-end
-if tonumber(ARGV[3]) > tonumber(ws) then
-  ws = ARGV[3]
+  redis.call('ZADD', msgs, 'NX', unpack(args))
+  i = j
 end
 if ARGV[6] == '1' then
-  redis.call('HSET', meta, 'id', ARGV[2], 'next_seq', next_seq, 'window_start', ws, 'commit_token', ARGV[11],
+  redis.call('HSET', meta, 'id', ARGV[2], 'next_seq', ARGV[10], 'window_start', ARGV[3], 'commit_token', ARGV[11],
     'sys_seq', ARGV[7], 'sys_tokens', ARGV[8], 'sys_json', ARGV[9])
 else
-  redis.call('HSET', meta, 'id', ARGV[2], 'next_seq', next_seq, 'window_start', ws, 'commit_token', ARGV[11])
+  redis.call('HSET', meta, 'id', ARGV[2], 'next_seq', ARGV[10], 'window_start', ARGV[3], 'commit_token', ARGV[11])
 end
 local new_version = redis.call('HINCRBY', meta, 'version', 1)
 if ARGV[4] == '1' then
-  redis.call('ZREMRANGEBYSCORE', msgs, '-inf', '(' .. ws)
+  redis.call('ZREMRANGEBYSCORE', msgs, '-inf', '(' .. ARGV[3])
 end
 if ARGV[5] ~= '' then
   redis.call('PEXPIRE', meta, ARGV[5])

@@ -6,20 +6,32 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chatmem::{Commit, ConversationId, Page, Retention, Snapshot, Store, StoreError, StoreErrorKind, StoredMessage};
+use chatmem::{Commit, ConversationId, Page, Retention, Snapshot, Store, StoreError, StoredMessage};
 use redis::{Script, Value};
 
 use crate::builder::{DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, RedisStoreBuilder};
 use crate::codec;
 use crate::conn::Conn;
-use crate::error::corrupt;
 use crate::index::{INDEX_BATCH, index_id};
 use crate::keys::Keys;
 use crate::reply::parse_snapshot;
 
-/// Longest TTL passed to Redis (about 1,100 years); longer ones are clamped so that
-/// `PEXPIRE` cannot overflow.
+/// Longest TTL passed to Redis, in milliseconds (about 1,100 years): `PEXPIRE` fails when
+/// now plus the TTL overflows. A longer TTL never expires, as chatmem documents for a TTL a
+/// store cannot represent.
 const MAX_TTL_MS: u128 = 1 << 45;
+
+/// `ttl` as the milliseconds `PEXPIRE` takes, rounded up (Redis counts whole milliseconds;
+/// rounding up never expires a conversation early, and a zero TTL stays zero: expired at
+/// once, as on the other stores); `None` when it is longer than [`MAX_TTL_MS`] and so never
+/// expires.
+fn ttl_millis(ttl: Duration) -> Option<u64> {
+    let ms = ttl.as_nanos().div_ceil(1_000_000);
+    if ms > MAX_TTL_MS {
+        return None;
+    }
+    u64::try_from(ms).ok()
+}
 
 /// Conversations stored in Redis or Redis Cluster. Cheap to clone: clones share one
 /// multiplexed connection (per node, on Cluster).
@@ -89,69 +101,59 @@ impl Store for RedisStore {
         inv.key(self.keys.meta(id)).key(self.keys.msgs(id));
         let inv = &inv;
         let reply: Value = self
-            .run(
-                || format!("loading conversation {id:?}"),
-                |mut conn| async move { inv.invoke_async(&mut conn).await },
-            )
-            .await?;
+            .run("loading", |mut conn| async move { inv.invoke_async(&mut conn).await })
+            .await
+            .map_err(|e| e.for_conversation(id))?;
         parse_snapshot(id, reply)
     }
 
     async fn commit(&self, id: &ConversationId, commit: Commit) -> Result<u64, StoreError> {
-        if let Some(first) = commit.append.first() {
-            let consecutive = commit.append.iter().zip(first.seq..).all(|(m, want)| m.seq == want);
-            if first.seq == 0 || !consecutive {
-                return Err(StoreError::new(
-                    StoreErrorKind::InvalidInput,
-                    "appended messages must have consecutive sequences from 1 on",
-                ));
-            }
-        }
+        // The version check in the script is the only check: a `Commit` cannot be built
+        // invalid, so its sequences, window start and next seq are stored as they are.
         let cluster = self.conn.is_cluster();
-        let creates = commit.expected_version == 0;
+        let creates = commit.expected_version() == 0;
         let mut inv = self.scripts.commit.prepare_invoke();
         inv.key(self.keys.meta(id)).key(self.keys.msgs(id));
         if !cluster {
             inv.key(self.keys.index());
         }
-        inv.arg(commit.expected_version)
+        inv.arg(commit.expected_version())
             .arg(id.as_str())
-            .arg(commit.window_start)
-            .arg(u8::from(commit.retention == Retention::DropEvicted));
-        match commit.ttl {
-            Some(ttl) => inv.arg(ttl.as_millis().clamp(1, MAX_TTL_MS).to_string()),
+            .arg(commit.window_start())
+            .arg(u8::from(commit.retention() == Retention::DropEvicted));
+        match commit.ttl().and_then(ttl_millis) {
+            Some(ms) => inv.arg(ms),
             None => inv.arg(""),
         };
-        match &commit.system {
-            Some(s) => inv
-                .arg(1)
-                .arg(s.seq)
-                .arg(s.tokens)
-                .arg(codec::message_json(&s.message, s.seq)?),
+        match commit.system() {
+            Some(s) => inv.arg(1).arg(s.seq).arg(s.tokens).arg(s.message_json()?),
             None => inv.arg(0).arg(0).arg(0).arg(""),
         };
-        inv.arg(commit.append.last().map_or(0, |m| m.seq + 1));
+        inv.arg(commit.next_seq());
         // Lets a resend after a lost connection recognise a commit that already applied.
         inv.arg(format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..)));
-        for m in &commit.append {
+        for m in commit.appended() {
             inv.arg(m.seq).arg(codec::encode(m)?);
         }
         if cluster && creates {
             // Listed before it exists, so that no crash can leave it unlisted; `list` drops
             // the entry again if this commit does not create it.
-            self.index_add(std::slice::from_ref(id)).await?;
+            self.index_add(std::slice::from_ref(id))
+                .await
+                .map_err(|e| e.for_conversation(id))?;
         }
         let inv = &inv;
         let (code, n): (i64, i64) = self
             .run(
-                || format!("committing to conversation {id:?}"),
+                "committing",
                 |mut conn| async move { inv.invoke_async(&mut conn).await },
             )
-            .await?;
+            .await
+            .map_err(|e| e.for_conversation(id))?;
         match code {
             1 => {
-                let version =
-                    u64::try_from(n).map_err(|_| corrupt(format!("conversation {id:?}: invalid version {n}")))?;
+                let version = u64::try_from(n)
+                    .map_err(|_| StoreError::corrupt(id, format!("the commit returned version {n}")))?;
                 if cluster && creates {
                     // Again after the commit: a concurrent `list` or `clear` may have removed
                     // the entry while the conversation did not exist yet.
@@ -164,14 +166,7 @@ impl Store for RedisStore {
                 Ok(version)
             }
             0 => Err(StoreError::conflict()),
-            2 => Err(StoreError::new(
-                StoreErrorKind::InvalidInput,
-                format!(
-                    "appended sequence {} does not follow {n}",
-                    commit.append.first().map_or(0, |m| m.seq)
-                ),
-            )),
-            _ => Err(corrupt(format!("conversation {id:?}: metadata is unreadable"))),
+            _ => Err(StoreError::corrupt(id, "metadata field version is not a number")),
         }
     }
 
@@ -189,10 +184,11 @@ impl Store for RedisStore {
         let cmd = &cmd;
         let records: Vec<Vec<u8>> = self
             .run(
-                || format!("reading the history of conversation {id:?}"),
+                "reading history",
                 |mut conn| async move { cmd.query_async(&mut conn).await },
             )
-            .await?;
+            .await
+            .map_err(|e| e.for_conversation(id))?;
         records
             .iter()
             .enumerate()
@@ -210,14 +206,14 @@ impl Store for RedisStore {
         inv.arg(id.as_str());
         let inv = &inv;
         let existed: i64 = self
-            .run(
-                || format!("clearing conversation {id:?}"),
-                |mut conn| async move { inv.invoke_async(&mut conn).await },
-            )
-            .await?;
+            .run("clearing", |mut conn| async move { inv.invoke_async(&mut conn).await })
+            .await
+            .map_err(|e| e.for_conversation(id))?;
         if cluster && existed == 1 {
             // The keys first, then the index entry (an entry without keys is harmless).
-            self.index_remove_checked(std::slice::from_ref(id)).await?;
+            self.index_remove_checked(std::slice::from_ref(id))
+                .await
+                .map_err(|e| e.for_conversation(id))?;
         }
         Ok(existed == 1)
     }
@@ -277,5 +273,21 @@ impl Store for RedisStore {
             );
         }
         Ok(removed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttls_round_up_and_one_too_long_never_expires() {
+        assert_eq!(ttl_millis(Duration::ZERO), Some(0));
+        assert_eq!(ttl_millis(Duration::from_nanos(1)), Some(1));
+        assert_eq!(ttl_millis(Duration::from_micros(1500)), Some(2));
+        assert_eq!(ttl_millis(Duration::from_secs(60)), Some(60_000));
+        assert_eq!(ttl_millis(Duration::from_millis(1 << 45)), Some(1 << 45));
+        assert_eq!(ttl_millis(Duration::from_millis((1 << 45) + 1)), None);
+        assert_eq!(ttl_millis(Duration::MAX), None);
     }
 }

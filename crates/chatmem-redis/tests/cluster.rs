@@ -9,9 +9,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use chatmem::{Commit, ConversationId, Message, Retention, Store, StoredMessage};
+use chatmem::{ConversationId, Message, Retention, Store, StoredMessage};
 use chatmem_redis::RedisStore;
-use chatmem_test::stress;
+use chatmem_test::{commit_full, stress};
 use common::{hex, unique_prefix};
 use redis::aio::MultiplexedConnection;
 
@@ -133,14 +133,15 @@ async fn one_conversation_one_slot_many_conversations_many_nodes() {
         .map(|i| ConversationId::new(format!("slot-{i}-{{x}}:*%'\"")).unwrap())
         .collect();
     for id in &ids {
-        let commit = Commit {
-            expected_version: 0,
-            system: None,
-            append: vec![StoredMessage::new(1, 3, Message::user("hi"))],
-            window_start: 1,
-            retention: Retention::KeepHistory,
-            ttl: Some(Duration::from_secs(600)),
-        };
+        let commit = commit_full(
+            0,
+            1,
+            None,
+            vec![StoredMessage::new(1, 3, Message::user("hi"))],
+            1,
+            Retention::KeepHistory,
+            Some(Duration::from_secs(600)),
+        );
         assert_eq!(store.commit(id, commit).await.unwrap(), 1);
         let tag = hex(id.as_str());
         let meta = format!("{prefix}:{{{tag}}}:meta");
@@ -217,23 +218,42 @@ async fn cluster_index_is_kept_without_cross_slot_scripts() {
                 .unwrap()
         }
     };
-    let first = |expected: u64, seq: u64| Commit {
-        expected_version: expected,
-        system: None,
-        append: vec![StoredMessage::new(seq, 1, Message::user("x"))],
-        window_start: 1,
-        retention: Retention::KeepHistory,
-        ttl: None,
+    let first = |ttl: Option<Duration>| {
+        commit_full(
+            0,
+            1,
+            None,
+            vec![StoredMessage::new(1, 1, Message::user("x"))],
+            1,
+            Retention::KeepHistory,
+            ttl,
+        )
     };
 
-    // A creating commit that fails still registered the id first; list drops it.
+    // A creating commit that fails still registered the id first; list drops it once the
+    // conversation is gone. It fails here because a meta key written behind the store's
+    // back (and never indexed) holds another version.
     let bad = ConversationId::new("bad").unwrap();
-    let e = store.commit(&bad, first(0, 5)).await.unwrap_err();
-    assert_eq!(e.kind(), chatmem::StoreErrorKind::InvalidInput);
+    let bad_meta = format!("{prefix}:{{{}}}:meta", hex("bad"));
+    let () = redis::cmd("HSET")
+        .arg(&bad_meta)
+        .arg("version")
+        .arg(7)
+        .query_async(&mut raw.clone())
+        .await
+        .unwrap();
+    assert_eq!(score("bad").await, None);
+    let e = store.commit(&bad, first(None)).await.unwrap_err();
+    assert!(e.is_conflict(), "{e}");
     assert_eq!(score("bad").await, Some(0.0), "registered before the commit");
+    let () = redis::cmd("DEL")
+        .arg(&bad_meta)
+        .query_async(&mut raw.clone())
+        .await
+        .unwrap();
 
     let good = ConversationId::new("good").unwrap();
-    assert_eq!(store.commit(&good, first(0, 1)).await.unwrap(), 1);
+    assert_eq!(store.commit(&good, first(None)).await.unwrap(), 1);
     assert_eq!(score("good").await, Some(0.0));
     let page = store.list(None, 10).await.unwrap();
     assert_eq!(page.ids, vec![good.clone()]);
@@ -241,8 +261,7 @@ async fn cluster_index_is_kept_without_cross_slot_scripts() {
 
     // An expired conversation reads as absent and leaves the index on the next sweep.
     let short = ConversationId::new("short").unwrap();
-    let mut c = first(0, 1);
-    c.ttl = Some(Duration::from_millis(50));
+    let c = first(Some(Duration::from_millis(50)));
     assert_eq!(store.commit(&short, c).await.unwrap(), 1);
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(store.load(&short).await.unwrap().version, 0);
@@ -279,14 +298,12 @@ async fn cluster_creations_racing_index_sweeps_stay_listed() {
             tokio::spawn(async move {
                 for i in 0..10 {
                     let id = ConversationId::new(format!("race-{w:02}-{i:02}")).unwrap();
-                    let commit = Commit {
-                        expected_version: 0,
-                        system: None,
-                        append: vec![StoredMessage::new(1, 1, Message::user("x"))],
-                        window_start: 1,
-                        retention: Retention::KeepHistory,
-                        ttl: None,
-                    };
+                    let commit = chatmem_test::commit(
+                        0,
+                        vec![StoredMessage::new(1, 1, Message::user("x"))],
+                        1,
+                        Retention::KeepHistory,
+                    );
                     assert_eq!(store.commit(&id, commit).await.unwrap(), 1);
                 }
             })

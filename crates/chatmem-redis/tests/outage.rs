@@ -55,14 +55,7 @@ fn turn(seq: u64) -> Vec<StoredMessage> {
 }
 
 fn commit(expected: u64, seq: u64) -> Commit {
-    Commit {
-        expected_version: expected,
-        system: None,
-        append: turn(seq),
-        window_start: 1,
-        retention: Retention::KeepHistory,
-        ttl: None,
-    }
+    chatmem_test::commit(expected, turn(seq), 1, Retention::KeepHistory)
 }
 
 async fn connect_with_timeout(url: &str) -> (Result<RedisStore, chatmem::StoreError>, Duration) {

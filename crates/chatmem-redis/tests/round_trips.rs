@@ -8,7 +8,8 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use chatmem::{ChatMemory, Commit, ConversationId, Message, Retention, Store, StoredMessage};
+use chatmem::{ChatMemory, ConversationId, Message, Retention, Store, StoredMessage};
+use chatmem_test::commit_full;
 use common::{cleanup, raw, store, unique_prefix, url};
 use redis::aio::MultiplexedConnection;
 
@@ -63,14 +64,15 @@ async fn load_and_commit_are_one_round_trip_each() {
     let mut version = store
         .commit(
             &id,
-            Commit {
-                expected_version: 0,
-                system: Some(StoredMessage::new(1, 3, Message::system("rules"))),
-                append: turn(1),
-                window_start: 1,
-                retention: Retention::KeepHistory,
-                ttl: Some(std::time::Duration::from_secs(600)),
-            },
+            commit_full(
+                0,
+                1,
+                Some(StoredMessage::new(1, 3, Message::system("rules"))),
+                turn(1),
+                1,
+                Retention::KeepHistory,
+                Some(std::time::Duration::from_secs(600)),
+            ),
         )
         .await
         .unwrap();
@@ -84,14 +86,15 @@ async fn load_and_commit_are_one_round_trip_each() {
         store.load(&id).await.unwrap();
         loads = fewest(loads, delta(&before, &command_calls(&mut conn).await));
 
-        let c = Commit {
-            expected_version: version,
-            system: None,
-            append: turn(next),
-            window_start: next,
-            retention: Retention::DropEvicted,
-            ttl: Some(std::time::Duration::from_secs(600)),
-        };
+        let c = commit_full(
+            version,
+            next,
+            None,
+            turn(next),
+            next,
+            Retention::DropEvicted,
+            Some(std::time::Duration::from_secs(600)),
+        );
         let before = command_calls(&mut conn).await;
         store.commit(&id, c).await.unwrap();
         commits = fewest(commits, delta(&before, &command_calls(&mut conn).await));
@@ -194,40 +197,19 @@ async fn cluster_round_trips() {
     for i in 0..20 {
         let id = ConversationId::new(format!("warm-{i}")).unwrap();
         store.load(&id).await.unwrap();
-        let c = Commit {
-            expected_version: 0,
-            system: None,
-            append: turn(1),
-            window_start: 1,
-            retention: Retention::KeepHistory,
-            ttl: None,
-        };
+        let c = chatmem_test::commit(0, turn(1), 1, Retention::KeepHistory);
         store.commit(&id, c).await.unwrap();
         store.clear(&id).await.unwrap();
     }
     let (mut creates, mut loads, mut commits, mut clears) = (None, None, None, None);
     for round in 0..3 {
         let id = ConversationId::new(format!("rt-{round}")).unwrap();
-        let c = Commit {
-            expected_version: 0,
-            system: None,
-            append: turn(1),
-            window_start: 1,
-            retention: Retention::KeepHistory,
-            ttl: None,
-        };
+        let c = chatmem_test::commit(0, turn(1), 1, Retention::KeepHistory);
         let d = cluster_delta(&mut nodes, async { assert_eq!(store.commit(&id, c).await.unwrap(), 1) }).await;
         creates = fewest(creates, d);
         let d = cluster_delta(&mut nodes, async { drop(store.load(&id).await.unwrap()) }).await;
         loads = fewest(loads, d);
-        let c = Commit {
-            expected_version: 1,
-            system: None,
-            append: turn(3),
-            window_start: 1,
-            retention: Retention::KeepHistory,
-            ttl: None,
-        };
+        let c = chatmem_test::commit(1, turn(3), 1, Retention::KeepHistory);
         let d = cluster_delta(&mut nodes, async { assert_eq!(store.commit(&id, c).await.unwrap(), 2) }).await;
         commits = fewest(commits, d);
         let d = cluster_delta(&mut nodes, async { assert!(store.clear(&id).await.unwrap()) }).await;
