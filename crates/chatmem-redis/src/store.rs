@@ -131,7 +131,7 @@ impl Store for RedisStore {
         };
         inv.arg(commit.next_seq());
         // Lets a resend after a lost connection recognise a commit that already applied.
-        inv.arg(format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..)));
+        inv.arg(commit.token());
         for m in commit.appended() {
             inv.arg(m.seq).arg(codec::encode(m)?);
         }

@@ -177,6 +177,7 @@ impl Snapshot {
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct Commit {
+    token: u64,
     expected_version: u64,
     first_seq: u64,
     system: Option<StoredMessage>,
@@ -184,6 +185,11 @@ pub struct Commit {
     window_start: u64,
     retention: Retention,
     ttl: Option<Duration>,
+}
+
+/// A commit token: random, never 0 (0 reads as "no token" in stores).
+fn new_token() -> u64 {
+    fastrand::u64(1..)
 }
 
 /// Builds a [`Commit`]; see [`Commit::on`].
@@ -200,6 +206,7 @@ impl Commit {
     pub fn on(loaded: &Snapshot) -> CommitBuilder {
         CommitBuilder {
             commit: Commit {
+                token: new_token(),
                 expected_version: loaded.version,
                 first_seq: loaded.next_seq,
                 system: None,
@@ -215,6 +222,14 @@ impl Commit {
     /// The version the writer loaded; the commit fails with a conflict if it changed.
     pub fn expected_version(&self) -> u64 {
         self.expected_version
+    }
+
+    /// A random token that tells this commit from every other (never 0). A store keeps the
+    /// token of the last commit with the conversation, so that when a commit's reply was lost
+    /// (a timeout, a dropped connection) sending the same commit again is answered with the
+    /// version it made instead of applying it twice: see [`Store::commit`].
+    pub fn token(&self) -> u64 {
+        self.token
     }
 
     /// A replacement system message, or `None` to keep the current one.
@@ -468,6 +483,13 @@ pub trait Store: Send + Sync + std::fmt::Debug {
 
     /// Applies `commit` atomically if the conversation's version is still
     /// `commit.expected_version`; returns the new version.
+    ///
+    /// A store whose backend can lose a reply (a network database) keeps the
+    /// [`token`](Commit::token) of the last commit with the conversation and answers a commit
+    /// that finds the version already at `expected_version + 1` with that very token as
+    /// applied (returning that version), so the same commit sent again after a lost reply is
+    /// stored once. After a timeout or a lost connection it resends the same commit (or
+    /// checks the token) before it reports a failure: `Unavailable` then means "not applied".
     async fn commit(&self, id: &ConversationId, commit: Commit) -> Result<u64, StoreError>;
 
     /// Up to `limit` stored messages with `seq > after` (all kept messages, evicted ones
