@@ -136,7 +136,7 @@ impl Store for PostgresStore {
 
     async fn commit(&self, id: &ConversationId, commit: Commit) -> Result<u64, StoreError> {
         let p = CommitParams::new(&commit)?;
-        let sql = if commit.expected_version == 0 {
+        let sql = if commit.expected_version() == 0 {
             &self.sql.commit_create
         } else {
             &self.sql.commit_update
@@ -152,7 +152,6 @@ impl Store for PostgresStore {
                     (&p.system_tokens, Type::INT8),
                     (&p.system_json, Type::TEXT),
                     (&p.window_start, Type::INT8),
-                    (&p.first_seq, Type::INT8),
                     (&p.next_seq, Type::INT8),
                     (&p.drop_evicted, Type::BOOL),
                     (&p.ttl_micros, Type::INT8),
@@ -169,19 +168,10 @@ impl Store for PostgresStore {
         let row = rows
             .first()
             .ok_or_else(|| StoreError::new(StoreErrorKind::Other, "the commit statement returned no row"))?;
-        if let Some(version) = read.get::<Option<i64>>(row, 0)? {
-            return read.u64(version, "version");
-        }
-        // Not applied: tell a lost version check from a sequence that does not follow,
-        // by the row as this statement saw it.
-        let current = read.get::<Option<i64>>(row, 1)?.unwrap_or(0);
-        let next_seq = read.get::<Option<i64>>(row, 2)?.unwrap_or(1);
-        match p.first_seq {
-            Some(first) if current == p.expected && first != next_seq => Err(StoreError::new(
-                StoreErrorKind::InvalidInput,
-                format!("appended sequence {first} does not follow {next_seq}"),
-            )),
-            _ => Err(StoreError::conflict()),
+        // NULL: the version check failed, nothing was written.
+        match read.get::<Option<i64>>(row, 0)? {
+            Some(version) => read.u64(version, "the new version"),
+            None => Err(StoreError::conflict()),
         }
     }
 
