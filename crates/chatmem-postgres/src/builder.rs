@@ -5,29 +5,36 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use deadpool_postgres::tokio_postgres::config::Host;
 use deadpool_postgres::tokio_postgres::{Config, NoTls};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 
-use chatmem::{StoreError, StoreErrorKind};
+use chatmem::{StoreError, StoreErrorKind, redact_url};
 
 use crate::sql::Statements;
 use crate::store::PostgresStore;
+use crate::url::{self, UrlTimeouts};
 
-/// The default time a store operation (getting a connection included) may take.
+/// The default of every timeout: connect, pool and statement.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The default number of pooled connections.
 pub const DEFAULT_POOL_SIZE: usize = 16;
 /// The default schema.
 pub const DEFAULT_SCHEMA: &str = "public";
+/// The longest statement timeout: PostgreSQL's own limit, `i32::MAX` milliseconds (about
+/// 24.8 days).
+pub const MAX_STATEMENT_TIMEOUT: Duration = Duration::from_millis(i32::MAX as u64);
 
 /// Settings for a [`PostgresStore`]; see [`PostgresStore::builder`].
+///
+/// Timeouts can also come from the URL (see the [crate docs](crate#settings)); a builder
+/// method overrides the URL.
 #[derive(Clone)]
 pub struct PostgresStoreBuilder {
     url: String,
     pool_size: usize,
-    timeout: Duration,
+    timeout: Option<Duration>,
     connect_timeout: Option<Duration>,
+    pool_timeout: Option<Duration>,
     statement_timeout: Option<Duration>,
     schema: String,
 }
@@ -35,14 +42,26 @@ pub struct PostgresStoreBuilder {
 impl fmt::Debug for PostgresStoreBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PostgresStoreBuilder")
-            .field("url", &redact(&self.url))
+            .field("url", &redact_url(&self.url))
             .field("pool_size", &self.pool_size)
             .field("timeout", &self.timeout)
             .field("connect_timeout", &self.connect_timeout)
+            .field("pool_timeout", &self.pool_timeout)
             .field("statement_timeout", &self.statement_timeout)
             .field("schema", &self.schema)
             .finish()
     }
+}
+
+/// The timeouts a store runs with, once the builder and the URL are combined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Timeouts {
+    /// Opening one connection.
+    pub(crate) connect: Duration,
+    /// Waiting for a free pooled connection.
+    pub(crate) pool: Duration,
+    /// One statement, on the server and on the client.
+    pub(crate) statement: Duration,
 }
 
 impl PostgresStoreBuilder {
@@ -51,37 +70,53 @@ impl PostgresStoreBuilder {
         Self {
             url: url.to_owned(),
             pool_size: DEFAULT_POOL_SIZE,
-            timeout: DEFAULT_TIMEOUT,
+            timeout: None,
             connect_timeout: None,
+            pool_timeout: None,
             statement_timeout: None,
             schema: DEFAULT_SCHEMA.to_owned(),
         }
     }
 
-    /// How many connections the pool may open (default [`DEFAULT_POOL_SIZE`], at least 1).
+    /// How many connections the pool may open (default [`DEFAULT_POOL_SIZE`]). Zero is
+    /// refused by [`connect`](Self::connect).
     pub fn pool_size(mut self, size: usize) -> Self {
-        self.pool_size = size.max(1);
+        self.pool_size = size;
         self
     }
 
-    /// The most a store operation may take, waiting for a pooled connection included
-    /// (default [`DEFAULT_TIMEOUT`]); past it the operation fails with
-    /// [`StoreErrorKind::Unavailable`]. Also the default for the connect and statement
-    /// timeouts.
+    /// Sets the [connect](Self::connect_timeout), [pool](Self::pool_timeout) and
+    /// [statement](Self::statement_timeout) timeouts at once (each default
+    /// [`DEFAULT_TIMEOUT`]); one of those also called on the builder wins. URL parameter:
+    /// `chatmem_timeout_ms`.
     pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
+        self.timeout = Some(timeout);
         self
     }
 
-    /// The most opening one connection may take (default: the [`timeout`](Self::timeout)).
+    /// The most opening one connection may take, TCP connect and authentication included
+    /// (default [`DEFAULT_TIMEOUT`]); must be longer than zero. URL parameter:
+    /// `chatmem_connect_timeout_ms`, or the standard `connect_timeout` (seconds).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = Some(timeout);
         self
     }
 
-    /// The server-side `statement_timeout` of every connection (default: the
-    /// [`timeout`](Self::timeout)), so that a statement abandoned by the client does not
-    /// keep running.
+    /// The most an operation waits for a pooled connection when all
+    /// [`pool_size`](Self::pool_size) are busy (default [`DEFAULT_TIMEOUT`]); zero means
+    /// fail at once rather than wait. Past it the operation fails with
+    /// [`StoreErrorKind::Unavailable`]. URL parameter: `chatmem_pool_timeout_ms`.
+    pub fn pool_timeout(mut self, timeout: Duration) -> Self {
+        self.pool_timeout = Some(timeout);
+        self
+    }
+
+    /// The most one statement may take (default [`DEFAULT_TIMEOUT`]): the server's
+    /// `statement_timeout` of every connection, so that a statement abandoned by the client
+    /// does not keep running, and how long the client waits for the answer before it fails
+    /// with [`StoreErrorKind::Unavailable`] and closes the connection. From 1 ms to
+    /// [`MAX_STATEMENT_TIMEOUT`]; PostgreSQL counts whole milliseconds, so a fraction is
+    /// rounded up. URL parameter: `chatmem_statement_timeout_ms`.
     pub fn statement_timeout(mut self, timeout: Duration) -> Self {
         self.statement_timeout = Some(timeout);
         self
@@ -99,22 +134,29 @@ impl PostgresStoreBuilder {
     /// Connects, creates or upgrades the schema, and returns the store.
     ///
     /// # Errors
-    /// [`StoreErrorKind::InvalidInput`] for a malformed URL or schema name,
-    /// [`StoreErrorKind::Unavailable`] when the server cannot be reached within the
-    /// timeout, [`StoreErrorKind::SchemaTooNew`] when the schema was written by a newer
-    /// chatmem-postgres. Errors name the server without its password.
+    /// [`StoreErrorKind::InvalidInput`] for a malformed URL, schema name or setting (named
+    /// in the message), [`StoreErrorKind::Unavailable`] when the server cannot be reached
+    /// within the timeouts, [`StoreErrorKind::SchemaTooNew`] when the schema was written by
+    /// a newer chatmem-postgres. Errors name the server without its password.
     pub async fn connect(self) -> Result<PostgresStore, StoreError> {
         let quoted = quote_schema(&self.schema)?;
-        let mut config = Config::from_str(&self.url).map_err(|e| {
+        let (driver_url, from_url) = url::split(&self.url)?;
+        let mut config = Config::from_str(&driver_url).map_err(|e| {
             StoreError::new(
                 StoreErrorKind::InvalidInput,
-                format!("invalid PostgreSQL connection string {}", redact(&self.url)),
+                format!("invalid PostgreSQL connection string {}", redact_url(&self.url)),
             )
             .with_source(e)
         })?;
-        let target = describe(&config);
-        config.connect_timeout(self.connect_timeout.unwrap_or(self.timeout));
-        let statement_ms = self.statement_timeout.unwrap_or(self.timeout).as_millis().max(1);
+        let target = url::describe(&driver_url, &config)?;
+        if self.pool_size == 0 {
+            return Err(invalid_setting("pool_size must be at least 1"));
+        }
+        let timeouts = self.timeouts(from_url, config.get_connect_timeout().copied())?;
+        config.connect_timeout(timeouts.connect);
+        // Validated to be at most i32::MAX ms, so this fits.
+        let statement_ms = timeouts.statement.as_nanos().div_ceil(1_000_000);
+        // Appended last, so it wins over a statement_timeout in the URL's own options.
         let options = match config.get_options() {
             Some(existing) => format!("{existing} -c statement_timeout={statement_ms}"),
             None => format!("-c statement_timeout={statement_ms}"),
@@ -135,9 +177,9 @@ impl PostgresStoreBuilder {
         let pool = Pool::builder(manager)
             .max_size(self.pool_size)
             .runtime(Runtime::Tokio1)
-            .wait_timeout(Some(self.timeout))
-            .create_timeout(Some(self.connect_timeout.unwrap_or(self.timeout)))
-            .recycle_timeout(Some(self.timeout))
+            .wait_timeout(Some(timeouts.pool))
+            .create_timeout(Some(timeouts.connect))
+            .recycle_timeout(Some(timeouts.connect))
             .build()
             .map_err(|e| {
                 StoreError::new(
@@ -149,13 +191,63 @@ impl PostgresStoreBuilder {
         let store = PostgresStore {
             pool,
             sql: std::sync::Arc::new(Statements::new(&quoted)),
-            timeout: self.timeout,
+            timeouts,
             target,
             schema: self.schema,
         };
         store.migrate(&quoted).await?;
         Ok(store)
     }
+
+    /// The timeouts to run with: for each, the specific builder setting, else the builder's
+    /// [`timeout`](Self::timeout), else the URL's specific parameter, else its
+    /// `chatmem_timeout_ms`, else [`DEFAULT_TIMEOUT`]; checked.
+    ///
+    /// `libpq_connect` is the URL's standard `connect_timeout`, a URL-specific connect
+    /// timeout below `chatmem_connect_timeout_ms`.
+    fn timeouts(&self, from_url: UrlTimeouts, libpq_connect: Option<Duration>) -> Result<Timeouts, StoreError> {
+        let pick = |builder: Option<Duration>, name: &'static str, url_specific: Option<(Duration, &'static str)>| {
+            builder
+                .map(|t| (t, name))
+                .or(self.timeout.map(|t| (t, "timeout")))
+                .or(url_specific)
+                .or(from_url.timeout.map(|t| (t, url::TIMEOUT_PARAM)))
+                .unwrap_or((DEFAULT_TIMEOUT, name))
+        };
+        let connect_from_url = from_url
+            .connect
+            .map(|t| (t, url::CONNECT_TIMEOUT_PARAM))
+            .or(libpq_connect.map(|t| (t, "connect_timeout (URL)")));
+        let (connect, connect_name) = pick(self.connect_timeout, "connect_timeout", connect_from_url);
+        let (pool, _) = pick(
+            self.pool_timeout,
+            "pool_timeout",
+            from_url.pool.map(|t| (t, url::POOL_TIMEOUT_PARAM)),
+        );
+        let (statement, statement_name) = pick(
+            self.statement_timeout,
+            "statement_timeout",
+            from_url.statement.map(|t| (t, url::STATEMENT_TIMEOUT_PARAM)),
+        );
+        if connect.is_zero() {
+            return Err(invalid_setting(format!("{connect_name} must be longer than zero")));
+        }
+        if statement < Duration::from_millis(1) || statement > MAX_STATEMENT_TIMEOUT {
+            return Err(invalid_setting(format!(
+                "{statement_name} must be from 1 ms to {} ms (PostgreSQL's limit), not {statement:?}",
+                MAX_STATEMENT_TIMEOUT.as_millis()
+            )));
+        }
+        Ok(Timeouts {
+            connect,
+            pool,
+            statement,
+        })
+    }
+}
+
+fn invalid_setting(what: impl Into<String>) -> StoreError {
+    StoreError::new(StoreErrorKind::InvalidInput, what)
 }
 
 /// Checks a schema name and quotes it as an identifier.
@@ -174,53 +266,9 @@ fn quote_schema(schema: &str) -> Result<String, StoreError> {
     }
 }
 
-/// The server a config points at, as `postgres://user@host:port/database`: no password.
-fn describe(config: &Config) -> String {
-    let user = config.get_user().unwrap_or("");
-    let ports = config.get_ports();
-    let hosts: Vec<String> = config
-        .get_hosts()
-        .iter()
-        .enumerate()
-        .map(|(i, host)| {
-            let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
-            match host {
-                Host::Tcp(name) => format!("{name}:{port}"),
-                Host::Unix(path) => format!("{}:{port}", path.display()),
-            }
-        })
-        .collect();
-    let db = config.get_dbname().unwrap_or(user);
-    let at = if user.is_empty() {
-        String::new()
-    } else {
-        format!("{user}@")
-    };
-    format!("postgres://{at}{}/{db}", hosts.join(","))
-}
-
-/// A connection string fit for errors and logs: parsed and re-described without its
-/// password, or a placeholder when it does not parse.
-fn redact(url: &str) -> String {
-    match Config::from_str(url) {
-        Ok(config) => describe(&config),
-        Err(_) => "(unparsable connection string, not shown)".to_owned(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn redacts_passwords() {
-        let shown = redact("postgres://alice:s3cret@db.example:6543/app");
-        assert_eq!(shown, "postgres://alice@db.example:6543/app");
-        assert!(!redact("host=h user=u password=s3cret dbname=d").contains("s3cret"));
-        assert!(!redact("postgres://a:s3cret@h:notaport/d").contains("s3cret"));
-        let builder = PostgresStore::builder("postgres://alice:s3cret@h/d");
-        assert!(!format!("{builder:?}").contains("s3cret"));
-    }
 
     #[test]
     fn schema_names() {

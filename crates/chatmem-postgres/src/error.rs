@@ -2,8 +2,8 @@
 
 use std::error::Error as _;
 
-use deadpool_postgres::PoolError;
 use deadpool_postgres::tokio_postgres;
+use deadpool_postgres::{PoolError, TimeoutType};
 
 use chatmem::{StoreError, StoreErrorKind};
 
@@ -46,30 +46,42 @@ fn has_io_source(e: &tokio_postgres::Error) -> bool {
     false
 }
 
-/// A driver error while doing `what` on `target` (a URL without password).
+/// A driver error while doing `what` on `target` (a server name without password).
+///
+/// The driver error stays the source, so the server's message is printed once, by it; the
+/// context adds only the SQLSTATE code, which the driver's text does not show.
 pub(crate) fn db_error(e: tokio_postgres::Error, what: &str, target: &str) -> StoreError {
     let kind = kind_of(&e);
-    let detail = e
-        .as_db_error()
-        .map(|db| format!(" ({}: {})", db.code().code(), db.message()));
-    StoreError::new(kind, format!("{what} on {target}{}", detail.unwrap_or_default())).with_source(e)
+    let context = match e.code() {
+        Some(code) => format!("{what} on {target} (SQLSTATE {})", code.code()),
+        None => format!("{what} on {target}"),
+    };
+    StoreError::new(kind, context).with_source(e)
 }
 
 /// A pool error while getting a connection for `what`.
 pub(crate) fn pool_error(e: PoolError, what: &str, target: &str) -> StoreError {
+    let unavailable = |why: &str| StoreError::new(StoreErrorKind::Unavailable, format!("{what} on {target}: {why}"));
     match e {
         PoolError::Backend(e) => db_error(e, what, target),
-        PoolError::Timeout(_) => timed_out(what, target),
-        PoolError::Closed => StoreError::new(StoreErrorKind::Unavailable, format!("{what}: the pool is closed")),
+        PoolError::Timeout(TimeoutType::Wait) => {
+            unavailable("no pooled connection became free within the pool timeout")
+        }
+        PoolError::Timeout(TimeoutType::Create) => unavailable("connecting took longer than the connect timeout"),
+        PoolError::Timeout(TimeoutType::Recycle) => unavailable("reusing a pooled connection timed out"),
+        PoolError::Closed => unavailable("the pool is closed"),
         other => StoreError::new(
             StoreErrorKind::Other,
-            format!("{what} on {target}: connection pool failed"),
+            format!("{what} on {target}: the connection pool failed"),
         )
         .with_source(other.to_string()),
     }
 }
 
-/// The operation did not finish within the store's timeout.
-pub(crate) fn timed_out(what: &str, target: &str) -> StoreError {
-    StoreError::new(StoreErrorKind::Unavailable, format!("{what} on {target}: timed out"))
+/// The server did not answer within the statement timeout.
+pub(crate) fn statement_timed_out(what: &str, target: &str) -> StoreError {
+    StoreError::new(
+        StoreErrorKind::Unavailable,
+        format!("{what} on {target}: no answer within the statement timeout"),
+    )
 }

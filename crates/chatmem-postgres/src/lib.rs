@@ -17,6 +17,35 @@
 //! test query. `tests/round_trips.rs` checks this on the wire with a loopback proxy that
 //! counts the client's `Sync` messages: load = 1, commit = 1.
 //!
+//! # Settings
+//!
+//! Set with [`PostgresStoreBuilder`] methods, or, for programs that only take a URL (the
+//! CLI), with `chatmem_*` query parameters of a `postgres://` URL, in milliseconds. Each
+//! timeout is taken from the first of: its builder method, the builder's `timeout`, its URL
+//! parameter, the URL's `chatmem_timeout_ms`, the default.
+//!
+//! | Builder method | URL parameter | Default | What it bounds |
+//! |---|---|---|---|
+//! | [`timeout`](PostgresStoreBuilder::timeout) | `chatmem_timeout_ms` | — | the three below at once |
+//! | [`connect_timeout`](PostgresStoreBuilder::connect_timeout) | `chatmem_connect_timeout_ms` (or the standard `connect_timeout`, in seconds) | [`DEFAULT_TIMEOUT`] (5 s) | opening one connection |
+//! | [`pool_timeout`](PostgresStoreBuilder::pool_timeout) | `chatmem_pool_timeout_ms` | [`DEFAULT_TIMEOUT`] (5 s) | waiting for a free pooled connection; 0: do not wait |
+//! | [`statement_timeout`](PostgresStoreBuilder::statement_timeout) | `chatmem_statement_timeout_ms` | [`DEFAULT_TIMEOUT`] (5 s) | one statement, on the server and on the client; 1 ms to [`MAX_STATEMENT_TIMEOUT`] |
+//! | [`pool_size`](PostgresStoreBuilder::pool_size) | — | [`DEFAULT_POOL_SIZE`] (16) | pooled connections; at least 1 |
+//! | [`schema`](PostgresStoreBuilder::schema) | — | [`DEFAULT_SCHEMA`] (`public`) | where the tables live |
+//!
+//! For example `postgres://app@db/chat?chatmem_statement_timeout_ms=30000`. A value out of
+//! range, a malformed value or an unknown `chatmem_*` parameter is refused with
+//! [`StoreErrorKind::InvalidInput`](chatmem::StoreErrorKind::InvalidInput) naming it,
+//! before connecting. The store sets the server's `statement_timeout` itself: one given in
+//! the URL's `options` is overridden. The `key=value` connection-string form takes no
+//! `chatmem_*` parameters.
+//!
+//! A commit's TTL beyond 100,000 years never expires: PostgreSQL's timestamps could not
+//! hold the expiry (`ChatMemory`'s `ttl` documents this meaning).
+//!
+//! Errors and `Debug` output print the server through [`chatmem::redact_url`] (a
+//! `key=value` string as `postgres://user@host:port/database`), never a password.
+//!
 //! ```no_run
 //! use std::time::Duration;
 //! use chatmem::{ChatMemory, ConversationId, Message};
@@ -42,6 +71,9 @@ mod params;
 mod rows;
 mod sql;
 mod store;
+mod url;
 
-pub use crate::builder::{DEFAULT_POOL_SIZE, DEFAULT_SCHEMA, DEFAULT_TIMEOUT, PostgresStoreBuilder};
+pub use crate::builder::{
+    DEFAULT_POOL_SIZE, DEFAULT_SCHEMA, DEFAULT_TIMEOUT, MAX_STATEMENT_TIMEOUT, PostgresStoreBuilder,
+};
 pub use crate::store::{PostgresStore, SCHEMA_VERSION};

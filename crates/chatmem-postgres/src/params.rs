@@ -1,19 +1,25 @@
 //! Turning a [`Commit`] into the commit statement's parameters.
+//!
+//! A `Commit` cannot be built invalid, so nothing here checks sequences or the window:
+//! values are only converted to what PostgreSQL stores.
 
-use chatmem::{Commit, Message, Retention, StoreError, StoreErrorKind};
+use std::time::Duration;
 
-/// TTLs are capped at about 1,000 years so the expiry stays a valid timestamp.
-const MAX_TTL_MICROS: u128 = 1_000 * 366 * 24 * 3600 * 1_000_000;
+use chatmem::{Commit, Retention, StoreError, StoreErrorKind, StoredMessage};
 
-/// A commit's statement parameters, checked and converted before anything is sent.
+/// The longest TTL written as an expiry: 100,000 years. PostgreSQL's timestamps end in
+/// 294276 AD, so a much longer one could not be stored; as `ChatMemory::ttl` documents, a
+/// TTL too long to represent never expires.
+pub(crate) const MAX_TTL: Duration = Duration::from_secs(100_000 * 366 * 24 * 3600);
+
+/// A commit's statement parameters, converted before anything is sent.
 pub(crate) struct CommitParams {
     pub(crate) expected: i64,
     pub(crate) system_seq: Option<i64>,
     pub(crate) system_tokens: Option<i64>,
     pub(crate) system_json: Option<String>,
     pub(crate) window_start: i64,
-    pub(crate) first_seq: Option<i64>,
-    pub(crate) next_seq: Option<i64>,
+    pub(crate) next_seq: i64,
     pub(crate) drop_evicted: bool,
     pub(crate) ttl_micros: Option<i64>,
     pub(crate) seqs: Vec<i64>,
@@ -23,44 +29,23 @@ pub(crate) struct CommitParams {
 
 impl CommitParams {
     pub(crate) fn new(commit: &Commit) -> Result<Self, StoreError> {
-        let invalid = |what: String| StoreError::new(StoreErrorKind::InvalidInput, what);
-        let int = |value: u64, what: &str| {
-            i64::try_from(value)
-                .map_err(|_| invalid(format!("{what} {value} is beyond what PostgreSQL's bigint holds")))
-        };
-        let json = |m: &Message, seq: u64| {
-            serde_json::to_string(m)
-                .map_err(|e| invalid(format!("message {seq} cannot be written as JSON")).with_source(e))
-        };
-        let n = commit.append.len();
+        let n = commit.appended().len();
         let (mut seqs, mut tokens, mut jsons) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
-        for (i, m) in commit.append.iter().enumerate() {
-            if let Some(first) = commit.append.first()
-                && m.seq != first.seq.saturating_add(i as u64)
-            {
-                return Err(invalid(format!(
-                    "appended sequences are not consecutive: {} follows {}",
-                    m.seq,
-                    first.seq.saturating_add(i as u64).saturating_sub(1)
-                )));
-            }
-            seqs.push(int(m.seq, "sequence")?);
+        for m in commit.appended() {
+            seqs.push(bigint(m.seq, "sequence")?);
             tokens.push(i64::from(m.tokens));
-            jsons.push(json(&m.message, m.seq)?);
+            jsons.push(m.message_json()?);
         }
-        let system = commit.system.as_ref();
+        let system = commit.system();
         Ok(Self {
-            expected: int(commit.expected_version, "expected version")?,
-            system_seq: system.map(|s| int(s.seq, "system sequence")).transpose()?,
+            expected: bigint(commit.expected_version(), "expected version")?,
+            system_seq: system.map(|s| bigint(s.seq, "system sequence")).transpose()?,
             system_tokens: system.map(|s| i64::from(s.tokens)),
-            system_json: system.map(|s| json(&s.message, s.seq)).transpose()?,
-            window_start: int(commit.window_start, "window start")?,
-            first_seq: seqs.first().copied(),
-            next_seq: seqs.last().map(|last| last.saturating_add(1)),
-            drop_evicted: commit.retention == Retention::DropEvicted,
-            ttl_micros: commit
-                .ttl
-                .map(|ttl| i64::try_from(ttl.as_micros().min(MAX_TTL_MICROS)).unwrap_or(i64::MAX)),
+            system_json: system.map(StoredMessage::message_json).transpose()?,
+            window_start: bigint(commit.window_start(), "window start")?,
+            next_seq: bigint(commit.next_seq(), "next sequence")?,
+            drop_evicted: commit.retention() == Retention::DropEvicted,
+            ttl_micros: commit.ttl().and_then(ttl_micros),
             seqs,
             tokens,
             jsons,
@@ -68,22 +53,39 @@ impl CommitParams {
     }
 }
 
+/// A number as PostgreSQL's `bigint`.
+fn bigint(value: u64, what: &str) -> Result<i64, StoreError> {
+    i64::try_from(value).map_err(|_| {
+        StoreError::new(
+            StoreErrorKind::InvalidInput,
+            format!("{what} {value} is beyond what PostgreSQL's bigint holds"),
+        )
+    })
+}
+
+/// A TTL in microseconds, or `None` (never expires) beyond [`MAX_TTL`].
+fn ttl_micros(ttl: Duration) -> Option<i64> {
+    if ttl > MAX_TTL {
+        return None;
+    }
+    i64::try_from(ttl.as_micros()).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chatmem::StoredMessage;
 
     #[test]
-    fn commit_params_reject_gaps() {
-        let m = |seq| StoredMessage::new(seq, 1, Message::user("x"));
-        let commit = Commit {
-            expected_version: 0,
-            system: None,
-            append: vec![m(1), m(3)],
-            window_start: 1,
-            retention: Retention::KeepHistory,
-            ttl: None,
-        };
-        assert!(matches!(CommitParams::new(&commit), Err(e) if e.kind() == StoreErrorKind::InvalidInput));
+    fn ttls_too_long_to_store_never_expire() {
+        assert_eq!(ttl_micros(Duration::from_secs(2)), Some(2_000_000));
+        let two_thousand_years = Duration::from_secs(2_000 * 365 * 24 * 3600);
+        assert_eq!(
+            ttl_micros(two_thousand_years),
+            Some(i64::try_from(two_thousand_years.as_micros()).unwrap()),
+            "long TTLs are stored as they are, not capped"
+        );
+        assert!(ttl_micros(MAX_TTL).is_some());
+        assert_eq!(ttl_micros(MAX_TTL + Duration::from_secs(1)), None);
+        assert_eq!(ttl_micros(Duration::MAX), None);
     }
 }

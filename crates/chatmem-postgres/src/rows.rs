@@ -1,9 +1,9 @@
 //! Reading result rows into [`Snapshot`]s and [`StoredMessage`]s, bad data becoming
-//! [`StoreErrorKind::Corrupt`] errors.
+//! [`StoreError::corrupt`] errors that name the conversation.
 
 use deadpool_postgres::tokio_postgres::Row;
 
-use chatmem::{ConversationId, Message, Snapshot, StoreError, StoreErrorKind, StoredMessage};
+use chatmem::{ConversationId, Snapshot, StoreError, StoredMessage};
 
 /// The rows of the load statement: the conversation row, then its messages. No row at
 /// all: an unknown or expired conversation.
@@ -18,8 +18,10 @@ pub(crate) fn snapshot(id: &ConversationId, rows: &[Row]) -> Result<Snapshot, St
     };
     let system = match read.get::<Option<String>>(head, 6)? {
         Some(json) => {
-            let seq = read.u64(read.get::<Option<i64>>(head, 4)?.unwrap_or(-1), "system_seq")?;
-            let tokens = read.get::<Option<i64>>(head, 5)?.unwrap_or(-1);
+            let (Some(seq), Some(tokens)) = (read.get::<Option<i64>>(head, 4)?, read.get::<Option<i64>>(head, 5)?)
+            else {
+                return Err(StoreError::corrupt(id, "the system message has no seq or token count"));
+            };
             Some(read.message(seq, tokens, &json)?)
         }
         None => None,
@@ -36,7 +38,7 @@ pub(crate) fn snapshot(id: &ConversationId, rows: &[Row]) -> Result<Snapshot, St
         what: "a message row",
     };
     for row in rows {
-        let seq = read.u64(read.get::<i64>(row, 4)?, "seq")?;
+        let seq = read.get::<i64>(row, 4)?;
         let tokens = read.get::<i64>(row, 5)?;
         let json = read.get::<&str>(row, 6)?;
         snapshot.messages.push(read.message(seq, tokens, json)?);
@@ -52,16 +54,20 @@ pub(crate) fn history(id: &ConversationId, rows: &[Row]) -> Result<Vec<StoredMes
     };
     rows.iter()
         .map(|row| {
-            let seq = read.u64(read.get::<i64>(row, 0)?, "seq")?;
-            read.message(seq, read.get::<i64>(row, 1)?, read.get::<&str>(row, 2)?)
+            read.message(
+                read.get::<i64>(row, 0)?,
+                read.get::<i64>(row, 1)?,
+                read.get::<&str>(row, 2)?,
+            )
         })
         .collect()
 }
 
 /// Reads columns of one conversation's rows, turning bad data into
-/// [`StoreErrorKind::Corrupt`] errors that name the conversation.
+/// [`StoreError::corrupt`] errors.
 pub(crate) struct Reader<'a> {
     pub(crate) id: &'a ConversationId,
+    /// The row being read, for errors: "the conversation row", "a message row"...
     pub(crate) what: &'static str,
 }
 
@@ -72,37 +78,16 @@ impl Reader<'_> {
         index: usize,
     ) -> Result<T, StoreError> {
         row.try_get(index).map_err(|e| {
-            StoreError::new(
-                StoreErrorKind::Corrupt,
-                format!(
-                    "conversation {:?}: {} has an unreadable column {index}",
-                    self.id.as_str(),
-                    self.what
-                ),
-            )
-            .with_source(e)
+            StoreError::corrupt(self.id, format!("{} has an unreadable column {index}", self.what)).with_source(e)
         })
     }
 
     pub(crate) fn u64(&self, value: i64, column: &str) -> Result<u64, StoreError> {
-        u64::try_from(value).map_err(|_| {
-            StoreError::new(
-                StoreErrorKind::Corrupt,
-                format!("conversation {:?}: {column} is {value}", self.id.as_str()),
-            )
-        })
+        u64::try_from(value).map_err(|_| StoreError::corrupt(self.id, format!("{column} is {value}")))
     }
 
-    fn message(&self, seq: u64, tokens: i64, json: &str) -> Result<StoredMessage, StoreError> {
-        let corrupt = |why: &str| {
-            StoreError::new(
-                StoreErrorKind::Corrupt,
-                format!("conversation {:?} seq {seq}: {why}", self.id.as_str()),
-            )
-        };
-        let tokens = u32::try_from(tokens).map_err(|_| corrupt(&format!("token count {tokens} is out of range")))?;
-        let message: Message = serde_json::from_str(json)
-            .map_err(|e| corrupt("the stored message is not a valid chatmem message").with_source(e))?;
-        Ok(StoredMessage::new(seq, tokens, message))
+    /// A message from its columns, through the one decoding every store shares.
+    fn message(&self, seq: i64, tokens: i64, json: &str) -> Result<StoredMessage, StoreError> {
+        StoredMessage::from_columns(self.id, seq, tokens, json.as_bytes())
     }
 }

@@ -31,31 +31,25 @@ FROM c JOIN {msgs} AS m ON m.conversation_id = $1 AND m.seq >= c.window_start
 ORDER BY kind, seq"
 );
 
-/// The last SELECT of both commit statements: the new version when the commit applied,
-/// else the live row as the statement's snapshot saw it, so the caller can tell a lost
-/// version check from a sequence that does not follow.
-const COMMIT_RESULT: &str = concat!(
-    "
-SELECT (SELECT version FROM applied) AS new_version,
-       cur.version AS current_version, cur.next_seq AS current_next_seq
-FROM (SELECT 1) AS one
-LEFT JOIN {conv} AS cur ON cur.id = $1 AND ",
-    live!("cur")
-);
+/// The last SELECT of both commit statements: the new version, or NULL when the version
+/// check failed (a conflict). Always one row.
+const COMMIT_RESULT: &str = "
+SELECT (SELECT version FROM applied) AS new_version";
 
 /// Commit to an existing live conversation.
 ///
-/// The UPDATE matches only while `version = $2`; under READ COMMITTED a concurrent commit
-/// that got there first makes it re-check the new row version and match nothing. The
-/// INSERT and DELETE read from its RETURNING, so they do nothing unless it matched (all
-/// parts of a statement share one snapshot, so they could not see its effect otherwise).
-/// Messages already below the new window start are not inserted under DropEvicted: the
-/// DELETE cannot see rows inserted by the same statement.
+/// The version check is the only check: a `Commit` cannot be built invalid, so the window
+/// start and next sequence are stored as given. The UPDATE matches only while
+/// `version = $2`; under READ COMMITTED a concurrent commit that got there first makes it
+/// re-check the new row version and match nothing. The INSERT and DELETE read from its
+/// RETURNING, so they do nothing unless it matched (all parts of a statement share one
+/// snapshot, so they could not see its effect otherwise). Messages already below the new
+/// window start are not inserted under DropEvicted: the DELETE cannot see rows inserted by
+/// the same statement.
 ///
 /// `$1` id, `$2` expected version, `$3..$5` system seq/tokens/json (json NULL: keep),
-/// `$6` window start, `$7` first appended seq (NULL: none), `$8` new next_seq (NULL:
-/// keep), `$9` drop evicted, `$10` TTL in µs (NULL: no expiry), `$11..$13` seqs, tokens,
-/// JSON texts of the appended messages.
+/// `$6` window start, `$7` next seq, `$8` drop evicted, `$9` TTL in µs (NULL: no expiry),
+/// `$10..$12` seqs, tokens, JSON texts of the appended messages.
 const COMMIT_UPDATE: &str = concat!(
     "WITH applied AS (
     UPDATE {conv} AS c SET
@@ -63,24 +57,23 @@ const COMMIT_UPDATE: &str = concat!(
         system_seq = CASE WHEN $5::text IS NULL THEN c.system_seq ELSE $3 END,
         system_tokens = CASE WHEN $5::text IS NULL THEN c.system_tokens ELSE $4 END,
         system_json = COALESCE($5, c.system_json),
-        window_start = GREATEST(c.window_start, $6),
-        next_seq = COALESCE($8, c.next_seq),
-        expires_at = now() + $10 * INTERVAL '1 microsecond'
+        window_start = $6,
+        next_seq = $7,
+        expires_at = now() + $9 * INTERVAL '1 microsecond'
     WHERE c.id = $1 AND c.version = $2 AND ",
     live!("c"),
     "
-      AND ($7::bigint IS NULL OR c.next_seq = $7)
-    RETURNING c.version, c.window_start
+    RETURNING c.version
 ),
 ins AS (
     INSERT INTO {msgs} (conversation_id, seq, tokens, json)
     SELECT $1, m.seq, m.tokens, m.json
-    FROM applied, unnest($11::bigint[], $12::bigint[], $13::text[]) AS m(seq, tokens, json)
-    WHERE NOT $9 OR m.seq >= applied.window_start
+    FROM applied, unnest($10::bigint[], $11::bigint[], $12::text[]) AS m(seq, tokens, json)
+    WHERE NOT $8 OR m.seq >= $6
 ),
 del AS (
     DELETE FROM {msgs} AS m USING applied
-    WHERE $9 AND m.conversation_id = $1 AND m.seq < applied.window_start
+    WHERE $8 AND m.conversation_id = $1 AND m.seq < $6
 )",
     "{result}"
 );
@@ -98,9 +91,8 @@ const COMMIT_CREATE: &str = concat!(
     "WITH applied AS (
     INSERT INTO {conv} AS c
         (id, version, system_seq, system_tokens, system_json, window_start, next_seq, expires_at)
-    SELECT $1, 1, $3, $4, $5, GREATEST(1, $6), COALESCE($8, 1),
-           now() + $10 * INTERVAL '1 microsecond'
-    WHERE $2 = 0 AND ($7::bigint IS NULL OR $7 = 1)
+    SELECT $1, 1, $3, $4, $5, $6, $7, now() + $9 * INTERVAL '1 microsecond'
+    WHERE $2 = 0
     ON CONFLICT (id) DO UPDATE SET
         version = 1,
         system_seq = EXCLUDED.system_seq,
@@ -110,18 +102,18 @@ const COMMIT_CREATE: &str = concat!(
         next_seq = EXCLUDED.next_seq,
         expires_at = EXCLUDED.expires_at
     WHERE c.expires_at IS NOT NULL AND c.expires_at <= now()
-    RETURNING c.version, c.window_start
+    RETURNING c.version
 ),
 stale AS (
     DELETE FROM {msgs} AS m USING applied
     WHERE m.conversation_id = $1
-      AND NOT (m.seq = ANY($11::bigint[]) AND (NOT $9 OR m.seq >= applied.window_start))
+      AND NOT (m.seq = ANY($10::bigint[]) AND (NOT $8 OR m.seq >= $6))
 ),
 ins AS (
     INSERT INTO {msgs} (conversation_id, seq, tokens, json)
     SELECT $1, m.seq, m.tokens, m.json
-    FROM applied, unnest($11::bigint[], $12::bigint[], $13::text[]) AS m(seq, tokens, json)
-    WHERE NOT $9 OR m.seq >= applied.window_start
+    FROM applied, unnest($10::bigint[], $11::bigint[], $12::text[]) AS m(seq, tokens, json)
+    WHERE NOT $8 OR m.seq >= $6
     ON CONFLICT (conversation_id, seq) DO UPDATE SET tokens = EXCLUDED.tokens, json = EXCLUDED.json
 )",
     "{result}"

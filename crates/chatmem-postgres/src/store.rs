@@ -1,18 +1,17 @@
 //! [`PostgresStore`]: the connection pool and the [`Store`] operations, each one statement.
 
 use std::fmt;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use deadpool_postgres::tokio_postgres::Row;
 use deadpool_postgres::tokio_postgres::types::{ToSql, Type};
 use deadpool_postgres::{Object, Pool};
-use tokio::time::{Instant, timeout_at};
+use tokio::time::timeout;
 
 use chatmem::{Commit, ConversationId, Page, Snapshot, Store, StoreError, StoreErrorKind, StoredMessage};
 
-use crate::builder::PostgresStoreBuilder;
-use crate::error::{db_error, pool_error, timed_out};
+use crate::builder::{PostgresStoreBuilder, Timeouts};
+use crate::error::{db_error, pool_error, statement_timed_out};
 use crate::migrate;
 use crate::params::CommitParams;
 use crate::rows::{self, Reader};
@@ -26,8 +25,10 @@ pub const SCHEMA_VERSION: i32 = migrate::LATEST;
 ///
 /// Made by [`PostgresStore::connect`] or [`PostgresStore::builder`]; cheap to share behind
 /// an `Arc` (it holds a connection pool). Every operation is one parameterised statement
-/// (one round trip) bounded by the configured timeout; an unreachable or silent server
-/// gives [`StoreErrorKind::Unavailable`], and the store recovers once the server is back.
+/// (one round trip), bounded by the configured timeouts: at most the pool timeout (plus the
+/// connect timeout when a connection has to be opened) and then the statement timeout. An
+/// unreachable or silent server gives [`StoreErrorKind::Unavailable`], and the store
+/// recovers once the server is back.
 ///
 /// Layout, per schema: `chatmem_conversations` (one row per conversation: version, system
 /// message, window start, next sequence, expiry) and `chatmem_messages` (conversation id,
@@ -37,7 +38,7 @@ pub const SCHEMA_VERSION: i32 = migrate::LATEST;
 pub struct PostgresStore {
     pub(crate) pool: Pool,
     pub(crate) sql: std::sync::Arc<Statements>,
-    pub(crate) timeout: Duration,
+    pub(crate) timeouts: Timeouts,
     /// The server as `postgres://user@host:port/db`, never with a password: for errors.
     pub(crate) target: String,
     pub(crate) schema: String,
@@ -48,7 +49,7 @@ impl fmt::Debug for PostgresStore {
         f.debug_struct("PostgresStore")
             .field("target", &self.target)
             .field("schema", &self.schema)
-            .field("timeout", &self.timeout)
+            .field("timeouts", &self.timeouts)
             .field("pool", &self.pool.status())
             .finish()
     }
@@ -74,17 +75,13 @@ impl PostgresStore {
         &self.schema
     }
 
-    /// Creates or upgrades the schema within the store's timeout; run once, by the builder.
+    /// Creates or upgrades the schema, the whole migration within the statement timeout;
+    /// run once, by the builder.
     pub(crate) async fn migrate(&self, quoted: &str) -> Result<(), StoreError> {
         const WHAT: &str = "migrating the schema";
-        let deadline = Instant::now() + self.timeout;
-        let mut client = match timeout_at(deadline, self.pool.get()).await {
-            Ok(Ok(client)) => client,
-            Ok(Err(e)) => return Err(pool_error(e, WHAT, &self.target)),
-            Err(_) => return Err(timed_out(WHAT, &self.target)),
-        };
-        match timeout_at(
-            deadline,
+        let mut client = self.pool.get().await.map_err(|e| pool_error(e, WHAT, &self.target))?;
+        match timeout(
+            self.timeouts.statement,
             migrate::migrate(&mut client, &self.schema, quoted, &self.target),
         )
         .await
@@ -92,7 +89,7 @@ impl PostgresStore {
             Ok(result) => result,
             Err(_) => {
                 drop(Object::take(client));
-                Err(timed_out(WHAT, &self.target))
+                Err(statement_timed_out(WHAT, &self.target))
             }
         }
     }
@@ -100,26 +97,23 @@ impl PostgresStore {
     /// Runs one statement: the only way this store talks to the server, so every
     /// operation is exactly one round trip. `query_typed` sends parse, bind, execute and
     /// sync in one write, with no separate prepare.
+    ///
+    /// Getting the connection is bounded by the pool's own timeouts (pool wait, connect).
     async fn query(
         &self,
         what: &str,
         sql: &str,
         params: &[(&(dyn ToSql + Sync), Type)],
     ) -> Result<Vec<Row>, StoreError> {
-        let deadline = Instant::now() + self.timeout;
-        let client = match timeout_at(deadline, self.pool.get()).await {
-            Ok(Ok(client)) => client,
-            Ok(Err(e)) => return Err(pool_error(e, what, &self.target)),
-            Err(_) => return Err(timed_out(what, &self.target)),
-        };
-        match timeout_at(deadline, client.query_typed(sql, params)).await {
+        let client = self.pool.get().await.map_err(|e| pool_error(e, what, &self.target))?;
+        match timeout(self.timeouts.statement, client.query_typed(sql, params)).await {
             Ok(Ok(rows)) => Ok(rows),
             Ok(Err(e)) => Err(db_error(e, what, &self.target)),
             Err(_) => {
                 // The connection may still be waiting for the answer: close it rather
                 // than hand it to the next caller.
                 drop(Object::take(client));
-                Err(timed_out(what, &self.target))
+                Err(statement_timed_out(what, &self.target))
             }
         }
     }
@@ -136,7 +130,7 @@ impl Store for PostgresStore {
 
     async fn commit(&self, id: &ConversationId, commit: Commit) -> Result<u64, StoreError> {
         let p = CommitParams::new(&commit)?;
-        let sql = if commit.expected_version == 0 {
+        let sql = if commit.expected_version() == 0 {
             &self.sql.commit_create
         } else {
             &self.sql.commit_update
@@ -152,7 +146,6 @@ impl Store for PostgresStore {
                     (&p.system_tokens, Type::INT8),
                     (&p.system_json, Type::TEXT),
                     (&p.window_start, Type::INT8),
-                    (&p.first_seq, Type::INT8),
                     (&p.next_seq, Type::INT8),
                     (&p.drop_evicted, Type::BOOL),
                     (&p.ttl_micros, Type::INT8),
@@ -169,19 +162,10 @@ impl Store for PostgresStore {
         let row = rows
             .first()
             .ok_or_else(|| StoreError::new(StoreErrorKind::Other, "the commit statement returned no row"))?;
-        if let Some(version) = read.get::<Option<i64>>(row, 0)? {
-            return read.u64(version, "version");
-        }
-        // Not applied: tell a lost version check from a sequence that does not follow,
-        // by the row as this statement saw it.
-        let current = read.get::<Option<i64>>(row, 1)?.unwrap_or(0);
-        let next_seq = read.get::<Option<i64>>(row, 2)?.unwrap_or(1);
-        match p.first_seq {
-            Some(first) if current == p.expected && first != next_seq => Err(StoreError::new(
-                StoreErrorKind::InvalidInput,
-                format!("appended sequence {first} does not follow {next_seq}"),
-            )),
-            _ => Err(StoreError::conflict()),
+        // NULL: the version check failed, nothing was written.
+        match read.get::<Option<i64>>(row, 0)? {
+            Some(version) => read.u64(version, "the new version"),
+            None => Err(StoreError::conflict()),
         }
     }
 

@@ -15,19 +15,17 @@ async fn postgres_store_conforms() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn connect_uses_the_public_schema() {
-    use chatmem::{Commit, Message, Retention, Store, StoredMessage};
+    use chatmem::{Message, Retention, Store, StoredMessage};
     let Some(url) = common::pg_url() else { return };
     let store = chatmem_postgres::PostgresStore::connect(&url).await.expect("connect");
     assert_eq!(store.schema(), "public");
     let id = chatmem_test::unique_id("default-schema");
-    let commit = Commit {
-        expected_version: 0,
-        system: None,
-        append: vec![StoredMessage::new(1, 1, Message::user("hello"))],
-        window_start: 1,
-        retention: Retention::DropEvicted,
-        ttl: None,
-    };
+    let commit = chatmem_test::commit(
+        0,
+        vec![StoredMessage::new(1, 1, Message::user("hello"))],
+        1,
+        Retention::DropEvicted,
+    );
     assert_eq!(store.commit(&id, commit).await.expect("commit"), 1);
     assert_eq!(store.load(&id).await.expect("load").messages.len(), 1);
     // Leave nothing behind in the shared schema.

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use chatmem::{Commit, Message, Retention, Store, StoreErrorKind, StoredMessage};
+use chatmem::{Message, Retention, Store, StoreErrorKind, StoredMessage};
 use chatmem_postgres::PostgresStore;
 use common::Mode;
 
@@ -82,14 +82,7 @@ async fn operations_fail_fast_during_an_outage_and_recover_after() {
         .await
         .expect("connect through the proxy");
     let id = chatmem_test::unique_id("outage");
-    let commit = |expected, first| Commit {
-        expected_version: expected,
-        system: None,
-        append: turn(first),
-        window_start: 1,
-        retention: Retention::KeepHistory,
-        ttl: None,
-    };
+    let commit = |expected, first| chatmem_test::commit(expected, turn(first), 1, Retention::KeepHistory);
     assert_eq!(store.commit(&id, commit(0, 1)).await.expect("commit"), 1);
 
     // The server goes away: open connections are cut, new ones refused.

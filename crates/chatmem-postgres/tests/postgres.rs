@@ -6,7 +6,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chatmem::{ChatMemory, Commit, ConversationId, Message, Retention, Snapshot, Store, StoreErrorKind, StoredMessage};
+use chatmem::{ChatMemory, ConversationId, Message, Retention, Snapshot, Store, StoreErrorKind, StoredMessage};
 use chatmem_postgres::PostgresStore;
 
 fn sm(seq: u64, text: &str) -> StoredMessage {
@@ -18,7 +18,7 @@ fn sm(seq: u64, text: &str) -> StoredMessage {
     StoredMessage::new(seq, 3, message)
 }
 
-use chatmem_test::commit;
+use chatmem_test::{commit, commit_full};
 
 fn id(name: &str) -> ConversationId {
     chatmem_test::unique_id(name)
@@ -170,10 +170,15 @@ async fn expired_conversation_restarts_without_purge() {
     store
         .commit(
             &conv,
-            Commit {
-                ttl: Some(Duration::from_millis(50)),
-                ..commit(0, old, 2, Retention::KeepHistory)
-            },
+            commit_full(
+                0,
+                1,
+                None,
+                old,
+                2,
+                Retention::KeepHistory,
+                Some(Duration::from_millis(50)),
+            ),
         )
         .await
         .expect("commit");
@@ -218,10 +223,7 @@ async fn purge_deletes_expired_rows_and_their_messages() {
         store
             .commit(
                 &id(&format!("p{i}")),
-                Commit {
-                    ttl,
-                    ..commit(0, vec![sm(1, "x")], 1, Retention::KeepHistory)
-                },
+                commit_full(0, 1, None, vec![sm(1, "x")], 1, Retention::KeepHistory, ttl),
             )
             .await
             .expect("commit");
@@ -239,59 +241,48 @@ async fn purge_deletes_expired_rows_and_their_messages() {
     common::drop_schema(&url, &schema).await;
 }
 
+/// A TTL PostgreSQL's timestamps could not hold means "never expires"; a long one that fits
+/// is stored as it is, not capped.
 #[tokio::test(flavor = "multi_thread")]
-async fn invalid_sequences_are_rejected_and_write_nothing() {
+async fn ttls_too_long_to_store_never_expire() {
     let Some(url) = common::pg_url() else { return };
-    let schema = common::fresh_schema("invalid");
+    let schema = common::fresh_schema("long_ttl");
     let store = common::store_in(&url, &schema).await;
-    let conv = id("invalid");
-    let kind = |r: Result<u64, chatmem::StoreError>| r.map_err(|e| e.kind());
-    assert_eq!(
-        kind(
-            store
-                .commit(&conv, commit(0, vec![sm(2, "x")], 1, Retention::KeepHistory))
-                .await
-        ),
-        Err(StoreErrorKind::InvalidInput),
-        "a new conversation starts at seq 1"
-    );
-    assert!(!store.load(&conv).await.expect("load").exists());
-    store
-        .commit(
-            &conv,
-            commit(0, vec![sm(1, "a"), sm(2, "b")], 1, Retention::KeepHistory),
+    let years = |n: u64| Duration::from_secs(n * 365 * 24 * 3600);
+    let (forever, long) = (id("forever"), id("long"));
+    for (conv, ttl) in [(&forever, Duration::MAX), (&long, years(2_000))] {
+        store
+            .commit(
+                conv,
+                commit_full(0, 1, None, vec![sm(1, "x")], 1, Retention::KeepHistory, Some(ttl)),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("commit with a TTL of {ttl:?}: {e}"));
+        assert!(store.load(conv).await.expect("load").exists());
+    }
+    let raw = common::raw_client(&url).await;
+    let row = raw
+        .query_one(
+            &format!(
+                "SELECT expires_at IS NULL
+                 FROM \"{schema}\".chatmem_conversations WHERE id = $1"
+            ),
+            &[&forever.as_str()],
         )
         .await
-        .expect("commit");
-    assert_eq!(
-        kind(
-            store
-                .commit(&conv, commit(1, vec![sm(4, "gap")], 1, Retention::KeepHistory))
-                .await
-        ),
-        Err(StoreErrorKind::InvalidInput)
-    );
-    assert_eq!(
-        kind(
-            store
-                .commit(
-                    &conv,
-                    commit(1, vec![sm(3, "x"), sm(5, "gap")], 1, Retention::KeepHistory)
-                )
-                .await
-        ),
-        Err(StoreErrorKind::InvalidInput)
-    );
-    assert_eq!(
-        kind(
-            store
-                .commit(&conv, commit(7, vec![sm(3, "x")], 1, Retention::KeepHistory))
-                .await
-        ),
-        Err(StoreErrorKind::Conflict)
-    );
-    let snap = store.load(&conv).await.expect("load");
-    assert_eq!((snap.version, snap.next_seq, snap.messages.len()), (1, 3, 2));
+        .expect("row");
+    assert_eq!(row.get::<_, Option<bool>>(0), Some(true), "Duration::MAX never expires");
+    let row = raw
+        .query_one(
+            &format!(
+                "SELECT expires_at > now() + INTERVAL '1990 years'
+                 FROM \"{schema}\".chatmem_conversations WHERE id = $1"
+            ),
+            &[&long.as_str()],
+        )
+        .await
+        .expect("row");
+    assert_eq!(row.get::<_, Option<bool>>(0), Some(true), "2,000 years are kept whole");
     common::drop_schema(&url, &schema).await;
 }
 

@@ -6,8 +6,9 @@ mod common;
 
 use std::sync::Arc;
 
-use chatmem::{ChatMemory, Commit, Heuristic, Message, Retention, Store, StoredMessage, WindowPolicy};
+use chatmem::{ChatMemory, Heuristic, Message, Retention, Store, StoredMessage, WindowPolicy};
 use chatmem_postgres::PostgresStore;
+use chatmem_test::{commit, commit_full};
 
 fn batch(first: u64, n: u64) -> Vec<StoredMessage> {
     (first..first + n)
@@ -59,37 +60,32 @@ async fn load_and_commit_are_one_round_trip_each() {
     let (n, snap) = trips!(store.load(&id));
     assert_eq!(n, 1, "load of an unknown conversation");
     assert!(!snap.exists());
-    let create = Commit {
-        expected_version: 0,
-        system: Some(StoredMessage::new(0, 5, Message::system("rules"))),
-        append: batch(1, 2_000),
-        window_start: 1_981,
-        retention: Retention::KeepHistory,
-        ttl: None,
-    };
+    let create = commit_full(
+        0,
+        1,
+        Some(StoredMessage::new(1, 5, Message::system("rules"))),
+        batch(1, 2_000),
+        1_981,
+        Retention::KeepHistory,
+        None,
+    );
     let (n, v) = trips!(store.commit(&id, create));
     assert_eq!((n, v), (1, 1), "commit creating a conversation with 2,000 messages");
     let (n, snap) = trips!(store.load(&id));
     assert_eq!(n, 1, "load with 2,000 messages of history");
     assert_eq!(snap.messages.len(), 20);
-    let update = Commit {
-        expected_version: 1,
-        system: None,
-        append: batch(2_001, 2),
-        window_start: 1_983,
-        retention: Retention::DropEvicted,
-        ttl: Some(std::time::Duration::from_secs(3600)),
-    };
+    let update = commit_full(
+        1,
+        2_001,
+        None,
+        batch(2_001, 2),
+        1_983,
+        Retention::DropEvicted,
+        Some(std::time::Duration::from_secs(3600)),
+    );
     let (n, v) = trips!(store.commit(&id, update));
     assert_eq!((n, v), (1, 2), "commit appending a turn and dropping evicted messages");
-    let stale = Commit {
-        expected_version: 1,
-        system: None,
-        append: batch(2_003, 2),
-        window_start: 1_983,
-        retention: Retention::KeepHistory,
-        ttl: None,
-    };
+    let stale = commit(1, batch(2_003, 2), 1_983, Retention::KeepHistory);
     let before = proxy.round_trips();
     let err = store.commit(&id, stale).await.expect_err("stale version");
     assert!(err.is_conflict());
