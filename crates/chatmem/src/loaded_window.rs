@@ -2,6 +2,7 @@
 
 use crate::message::Message;
 use crate::store::{Snapshot, StoredMessage};
+use crate::tokens::TokenCounter;
 use crate::window::{Selection, WindowPolicy, select};
 
 /// A loaded conversation: the [`Snapshot`] read in one round trip and the window the policy
@@ -30,7 +31,27 @@ pub struct LoadedWindow {
 }
 
 impl LoadedWindow {
-    pub(crate) fn new(snapshot: Snapshot, policy: &WindowPolicy) -> Self {
+    /// The window of `snapshot` under `policy`, by counts of `counter`: a message counted by
+    /// a counter of another name is recounted first (so the budget holds for the counter in
+    /// use), a message whose counter is not recorded is taken as it is.
+    pub(crate) fn new(mut snapshot: Snapshot, policy: &WindowPolicy, counter: &dyn TokenCounter) -> Self {
+        let name = counter.name();
+        let stale = |m: &StoredMessage| m.counted_by.as_deref().is_some_and(|by| by != name);
+        let mut recounted = 0usize;
+        for m in snapshot.system.iter_mut().chain(snapshot.messages.iter_mut()) {
+            if stale(m) {
+                m.tokens = u32::try_from(counter.count_message(&m.message)).unwrap_or(u32::MAX);
+                m.counted_by = Some(name.to_owned());
+                recounted += 1;
+            }
+        }
+        if recounted > 0 {
+            tracing::debug!(
+                recounted,
+                counter = name,
+                "recounted messages counted by another tokenizer"
+            );
+        }
         let selection = select(&snapshot.messages, snapshot.system.as_ref().map(|s| s.tokens), policy);
         Self { snapshot, selection }
     }

@@ -204,7 +204,7 @@ impl<S: Store> ChatMemory<S> {
             .load(id)
             .await
             .map_err(|source| Error::Store { id: id.clone(), source })?;
-        Ok(LoadedWindow::new(snapshot, &self.policy))
+        Ok(LoadedWindow::new(snapshot, &self.policy, self.counter.as_ref()))
     }
 
     /// Starts a turn on `loaded` with `messages` (usually the user message, optionally
@@ -253,7 +253,7 @@ impl<S: Store> ChatMemory<S> {
         let (loaded, batch) = turn.into_parts();
         let committed = self.commit_batch(id, loaded, &batch, true).await?;
         Ok(Turn::new(
-            committed.window_after(&self.policy),
+            committed.window_after(&self.policy, self.counter.as_ref()),
             Arc::clone(&self.counter),
             self.policy,
         ))
@@ -275,7 +275,7 @@ impl<S: Store> ChatMemory<S> {
         Ok(self
             .commit_batch(id, loaded, &batch, true)
             .await?
-            .window_after(&self.policy))
+            .window_after(&self.policy, self.counter.as_ref()))
     }
 
     /// Commits `batch` on `loaded`, reloading and re-planning (never recounting) when a
@@ -302,8 +302,15 @@ impl<S: Store> ChatMemory<S> {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let mut planned =
-                plan_with(loaded.snapshot(), batch, &self.policy, self.retention, self.ttl).map_err(store_err)?;
+            let mut planned = plan_with(
+                loaded.snapshot(),
+                batch,
+                &self.policy,
+                self.retention,
+                self.ttl,
+                self.counter.name(),
+            )
+            .map_err(store_err)?;
             let commit = if keep {
                 planned.commit.clone()
             } else {
@@ -403,7 +410,7 @@ struct Committed {
 
 impl Committed {
     /// The window after the commit, without reloading.
-    fn window_after(self, policy: &WindowPolicy) -> LoadedWindow {
+    fn window_after(self, policy: &WindowPolicy, counter: &dyn TokenCounter) -> LoadedWindow {
         let Some((commit, version)) = self.planned.commit.zip(self.version) else {
             return self.loaded;
         };
@@ -424,7 +431,7 @@ impl Committed {
                 .filter(|m| m.seq >= start)
                 .collect(),
         };
-        LoadedWindow::new(snapshot, policy)
+        LoadedWindow::new(snapshot, policy, counter)
     }
 }
 

@@ -38,14 +38,29 @@ pub struct StoredMessage {
     pub seq: u64,
     /// Token count by the counter of the memory that added it.
     pub tokens: u32,
+    /// The [name](crate::TokenCounter::name) of the counter that made `tokens`; `None` for
+    /// data written before chatmem recorded it (taken as is). A memory whose counter has
+    /// another name recounts the message when it loads it.
+    pub counted_by: Option<String>,
     /// The message.
     pub message: Message,
 }
 
 impl StoredMessage {
-    /// A stored message.
+    /// A stored message whose counter is not recorded.
     pub fn new(seq: u64, tokens: u32, message: Message) -> Self {
-        Self { seq, tokens, message }
+        Self {
+            seq,
+            tokens,
+            counted_by: None,
+            message,
+        }
+    }
+
+    /// The same message, its count made by the counter named `counter`.
+    pub fn counted_by(mut self, counter: impl Into<String>) -> Self {
+        self.counted_by = Some(counter.into());
+        self
     }
 
     /// The message as the JSON every store keeps (the OpenAI Chat Completions shape plus
@@ -71,7 +86,7 @@ impl StoredMessage {
     pub fn from_json(id: &ConversationId, seq: u64, tokens: u32, json: &[u8]) -> Result<Self, StoreError> {
         let message: Message = serde_json::from_slice(json)
             .map_err(|e| StoreError::corrupt(id, format!("message seq {seq} is not a valid message")).with_source(e))?;
-        Ok(Self { seq, tokens, message })
+        Ok(Self::new(seq, tokens, message))
     }
 
     /// [`from_json`](StoredMessage::from_json) for databases that keep seqs and token counts
@@ -197,6 +212,7 @@ fn new_token() -> u64 {
 pub struct CommitBuilder {
     commit: Commit,
     loaded_window_start: u64,
+    counted_by: Option<String>,
 }
 
 impl Commit {
@@ -216,6 +232,7 @@ impl Commit {
                 ttl: None,
             },
             loaded_window_start: loaded.window_start,
+            counted_by: None,
         }
     }
 
@@ -275,17 +292,28 @@ impl Commit {
 }
 
 impl CommitBuilder {
+    /// Records that the token counts of the messages given after this were made by the
+    /// counter named `counter` (see [`StoredMessage::counted_by`]).
+    pub fn counted_by(mut self, counter: impl Into<String>) -> Self {
+        self.counted_by = Some(counter.into());
+        self
+    }
+
     /// Replaces the system message; it takes the sequence the next appended message would.
     pub fn system(mut self, message: Message, tokens: u32) -> Self {
         let seq = self.commit.next_seq();
-        self.commit.system = Some(StoredMessage::new(seq, tokens, message));
+        let mut stored = StoredMessage::new(seq, tokens, message);
+        stored.counted_by.clone_from(&self.counted_by);
+        self.commit.system = Some(stored);
         self
     }
 
     /// Appends a message with its token count; it gets the next sequence.
     pub fn append(mut self, message: Message, tokens: u32) -> Self {
         let seq = self.commit.next_seq();
-        self.commit.append.push(StoredMessage::new(seq, tokens, message));
+        let mut stored = StoredMessage::new(seq, tokens, message);
+        stored.counted_by.clone_from(&self.counted_by);
+        self.commit.append.push(stored);
         self
     }
 

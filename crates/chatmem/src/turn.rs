@@ -85,7 +85,7 @@ impl Turn {
     pub fn prompt(&self) -> Vec<Message> {
         let old = self.loaded.snapshot().messages.len();
         let new = self.new.iter().map(|(m, _)| m).filter(|m| !m.is_system()).cloned();
-        let Ok(plan) = plan(self.loaded.snapshot(), &self.new, &self.policy) else {
+        let Ok(plan) = plan(self.loaded.snapshot(), &self.new, &self.policy, self.counter.name()) else {
             // An inconsistent snapshot (its commit will fail too): the loaded window as it is.
             return self.loaded.messages().into_iter().chain(new).collect();
         };
@@ -126,19 +126,26 @@ pub(crate) struct Plan {
 /// # Errors
 /// Only when the snapshot itself is inconsistent (a message below its window start), which
 /// a store's corrupt data can cause: [`StoreErrorKind::InvalidInput`](crate::StoreErrorKind).
-pub(crate) fn plan(snapshot: &Snapshot, batch: &[(Message, u32)], policy: &WindowPolicy) -> Result<Plan, StoreError> {
-    plan_with(snapshot, batch, policy, Retention::default(), None)
+pub(crate) fn plan(
+    snapshot: &Snapshot,
+    batch: &[(Message, u32)],
+    policy: &WindowPolicy,
+    counter: &str,
+) -> Result<Plan, StoreError> {
+    plan_with(snapshot, batch, policy, Retention::default(), None, counter)
 }
 
-/// [`plan`] with the commit's retention and TTL.
+/// [`plan`] with the commit's retention and TTL; `counter` names the counter of the batch's
+/// token counts.
 pub(crate) fn plan_with(
     snapshot: &Snapshot,
     batch: &[(Message, u32)],
     policy: &WindowPolicy,
     retention: Retention,
     ttl: Option<Duration>,
+    counter: &str,
 ) -> Result<Plan, StoreError> {
-    let mut builder = Commit::on(snapshot).retention(retention).ttl(ttl);
+    let mut builder = Commit::on(snapshot).retention(retention).ttl(ttl).counted_by(counter);
     let mut changed = false;
     for (message, tokens) in batch {
         if message.is_system() {
