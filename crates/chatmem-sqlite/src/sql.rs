@@ -7,7 +7,8 @@ use chatmem::{Commit, ConversationId, Page, Retention, Snapshot, StoreError, Sto
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 /// The schema version this code writes and understands.
-pub(crate) const SCHEMA_VERSION: i64 = 1;
+/// 2 added which token counter made each count (`counted_by`).
+pub(crate) const SCHEMA_VERSION: i64 = 2;
 
 const CREATE: &str = "
 CREATE TABLE IF NOT EXISTS conversations (
@@ -16,6 +17,7 @@ CREATE TABLE IF NOT EXISTS conversations (
     system_json TEXT,
     system_tokens INTEGER,
     system_seq INTEGER,
+    system_counted_by TEXT,
     window_start INTEGER NOT NULL,
     next_seq INTEGER NOT NULL,
     expires_at INTEGER
@@ -25,9 +27,16 @@ CREATE TABLE IF NOT EXISTS messages (
     seq INTEGER NOT NULL,
     tokens INTEGER NOT NULL,
     json TEXT NOT NULL,
+    counted_by TEXT,
     PRIMARY KEY (conversation_id, seq)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS conversations_expires_at ON conversations (expires_at) WHERE expires_at IS NOT NULL;
+";
+
+/// From schema 1 to 2: the counter columns (rows written before read back as `None`).
+const UPGRADE_1_TO_2: &str = "
+ALTER TABLE conversations ADD COLUMN system_counted_by TEXT;
+ALTER TABLE messages ADD COLUMN counted_by TEXT;
 ";
 
 /// A rusqlite error as a store error: lock waits that ran out and I/O failures are
@@ -126,10 +135,15 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     match found {
         Some(v) if v > SCHEMA_VERSION => return Err(schema_too_new(v)),
         Some(v) if v == SCHEMA_VERSION => {}
-        // Version 1 is the first; anything lower (or missing) gets the current schema.
-        _ => {
-            tx.execute_batch(CREATE)
-                .map_err(|e| db_error("creating the schema", e))?;
+        found => {
+            if found == Some(1) {
+                tx.execute_batch(UPGRADE_1_TO_2)
+                    .map_err(|e| db_error("upgrading the schema from version 1", e))?;
+            } else {
+                // Nothing (or something older than the first version): the current schema.
+                tx.execute_batch(CREATE)
+                    .map_err(|e| db_error("creating the schema", e))?;
+            }
             tx.execute(
                 "INSERT INTO chatmem_schema (id, version) VALUES (1, ?1)
                  ON CONFLICT (id) DO UPDATE SET version = excluded.version",
@@ -184,7 +198,7 @@ fn schema_too_new(v: i64) -> StoreError {
 
 const LOAD: &str = "
 SELECT c.version, c.system_json, c.system_tokens, c.system_seq, c.window_start, c.next_seq,
-       m.seq, m.tokens, m.json
+       m.seq, m.tokens, m.json, c.system_counted_by, m.counted_by
 FROM conversations c
 LEFT JOIN messages m ON m.conversation_id = c.id AND m.seq >= c.window_start
 WHERE c.id = ?1 AND (c.expires_at IS NULL OR c.expires_at > ?2)
@@ -207,7 +221,9 @@ pub(crate) fn load(conn: &Connection, id: &ConversationId) -> Result<Snapshot, S
                         let tokens: i64 = row.get(2).map_err(err)?;
                         let seq: i64 = row.get(3).map_err(err)?;
                         let json = json_bytes(json, id, seq)?;
-                        Some(StoredMessage::from_columns(id, seq, tokens, json)?)
+                        let mut system = StoredMessage::from_columns(id, seq, tokens, json)?;
+                        system.counted_by = row.get(9).map_err(err)?;
+                        Some(system)
                     }
                 };
                 snap.insert(Snapshot {
@@ -223,7 +239,9 @@ pub(crate) fn load(conn: &Connection, id: &ConversationId) -> Result<Snapshot, S
         if let Some(seq) = seq {
             let tokens: i64 = row.get(7).map_err(err)?;
             let json = json_bytes(row.get_ref(8).map_err(err)?, id, seq)?;
-            snap.messages.push(StoredMessage::from_columns(id, seq, tokens, json)?);
+            let mut m = StoredMessage::from_columns(id, seq, tokens, json)?;
+            m.counted_by = row.get(10).map_err(err)?;
+            snap.messages.push(m);
         }
     }
     Ok(snap.unwrap_or_else(Snapshot::empty))
@@ -234,7 +252,14 @@ pub(crate) fn commit(conn: &mut Connection, id: &ConversationId, commit: &Commit
     let err = |e| db_error("committing to a conversation", e);
     let now = now_ms();
     // Serialise before taking the write lock: nothing slow happens inside it.
-    let row = |m: &StoredMessage| Ok((to_i64(m.seq, "sequence")?, i64::from(m.tokens), m.message_json()?));
+    fn row(m: &StoredMessage) -> Result<(i64, i64, String, Option<&str>), StoreError> {
+        Ok((
+            to_i64(m.seq, "sequence")?,
+            i64::from(m.tokens),
+            m.message_json()?,
+            m.counted_by.as_deref(),
+        ))
+    }
     let append = commit
         .appended()
         .iter()
@@ -270,25 +295,33 @@ pub(crate) fn commit(conn: &mut Connection, id: &ConversationId, commit: &Commit
     }
     {
         let mut insert = tx
-            .prepare_cached("INSERT INTO messages (conversation_id, seq, tokens, json) VALUES (?1, ?2, ?3, ?4)")
+            .prepare_cached(
+                "INSERT INTO messages (conversation_id, seq, tokens, json, counted_by) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
             .map_err(err)?;
-        for (seq, tokens, json) in &append {
-            insert.execute(params![id.as_str(), seq, tokens, json]).map_err(err)?;
+        for (seq, tokens, json, counted_by) in &append {
+            insert
+                .execute(params![id.as_str(), seq, tokens, json, counted_by])
+                .map_err(err)?;
         }
     }
     let new_version = current + 1;
     let new_version_i = to_i64(new_version, "version")?;
     let new_window_start = to_i64(commit.window_start(), "window_start")?;
     let new_next_seq = to_i64(commit.next_seq(), "next_seq")?;
-    let (system_seq, system_tokens, system_json) = match &system {
-        Some((seq, tokens, json)) => (Some(*seq), Some(*tokens), Some(json.as_str())),
-        None => (None, None, None),
+    let (system_seq, system_tokens, system_json, system_counted_by) = match &system {
+        Some((seq, tokens, json, counted_by)) => (Some(*seq), Some(*tokens), Some(json.as_str()), *counted_by),
+        None => (None, None, None, None),
     };
+    // A new system message replaces all four system columns; without one they stay.
     tx.prepare_cached(
-        "INSERT INTO conversations (id, version, system_json, system_tokens, system_seq, window_start, next_seq, expires_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+        "INSERT INTO conversations (id, version, system_json, system_tokens, system_seq, window_start, next_seq, expires_at,
+                                    system_counted_by)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
          ON CONFLICT (id) DO UPDATE SET
              version = excluded.version,
+             system_counted_by = CASE WHEN excluded.system_json IS NULL THEN system_counted_by
+                                      ELSE excluded.system_counted_by END,
              system_json = coalesce(excluded.system_json, system_json),
              system_tokens = coalesce(excluded.system_tokens, system_tokens),
              system_seq = coalesce(excluded.system_seq, system_seq),
@@ -306,6 +339,7 @@ pub(crate) fn commit(conn: &mut Connection, id: &ConversationId, commit: &Commit
             new_window_start,
             new_next_seq,
             expires_at(now, commit.ttl()),
+            system_counted_by,
         ])
     })
     .map_err(err)?;
@@ -336,7 +370,7 @@ pub(crate) fn history(
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let mut stmt = conn
         .prepare_cached(
-            "SELECT m.seq, m.tokens, m.json FROM conversations c
+            "SELECT m.seq, m.tokens, m.json, m.counted_by FROM conversations c
              JOIN messages m ON m.conversation_id = c.id AND m.seq > ?2
              WHERE c.id = ?1 AND (c.expires_at IS NULL OR c.expires_at > ?3)
              ORDER BY m.seq LIMIT ?4",
@@ -348,7 +382,9 @@ pub(crate) fn history(
         let seq: i64 = row.get(0).map_err(err)?;
         let tokens: i64 = row.get(1).map_err(err)?;
         let json = json_bytes(row.get_ref(2).map_err(err)?, id, seq)?;
-        out.push(StoredMessage::from_columns(id, seq, tokens, json)?);
+        let mut m = StoredMessage::from_columns(id, seq, tokens, json)?;
+        m.counted_by = row.get(3).map_err(err)?;
+        out.push(m);
     }
     Ok(out)
 }

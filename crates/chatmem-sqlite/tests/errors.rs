@@ -270,3 +270,46 @@ async fn a_read_only_file_can_be_read_and_not_written() {
         .expect_err("no schema");
     assert_eq!(e.kind(), StoreErrorKind::InvalidInput, "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_version_1_file_is_upgraded_and_keeps_its_data() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("v1.db");
+    {
+        // The schema chatmem-sqlite 1 wrote, with one conversation in it.
+        let raw = rusqlite::Connection::open(&path).expect("create");
+        raw.execute_batch(
+            r#"
+            PRAGMA journal_mode=WAL;
+            CREATE TABLE chatmem_schema (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL);
+            INSERT INTO chatmem_schema VALUES (1, 1);
+            CREATE TABLE conversations (id TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL, system_json TEXT,
+                system_tokens INTEGER, system_seq INTEGER, window_start INTEGER NOT NULL, next_seq INTEGER NOT NULL,
+                expires_at INTEGER) WITHOUT ROWID;
+            CREATE TABLE messages (conversation_id TEXT NOT NULL, seq INTEGER NOT NULL, tokens INTEGER NOT NULL,
+                json TEXT NOT NULL, PRIMARY KEY (conversation_id, seq)) WITHOUT ROWID;
+            INSERT INTO conversations VALUES ('old', 1, '{"role":"system","content":"s"}', 5, 1, 1, 3, NULL);
+            INSERT INTO messages VALUES ('old', 1, 6, '{"role":"user","content":"u1"}');
+            INSERT INTO messages VALUES ('old', 2, 6, '{"role":"assistant","content":"a1"}');
+            "#,
+        )
+        .expect("a version 1 file");
+    }
+    let store = SqliteStore::open(&path).await.expect("open upgrades");
+    let id = chatmem::ConversationId::new("old").unwrap();
+    let snap = store.load(&id).await.expect("load");
+    assert_eq!(snap.version, 1);
+    assert_eq!(snap.messages.len(), 2);
+    assert!(
+        snap.messages.iter().all(|m| m.counted_by.is_none()),
+        "old rows have no counter"
+    );
+    let mem = memory(store.clone());
+    mem.add(&id, turn(1)).await.expect("write after the upgrade");
+    assert_eq!(mem.get(&id).await.expect("get").len(), 5);
+    let version: i64 = rusqlite::Connection::open(&path)
+        .expect("raw")
+        .query_row("SELECT version FROM chatmem_schema", [], |r| r.get(0))
+        .expect("version");
+    assert_eq!(version, chatmem_sqlite::SCHEMA_VERSION);
+}

@@ -200,6 +200,7 @@ pub(crate) async fn run(store: Arc<dyn Store>) {
     };
     step("unknown_loads_empty", unknown_loads_empty(&run)).await;
     step("raw_round_trip", raw_round_trip(&run)).await;
+    step("counted_by_round_trip", counted_by_round_trip(&run)).await;
     step("memory_round_trip", memory_round_trip(&run)).await;
     step("window_contract", window_contract(&run)).await;
     step("system_replacement", system_replacement(&run)).await;
@@ -309,6 +310,84 @@ async fn raw_round_trip(run: &Run) {
     run.commit(&id, commit(1, turns(7, 1), 5, Retention::DropEvicted)).await;
     assert_eq!(seqs(&run.history(&id, 0, 100).await), vec![5, 6, 7]);
     assert_eq!(seqs(&run.load(&id).await.messages), vec![5, 6, 7]);
+}
+
+/// Which counter made each count is stored with it, and a memory with another counter keeps
+/// its budget by recounting.
+async fn counted_by_round_trip(run: &Run) {
+    let id = run.id("counted-by");
+    let commit = Commit::on(&Snapshot::empty())
+        .counted_by("heuristic")
+        .system(Message::system("be brief"), 4)
+        .append(Message::user("u1"), 5)
+        .append(Message::assistant("a1"), 5)
+        .retention(Retention::KeepHistory)
+        .build()
+        .expect("a valid commit");
+    run.commit(&id, commit).await;
+    let snap = run.load(&id).await;
+    let by = |m: &StoredMessage| m.counted_by.clone();
+    assert_eq!(
+        snap.system.as_ref().and_then(by),
+        Some("heuristic".to_string()),
+        "system counted_by"
+    );
+    assert_eq!(
+        snap.messages.iter().map(by).collect::<Vec<_>>(),
+        vec![Some("heuristic".to_string()); 2],
+        "counted_by of each message"
+    );
+    assert_eq!(
+        run.history(&id, 0, 10).await,
+        snap.messages,
+        "history keeps counted_by too"
+    );
+    // A message whose counter is not recorded reads back without one.
+    run.commit(
+        &id,
+        commit_full(
+            1,
+            3,
+            None,
+            vec![sm(3, 2, Message::user("u2"))],
+            1,
+            Retention::KeepHistory,
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(run.load(&id).await.messages[2].counted_by, None);
+
+    // Counts by a cheap counter, read by cl100k with a small budget: the budget holds.
+    let id = run.id("counted-by-budget");
+    let emoji = "😀".repeat(50);
+    let writer = ChatMemory::builder(run.store.clone())
+        .policy(WindowPolicy::tokens(100_000))
+        .counter(Heuristic)
+        .build()
+        .expect("valid memory settings");
+    let batch: Vec<Message> = (0..40)
+        .map(|i| {
+            if i % 2 == 0 {
+                Message::user(emoji.clone())
+            } else {
+                Message::assistant(emoji.clone())
+            }
+        })
+        .collect();
+    writer.add(&id, batch).await.expect("add");
+    let reader = ChatMemory::builder(run.store.clone())
+        .policy(WindowPolicy::tokens(500))
+        .counter(chatmem::Cl100k)
+        .build()
+        .expect("valid memory settings");
+    let window = reader.get(&id).await.expect("get");
+    assert!(!window.is_empty());
+    let tokens = chatmem::TokenCounter::count_messages(&chatmem::Cl100k, &window);
+    assert!(
+        tokens <= 500,
+        "a 500-token window read with cl100k holds {tokens} cl100k tokens"
+    );
 }
 
 async fn memory_round_trip(run: &Run) {
