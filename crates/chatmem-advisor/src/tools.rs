@@ -3,7 +3,7 @@
 use std::fmt;
 
 use async_trait::async_trait;
-use chatmem::{Body, Message, ToolCall};
+use chatmem::{Message, ToolCall};
 
 /// Runs tools for the advisor's tool loop.
 ///
@@ -69,18 +69,9 @@ pub(crate) async fn run_calls(executor: &dyn ToolExecutor, calls: &[ToolCall]) -
     let runs = calls.iter().map(|c| async move {
         let result = executor.execute(&c.name, &c.arguments).await;
         tracing::debug!(tool = %c.name, ok = result.is_ok(), "tool call ran");
-        let (content, is_error) = match result {
-            Ok(text) => (text, false),
-            Err(e) => (e.message, true),
-        };
-        Message {
-            body: Body::Tool {
-                tool_call_id: c.id.clone(),
-                content,
-                is_error,
-            },
-            name: None,
-            metadata: None,
+        match result {
+            Ok(text) => Message::tool_result(c.id.clone(), text),
+            Err(e) => Message::tool_error(c.id.clone(), e.message),
         }
     });
     futures_util::future::join_all(runs).await

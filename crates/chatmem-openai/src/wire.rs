@@ -401,15 +401,7 @@ mod tests {
         if let Body::Assistant { reasoning_content, .. } = &mut answer.body {
             *reasoning_content = Some("secret thoughts".into());
         }
-        let failed = Message {
-            body: Body::Tool {
-                tool_call_id: "c1".into(),
-                content: "boom".into(),
-                is_error: true,
-            },
-            name: None,
-            metadata: None,
-        };
+        let failed = Message::tool_error("c1", "boom");
         let req = ChatRequest::new(vec![
             Message::system("rules"),
             Message::user("hi").with_metadata(meta),
