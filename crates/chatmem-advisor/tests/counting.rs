@@ -92,9 +92,12 @@ impl ToolExecutor for Lookup {
     }
 }
 
+/// An advisor whose memory keeps evicted messages, so that the store's history is the whole
+/// conversation to compare the counts with (the window of 4 evicts on purpose).
 fn advisor(counter: Arc<Recording>, mode: WriteMode) -> MemoryAdvisor<Scripted, InMemoryStore> {
     let memory = ChatMemory::builder(InMemoryStore::new())
         .policy(WindowPolicy::messages(4))
+        .retention(chatmem::Retention::KeepHistory)
         .counter(counter)
         .build()
         .expect("valid memory settings");
@@ -119,9 +122,7 @@ async fn assert_counted_once(
     assert_eq!(counter.tally(), expected, "each stored message counted exactly once");
 }
 
-/// History including evicted messages: the memory drops them, so read the store's log as
-/// the turns went (KeepHistory would hide a recount of evicted ones; here the window is small
-/// on purpose and recounting an old message would show up as a count of 2).
+/// Everything the store holds for a conversation: the system message and the whole log.
 trait HistoryAll {
     async fn history_all(&self, id: &ConversationId) -> Vec<Message>;
 }
@@ -142,23 +143,11 @@ impl HistoryAll for InMemoryStore {
     }
 }
 
-fn keep_history_advisor(counter: Arc<Recording>, mode: WriteMode) -> MemoryAdvisor<Scripted, InMemoryStore> {
-    let memory = ChatMemory::builder(InMemoryStore::new())
-        .policy(WindowPolicy::messages(4))
-        .retention(chatmem::Retention::KeepHistory)
-        .counter(counter)
-        .build()
-        .expect("valid memory settings");
-    MemoryAdvisor::new(Scripted::default(), memory)
-        .with_write_mode(mode)
-        .with_tool_executor(Lookup)
-}
-
 #[tokio::test]
 async fn call_and_stream_count_each_new_message_once() {
     for mode in [WriteMode::AfterSuccess, WriteMode::Eager] {
         let counter = Arc::new(Recording::default());
-        let advisor = keep_history_advisor(counter.clone(), mode);
+        let advisor = advisor(counter.clone(), mode);
         let id = ConversationId::new("counting").unwrap();
         let system = "be brief";
         for n in 0..6 {
@@ -185,7 +174,7 @@ async fn call_and_stream_count_each_new_message_once() {
 #[tokio::test]
 async fn a_retried_commit_recounts_nothing() {
     let counter = Arc::new(Recording::default());
-    let advisor = Arc::new(keep_history_advisor(counter.clone(), WriteMode::AfterSuccess));
+    let advisor = Arc::new(advisor(counter.clone(), WriteMode::AfterSuccess));
     let id = ConversationId::new("contended").unwrap();
     advisor.call(&id, TurnRequest::user("first")).await.expect("first");
 

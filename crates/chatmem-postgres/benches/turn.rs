@@ -16,12 +16,7 @@ fn main() {
     let Some(url) = bench::service_url("CHATMEM_TEST_PG_URL", "start PostgreSQL") else {
         return;
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    runtime.block_on(run(&url));
+    bench::block_on(run(&url));
 }
 
 async fn run(url: &str) {

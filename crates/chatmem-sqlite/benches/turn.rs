@@ -11,11 +11,7 @@ use chatmem_sqlite::SqliteStore;
 use chatmem_test::bench::{self, FlatCostConfig, OpCounter};
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    runtime.block_on(async {
+    bench::block_on(async {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("bench.db");
         let store = SqliteStore::open(&path).await.expect("opening the bench database");

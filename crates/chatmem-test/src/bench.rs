@@ -98,6 +98,20 @@ pub fn service_url(var: &str, how: &str) -> Option<String> {
     crate::service_url_for(var, how, "bench")
 }
 
+/// Runs a bench's `main` body on a two-worker tokio runtime (the machine the benches were
+/// made for has two cores, shared with the database server).
+///
+/// # Panics
+/// When the runtime cannot be built: a bench has nothing to measure then.
+pub fn block_on<F: std::future::Future>(bench: F) -> F::Output {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+        .block_on(bench)
+}
+
 /// A store-specific running count of operations (statements, round trips) and its column
 /// label, e.g. `"stmts"`.
 #[derive(Clone)]

@@ -397,39 +397,3 @@ async fn a_batch_over_the_limit_writes_nothing_and_says_how_to_import() {
             .is_err()
     );
 }
-
-#[tokio::test]
-async fn the_budget_holds_for_the_tokenizer_in_use() {
-    use chatmem::{Cl100k, Heuristic, TokenCounter};
-    let store = std::sync::Arc::new(InMemoryStore::new());
-    let id = ConversationId::new("emoji").unwrap();
-    let writer = ChatMemory::builder(store.clone())
-        .policy(WindowPolicy::tokens(100_000))
-        .counter(Heuristic)
-        .build()
-        .unwrap();
-    let emoji = "😀".repeat(50);
-    let batch: Vec<Message> = (0..60)
-        .map(|i| {
-            if i % 2 == 0 {
-                Message::user(emoji.clone())
-            } else {
-                Message::assistant(emoji.clone())
-            }
-        })
-        .collect();
-    writer.add(&id, batch).await.unwrap();
-    let reader = ChatMemory::builder(store.clone())
-        .policy(WindowPolicy::tokens(500))
-        .counter(Cl100k)
-        .build()
-        .unwrap();
-    let window = reader.get(&id).await.unwrap();
-    assert!(!window.is_empty());
-    let tokens = Cl100k.count_messages(&window);
-    assert!(tokens <= 500, "a 500-token window holds {tokens} cl100k tokens");
-    // And a commit by the reader keeps the budget too.
-    reader.add(&id, [Message::user(emoji.clone())]).await.unwrap();
-    let tokens = Cl100k.count_messages(&reader.get(&id).await.unwrap());
-    assert!(tokens <= 500, "{tokens}");
-}
