@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use anyhow::{Context, anyhow, bail};
+use anyhow::{anyhow, bail};
 use chatmem::{InMemoryStore, Store, redact_url};
 
 /// The environment variable that overrides the default store.
@@ -17,27 +17,17 @@ pub(crate) fn default_url() -> anyhow::Result<String> {
 
 /// Opens the store `url` names.
 pub(crate) async fn open(url: &str) -> anyhow::Result<Arc<dyn Store>> {
-    let shown = redact_url(url);
     let scheme = url.split(':').next().unwrap_or_default();
     let store: Arc<dyn Store> = match scheme {
         "memory" => Arc::new(InMemoryStore::new()),
-        "sqlite" => Arc::new(
-            chatmem_sqlite::SqliteStore::connect(url)
-                .await
-                .with_context(|| format!("opening {shown}"))?,
-        ),
-        "postgres" | "postgresql" => Arc::new(
-            chatmem_postgres::PostgresStore::connect(url)
-                .await
-                .with_context(|| format!("connecting to {shown}"))?,
-        ),
-        "redis" | "rediss" | "redis+cluster" => Arc::new(
-            chatmem_redis::RedisStore::connect(url)
-                .await
-                .with_context(|| format!("connecting to {shown}"))?,
-        ),
+        // Each store's errors name its file or server (passwords hidden): no context here,
+        // so the URL is printed once.
+        "sqlite" => Arc::new(chatmem_sqlite::SqliteStore::connect(url).await?),
+        "postgres" | "postgresql" => Arc::new(chatmem_postgres::PostgresStore::connect(url).await?),
+        "redis" | "rediss" | "redis+cluster" => Arc::new(chatmem_redis::RedisStore::connect(url).await?),
         _ => bail!(
-            "unknown store URL {shown}: expected memory:, sqlite:PATH, postgres://…, redis://… or redis+cluster://host:port,…"
+            "unknown store URL {}: expected memory:, sqlite:PATH, postgres://…, redis://… or redis+cluster://host:port,…",
+            redact_url(url)
         ),
     };
     Ok(store)

@@ -259,20 +259,23 @@ fn postgres_and_redis_outlive_the_process() {
 
 #[test]
 fn an_unreachable_server_is_one_clear_line_without_the_password() {
-    let out = chatmem(
-        &[
-            "get",
-            "--conversation",
-            "x",
-            "--store",
-            "postgres://app:s3cret@127.0.0.1:1/db",
-        ],
-        "",
-    );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2));
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("127.0.0.1:1") && !err.contains("s3cret"), "{err}");
+    for url in [
+        "postgres://app:s3cret@127.0.0.1:1/db",
+        "postgres://postgres@127.0.0.1:1/test?password=s3cret",
+        "postgres://u:pa/ss3cret@127.0.0.1:1/test",
+        "redis://s3cret@127.0.0.1:1",
+        "redis://:pa#s3cret@127.0.0.1:1",
+        "redis://127.0.0.1:1/0?password=s3cret",
+        "rediss://u:s3cret@127.0.0.1:1",
+        "host=127.0.0.1 port=1 password=s3cret",
+    ] {
+        let out = chatmem(&["get", "--conversation", "x", "--store", url], "");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{url}: {err}");
+        assert_eq!(err.lines().count(), 1, "{url}: {err}");
+        assert!(!err.contains("s3cret"), "{url} leaked: {err}");
+        assert!(err.matches("127.0.0.1:1").count() <= 1, "{url}: the server is named once: {err}");
+    }
 }
 
 /// Runs `chatmem` with stdout going to `stdout` (a file such as /dev/full, or a pipe).
