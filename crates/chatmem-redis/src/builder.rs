@@ -95,6 +95,7 @@ impl RedisStoreBuilder {
             keys: Keys::new(&self.key_prefix),
             scripts: Arc::new(Scripts {
                 load: Script::new(scripts::LOAD),
+                history: Script::new(scripts::HISTORY),
                 commit: Script::new(scripts::COMMIT),
                 clear: Script::new(scripts::CLEAR),
                 prune: Script::new(scripts::PRUNE),

@@ -71,6 +71,37 @@
 //! [`purge_expired`](chatmem::Store::purge_expired) sweeps the index. Sequence numbers
 //! must stay below 2^53 (sorted-set scores are doubles).
 //!
+//! # Eviction (`maxmemory`)
+//!
+//! A conversation is its `:meta` hash: when it is missing, the conversation does not exist
+//! for any operation, whatever messages are left behind in `:msgs` (a key deleted by hand,
+//! or evicted). `load` and `history` return nothing, `list` skips it, `clear` deletes the
+//! leftover messages and returns `false`, and a commit creating it anew deletes them
+//! first. The opposite loss cannot be told apart from a conversation whose messages were
+//! all dropped: a `:meta` hash whose `:msgs` key was evicted keeps its version and system
+//! message but has lost its messages.
+//!
+//! Redis evicts one key at a time, never a conversation's two keys together, so the
+//! `maxmemory-policy` of the Redis that holds chatmem's keys decides what can be lost:
+//!
+//! - `noeviction` (Redis's default) is safe: nothing is lost before its TTL; when memory is
+//!   full, commits fail with Redis's `OOM` error
+//!   ([`StoreErrorKind::Other`](chatmem::StoreErrorKind)) and reads keep working.
+//! - `volatile-lru`, `volatile-lfu`, `volatile-random`, `volatile-ttl` never evict a key
+//!   without a TTL: conversations committed with no TTL, the id index and the schema key
+//!   are safe. A conversation with a TTL may be evicted before its deadline, and one key at
+//!   a time: without its `:meta` it is gone (as if expired early), without its `:msgs` it
+//!   keeps its state but not its messages. Use these only when losing such conversations
+//!   early is acceptable. (Expiry itself is safe: both keys carry the same deadline, set
+//!   in the same script, and read as gone together.)
+//! - `allkeys-lru`, `allkeys-lfu`, `allkeys-random` are not safe: they may evict any key
+//!   at any time, including conversations without a TTL, half of a conversation as above,
+//!   and the id index (its conversations then no longer `list`).
+//!
+//! The policy applies to the whole server, every database included: keep chatmem on a
+//! Redis of its own, or on one whose other users also want `noeviction`, rather than on a
+//! cache.
+//!
 //! # Redis Cluster
 //!
 //! A URL `redis+cluster://[user:password@]host:port[,host:port...]` selects Redis Cluster

@@ -251,6 +251,32 @@ async fn expired_ids_leave_the_index_lazily() {
     cleanup(&url, &prefix).await;
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_conversation_without_meta_does_not_exist() {
+    let Some(url) = url() else { return };
+    let prefix = unique_prefix("orphan");
+    let store = store(&url, &prefix).await;
+    let mut conn = raw(&url).await;
+    common::a_conversation_without_meta_does_not_exist(&store, &mut conn, &prefix).await;
+
+    // Through ChatMemory: get and history agree that it is gone.
+    let memory = chatmem::ChatMemory::new(store.clone());
+    let id = ConversationId::new("evicted").unwrap();
+    memory
+        .add(&id, [Message::user("hi"), Message::assistant("hello")])
+        .await
+        .unwrap();
+    let () = redis::cmd("DEL")
+        .arg(format!("{prefix}:{{{}}}:meta", hex("evicted")))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(memory.get(&id).await.unwrap(), []);
+    assert_eq!(memory.history(&id).await.unwrap(), []);
+    assert!(!memory.clear(&id).await.unwrap());
+    cleanup(&url, &prefix).await;
+}
+
 /// `e` is a `Corrupt` error naming conversation `id` exactly once and saying `what`.
 fn assert_corrupt(e: &chatmem::StoreError, id: &ConversationId, what: &str) {
     assert_eq!(e.kind(), StoreErrorKind::Corrupt, "{e}");
