@@ -154,10 +154,21 @@
 //! [`StoreErrorKind::Unavailable`](chatmem::StoreErrorKind) when Redis does not answer in
 //! time or the connection is refused; the connection is re-established on the next call
 //! once Redis is back. A request whose connection was lost (server restart, killed
-//! client) is sent once more on a new connection within that time; each commit carries a
-//! random token stored with the version, so a resend of a commit that had in fact been
-//! applied answers with its version instead of a conflict (no duplicated turn). A commit
-//! that still fails with `Unavailable` (a timeout) may or may not have been applied.
+//! client) is sent once more on a new connection within that time.
+//!
+//! A commit must not leave its caller guessing whether it was applied. Each commit carries
+//! a random token stored with the version, so the same commit sent again after it had in
+//! fact been applied answers with its version instead of a conflict (no duplicated turn).
+//! A commit whose reply does not come within the response timeout is therefore sent once
+//! more, within a second window of the same length (so a commit may take up to twice the
+//! response timeout); only if that fails too does the commit fail with `Unavailable`, and
+//! its message then says that the outcome is unknown: it may or may not have been
+//! applied (the next [`load`](chatmem::Store::load) tells). Reads are not sent again after
+//! a timeout: they fail with `Unavailable` after one response timeout.
+//!
+//! The token recognises the resend only while the conversation is still at the version
+//! that commit produced: if another writer commits on top of it in between, the resend
+//! fails as a conflict although the first send was applied.
 
 mod builder;
 mod codec;

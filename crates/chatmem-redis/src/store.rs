@@ -131,7 +131,8 @@ impl Store for RedisStore {
             None => inv.arg(0).arg(0).arg(0).arg(""),
         };
         inv.arg(commit.next_seq());
-        // Lets a resend after a lost connection recognise a commit that already applied.
+        // Lets a resend after a lost connection or a timeout recognise a commit that
+        // already applied.
         inv.arg(commit.token());
         for m in commit.appended() {
             inv.arg(m.seq).arg(codec::encode(m)?);
@@ -145,7 +146,7 @@ impl Store for RedisStore {
         }
         let inv = &inv;
         let (code, n): (i64, i64) = self
-            .run(
+            .run_commit(
                 "committing",
                 |mut conn| async move { inv.invoke_async(&mut conn).await },
             )
