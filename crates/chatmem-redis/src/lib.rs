@@ -169,6 +169,22 @@
 //! The token recognises the resend only while the conversation is still at the version
 //! that commit produced: if another writer commits on top of it in between, the resend
 //! fails as a conflict although the first send was applied.
+//!
+//! # Batch size
+//!
+//! Redis runs one script at a time and answers no other client meanwhile, so the size of a
+//! commit is how long it holds up everyone using that Redis. [`ChatMemory`](chatmem::ChatMemory)
+//! refuses a batch of more than 10,000 messages or 16 MiB of text
+//! ([`DEFAULT_MAX_BATCH_MESSAGES`](chatmem::DEFAULT_MAX_BATCH_MESSAGES),
+//! [`DEFAULT_MAX_BATCH_BYTES`](chatmem::DEFAULT_MAX_BATCH_BYTES)) with
+//! [`Error::BatchTooLarge`](chatmem::Error::BatchTooLarge) before anything is sent: nothing
+//! is written, and a longer history is imported in several batches, oldest first. A commit
+//! of 10,000 short messages holds a local Redis for some tens of milliseconds. Raising the
+//! bound ([`ChatMemoryBuilder::max_batch`](chatmem::ChatMemoryBuilder::max_batch)) makes
+//! longer scripts; one running past Redis's `busy-reply-threshold` (5 s by default) makes
+//! other clients' requests fail with `BUSY`, which chatmem reports as `Unavailable`.
+//! [`RedisStore`] itself does not bound a [`Commit`](chatmem::Commit) given to it
+//! directly.
 
 mod builder;
 mod codec;
