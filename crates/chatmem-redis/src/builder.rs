@@ -69,7 +69,9 @@ impl RedisStoreBuilder {
 
     /// How long one store operation may take end to end, reconnecting included, before it
     /// fails with [`StoreErrorKind::Unavailable`](chatmem::StoreErrorKind::Unavailable)
-    /// (default [`DEFAULT_TIMEOUT`]; must be longer than zero).
+    /// (default [`DEFAULT_TIMEOUT`]; must be longer than zero). A commit that gets no answer
+    /// in time is sent once more within a second window of this length (see the
+    /// [crate docs](crate), *Outages*).
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
         self
@@ -95,6 +97,7 @@ impl RedisStoreBuilder {
             keys: Keys::new(&self.key_prefix),
             scripts: Arc::new(Scripts {
                 load: Script::new(scripts::LOAD),
+                history: Script::new(scripts::HISTORY),
                 commit: Script::new(scripts::COMMIT),
                 clear: Script::new(scripts::CLEAR),
                 prune: Script::new(scripts::PRUNE),

@@ -9,7 +9,18 @@ use redis::{ErrorKind, RedisError, ServerErrorKind};
 /// is [`StoreErrorKind::Unavailable`], so callers can retry later. `what` says what was
 /// being done; the driver's text is the source, never repeated in the context.
 pub(crate) fn from_redis(e: RedisError, what: &str) -> StoreError {
-    let unavailable = e.is_io_error()
+    let kind = if unavailable(&e) {
+        StoreErrorKind::Unavailable
+    } else {
+        StoreErrorKind::Other
+    };
+    StoreError::new(kind, format!("redis: {what}")).with_source(DriverError(e))
+}
+
+/// Whether `e` says that the server is not there or not ready (rather than that it answered
+/// with an error).
+pub(crate) fn unavailable(e: &RedisError) -> bool {
+    e.is_io_error()
         || e.is_timeout()
         || e.is_connection_dropped()
         || e.is_connection_refusal()
@@ -23,13 +34,7 @@ pub(crate) fn from_redis(e: RedisError, what: &str) -> StoreError {
                     | ServerErrorKind::MasterDown
             )
         )
-        || e.code() == Some("BUSY");
-    let kind = if unavailable {
-        StoreErrorKind::Unavailable
-    } else {
-        StoreErrorKind::Other
-    };
-    StoreError::new(kind, format!("redis: {what}")).with_source(DriverError(e))
+        || e.code() == Some("BUSY")
 }
 
 /// A driver error as the source of a [`StoreError`].

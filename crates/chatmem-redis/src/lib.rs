@@ -71,6 +71,37 @@
 //! [`purge_expired`](chatmem::Store::purge_expired) sweeps the index. Sequence numbers
 //! must stay below 2^53 (sorted-set scores are doubles).
 //!
+//! # Eviction (`maxmemory`)
+//!
+//! A conversation is its `:meta` hash: when it is missing, the conversation does not exist
+//! for any operation, whatever messages are left behind in `:msgs` (a key deleted by hand,
+//! or evicted). `load` and `history` return nothing, `list` skips it, `clear` deletes the
+//! leftover messages and returns `false`, and a commit creating it anew deletes them
+//! first. The opposite loss cannot be told apart from a conversation whose messages were
+//! all dropped: a `:meta` hash whose `:msgs` key was evicted keeps its version and system
+//! message but has lost its messages.
+//!
+//! Redis evicts one key at a time, never a conversation's two keys together, so the
+//! `maxmemory-policy` of the Redis that holds chatmem's keys decides what can be lost:
+//!
+//! - `noeviction` (Redis's default) is safe: nothing is lost before its TTL; when memory is
+//!   full, commits fail with Redis's `OOM` error
+//!   ([`StoreErrorKind::Other`](chatmem::StoreErrorKind)) and reads keep working.
+//! - `volatile-lru`, `volatile-lfu`, `volatile-random`, `volatile-ttl` never evict a key
+//!   without a TTL: conversations committed with no TTL, the id index and the schema key
+//!   are safe. A conversation with a TTL may be evicted before its deadline, and one key at
+//!   a time: without its `:meta` it is gone (as if expired early), without its `:msgs` it
+//!   keeps its state but not its messages. Use these only when losing such conversations
+//!   early is acceptable. (Expiry itself is safe: both keys carry the same deadline, set
+//!   in the same script, and read as gone together.)
+//! - `allkeys-lru`, `allkeys-lfu`, `allkeys-random` are not safe: they may evict any key
+//!   at any time, including conversations without a TTL, half of a conversation as above,
+//!   and the id index (its conversations then no longer `list`).
+//!
+//! The policy applies to the whole server, every database included: keep chatmem on a
+//! Redis of its own, or on one whose other users also want `noeviction`, rather than on a
+//! cache.
+//!
 //! # Redis Cluster
 //!
 //! A URL `redis+cluster://[user:password@]host:port[,host:port...]` selects Redis Cluster
@@ -123,10 +154,37 @@
 //! [`StoreErrorKind::Unavailable`](chatmem::StoreErrorKind) when Redis does not answer in
 //! time or the connection is refused; the connection is re-established on the next call
 //! once Redis is back. A request whose connection was lost (server restart, killed
-//! client) is sent once more on a new connection within that time; each commit carries a
-//! random token stored with the version, so a resend of a commit that had in fact been
-//! applied answers with its version instead of a conflict (no duplicated turn). A commit
-//! that still fails with `Unavailable` (a timeout) may or may not have been applied.
+//! client) is sent once more on a new connection within that time.
+//!
+//! A commit must not leave its caller guessing whether it was applied. Each commit carries
+//! a random token stored with the version, so the same commit sent again after it had in
+//! fact been applied answers with its version instead of a conflict (no duplicated turn).
+//! A commit whose reply does not come within the response timeout is therefore sent once
+//! more, within a second window of the same length (so a commit may take up to twice the
+//! response timeout); only if that fails too does the commit fail with `Unavailable`, and
+//! its message then says that the outcome is unknown: it may or may not have been
+//! applied (the next [`load`](chatmem::Store::load) tells). Reads are not sent again after
+//! a timeout: they fail with `Unavailable` after one response timeout.
+//!
+//! The token recognises the resend only while the conversation is still at the version
+//! that commit produced: if another writer commits on top of it in between, the resend
+//! fails as a conflict although the first send was applied.
+//!
+//! # Batch size
+//!
+//! Redis runs one script at a time and answers no other client meanwhile, so the size of a
+//! commit is how long it holds up everyone using that Redis. [`ChatMemory`](chatmem::ChatMemory)
+//! refuses a batch of more than 10,000 messages or 16 MiB of text
+//! ([`DEFAULT_MAX_BATCH_MESSAGES`](chatmem::DEFAULT_MAX_BATCH_MESSAGES),
+//! [`DEFAULT_MAX_BATCH_BYTES`](chatmem::DEFAULT_MAX_BATCH_BYTES)) with
+//! [`Error::BatchTooLarge`](chatmem::Error::BatchTooLarge) before anything is sent: nothing
+//! is written, and a longer history is imported in several batches, oldest first. A commit
+//! of 10,000 short messages holds a local Redis for some tens of milliseconds. Raising the
+//! bound ([`ChatMemoryBuilder::max_batch`](chatmem::ChatMemoryBuilder::max_batch)) makes
+//! longer scripts; one running past Redis's `busy-reply-threshold` (5 s by default) makes
+//! other clients' requests fail with `BUSY`, which chatmem reports as `Unavailable`.
+//! [`RedisStore`] itself does not bound a [`Commit`](chatmem::Commit) given to it
+//! directly.
 
 mod builder;
 mod codec;

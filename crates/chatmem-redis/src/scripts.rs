@@ -24,6 +24,18 @@ end
 return {m[1], m[2], m[3], m[4], m[5], m[6], redis.call('ZRANGEBYSCORE', KEYS[2], ws, '+inf')}
 "#;
 
+/// Reads up to `ARGV[2]` messages with `seq > ARGV[1]` (no lower bound from the window:
+/// history includes evicted messages kept under `KeepHistory`).
+///
+/// Returns `{}` when the meta hash is missing: a conversation is its meta hash, so messages
+/// left behind without it (an evicted or hand-deleted meta key) are not history.
+pub(crate) const HISTORY: &str = r#"
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return {}
+end
+return redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. ARGV[1], '+inf', 'LIMIT', 0, ARGV[2])
+"#;
+
 /// The version-checked commit. The version check is its only check: a `Commit` cannot be
 /// built invalid, so its sequences, window start and next seq are stored as they are.
 ///
@@ -94,7 +106,8 @@ return {1, new_version}
 "#;
 
 /// Deletes a conversation. `KEYS`: meta, msgs, and the index (single Redis only);
-/// `ARGV[1]`: raw id. Returns 1 when the conversation existed.
+/// `ARGV[1]`: raw id. Returns 1 when the conversation existed, that is when its meta hash
+/// did; messages left behind without it are deleted all the same.
 pub(crate) const CLEAR: &str = r#"
 local existed = redis.call('EXISTS', KEYS[1])
 redis.call('DEL', KEYS[1], KEYS[2])

@@ -50,6 +50,7 @@ pub struct RedisStore {
 /// The Lua scripts of [`crate::scripts`], made once per store and run with `EVALSHA`.
 pub(crate) struct Scripts {
     pub(crate) load: Script,
+    pub(crate) history: Script,
     pub(crate) commit: Script,
     pub(crate) clear: Script,
     pub(crate) prune: Script,
@@ -130,7 +131,8 @@ impl Store for RedisStore {
             None => inv.arg(0).arg(0).arg(0).arg(""),
         };
         inv.arg(commit.next_seq());
-        // Lets a resend after a lost connection recognise a commit that already applied.
+        // Lets a resend after a lost connection or a timeout recognise a commit that
+        // already applied.
         inv.arg(commit.token());
         for m in commit.appended() {
             inv.arg(m.seq).arg(codec::encode(m)?);
@@ -144,7 +146,7 @@ impl Store for RedisStore {
         }
         let inv = &inv;
         let (code, n): (i64, i64) = self
-            .run(
+            .run_commit(
                 "committing",
                 |mut conn| async move { inv.invoke_async(&mut conn).await },
             )
@@ -174,19 +176,18 @@ impl Store for RedisStore {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let mut cmd = redis::cmd("ZRANGEBYSCORE");
-        cmd.arg(self.keys.msgs(id))
-            .arg(format!("({after}"))
-            .arg("+inf")
-            .arg("LIMIT")
-            .arg(0)
+        // A script, not a bare ZRANGEBYSCORE: messages whose meta hash is gone are not a
+        // conversation (see the crate docs on eviction).
+        let mut inv = self.scripts.history.prepare_invoke();
+        inv.key(self.keys.meta(id))
+            .key(self.keys.msgs(id))
+            .arg(after)
             .arg(limit.min(i64::MAX as usize));
-        let cmd = &cmd;
+        let inv = &inv;
         let records: Vec<Vec<u8>> = self
-            .run(
-                "reading history",
-                |mut conn| async move { cmd.query_async(&mut conn).await },
-            )
+            .run("reading history", |mut conn| async move {
+                inv.invoke_async(&mut conn).await
+            })
             .await
             .map_err(|e| e.for_conversation(id))?;
         records

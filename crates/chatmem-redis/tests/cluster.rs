@@ -277,6 +277,16 @@ async fn cluster_index_is_kept_without_cross_slot_scripts() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn cluster_a_conversation_without_meta_does_not_exist() {
+    let Some(url) = cluster_url() else { return };
+    let prefix = unique_prefix("cluster-orphan");
+    let store = connect(&url, &prefix).await;
+    let mut raw = raw_cluster(&url).await;
+    common::a_conversation_without_meta_does_not_exist(&store, &mut raw, &prefix).await;
+    cleanup(&url, &prefix).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn cluster_creations_racing_index_sweeps_stay_listed() {
     let Some(url) = cluster_url() else { return };
     let prefix = unique_prefix("cluster-race");

@@ -105,13 +105,16 @@ async fn invalid_url_is_invalid_input() {
     assert_eq!(e.kind(), StoreErrorKind::InvalidInput, "{e}");
 }
 
-/// A loopback TCP proxy in front of the test Redis that can go down, come back, and cut
-/// a connection right after forwarding a request (before the reply gets back).
+/// A loopback TCP proxy in front of the test Redis that can go down, come back, cut a
+/// connection right after forwarding a request (before the reply gets back), and hold back
+/// the replies of a connection for a while after forwarding a request (then deliver them
+/// all, in order, as a slow network would).
 #[derive(Clone)]
 struct Proxy {
     addr: SocketAddr,
     down: Arc<AtomicBool>,
     cut_next_request: Arc<AtomicBool>,
+    hold_next_reply: Arc<Mutex<Option<Duration>>>,
     connections: Arc<Mutex<Vec<AbortHandle>>>,
 }
 
@@ -122,6 +125,7 @@ impl Proxy {
             addr: listener.local_addr().unwrap(),
             down: Arc::new(AtomicBool::new(false)),
             cut_next_request: Arc::new(AtomicBool::new(false)),
+            hold_next_reply: Arc::new(Mutex::new(None)),
             connections: Arc::new(Mutex::new(Vec::new())),
         };
         let p = proxy.clone();
@@ -149,6 +153,9 @@ impl Proxy {
         let (mut server_rx, mut server_tx) = server.into_split();
         let muted = Arc::new(AtomicBool::new(false));
         let muted2 = muted.clone();
+        // Replies read from Redis before this instant wait for it (then go out in order).
+        let held_until: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
+        let held_until2 = held_until.clone();
         let replies = async move {
             let mut buf = vec![0u8; 64 * 1024];
             loop {
@@ -156,6 +163,10 @@ impl Proxy {
                     Ok(0) | Err(_) => return,
                     Ok(n) => n,
                 };
+                let until = *held_until2.lock().unwrap();
+                if let Some(until) = until {
+                    tokio::time::sleep_until(until.into()).await;
+                }
                 if muted2.load(Ordering::SeqCst) || client_tx.write_all(&buf[..n]).await.is_err() {
                     return;
                 }
@@ -171,6 +182,10 @@ impl Proxy {
                 let cut = self.cut_next_request.swap(false, Ordering::SeqCst);
                 if cut {
                     muted.store(true, Ordering::SeqCst);
+                }
+                // Set before the request goes out, so that its reply cannot slip through.
+                if let Some(hold) = self.hold_next_reply.lock().unwrap().take() {
+                    *held_until.lock().unwrap() = Some(Instant::now() + hold);
                 }
                 if server_tx.write_all(&buf[..n]).await.is_err() {
                     return;
@@ -251,6 +266,102 @@ async fn outage_through_a_proxy_then_recovery() {
         snap.messages.iter().map(|m| m.seq).collect::<Vec<_>>(),
         [1, 2, 3, 4, 5, 6]
     );
+    cleanup(&url, &prefix).await;
+}
+
+/// The proxy for a timeout test and a store behind it, or `None` (having said why) when
+/// the test server is not a TCP Redis.
+async fn proxied_store(url: &str, what: &str) -> Option<(Proxy, RedisStore, String)> {
+    let Some(upstream) = upstream(url) else {
+        // Written to stderr directly: libtest captures eprintln! output of passing tests.
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), "skipping: the {what} test needs a TCP Redis URL");
+        return None;
+    };
+    let proxy = Proxy::start(upstream).await;
+    let prefix = unique_prefix(what);
+    let store = RedisStore::builder(&retarget(url, proxy.addr, None))
+        .key_prefix(&prefix)
+        .timeout(TIMEOUT)
+        .connect()
+        .await
+        .unwrap();
+    Some((proxy, store, prefix))
+}
+
+/// The seqs of the messages stored for `id`, read past the proxy.
+async fn stored_seqs(url: &str, prefix: &str, id: &ConversationId) -> Vec<u64> {
+    let direct = common::store(url, prefix).await;
+    let history = direct.history(id, 0, 1000).await.unwrap();
+    history.iter().map(|m| m.seq).collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_commit_whose_reply_times_out_is_sent_once_more() {
+    let Some(url) = url() else { return };
+    let Some((proxy, store, prefix)) = proxied_store(&url, "commit-timeout").await else {
+        return;
+    };
+    let id = ConversationId::new("slow").unwrap();
+    assert_eq!(store.commit(&id, commit(0, 1)).await.unwrap(), 1);
+
+    // Redis runs the commit at once, but its reply arrives only after the response
+    // timeout: the store sends the same commit once more, whose answer (the version the
+    // first send produced, recognised by the commit token) comes in its second window.
+    *proxy.hold_next_reply.lock().unwrap() = Some(TIMEOUT + Duration::from_millis(300));
+    let started = Instant::now();
+    assert_eq!(store.commit(&id, commit(1, 3)).await.unwrap(), 2);
+    let took = started.elapsed();
+    assert!(took >= TIMEOUT, "the first reply was held back, yet it took {took:?}");
+    assert_eq!(
+        stored_seqs(&url, &prefix, &id).await,
+        [1, 2, 3, 4],
+        "stored exactly once"
+    );
+    assert_eq!(store.load(&id).await.unwrap().version, 2);
+
+    // Held past both windows: the commit fails as Unavailable, saying that its outcome is
+    // unknown, within two response timeouts. Here it did land, once.
+    *proxy.hold_next_reply.lock().unwrap() = Some(TIMEOUT * 3);
+    let started = Instant::now();
+    let e = store.commit(&id, commit(2, 5)).await.unwrap_err();
+    let took = started.elapsed();
+    assert_eq!(e.kind(), StoreErrorKind::Unavailable, "{e}");
+    assert!(e.to_string().contains("outcome is unknown"), "{e}");
+    assert!(
+        took >= TIMEOUT * 2 && took < TIMEOUT * 2 + Duration::from_millis(500),
+        "took {took:?}"
+    );
+    assert_eq!(stored_seqs(&url, &prefix, &id).await, [1, 2, 3, 4, 5, 6]);
+    // Once the held replies are through, the connection is usable again.
+    tokio::time::sleep(TIMEOUT * 3 - took + Duration::from_millis(200)).await;
+    let snap = store.load(&id).await.unwrap();
+    assert_eq!(snap.version, 3);
+    assert_eq!(snap.messages.len(), 6);
+    cleanup(&url, &prefix).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_read_whose_reply_times_out_fails_after_one_timeout() {
+    let Some(url) = url() else { return };
+    let Some((proxy, store, prefix)) = proxied_store(&url, "read-timeout").await else {
+        return;
+    };
+    let id = ConversationId::new("slow").unwrap();
+    assert_eq!(store.commit(&id, commit(0, 1)).await.unwrap(), 1);
+
+    *proxy.hold_next_reply.lock().unwrap() = Some(TIMEOUT + Duration::from_millis(300));
+    let started = Instant::now();
+    let e = store.load(&id).await.unwrap_err();
+    let took = started.elapsed();
+    assert_eq!(e.kind(), StoreErrorKind::Unavailable, "{e}");
+    assert!(!e.to_string().contains("unknown"), "{e}");
+    assert!(
+        took >= TIMEOUT && took < TIMEOUT + Duration::from_millis(500),
+        "a read is not sent again: took {took:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(store.load(&id).await.unwrap().version, 1);
     cleanup(&url, &prefix).await;
 }
 

@@ -251,6 +251,117 @@ async fn expired_ids_leave_the_index_lazily() {
     cleanup(&url, &prefix).await;
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_conversation_without_meta_does_not_exist() {
+    let Some(url) = url() else { return };
+    let prefix = unique_prefix("orphan");
+    let store = store(&url, &prefix).await;
+    let mut conn = raw(&url).await;
+    common::a_conversation_without_meta_does_not_exist(&store, &mut conn, &prefix).await;
+
+    // Through ChatMemory: get and history agree that it is gone.
+    let memory = chatmem::ChatMemory::new(store.clone());
+    let id = ConversationId::new("evicted").unwrap();
+    memory
+        .add(&id, [Message::user("hi"), Message::assistant("hello")])
+        .await
+        .unwrap();
+    let () = redis::cmd("DEL")
+        .arg(format!("{prefix}:{{{}}}:meta", hex("evicted")))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(memory.get(&id).await.unwrap(), []);
+    assert_eq!(memory.history(&id).await.unwrap(), []);
+    assert!(!memory.clear(&id).await.unwrap());
+    cleanup(&url, &prefix).await;
+}
+
+/// The longest a `PING` took, sent every 5 ms on its own connection until `stop` is set;
+/// an error when one failed (the raw connection gives up after 500 ms).
+async fn watch_pings(url: String, stop: Arc<std::sync::atomic::AtomicBool>) -> Result<Duration, String> {
+    let mut conn = raw(&url).await;
+    let mut worst = Duration::ZERO;
+    while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+        let started = std::time::Instant::now();
+        redis::cmd("PING")
+            .query_async::<()>(&mut conn)
+            .await
+            .map_err(|e| format!("a PING failed after {:?}: {e}", started.elapsed()))?;
+        worst = worst.max(started.elapsed());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    Ok(worst)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn chat_memory_refuses_a_batch_over_the_bound() {
+    let Some(url) = url() else { return };
+    let prefix = unique_prefix("batch-bound");
+    let store = store(&url, &prefix).await;
+    let memory = chatmem::ChatMemory::builder(store.clone())
+        .retention(Retention::KeepHistory)
+        .counter(chatmem::Heuristic)
+        .build()
+        .unwrap();
+    let batch = |n: usize| -> Vec<Message> {
+        (0..n)
+            .map(|i| {
+                if i % 2 == 0 {
+                    Message::user(format!("question {i}"))
+                } else {
+                    Message::assistant(format!("answer {i}"))
+                }
+            })
+            .collect()
+    };
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = tokio::spawn(watch_pings(url.clone(), stop.clone()));
+
+    // 20,000 messages: refused before anything is sent, so Redis never runs a script that
+    // size.
+    let id = ConversationId::new("bulk").unwrap();
+    let e = memory.add(&id, batch(20_000)).await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            chatmem::Error::BatchTooLarge {
+                messages: 20_000,
+                max_messages: chatmem::DEFAULT_MAX_BATCH_MESSAGES,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(!store.load(&id).await.unwrap().exists(), "nothing stored");
+    assert!(store.history(&id, 0, 100).await.unwrap().is_empty());
+    assert!(store.list(None, 10).await.unwrap().ids.is_empty(), "not even listed");
+    let mut conn = raw(&url).await;
+    let keys: i64 = redis::cmd("EXISTS")
+        .arg(format!("{prefix}:{{{}}}:meta", hex("bulk")))
+        .arg(format!("{prefix}:{{{}}}:msgs", hex("bulk")))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(keys, 0, "no key written");
+
+    // A batch at the bound is one script, short enough that Redis keeps answering others.
+    let started = std::time::Instant::now();
+    memory
+        .add(&id, batch(chatmem::DEFAULT_MAX_BATCH_MESSAGES))
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    assert_eq!(
+        store.history(&id, 0, 20_000).await.unwrap().len(),
+        chatmem::DEFAULT_MAX_BATCH_MESSAGES
+    );
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let worst_ping = watcher.await.unwrap().expect("Redis kept answering");
+    eprintln!("a 10,000-message add took {took:?}; the slowest PING meanwhile took {worst_ping:?}");
+    cleanup(&url, &prefix).await;
+}
+
 /// `e` is a `Corrupt` error naming conversation `id` exactly once and saying `what`.
 fn assert_corrupt(e: &chatmem::StoreError, id: &ConversationId, what: &str) {
     assert_eq!(e.kind(), StoreErrorKind::Corrupt, "{e}");
