@@ -165,8 +165,9 @@ impl PostgresStoreBuilder {
         if config.get_application_name().is_none() {
             config.application_name("chatmem");
         }
+        let config = std::sync::Arc::new(config);
         let manager = Manager::from_config(
-            config,
+            Config::clone(&config),
             NoTls,
             ManagerConfig {
                 // Fast: no test query when a connection is reused, so an operation stays
@@ -190,6 +191,7 @@ impl PostgresStoreBuilder {
             })?;
         let store = PostgresStore {
             pool,
+            config,
             sql: std::sync::Arc::new(Statements::new(&quoted)),
             timeouts,
             target,

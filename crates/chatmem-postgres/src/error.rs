@@ -35,6 +35,13 @@ fn kind_of(e: &tokio_postgres::Error) -> StoreErrorKind {
     }
 }
 
+/// Whether a statement failed because its connection was lost (closed, or broken at the
+/// socket) rather than because the server answered with an error: then the statement may
+/// have been applied although no answer came.
+pub(crate) fn connection_lost(e: &tokio_postgres::Error) -> bool {
+    e.code().is_none() && (e.is_closed() || has_io_source(e))
+}
+
 fn has_io_source(e: &tokio_postgres::Error) -> bool {
     let mut source = e.source();
     while let Some(s) = source {
@@ -84,4 +91,22 @@ pub(crate) fn statement_timed_out(what: &str, target: &str) -> StoreError {
         StoreErrorKind::Unavailable,
         format!("{what} on {target}: no answer within the statement timeout"),
     )
+}
+
+/// A commit that got no answer (lost connection, statement timeout) and whose resend
+/// failed too, with `resend` the resend's error: it may or may not have been applied, and
+/// the text says so. A resend's failed version check is not this: it is a known conflict.
+pub(crate) fn outcome_unknown(resend: StoreError, what: &str, target: &str) -> StoreError {
+    let kind = match resend.kind() {
+        // A serialization failure of the resend says nothing about the first send.
+        StoreErrorKind::Conflict => StoreErrorKind::Unavailable,
+        kind => kind,
+    };
+    StoreError::new(
+        kind,
+        format!(
+            "{what} on {target}: no answer came and resending the commit failed too, so whether it was applied is unknown (reload to find out)"
+        ),
+    )
+    .with_source(resend)
 }

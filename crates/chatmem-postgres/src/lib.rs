@@ -15,7 +15,36 @@
 //! Round trips: every operation is one `query_typed` call (parse, bind, execute and sync
 //! sent in one write, no separate prepare) on a pooled connection that is reused without a
 //! test query. `tests/round_trips.rs` checks this on the wire with a loopback proxy that
-//! counts the client's `Sync` messages: load = 1, commit = 1.
+//! counts the client's `Sync` messages: load = 1, commit = 1 (a lost version check
+//! included). Only a commit that got no answer costs more (see [*Outages*](#outages)).
+//!
+//! # Outages
+//!
+//! Every operation is bounded by the [timeouts](#settings) and fails with
+//! [`StoreErrorKind::Unavailable`](chatmem::StoreErrorKind::Unavailable) when the server
+//! cannot be reached or does not answer in time; the pool opens new connections once it is
+//! back. A failure the server reported (with a SQLSTATE, such as its own statement timeout)
+//! means nothing was written.
+//!
+//! A commit can also land while its answer is lost: the connection drops, or the answer
+//! does not come within the statement timeout. So each conversation row keeps the
+//! [token](chatmem::Commit::token) of its last commit (column `commit_token`, schema
+//! version 2), and the commit statement, when its version check fails, also returns the
+//! current version and token (same statement, no extra round trip). A commit that finds the
+//! version one past the one it expected, with its own token, was already applied: it
+//! answers with that version, so the same [`Commit`](chatmem::Commit) sent twice is stored
+//! once. When a commit gets no answer, the store sends it once more on a new connection
+//! (outside the pool, closed afterwards), within at most the connect timeout plus the
+//! statement timeout, and one round trip (two when the resend waited for the row while the
+//! first send landed: it then looks once more). The resend either applies the commit, finds
+//! it already applied (success with its version), or finds a conflict (nothing was written
+//! by it). Only when the resend fails too does the commit fail, with an error saying that it
+//! is unknown whether the commit was applied; reload to find out. Either way a commit is
+//! applied whole or not at all.
+//!
+//! One case stays a conflict although the first send applied: another writer loaded and
+//! committed on top of it before the resend arrived. The resend then finds a newer version
+//! and another token (only the last commit's token is kept).
 //!
 //! # Settings
 //!

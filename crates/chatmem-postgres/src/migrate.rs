@@ -9,10 +9,13 @@ use crate::error::db_error;
 
 /// The migrations in order: (version, SQL). Each runs once, in the same transaction that
 /// records its version.
-const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("../migrations/0001_init.sql"))];
+const MIGRATIONS: &[(i32, &str)] = &[
+    (1, include_str!("../migrations/0001_init.sql")),
+    (2, include_str!("../migrations/0002_commit_token.sql")),
+];
 
 /// The schema version this code writes and reads.
-pub(crate) const LATEST: i32 = 1;
+pub(crate) const LATEST: i32 = 2;
 
 /// Brings `schema` (`quoted`: the same name as a quoted identifier) to [`LATEST`].
 ///
@@ -88,4 +91,15 @@ pub(crate) async fn migrate(client: &mut Client, schema: &str, quoted: &str, tar
         .map_err(err)?;
     }
     tx.commit().await.map_err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrations_are_numbered_from_1_to_latest() {
+        let versions: Vec<i32> = MIGRATIONS.iter().map(|&(v, _)| v).collect();
+        assert_eq!(versions, (1..=LATEST).collect::<Vec<_>>());
+    }
 }

@@ -25,6 +25,8 @@ pub(crate) struct CommitParams {
     pub(crate) seqs: Vec<i64>,
     pub(crate) tokens: Vec<i64>,
     pub(crate) jsons: Vec<String>,
+    /// [`Commit::token`] as the bigint with the same 64 bits.
+    pub(crate) token: i64,
 }
 
 impl CommitParams {
@@ -49,6 +51,7 @@ impl CommitParams {
             seqs,
             tokens,
             jsons,
+            token: token_bits(commit.token()),
         })
     }
 }
@@ -63,6 +66,12 @@ fn bigint(value: u64, what: &str) -> Result<i64, StoreError> {
     })
 }
 
+/// A commit token as PostgreSQL's `bigint`: the same 64 bits, so every u64 has one (a token
+/// is only ever compared for equality, never ordered).
+pub(crate) fn token_bits(token: u64) -> i64 {
+    i64::from_ne_bytes(token.to_ne_bytes())
+}
+
 /// A TTL in microseconds, or `None` (never expires) beyond [`MAX_TTL`].
 fn ttl_micros(ttl: Duration) -> Option<i64> {
     if ttl > MAX_TTL {
@@ -74,6 +83,14 @@ fn ttl_micros(ttl: Duration) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tokens_keep_all_64_bits() {
+        assert_eq!(token_bits(1), 1);
+        assert_eq!(token_bits(u64::MAX), -1);
+        assert_eq!(token_bits(1 << 63), i64::MIN);
+        assert_ne!(token_bits(u64::MAX - 1), token_bits(u64::MAX));
+    }
 
     #[test]
     fn ttls_too_long_to_store_never_expire() {

@@ -1,7 +1,8 @@
 //! The SQL texts, with the schema's tables filled in once when the store is built.
 //!
 //! Every store operation is exactly one of these statements, sent with
-//! `query_typed` (Parse/Bind/Describe/Execute/Sync in one write): one round trip each.
+//! `query_typed` (Parse/Bind/Describe/Execute/Sync in one write): one round trip each. Only
+//! a commit that got no answer is sent again (see `PostgresStore::commit`).
 
 /// A conversation is live while it has no expiry or its expiry is still ahead.
 macro_rules! live {
@@ -31,10 +32,32 @@ FROM c JOIN {msgs} AS m ON m.conversation_id = $1 AND m.seq >= c.window_start
 ORDER BY kind, seq"
 );
 
-/// The last SELECT of both commit statements: the new version, or NULL when the version
-/// check failed (a conflict). Always one row.
-const COMMIT_RESULT: &str = "
-SELECT (SELECT version FROM applied) AS new_version";
+/// The last SELECT of both commit statements, always one row: the new version, or NULL
+/// when the version check failed (nothing was written); in that case only, also the live
+/// conversation's current version and commit token (both NULL without a live row), so that
+/// the caller can tell a resent commit that already applied (version one past the expected
+/// one, its own token) from a conflict without asking again.
+///
+/// They are read from the statement's snapshot, which a commit that landed while this
+/// statement waited for the row is not in: then the version read is still the expected one
+/// (or no row, for a create). The caller knows that case and, when it resends a commit,
+/// asks once more with a new statement.
+///
+/// The NOT EXISTS filter inside the subquery becomes a one-time filter: a commit that
+/// applied never reads the row again.
+const COMMIT_RESULT: &str = concat!(
+    "
+SELECT (SELECT version FROM applied) AS new_version,
+       cur.version AS current_version, cur.commit_token AS current_token
+FROM (SELECT 1) AS one
+LEFT JOIN (
+    SELECT c.version, c.commit_token
+    FROM {conv} AS c
+    WHERE NOT EXISTS (SELECT 1 FROM applied) AND c.id = $1 AND ",
+    live!("c"),
+    "
+) AS cur ON true"
+);
 
 /// Commit to an existing live conversation.
 ///
@@ -49,7 +72,8 @@ SELECT (SELECT version FROM applied) AS new_version";
 ///
 /// `$1` id, `$2` expected version, `$3..$5` system seq/tokens/json (json NULL: keep),
 /// `$6` window start, `$7` next seq, `$8` drop evicted, `$9` TTL in µs (NULL: no expiry),
-/// `$10..$12` seqs, tokens, JSON texts of the appended messages.
+/// `$10..$12` seqs, tokens, JSON texts of the appended messages, `$13` the commit's token
+/// (its u64 bits as a bigint).
 const COMMIT_UPDATE: &str = concat!(
     "WITH applied AS (
     UPDATE {conv} AS c SET
@@ -59,7 +83,8 @@ const COMMIT_UPDATE: &str = concat!(
         system_json = COALESCE($5, c.system_json),
         window_start = $6,
         next_seq = $7,
-        expires_at = now() + $9 * INTERVAL '1 microsecond'
+        expires_at = now() + $9 * INTERVAL '1 microsecond',
+        commit_token = $13
     WHERE c.id = $1 AND c.version = $2 AND ",
     live!("c"),
     "
@@ -90,8 +115,8 @@ del AS (
 const COMMIT_CREATE: &str = concat!(
     "WITH applied AS (
     INSERT INTO {conv} AS c
-        (id, version, system_seq, system_tokens, system_json, window_start, next_seq, expires_at)
-    SELECT $1, 1, $3, $4, $5, $6, $7, now() + $9 * INTERVAL '1 microsecond'
+        (id, version, system_seq, system_tokens, system_json, window_start, next_seq, expires_at, commit_token)
+    SELECT $1, 1, $3, $4, $5, $6, $7, now() + $9 * INTERVAL '1 microsecond', $13
     WHERE $2 = 0
     ON CONFLICT (id) DO UPDATE SET
         version = 1,
@@ -100,7 +125,8 @@ const COMMIT_CREATE: &str = concat!(
         system_json = EXCLUDED.system_json,
         window_start = EXCLUDED.window_start,
         next_seq = EXCLUDED.next_seq,
-        expires_at = EXCLUDED.expires_at
+        expires_at = EXCLUDED.expires_at,
+        commit_token = EXCLUDED.commit_token
     WHERE c.expires_at IS NOT NULL AND c.expires_at <= now()
     RETURNING c.version
 ),

@@ -3,17 +3,17 @@
 use std::fmt;
 
 use async_trait::async_trait;
-use deadpool_postgres::tokio_postgres::Row;
 use deadpool_postgres::tokio_postgres::types::{ToSql, Type};
+use deadpool_postgres::tokio_postgres::{Config, NoTls, Row};
 use deadpool_postgres::{Object, Pool};
 use tokio::time::timeout;
 
 use chatmem::{Commit, ConversationId, Page, Snapshot, Store, StoreError, StoreErrorKind, StoredMessage};
 
 use crate::builder::{PostgresStoreBuilder, Timeouts};
-use crate::error::{db_error, pool_error, statement_timed_out};
+use crate::error::{connection_lost, db_error, outcome_unknown, pool_error, statement_timed_out};
 use crate::migrate;
-use crate::params::CommitParams;
+use crate::params::{CommitParams, token_bits};
 use crate::rows::{self, Reader};
 use crate::sql::Statements;
 
@@ -28,15 +28,18 @@ pub const SCHEMA_VERSION: i32 = migrate::LATEST;
 /// (one round trip), bounded by the configured timeouts: at most the pool timeout (plus the
 /// connect timeout when a connection has to be opened) and then the statement timeout. An
 /// unreachable or silent server gives [`StoreErrorKind::Unavailable`], and the store
-/// recovers once the server is back.
+/// recovers once the server is back. A commit that got no answer is sent once more, on a
+/// new connection, before it fails (see [*Outages*](crate#outages)).
 ///
 /// Layout, per schema: `chatmem_conversations` (one row per conversation: version, system
-/// message, window start, next sequence, expiry) and `chatmem_messages` (conversation id,
+/// message, window start, next sequence, expiry, the last commit's token) and `chatmem_messages` (conversation id,
 /// sequence, token count, the message JSON as text). Expired conversations read as absent
 /// and are deleted by [`Store::purge_expired`].
 #[derive(Clone)]
 pub struct PostgresStore {
     pub(crate) pool: Pool,
+    /// What the pool connects with, for the one-off connection a commit is resent on.
+    pub(crate) config: std::sync::Arc<Config>,
     pub(crate) sql: std::sync::Arc<Statements>,
     pub(crate) timeouts: Timeouts,
     /// The server as `postgres://user@host:port/db`, never with a password: for errors.
@@ -105,18 +108,139 @@ impl PostgresStore {
         sql: &str,
         params: &[(&(dyn ToSql + Sync), Type)],
     ) -> Result<Vec<Row>, StoreError> {
-        let client = self.pool.get().await.map_err(|e| pool_error(e, what, &self.target))?;
+        self.run(what, sql, params).await.map_err(|failed| failed.error)
+    }
+
+    /// [`query`](Self::query), telling a statement that may have been applied from one that
+    /// was not.
+    async fn run(&self, what: &str, sql: &str, params: &[(&(dyn ToSql + Sync), Type)]) -> Result<Vec<Row>, Failed> {
+        let client = self.pool.get().await.map_err(|e| Failed {
+            // No connection, nothing sent.
+            maybe_applied: false,
+            error: pool_error(e, what, &self.target),
+        })?;
         match timeout(self.timeouts.statement, client.query_typed(sql, params)).await {
             Ok(Ok(rows)) => Ok(rows),
-            Ok(Err(e)) => Err(db_error(e, what, &self.target)),
+            Ok(Err(e)) => Err(Failed {
+                // The server's own error (a SQLSTATE) means the statement did not apply; a
+                // lost connection may have lost only the answer.
+                maybe_applied: connection_lost(&e),
+                error: db_error(e, what, &self.target),
+            }),
             Err(_) => {
                 // The connection may still be waiting for the answer: close it rather
                 // than hand it to the next caller.
                 drop(Object::take(client));
-                Err(statement_timed_out(what, &self.target))
+                Err(Failed {
+                    maybe_applied: true,
+                    error: statement_timed_out(what, &self.target),
+                })
             }
         }
     }
+
+    /// Sends a commit whose first send got no answer once more, on a new connection of its
+    /// own (a pooled one may be as broken as the one just lost): at most the connect
+    /// timeout to open it, then the statement timeout for what it sends. The connection is
+    /// closed afterwards; it is not counted in the pool size.
+    ///
+    /// Usually one statement. When its version check read a snapshot taken before a
+    /// commit that landed while it waited for the row (possibly the first send, still
+    /// running on the server when its answer was given up), it sends the statement once
+    /// more to read that commit.
+    async fn resend_commit(
+        &self,
+        id: &ConversationId,
+        commit: &Commit,
+        sql: &str,
+        params: &[(&(dyn ToSql + Sync), Type)],
+    ) -> Result<Outcome, StoreError> {
+        const WHAT: &str = "resending a commit";
+        let (client, connection) = match timeout(self.timeouts.connect, self.config.connect(NoTls)).await {
+            Ok(Ok(pair)) => pair,
+            Ok(Err(e)) => return Err(db_error(e, WHAT, &self.target)),
+            Err(_) => {
+                return Err(StoreError::new(
+                    StoreErrorKind::Unavailable,
+                    format!(
+                        "{WHAT} on {}: connecting took longer than the connect timeout",
+                        self.target
+                    ),
+                ));
+            }
+        };
+        // The connection runs beside the statements and ends once the client is dropped.
+        let connection = tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "the connection of a resent commit failed");
+            }
+        });
+        let sends = async {
+            let mut outcome = Outcome::Conflict { stale: true };
+            for _ in 0..2 {
+                let rows = client
+                    .query_typed(sql, params)
+                    .await
+                    .map_err(|e| db_error(e, WHAT, &self.target))?;
+                outcome = commit_outcome(id, &rows, commit)?;
+                if outcome != (Outcome::Conflict { stale: true }) {
+                    break;
+                }
+            }
+            Ok(outcome)
+        };
+        let result = timeout(self.timeouts.statement, sends).await;
+        drop(client);
+        result.unwrap_or_else(|_| {
+            // A silent server would keep the connection task waiting: stop it.
+            connection.abort();
+            Err(statement_timed_out(WHAT, &self.target))
+        })
+    }
+}
+
+/// A statement that failed, and whether it may have been applied all the same.
+struct Failed {
+    /// Sent, but the connection was lost or no answer came within the statement timeout.
+    maybe_applied: bool,
+    error: StoreError,
+}
+
+/// What a commit statement's result row says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// Applied, by this statement or by an earlier send of the same commit (recognised by
+    /// its token); the version it made.
+    Applied(u64),
+    /// The version check failed, nothing was written. `stale`: the statement's snapshot
+    /// still showed the expected version (or, for a create, no conversation), so a commit
+    /// landed while the statement waited for the row.
+    Conflict { stale: bool },
+}
+
+/// Reads the result row of a commit statement (see `sql::COMMIT_RESULT`).
+fn commit_outcome(id: &ConversationId, rows: &[Row], commit: &Commit) -> Result<Outcome, StoreError> {
+    let read = Reader {
+        id,
+        what: "the commit result",
+    };
+    let row = rows
+        .first()
+        .ok_or_else(|| StoreError::new(StoreErrorKind::Other, "the commit statement returned no row"))?;
+    if let Some(version) = read.get::<Option<i64>>(row, 0)? {
+        return Ok(Outcome::Applied(read.u64(version, "the new version")?));
+    }
+    // No live conversation reads as version 0, as a load would.
+    let current = read.u64(read.get::<Option<i64>>(row, 1)?.unwrap_or(0), "version")?;
+    let token = read.get::<Option<i64>>(row, 2)?;
+    let expected = commit.expected_version();
+    if current.checked_sub(1) == Some(expected) && token == Some(token_bits(commit.token())) {
+        // This very commit was applied by an earlier send whose answer was lost.
+        return Ok(Outcome::Applied(current));
+    }
+    Ok(Outcome::Conflict {
+        stale: current == expected,
+    })
 }
 
 #[async_trait]
@@ -129,43 +253,44 @@ impl Store for PostgresStore {
     }
 
     async fn commit(&self, id: &ConversationId, commit: Commit) -> Result<u64, StoreError> {
+        const WHAT: &str = "committing to a conversation";
         let p = CommitParams::new(&commit)?;
         let sql = if commit.expected_version() == 0 {
             &self.sql.commit_create
         } else {
             &self.sql.commit_update
         };
-        let rows = self
-            .query(
-                "committing to a conversation",
-                sql,
-                &[
-                    (&id.as_str(), Type::TEXT),
-                    (&p.expected, Type::INT8),
-                    (&p.system_seq, Type::INT8),
-                    (&p.system_tokens, Type::INT8),
-                    (&p.system_json, Type::TEXT),
-                    (&p.window_start, Type::INT8),
-                    (&p.next_seq, Type::INT8),
-                    (&p.drop_evicted, Type::BOOL),
-                    (&p.ttl_micros, Type::INT8),
-                    (&p.seqs, Type::INT8_ARRAY),
-                    (&p.tokens, Type::INT8_ARRAY),
-                    (&p.jsons, Type::TEXT_ARRAY),
-                ],
-            )
-            .await?;
-        let read = Reader {
-            id,
-            what: "the commit result",
+        let id_text = id.as_str();
+        let params: [(&(dyn ToSql + Sync), Type); 13] = [
+            (&id_text, Type::TEXT),
+            (&p.expected, Type::INT8),
+            (&p.system_seq, Type::INT8),
+            (&p.system_tokens, Type::INT8),
+            (&p.system_json, Type::TEXT),
+            (&p.window_start, Type::INT8),
+            (&p.next_seq, Type::INT8),
+            (&p.drop_evicted, Type::BOOL),
+            (&p.ttl_micros, Type::INT8),
+            (&p.seqs, Type::INT8_ARRAY),
+            (&p.tokens, Type::INT8_ARRAY),
+            (&p.jsons, Type::TEXT_ARRAY),
+            (&p.token, Type::INT8),
+        ];
+        let outcome = match self.run(WHAT, sql, &params).await {
+            Ok(rows) => commit_outcome(id, &rows, &commit)?,
+            Err(failed) if failed.maybe_applied => {
+                // The commit may have landed with only its answer lost: the token makes the
+                // same statement, sent again, answer with the version it made.
+                tracing::debug!(server = %self.target, error = %failed.error, "no answer to a commit; resending it once");
+                self.resend_commit(id, &commit, sql, &params)
+                    .await
+                    .map_err(|e| outcome_unknown(e, WHAT, &self.target))?
+            }
+            Err(failed) => return Err(failed.error),
         };
-        let row = rows
-            .first()
-            .ok_or_else(|| StoreError::new(StoreErrorKind::Other, "the commit statement returned no row"))?;
-        // NULL: the version check failed, nothing was written.
-        match read.get::<Option<i64>>(row, 0)? {
-            Some(version) => read.u64(version, "the new version"),
-            None => Err(StoreError::conflict()),
+        match outcome {
+            Outcome::Applied(version) => Ok(version),
+            Outcome::Conflict { .. } => Err(StoreError::conflict()),
         }
     }
 

@@ -39,13 +39,158 @@ async fn migrations_are_idempotent_under_concurrent_connects() {
     }
     let raw = common::raw_client(&url).await;
     let rows = raw
-        .query(&format!("SELECT version FROM \"{schema}\".chatmem_schema_version"), &[])
+        .query(
+            &format!("SELECT version FROM \"{schema}\".chatmem_schema_version ORDER BY version"),
+            &[],
+        )
         .await
         .expect("read versions");
     let versions: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
-    assert_eq!(versions, vec![chatmem_postgres::SCHEMA_VERSION]);
+    // Each migration once, whoever ran it.
+    assert_eq!(versions, (1..=chatmem_postgres::SCHEMA_VERSION).collect::<Vec<_>>());
     // And once more, now that everything exists.
     common::store_in(&url, &schema).await;
+    common::drop_schema(&url, &schema).await;
+}
+
+/// A schema as chatmem-postgres wrote it at schema version 1, with one conversation in it
+/// (two messages, a system message, version 3), made with the version-1 migration itself.
+async fn schema_at_version_1(url: &str, schema: &str, conv: &ConversationId) {
+    let raw = common::raw_client(url).await;
+    raw.batch_execute(&format!(
+        "CREATE SCHEMA \"{schema}\";
+         SET search_path TO \"{schema}\";
+         CREATE TABLE chatmem_schema_version (
+             version    INTEGER PRIMARY KEY,
+             applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+         );
+         {}
+         INSERT INTO chatmem_schema_version (version) VALUES (1);",
+        include_str!("../migrations/0001_init.sql")
+    ))
+    .await
+    .expect("a version-1 schema");
+    raw.execute(
+        "INSERT INTO chatmem_conversations
+             (id, version, system_json, system_seq, system_tokens, window_start, next_seq, expires_at)
+         VALUES ($1, 3, '{\"role\":\"system\",\"content\":\"be brief\"}', 1, 3, 1, 3, NULL)",
+        &[&conv.as_str()],
+    )
+    .await
+    .expect("a version-1 conversation");
+    raw.execute(
+        "INSERT INTO chatmem_messages (conversation_id, seq, tokens, json) VALUES
+             ($1, 1, 3, '{\"role\":\"user\",\"content\":\"u1\"}'),
+             ($1, 2, 3, '{\"role\":\"assistant\",\"content\":\"a2\"}')",
+        &[&conv.as_str()],
+    )
+    .await
+    .expect("version-1 messages");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_version_1_schema_migrates_and_keeps_its_conversations() {
+    let Some(url) = common::pg_url() else { return };
+    assert_eq!(chatmem_postgres::SCHEMA_VERSION, 2);
+    let schema = common::fresh_schema("v1");
+    let conv = id("v1");
+    schema_at_version_1(&url, &schema, &conv).await;
+
+    let store = common::store_in(&url, &schema).await;
+    let raw = common::raw_client(&url).await;
+    let rows = raw
+        .query(
+            &format!("SELECT version FROM \"{schema}\".chatmem_schema_version ORDER BY version"),
+            &[],
+        )
+        .await
+        .expect("read versions");
+    let versions: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
+    assert_eq!(versions, vec![1, 2]);
+
+    // The old conversation reads as before, and takes commits, resent ones included.
+    let snap = store.load(&conv).await.expect("load a version-1 conversation");
+    assert_eq!((snap.version, snap.window_start, snap.next_seq), (3, 1, 3));
+    assert_eq!(snap.system.as_ref().map(|s| (s.seq, s.tokens)), Some((1, 3)));
+    let texts: Vec<_> = snap
+        .messages
+        .iter()
+        .map(|m| m.message.text().unwrap_or_default())
+        .collect();
+    assert_eq!(texts, ["u1", "a2"]);
+    let next = commit(3, vec![sm(3, "u3"), sm(4, "a4")], 1, Retention::KeepHistory);
+    assert_eq!(store.commit(&conv, next.clone()).await.expect("commit"), 4);
+    assert_eq!(
+        store.commit(&conv, next.clone()).await.expect("the same commit again"),
+        4
+    );
+    assert_eq!(store.history(&conv, 0, 10).await.expect("history").len(), 4);
+    let token: Option<i64> = raw
+        .query_one(
+            &format!("SELECT commit_token FROM \"{schema}\".chatmem_conversations WHERE id = $1"),
+            &[&conv.as_str()],
+        )
+        .await
+        .expect("read the token")
+        .get(0);
+    assert_eq!(
+        token.map(|t| t as u64),
+        Some(next.token()),
+        "the commit's token, all 64 bits"
+    );
+
+    // Connecting again finds the schema current and changes nothing.
+    common::store_in(&url, &schema).await;
+    assert_eq!(store.load(&conv).await.expect("load").version, 4);
+    common::drop_schema(&url, &schema).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_same_commit_sent_twice_is_stored_once() {
+    let Some(url) = common::pg_url() else { return };
+    let schema = common::fresh_schema("resend");
+    let store = common::store_in(&url, &schema).await;
+    let conv = id("resend");
+
+    // Creating, then updating (with a system message, a TTL and eviction): each commit sent
+    // twice answers with the same version the second time and writes nothing more.
+    let create = commit(0, vec![sm(1, "u1"), sm(2, "a2")], 1, Retention::KeepHistory);
+    assert_eq!(store.commit(&conv, create.clone()).await.expect("create"), 1);
+    assert_eq!(store.commit(&conv, create.clone()).await.expect("create again"), 1);
+    let update = commit_full(
+        1,
+        3,
+        Some(sm(3, "rules")),
+        vec![sm(3, "u3"), sm(4, "a4")],
+        3,
+        Retention::DropEvicted,
+        Some(Duration::from_secs(3600)),
+    );
+    assert_eq!(store.commit(&conv, update.clone()).await.expect("update"), 2);
+    assert_eq!(store.commit(&conv, update.clone()).await.expect("update again"), 2);
+    let snap = store.load(&conv).await.expect("load");
+    assert_eq!(snap.version, 2);
+    let seqs: Vec<u64> = snap.messages.iter().map(|m| m.seq).collect();
+    assert_eq!(seqs, [3, 4]);
+    assert_eq!(store.history(&conv, 0, 10).await.expect("history").len(), 2);
+
+    // Another commit on the same version is still a conflict: the token is the commit's own.
+    let other = commit(1, vec![sm(3, "x")], 1, Retention::KeepHistory);
+    assert_ne!(other.token(), update.token());
+    let err = store.commit(&conv, other).await.expect_err("a different commit");
+    assert!(err.is_conflict(), "{err}");
+    // Once a later commit has landed, the old one is a conflict too, not a success.
+    let later = commit(2, vec![sm(5, "u5")], 3, Retention::DropEvicted);
+    assert_eq!(store.commit(&conv, later).await.expect("later"), 3);
+    let err = store.commit(&conv, update).await.expect_err("overtaken");
+    assert!(err.is_conflict(), "{err}");
+    let err = store.commit(&conv, create.clone()).await.expect_err("overtaken create");
+    assert!(err.is_conflict(), "{err}");
+
+    // After a clear the conversation is new again: the old create is a fresh commit.
+    assert!(store.clear(&conv).await.expect("clear"));
+    assert_eq!(store.commit(&conv, create).await.expect("create after clear"), 1);
+    assert_eq!(store.history(&conv, 0, 10).await.expect("history").len(), 2);
     common::drop_schema(&url, &schema).await;
 }
 

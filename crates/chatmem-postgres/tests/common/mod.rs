@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 use std::str::FromStr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 use chatmem_postgres::PostgresStore;
 use deadpool_postgres::tokio_postgres::config::Host;
@@ -107,6 +107,15 @@ pub enum Mode {
     Down,
 }
 
+/// How [`Proxy::lose_next_reply`] loses a reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyLoss {
+    /// Swallow the reply, then close the connection: the client sees "connection closed".
+    Close,
+    /// Swallow the reply and keep the connection open: the client waits until it times out.
+    Silence,
+}
+
 /// A loopback proxy in front of the PostgreSQL server. It parses the frontend
 /// (client-to-server) protocol and counts `Sync` and simple `Query` messages: each one
 /// is a point where the client waits for the server's `ReadyForQuery`, i.e. one round trip.
@@ -115,6 +124,8 @@ pub struct Proxy {
     pub addr: SocketAddr,
     round_trips: Arc<AtomicU64>,
     mode: watch::Sender<Mode>,
+    /// 0: forward replies; else the [`ReplyLoss`] (as `1 + index`) for the next one.
+    lose_reply: Arc<AtomicU8>,
 }
 
 impl Proxy {
@@ -125,6 +136,8 @@ impl Proxy {
         let (mode, _) = watch::channel(Mode::Up);
         let mode_rx = mode.subscribe();
         let counter = round_trips.clone();
+        let lose_reply = Arc::new(AtomicU8::new(0));
+        let armed = lose_reply.clone();
         tokio::spawn(async move {
             loop {
                 let Ok((client, _)) = listener.accept().await else {
@@ -134,7 +147,9 @@ impl Proxy {
                     drop(client);
                     continue;
                 }
-                let (counter, mode_rx) = (counter.clone(), mode_rx.clone());
+                let (counter, mode_rx, armed) = (counter.clone(), mode_rx.clone(), armed.clone());
+                // This connection's reply loss, taken from `armed` by its next request.
+                let losing = Arc::new(AtomicU8::new(0));
                 tokio::spawn(async move {
                     let Ok(server) = TcpStream::connect(upstream).await else {
                         return;
@@ -143,8 +158,9 @@ impl Proxy {
                     let _ = server.set_nodelay(true);
                     let (cr, cw) = client.into_split();
                     let (sr, sw) = server.into_split();
-                    let up = tokio::spawn(pump(cr, sw, mode_rx.clone(), Some(Frontend::new(counter))));
-                    let down = tokio::spawn(pump(sr, cw, mode_rx, None));
+                    let frontend = Frontend::new(counter, armed, losing.clone());
+                    let up = tokio::spawn(pump(cr, sw, mode_rx.clone(), Some(frontend), None));
+                    let down = tokio::spawn(pump(sr, cw, mode_rx, None, Some(Backend::new(losing))));
                     let _ = up.await;
                     let _ = down.await;
                 });
@@ -154,7 +170,25 @@ impl Proxy {
             addr,
             round_trips,
             mode,
+            lose_reply,
         }
+    }
+
+    /// The next request a client sends, on whichever connection, reaches the server but its
+    /// reply never reaches the client: the proxy reads the reply up to its `ReadyForQuery`
+    /// (so the server has finished the statement, commit included) and then loses it as
+    /// `how` says. Other connections are not affected.
+    pub fn lose_next_reply(&self, how: ReplyLoss) {
+        let code = match how {
+            ReplyLoss::Close => 1,
+            ReplyLoss::Silence => 2,
+        };
+        self.lose_reply.store(code, Ordering::SeqCst);
+    }
+
+    /// Whether an armed [`lose_next_reply`](Self::lose_next_reply) has been taken by a request.
+    pub fn reply_lost(&self) -> bool {
+        self.lose_reply.load(Ordering::SeqCst) == 0
     }
 
     /// Round trips (Sync + Query messages) seen so far.
@@ -172,6 +206,7 @@ async fn pump(
     mut to: tokio::net::tcp::OwnedWriteHalf,
     mut mode: watch::Receiver<Mode>,
     mut frontend: Option<Frontend>,
+    mut backend: Option<Backend>,
 ) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
@@ -202,6 +237,13 @@ async fn pump(
         if let Some(frontend) = frontend.as_mut() {
             frontend.feed(&buf[..n]);
         }
+        if let Some(backend) = backend.as_mut() {
+            match backend.feed(&buf[..n]) {
+                Forward::Yes => {}
+                Forward::No => continue,
+                Forward::Close => return,
+            }
+        }
         if to.write_all(&buf[..n]).await.is_err() {
             return;
         }
@@ -214,15 +256,20 @@ struct Frontend {
     header: Vec<u8>,
     skip: usize,
     round_trips: Arc<AtomicU64>,
+    /// The proxy's armed reply loss, and this connection's (see [`Backend`]).
+    armed: Arc<AtomicU8>,
+    losing: Arc<AtomicU8>,
 }
 
 impl Frontend {
-    fn new(round_trips: Arc<AtomicU64>) -> Self {
+    fn new(round_trips: Arc<AtomicU64>, armed: Arc<AtomicU8>, losing: Arc<AtomicU8>) -> Self {
         Self {
             startup: true,
             header: Vec::with_capacity(8),
             skip: 0,
             round_trips,
+            armed,
+            losing,
         }
     }
 
@@ -254,10 +301,85 @@ impl Frontend {
             } else {
                 if self.header[0] == b'S' || self.header[0] == b'Q' {
                     self.round_trips.fetch_add(1, Ordering::SeqCst);
+                    // Taken before the request is forwarded, so before any reply to it.
+                    if self.losing.load(Ordering::SeqCst) == 0 {
+                        self.losing
+                            .store(self.armed.swap(0, Ordering::SeqCst), Ordering::SeqCst);
+                    }
                 }
                 self.skip = be(&self.header[1..5]).saturating_sub(4);
             }
             self.header.clear();
+        }
+    }
+}
+
+/// What to do with bytes the server sent.
+enum Forward {
+    Yes,
+    No,
+    /// Drop them and close the connection to the client.
+    Close,
+}
+
+/// Swallows the server's reply on a connection whose request took the proxy's reply loss,
+/// up to and including its `ReadyForQuery` message. The client waits for each reply
+/// before it sends its next request, so that reply starts at a message boundary.
+struct Backend {
+    /// Set by this connection's [`Frontend`] when a request takes the reply loss.
+    marked: Arc<AtomicU8>,
+    /// The loss in progress, and whether its `ReadyForQuery` has been seen.
+    losing: Option<(ReplyLoss, bool)>,
+    header: Vec<u8>,
+    skip: usize,
+}
+
+impl Backend {
+    fn new(marked: Arc<AtomicU8>) -> Self {
+        Self {
+            marked,
+            losing: None,
+            header: Vec::with_capacity(5),
+            skip: 0,
+        }
+    }
+
+    fn feed(&mut self, mut data: &[u8]) -> Forward {
+        if self.losing.is_none() {
+            self.losing = match self.marked.load(Ordering::SeqCst) {
+                1 => Some((ReplyLoss::Close, false)),
+                2 => Some((ReplyLoss::Silence, false)),
+                _ => return Forward::Yes,
+            };
+        }
+        let Some((how, done)) = self.losing.as_mut() else {
+            return Forward::Yes;
+        };
+        // Backend messages: a type byte, a 4-byte length that counts itself, the body.
+        while !data.is_empty() && !*done {
+            if self.skip > 0 {
+                let k = self.skip.min(data.len());
+                self.skip -= k;
+                data = &data[k..];
+                continue;
+            }
+            let k = (5 - self.header.len()).min(data.len());
+            self.header.extend_from_slice(&data[..k]);
+            data = &data[k..];
+            if self.header.len() < 5 {
+                break;
+            }
+            let len = u32::from_be_bytes([self.header[1], self.header[2], self.header[3], self.header[4]]) as usize;
+            self.skip = len.saturating_sub(4);
+            if self.header[0] == b'Z' {
+                // ReadyForQuery: the statement and its transaction are over.
+                *done = true;
+            }
+            self.header.clear();
+        }
+        match (*how, *done) {
+            (ReplyLoss::Close, true) => Forward::Close,
+            _ => Forward::No,
         }
     }
 }
