@@ -516,8 +516,11 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// [`token`](Commit::token) of the last commit with the conversation and answers a commit
     /// that finds the version already at `expected_version + 1` with that very token as
     /// applied (returning that version), so the same commit sent again after a lost reply is
-    /// stored once. After a timeout or a lost connection it resends the same commit (or
-    /// checks the token) before it reports a failure: `Unavailable` then means "not applied".
+    /// stored once. After a timeout or a lost connection it resends the same commit once before
+    /// it reports a failure; when even the resend gets no answer the error says that the
+    /// outcome is unknown (reload to find out). The last token only is kept: a resend that
+    /// arrives after another writer's commit reports a conflict although the first send
+    /// applied.
     async fn commit(&self, id: &ConversationId, commit: Commit) -> Result<u64, StoreError>;
 
     /// Up to `limit` stored messages with `seq > after` (all kept messages, evicted ones
