@@ -175,6 +175,11 @@ struct PolicyArgs {
     /// Where the window may start.
     #[arg(long, value_enum, default_value_t = BoundaryArg::User)]
     turn_boundary: BoundaryArg,
+    /// Block eviction: once the window outgrows the budget, evict until it fits N (messages
+    /// with --max-messages, tokens with --max-tokens); until then the prompt's beginning stays
+    /// the same, so a provider's prompt cache serves it. N must be below the budget.
+    #[arg(long, value_name = "N", value_parser = positive)]
+    evict_to: Option<usize>,
 }
 
 #[derive(Args, Debug)]
@@ -218,7 +223,11 @@ impl PolicyArgs {
             (Some(n), None) => WindowPolicy::try_messages(n)?,
             (None, None) => WindowPolicy::default(),
         };
-        Ok(policy.with_boundary(boundary))
+        let policy = policy.with_boundary(boundary);
+        Ok(match self.evict_to {
+            Some(n) => policy.evict_to(n)?,
+            None => policy,
+        })
     }
 
     fn counter(&self) -> Arc<dyn TokenCounter> {

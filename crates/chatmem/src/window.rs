@@ -79,6 +79,8 @@ pub enum TurnBoundary {
 pub struct WindowPolicy {
     budget: Budget,
     boundary: TurnBoundary,
+    /// The low-water mark of block eviction, in the budget's unit.
+    evict_to: Option<usize>,
 }
 
 impl Default for WindowPolicy {
@@ -86,6 +88,7 @@ impl Default for WindowPolicy {
         Self {
             budget: Budget::Messages(DEFAULT_MAX_MESSAGES),
             boundary: TurnBoundary::User,
+            evict_to: None,
         }
     }
 }
@@ -102,6 +105,7 @@ impl WindowPolicy {
         Self {
             budget: Budget::Messages(max_messages),
             boundary: TurnBoundary::User,
+            evict_to: None,
         }
     }
 
@@ -116,6 +120,7 @@ impl WindowPolicy {
         Self {
             budget: Budget::Tokens(max_tokens),
             boundary: TurnBoundary::User,
+            evict_to: None,
         }
     }
 
@@ -146,6 +151,7 @@ impl WindowPolicy {
             _ => Ok(Self {
                 budget,
                 boundary: TurnBoundary::User,
+                evict_to: None,
             }),
         }
     }
@@ -154,6 +160,41 @@ impl WindowPolicy {
     pub const fn with_boundary(mut self, boundary: TurnBoundary) -> Self {
         self.boundary = boundary;
         self
+    }
+
+    /// The same policy with block eviction: once the conversation outgrows the budget, the
+    /// window start moves forward until the window fits within `low_water` (in the budget's
+    /// unit: messages or tokens), not just the budget; until the next overflow it does not
+    /// move. Each prompt then begins with the previous prompt, message for message, so a
+    /// provider's prompt-prefix cache serves it, and evictions come in blocks.
+    ///
+    /// ```
+    /// use chatmem::WindowPolicy;
+    /// let p = WindowPolicy::messages(10).evict_to(5)?;
+    /// assert_eq!(p.low_water(), Some(5));
+    /// assert!(WindowPolicy::messages(10).evict_to(10).is_err()); // must be below the budget
+    /// # Ok::<(), chatmem::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when `low_water` is 0 or not below the budget.
+    pub fn evict_to(mut self, low_water: usize) -> Result<Self> {
+        let (max, unit) = match self.budget {
+            Budget::Messages(n) => (n, "max_messages"),
+            Budget::Tokens(n) => (n, "max_tokens"),
+        };
+        if low_water == 0 || low_water >= max {
+            return Err(Error::InvalidConfig(format!(
+                "evict_to must be at least 1 and below {unit} ({max}); it is {low_water}"
+            )));
+        }
+        self.evict_to = Some(low_water);
+        Ok(self)
+    }
+
+    /// The low-water mark of block eviction, if any.
+    pub fn low_water(&self) -> Option<usize> {
+        self.evict_to
     }
 
     /// The budget.
@@ -250,6 +291,10 @@ pub fn repair<M: Borrow<StoredMessage>>(messages: &[M]) -> Vec<bool> {
 /// Chooses the window over `messages` (the conversation's non-system messages, oldest
 /// first) given the system message's token count (`None` when there is none).
 ///
+/// With [block eviction](WindowPolicy::evict_to) `messages` must begin at the stored window
+/// start: while they all fit the budget the window keeps that start, otherwise the window is
+/// the longest valid run within the low-water mark.
+///
 /// Runs in time linear in `messages.len()`, using only the cached token counts.
 pub fn select<M: Borrow<StoredMessage>>(
     messages: &[M],
@@ -258,7 +303,18 @@ pub fn select<M: Borrow<StoredMessage>>(
 ) -> Selection {
     let keep = repair(messages);
     let kept: Vec<usize> = (0..messages.len()).filter(|&i| keep[i]).collect();
-    let first = earliest_within_budget(messages, &kept, system_tokens, policy.budget);
+    let mut first = earliest_within_budget(messages, &kept, system_tokens, policy.budget);
+    // Block eviction: `messages` begins at the stored window start. While all of it fits the
+    // start stays; once it overflows, it moves until the window fits the low-water mark.
+    if let Some(low) = policy.evict_to
+        && first > 0
+    {
+        let low = match policy.budget {
+            Budget::Messages(_) => Budget::Messages(low),
+            Budget::Tokens(_) => Budget::Tokens(low),
+        };
+        first = earliest_within_budget(messages, &kept, system_tokens, low);
+    }
     let valid = valid_starts(messages, &kept, policy.boundary);
     match (first..kept.len()).find(|&p| valid[p]) {
         Some(p) => Selection {

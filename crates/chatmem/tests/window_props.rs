@@ -218,4 +218,51 @@ proptest! {
             prop_assert!(first_turn.is_none_or(|m| m.role() == Role::User));
         }
     }
+
+    /// Block eviction, turn by turn: the window never exceeds the budget and keeps the
+    /// contract; while it fits its start stays, so each window begins with the previous one;
+    /// once it overflows it becomes the longest valid run within the low-water mark.
+    #[test]
+    fn block_eviction_keeps_prefixes_and_evicts_to_the_low_water_mark(
+        turns in prop::collection::vec(turn(), 1..16),
+        sys in prop::option::of(1u32..40),
+        policy in policy(),
+        low_share in 1usize..100,
+    ) {
+        let max = match policy.budget() { Budget::Messages(n) | Budget::Tokens(n) => n };
+        prop_assume!(max >= 2);
+        let low = (max * low_share / 100).clamp(1, max - 1);
+        let block = policy.evict_to(low).unwrap();
+        let low_policy = WindowPolicy::new(match policy.budget() {
+            Budget::Messages(_) => Budget::Messages(low),
+            Budget::Tokens(_) => Budget::Tokens(low),
+        }).unwrap().with_boundary(policy.boundary());
+        let (msgs, _) = build(&turns, false);
+        let all = stored(&msgs);
+        // Grow the conversation one generated turn at a time (a user message starts each).
+        let ends: Vec<usize> = all.iter().enumerate().skip(1)
+            .filter(|(_, m)| m.message.role() == Role::User).map(|(i, _)| i)
+            .chain(std::iter::once(all.len())).collect();
+        let mut start = 0;
+        let mut previous: Vec<u64> = Vec::new();
+        for end in ends {
+            let tail: Vec<&StoredMessage> = all[start..end].iter().collect();
+            let sel = select(&tail, sys, &block);
+            let run: Vec<&StoredMessage> = sel.indices.iter().map(|&i| tail[i]).collect();
+            prop_assert!(run_ok(&run, sys, &block), "breaks the contract: {:?}", sel);
+            let seqs: Vec<u64> = run.iter().map(|m| m.seq).collect();
+            if sel.start == 0 && !previous.is_empty() && previous.first() == seqs.first() {
+                prop_assert!(seqs.starts_with(&previous), "no eviction, yet the window changed its beginning");
+            }
+            if sel.start > 0 {
+                // Evicted: the longest valid run within the low-water mark.
+                prop_assert!(run_ok(&run, sys, &low_policy), "an eviction left more than the low-water mark");
+                for p in 0..tail.len() - run.len() {
+                    prop_assert!(!run_ok(&tail[p..], sys, &low_policy), "a longer run from {} fits the low-water mark", p);
+                }
+            }
+            start += sel.start;
+            previous = seqs;
+        }
+    }
 }
