@@ -92,6 +92,33 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # Data layout
+//!
+//! Three tables in the configured schema, at schema version [`SCHEMA_VERSION`] (3):
+//!
+//! - `chatmem_conversations`, one row per conversation: `id` (the primary key, `COLLATE
+//!   "C"` so that listing pages in byte order), `version`, `window_start`, `next_seq`,
+//!   `expires_at` (NULL: never), `commit_token` (the last commit's token, see
+//!   [*Outages*](#outages)), and the system message as `system_seq`, `system_tokens`,
+//!   `system_json` and `system_counted_by` (all NULL: no system message);
+//! - `chatmem_messages`, the append-only message log keyed by (`conversation_id`, `seq`):
+//!   `tokens`, `counted_by` and `json`, the message as text exactly as serde_json wrote it
+//!   (JSONB would reorder keys). A load reads the messages from `window_start` on; deleting
+//!   a conversation row deletes its messages (`ON DELETE CASCADE`);
+//! - `chatmem_schema_version`, one row per applied migration.
+//!
+//! `counted_by` and `system_counted_by` name the [`TokenCounter`](chatmem::TokenCounter)
+//! that made the count (`StoredMessage::counted_by`), so that a memory using another
+//! counter recounts the message when it loads it instead of trusting a count in other units.
+//! NULL, read back as `None` and taken as it is, means not recorded: a row written before
+//! schema version 3, or a commit that named no counter.
+//!
+//! The migrations (`migrations/000N_*.sql`) run on connect, in one transaction under an
+//! advisory lock, so concurrent connects take turns. Versions 2 (`commit_token`) and 3
+//! (`counted_by`, `system_counted_by`) only add nullable columns: a catalog change, no table
+//! rewrite, and existing rows keep loading and taking commits. A schema newer than this code
+//! is refused with [`StoreErrorKind::SchemaTooNew`](chatmem::StoreErrorKind::SchemaTooNew).
 
 mod builder;
 mod error;

@@ -13,11 +13,13 @@ use chatmem::{Commit, Retention, StoreError, StoreErrorKind, StoredMessage};
 pub(crate) const MAX_TTL: Duration = Duration::from_secs(100_000 * 366 * 24 * 3600);
 
 /// A commit's statement parameters, converted before anything is sent.
-pub(crate) struct CommitParams {
+pub(crate) struct CommitParams<'a> {
     pub(crate) expected: i64,
     pub(crate) system_seq: Option<i64>,
     pub(crate) system_tokens: Option<i64>,
     pub(crate) system_json: Option<String>,
+    /// The system message's `StoredMessage::counted_by`.
+    pub(crate) system_counted_by: Option<&'a str>,
     pub(crate) window_start: i64,
     pub(crate) next_seq: i64,
     pub(crate) drop_evicted: bool,
@@ -25,18 +27,22 @@ pub(crate) struct CommitParams {
     pub(crate) seqs: Vec<i64>,
     pub(crate) tokens: Vec<i64>,
     pub(crate) jsons: Vec<String>,
+    /// Each appended message's `StoredMessage::counted_by`, `None` a NULL element.
+    pub(crate) counted_by: Vec<Option<&'a str>>,
     /// [`Commit::token`] as the bigint with the same 64 bits.
     pub(crate) token: i64,
 }
 
-impl CommitParams {
-    pub(crate) fn new(commit: &Commit) -> Result<Self, StoreError> {
+impl<'a> CommitParams<'a> {
+    pub(crate) fn new(commit: &'a Commit) -> Result<Self, StoreError> {
         let n = commit.appended().len();
         let (mut seqs, mut tokens, mut jsons) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+        let mut counted_by = Vec::with_capacity(n);
         for m in commit.appended() {
             seqs.push(bigint(m.seq, "sequence")?);
             tokens.push(i64::from(m.tokens));
             jsons.push(m.message_json()?);
+            counted_by.push(m.counted_by.as_deref());
         }
         let system = commit.system();
         Ok(Self {
@@ -44,6 +50,7 @@ impl CommitParams {
             system_seq: system.map(|s| bigint(s.seq, "system sequence")).transpose()?,
             system_tokens: system.map(|s| i64::from(s.tokens)),
             system_json: system.map(StoredMessage::message_json).transpose()?,
+            system_counted_by: system.and_then(|s| s.counted_by.as_deref()),
             window_start: bigint(commit.window_start(), "window start")?,
             next_seq: bigint(commit.next_seq(), "next sequence")?,
             drop_evicted: commit.retention() == Retention::DropEvicted,
@@ -51,6 +58,7 @@ impl CommitParams {
             seqs,
             tokens,
             jsons,
+            counted_by,
             token: token_bits(commit.token()),
         })
     }

@@ -22,7 +22,8 @@ pub(crate) fn snapshot(id: &ConversationId, rows: &[Row]) -> Result<Snapshot, St
             else {
                 return Err(StoreError::corrupt(id, "the system message has no seq or token count"));
             };
-            Some(read.message(seq, tokens, &json)?)
+            let counted_by = read.get::<Option<String>>(head, 7)?;
+            Some(read.message(seq, tokens, &json, counted_by)?)
         }
         None => None,
     };
@@ -41,7 +42,8 @@ pub(crate) fn snapshot(id: &ConversationId, rows: &[Row]) -> Result<Snapshot, St
         let seq = read.get::<i64>(row, 4)?;
         let tokens = read.get::<i64>(row, 5)?;
         let json = read.get::<&str>(row, 6)?;
-        snapshot.messages.push(read.message(seq, tokens, json)?);
+        let counted_by = read.get::<Option<String>>(row, 7)?;
+        snapshot.messages.push(read.message(seq, tokens, json, counted_by)?);
     }
     Ok(snapshot)
 }
@@ -58,6 +60,7 @@ pub(crate) fn history(id: &ConversationId, rows: &[Row]) -> Result<Vec<StoredMes
                 read.get::<i64>(row, 0)?,
                 read.get::<i64>(row, 1)?,
                 read.get::<&str>(row, 2)?,
+                read.get::<Option<String>>(row, 3)?,
             )
         })
         .collect()
@@ -87,7 +90,16 @@ impl Reader<'_> {
     }
 
     /// A message from its columns, through the one decoding every store shares.
-    fn message(&self, seq: i64, tokens: i64, json: &str) -> Result<StoredMessage, StoreError> {
-        StoredMessage::from_columns(self.id, seq, tokens, json.as_bytes())
+    /// `counted_by` NULL: written before schema version 3, or without a counter name.
+    fn message(
+        &self,
+        seq: i64,
+        tokens: i64,
+        json: &str,
+        counted_by: Option<String>,
+    ) -> Result<StoredMessage, StoreError> {
+        let mut message = StoredMessage::from_columns(self.id, seq, tokens, json.as_bytes())?;
+        message.counted_by = counted_by;
+        Ok(message)
     }
 }

@@ -12,22 +12,25 @@ macro_rules! live {
 }
 
 /// The conversation row (kind 0) followed by its messages from `window_start` on (kind 1),
-/// read from one snapshot. No row at all: unknown or expired.
+/// read from one snapshot. No row at all: unknown or expired. Columns: kind, version,
+/// window start, next seq (those three only in the conversation row), then seq, tokens,
+/// json, counted_by of the system message or of the message.
 ///
 /// `$1` id.
 const LOAD: &str = concat!(
     "WITH c AS (
-    SELECT version, window_start, next_seq, system_seq, system_tokens, system_json
+    SELECT version, window_start, next_seq, system_seq, system_tokens, system_json, system_counted_by
     FROM {conv} AS c
     WHERE c.id = $1 AND ",
     live!("c"),
     "
 )
 SELECT 0 AS kind, c.version, c.window_start, c.next_seq,
-       c.system_seq AS seq, c.system_tokens AS tokens, c.system_json AS json
+       c.system_seq AS seq, c.system_tokens AS tokens, c.system_json AS json,
+       c.system_counted_by AS counted_by
 FROM c
 UNION ALL
-SELECT 1, NULL, NULL, NULL, m.seq, m.tokens, m.json
+SELECT 1, NULL, NULL, NULL, m.seq, m.tokens, m.json, m.counted_by
 FROM c JOIN {msgs} AS m ON m.conversation_id = $1 AND m.seq >= c.window_start
 ORDER BY kind, seq"
 );
@@ -73,7 +76,8 @@ LEFT JOIN (
 /// `$1` id, `$2` expected version, `$3..$5` system seq/tokens/json (json NULL: keep),
 /// `$6` window start, `$7` next seq, `$8` drop evicted, `$9` TTL in µs (NULL: no expiry),
 /// `$10..$12` seqs, tokens, JSON texts of the appended messages, `$13` the commit's token
-/// (its u64 bits as a bigint).
+/// (its u64 bits as a bigint), `$14` the system message's counter name, `$15` the appended
+/// messages' counter names (NULL elements: not recorded).
 const COMMIT_UPDATE: &str = concat!(
     "WITH applied AS (
     UPDATE {conv} AS c SET
@@ -81,6 +85,7 @@ const COMMIT_UPDATE: &str = concat!(
         system_seq = CASE WHEN $5::text IS NULL THEN c.system_seq ELSE $3 END,
         system_tokens = CASE WHEN $5::text IS NULL THEN c.system_tokens ELSE $4 END,
         system_json = COALESCE($5, c.system_json),
+        system_counted_by = CASE WHEN $5::text IS NULL THEN c.system_counted_by ELSE $14 END,
         window_start = $6,
         next_seq = $7,
         expires_at = now() + $9 * INTERVAL '1 microsecond',
@@ -91,9 +96,10 @@ const COMMIT_UPDATE: &str = concat!(
     RETURNING c.version
 ),
 ins AS (
-    INSERT INTO {msgs} (conversation_id, seq, tokens, json)
-    SELECT $1, m.seq, m.tokens, m.json
-    FROM applied, unnest($10::bigint[], $11::bigint[], $12::text[]) AS m(seq, tokens, json)
+    INSERT INTO {msgs} (conversation_id, seq, tokens, json, counted_by)
+    SELECT $1, m.seq, m.tokens, m.json, m.counted_by
+    FROM applied,
+         unnest($10::bigint[], $11::bigint[], $12::text[], $15::text[]) AS m(seq, tokens, json, counted_by)
     WHERE NOT $8 OR m.seq >= $6
 ),
 del AS (
@@ -115,8 +121,9 @@ del AS (
 const COMMIT_CREATE: &str = concat!(
     "WITH applied AS (
     INSERT INTO {conv} AS c
-        (id, version, system_seq, system_tokens, system_json, window_start, next_seq, expires_at, commit_token)
-    SELECT $1, 1, $3, $4, $5, $6, $7, now() + $9 * INTERVAL '1 microsecond', $13
+        (id, version, system_seq, system_tokens, system_json, window_start, next_seq, expires_at, commit_token,
+         system_counted_by)
+    SELECT $1, 1, $3, $4, $5, $6, $7, now() + $9 * INTERVAL '1 microsecond', $13, $14
     WHERE $2 = 0
     ON CONFLICT (id) DO UPDATE SET
         version = 1,
@@ -126,7 +133,8 @@ const COMMIT_CREATE: &str = concat!(
         window_start = EXCLUDED.window_start,
         next_seq = EXCLUDED.next_seq,
         expires_at = EXCLUDED.expires_at,
-        commit_token = EXCLUDED.commit_token
+        commit_token = EXCLUDED.commit_token,
+        system_counted_by = EXCLUDED.system_counted_by
     WHERE c.expires_at IS NOT NULL AND c.expires_at <= now()
     RETURNING c.version
 ),
@@ -136,18 +144,20 @@ stale AS (
       AND NOT (m.seq = ANY($10::bigint[]) AND (NOT $8 OR m.seq >= $6))
 ),
 ins AS (
-    INSERT INTO {msgs} (conversation_id, seq, tokens, json)
-    SELECT $1, m.seq, m.tokens, m.json
-    FROM applied, unnest($10::bigint[], $11::bigint[], $12::text[]) AS m(seq, tokens, json)
+    INSERT INTO {msgs} (conversation_id, seq, tokens, json, counted_by)
+    SELECT $1, m.seq, m.tokens, m.json, m.counted_by
+    FROM applied,
+         unnest($10::bigint[], $11::bigint[], $12::text[], $15::text[]) AS m(seq, tokens, json, counted_by)
     WHERE NOT $8 OR m.seq >= $6
-    ON CONFLICT (conversation_id, seq) DO UPDATE SET tokens = EXCLUDED.tokens, json = EXCLUDED.json
+    ON CONFLICT (conversation_id, seq) DO UPDATE SET
+        tokens = EXCLUDED.tokens, json = EXCLUDED.json, counted_by = EXCLUDED.counted_by
 )",
     "{result}"
 );
 
 /// `$1` id, `$2` after, `$3` limit.
 const HISTORY: &str = concat!(
-    "SELECT m.seq, m.tokens, m.json
+    "SELECT m.seq, m.tokens, m.json, m.counted_by
 FROM {conv} AS c JOIN {msgs} AS m ON m.conversation_id = c.id
 WHERE c.id = $1 AND ",
     live!("c"),

@@ -32,9 +32,10 @@ pub const SCHEMA_VERSION: i32 = migrate::LATEST;
 /// new connection, before it fails (see [*Outages*](crate#outages)).
 ///
 /// Layout, per schema: `chatmem_conversations` (one row per conversation: version, system
-/// message, window start, next sequence, expiry, the last commit's token) and `chatmem_messages` (conversation id,
-/// sequence, token count, the message JSON as text). Expired conversations read as absent
-/// and are deleted by [`Store::purge_expired`].
+/// message, window start, next sequence, expiry, the last commit's token) and
+/// `chatmem_messages` (conversation id, sequence, token count and the counter that made it,
+/// the message JSON as text); see [*Data layout*](crate#data-layout). Expired conversations
+/// read as absent and are deleted by [`Store::purge_expired`].
 #[derive(Clone)]
 pub struct PostgresStore {
     pub(crate) pool: Pool,
@@ -261,7 +262,7 @@ impl Store for PostgresStore {
             &self.sql.commit_update
         };
         let id_text = id.as_str();
-        let params: [(&(dyn ToSql + Sync), Type); 13] = [
+        let params: [(&(dyn ToSql + Sync), Type); 15] = [
             (&id_text, Type::TEXT),
             (&p.expected, Type::INT8),
             (&p.system_seq, Type::INT8),
@@ -275,6 +276,8 @@ impl Store for PostgresStore {
             (&p.tokens, Type::INT8_ARRAY),
             (&p.jsons, Type::TEXT_ARRAY),
             (&p.token, Type::INT8),
+            (&p.system_counted_by, Type::TEXT),
+            (&p.counted_by, Type::TEXT_ARRAY),
         ];
         let outcome = match self.run(WHAT, sql, &params).await {
             Ok(rows) => commit_outcome(id, &rows, &commit)?,

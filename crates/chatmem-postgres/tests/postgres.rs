@@ -6,7 +6,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chatmem::{ChatMemory, ConversationId, Message, Retention, Snapshot, Store, StoreErrorKind, StoredMessage};
+use chatmem::{ChatMemory, Commit, ConversationId, Message, Retention, Snapshot, Store, StoreErrorKind, StoredMessage};
 use chatmem_postgres::PostgresStore;
 
 fn sm(seq: u64, text: &str) -> StoredMessage {
@@ -53,10 +53,19 @@ async fn migrations_are_idempotent_under_concurrent_connects() {
     common::drop_schema(&url, &schema).await;
 }
 
-/// A schema as chatmem-postgres wrote it at schema version 1, with one conversation in it
-/// (two messages, a system message, version 3), made with the version-1 migration itself.
-async fn schema_at_version_1(url: &str, schema: &str, conv: &ConversationId) {
+/// The migrations as shipped, in order: an older schema is made with these themselves.
+const MIGRATIONS: [&str; 3] = [
+    include_str!("../migrations/0001_init.sql"),
+    include_str!("../migrations/0002_commit_token.sql"),
+    include_str!("../migrations/0003_counted_by.sql"),
+];
+
+/// A schema as chatmem-postgres wrote it at schema version `version`, with one
+/// conversation in it (two messages, a system message, version 3), inserted with the
+/// columns version 1 had.
+async fn schema_at_version(url: &str, schema: &str, conv: &ConversationId, version: i32) {
     let raw = common::raw_client(url).await;
+    let upto = usize::try_from(version).expect("a positive version");
     raw.batch_execute(&format!(
         "CREATE SCHEMA \"{schema}\";
          SET search_path TO \"{schema}\";
@@ -65,11 +74,11 @@ async fn schema_at_version_1(url: &str, schema: &str, conv: &ConversationId) {
              applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
          );
          {}
-         INSERT INTO chatmem_schema_version (version) VALUES (1);",
-        include_str!("../migrations/0001_init.sql")
+         INSERT INTO chatmem_schema_version (version) SELECT generate_series(1, {version});",
+        MIGRATIONS[..upto].concat()
     ))
     .await
-    .expect("a version-1 schema");
+    .expect("an older schema");
     raw.execute(
         "INSERT INTO chatmem_conversations
              (id, version, system_json, system_seq, system_tokens, window_start, next_seq, expires_at)
@@ -77,7 +86,7 @@ async fn schema_at_version_1(url: &str, schema: &str, conv: &ConversationId) {
         &[&conv.as_str()],
     )
     .await
-    .expect("a version-1 conversation");
+    .expect("an older conversation");
     raw.execute(
         "INSERT INTO chatmem_messages (conversation_id, seq, tokens, json) VALUES
              ($1, 1, 3, '{\"role\":\"user\",\"content\":\"u1\"}'),
@@ -85,63 +94,138 @@ async fn schema_at_version_1(url: &str, schema: &str, conv: &ConversationId) {
         &[&conv.as_str()],
     )
     .await
-    .expect("version-1 messages");
+    .expect("older messages");
+}
+
+#[test]
+fn every_migration_is_listed_here() {
+    assert_eq!(
+        MIGRATIONS.len(),
+        usize::try_from(chatmem_postgres::SCHEMA_VERSION).expect("a positive version")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_version_1_schema_migrates_and_keeps_its_conversations() {
+async fn older_schemas_migrate_and_keep_their_conversations() {
     let Some(url) = common::pg_url() else { return };
-    assert_eq!(chatmem_postgres::SCHEMA_VERSION, 2);
-    let schema = common::fresh_schema("v1");
-    let conv = id("v1");
-    schema_at_version_1(&url, &schema, &conv).await;
+    assert_eq!(chatmem_postgres::SCHEMA_VERSION, 3);
+    for old in 1..chatmem_postgres::SCHEMA_VERSION {
+        let schema = common::fresh_schema(&format!("v{old}"));
+        let conv = id(&format!("v{old}"));
+        schema_at_version(&url, &schema, &conv, old).await;
 
+        let store = common::store_in(&url, &schema).await;
+        let raw = common::raw_client(&url).await;
+        let rows = raw
+            .query(
+                &format!("SELECT version FROM \"{schema}\".chatmem_schema_version ORDER BY version"),
+                &[],
+            )
+            .await
+            .expect("read versions");
+        let versions: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
+        assert_eq!(versions, vec![1, 2, 3], "from version {old}");
+
+        // The old conversation reads as before, its counts without a counter.
+        let snap = store.load(&conv).await.expect("load an older conversation");
+        assert_eq!((snap.version, snap.window_start, snap.next_seq), (3, 1, 3));
+        assert_eq!(
+            snap.system.as_ref().map(|s| (s.seq, s.tokens, s.counted_by.clone())),
+            Some((1, 3, None))
+        );
+        let texts: Vec<_> = snap
+            .messages
+            .iter()
+            .map(|m| m.message.text().unwrap_or_default())
+            .collect();
+        assert_eq!(texts, ["u1", "a2"]);
+        assert!(
+            snap.messages.iter().all(|m| m.counted_by.is_none()),
+            "rows from before version 3 have no counter"
+        );
+
+        // It takes commits, resent ones included; the new rows keep their counter.
+        let next = Commit::on(&snap)
+            .counted_by("heuristic")
+            .system(Message::system("be briefer"), 4)
+            .append(Message::user("u3"), 3)
+            .append(Message::assistant("a4"), 3)
+            .retention(Retention::KeepHistory)
+            .build()
+            .expect("a valid commit");
+        assert_eq!(store.commit(&conv, next.clone()).await.expect("commit"), 4);
+        assert_eq!(
+            store.commit(&conv, next.clone()).await.expect("the same commit again"),
+            4
+        );
+        let snap = store.load(&conv).await.expect("load after the commit");
+        assert_eq!(
+            snap.system.as_ref().map(|s| (s.seq, s.counted_by.as_deref())),
+            Some((3, Some("heuristic")))
+        );
+        let by: Vec<_> = snap.messages.iter().map(|m| m.counted_by.as_deref()).collect();
+        assert_eq!(by, [None, None, Some("heuristic"), Some("heuristic")]);
+        assert_eq!(store.history(&conv, 0, 10).await.expect("history"), snap.messages);
+        let token: Option<i64> = raw
+            .query_one(
+                &format!("SELECT commit_token FROM \"{schema}\".chatmem_conversations WHERE id = $1"),
+                &[&conv.as_str()],
+            )
+            .await
+            .expect("read the token")
+            .get(0);
+        assert_eq!(
+            token.map(|t| t as u64),
+            Some(next.token()),
+            "the commit's token, all 64 bits"
+        );
+
+        // Connecting again finds the schema current and changes nothing.
+        common::store_in(&url, &schema).await;
+        assert_eq!(store.load(&conv).await.expect("load").version, 4);
+        common::drop_schema(&url, &schema).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_commit_without_a_counter_keeps_the_system_messages_counter() {
+    let Some(url) = common::pg_url() else { return };
+    let schema = common::fresh_schema("counter");
     let store = common::store_in(&url, &schema).await;
-    let raw = common::raw_client(&url).await;
-    let rows = raw
-        .query(
-            &format!("SELECT version FROM \"{schema}\".chatmem_schema_version ORDER BY version"),
-            &[],
-        )
-        .await
-        .expect("read versions");
-    let versions: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
-    assert_eq!(versions, vec![1, 2]);
-
-    // The old conversation reads as before, and takes commits, resent ones included.
-    let snap = store.load(&conv).await.expect("load a version-1 conversation");
-    assert_eq!((snap.version, snap.window_start, snap.next_seq), (3, 1, 3));
-    assert_eq!(snap.system.as_ref().map(|s| (s.seq, s.tokens)), Some((1, 3)));
-    let texts: Vec<_> = snap
-        .messages
-        .iter()
-        .map(|m| m.message.text().unwrap_or_default())
-        .collect();
-    assert_eq!(texts, ["u1", "a2"]);
-    let next = commit(3, vec![sm(3, "u3"), sm(4, "a4")], 1, Retention::KeepHistory);
-    assert_eq!(store.commit(&conv, next.clone()).await.expect("commit"), 4);
+    let conv = id("counter");
+    let first = Commit::on(&Snapshot::empty())
+        .counted_by("cl100k_base")
+        .system(Message::system("rules"), 2)
+        .append(Message::user("u1"), 3)
+        .build()
+        .expect("a valid commit");
+    assert_eq!(store.commit(&conv, first).await.expect("create"), 1);
+    // No new system message: its counter stays with it, whatever this commit names.
+    let snap = store.load(&conv).await.expect("load");
+    let second = Commit::on(&snap)
+        .counted_by("heuristic")
+        .append(Message::assistant("a2"), 3)
+        .build()
+        .expect("a valid commit");
+    assert_eq!(store.commit(&conv, second).await.expect("update"), 2);
+    let snap = store.load(&conv).await.expect("load");
     assert_eq!(
-        store.commit(&conv, next.clone()).await.expect("the same commit again"),
-        4
+        snap.system.as_ref().and_then(|s| s.counted_by.as_deref()),
+        Some("cl100k_base")
     );
-    assert_eq!(store.history(&conv, 0, 10).await.expect("history").len(), 4);
-    let token: Option<i64> = raw
-        .query_one(
-            &format!("SELECT commit_token FROM \"{schema}\".chatmem_conversations WHERE id = $1"),
-            &[&conv.as_str()],
-        )
-        .await
-        .expect("read the token")
-        .get(0);
+    // A new system message without a counter replaces the old one's.
+    let third = Commit::on(&snap)
+        .system(Message::system("new rules"), 3)
+        .build()
+        .expect("a valid commit");
+    assert_eq!(store.commit(&conv, third).await.expect("new system"), 3);
+    let snap = store.load(&conv).await.expect("load");
     assert_eq!(
-        token.map(|t| t as u64),
-        Some(next.token()),
-        "the commit's token, all 64 bits"
+        snap.system.as_ref().map(|s| (s.seq, s.counted_by.as_deref())),
+        Some((3, None))
     );
-
-    // Connecting again finds the schema current and changes nothing.
-    common::store_in(&url, &schema).await;
-    assert_eq!(store.load(&conv).await.expect("load").version, 4);
+    let by: Vec<_> = snap.messages.iter().map(|m| m.counted_by.as_deref()).collect();
+    assert_eq!(by, [Some("cl100k_base"), Some("heuristic")]);
     common::drop_schema(&url, &schema).await;
 }
 
@@ -311,22 +395,20 @@ async fn expired_conversation_restarts_without_purge() {
     let schema = common::fresh_schema("revive");
     let store = common::store_in(&url, &schema).await;
     let conv = id("revive");
-    let old: Vec<_> = (1..=5).map(|s| sm(s, &format!("old {s}"))).collect();
-    store
-        .commit(
-            &conv,
-            commit_full(
-                0,
-                1,
-                None,
-                old,
-                2,
-                Retention::KeepHistory,
-                Some(Duration::from_millis(50)),
-            ),
+    // Counted by a counter the fresh start does not name: none of it may linger.
+    let old = (1..=5)
+        .fold(
+            Commit::on(&Snapshot::empty())
+                .counted_by("old-counter")
+                .system(Message::system("old rules"), 3),
+            |b, s| b.append(sm(s, &format!("old {s}")).message, 3),
         )
-        .await
-        .expect("commit");
+        .window_start(2)
+        .retention(Retention::KeepHistory)
+        .ttl(Some(Duration::from_millis(50)))
+        .build()
+        .expect("a valid commit");
+    store.commit(&conv, old).await.expect("commit");
     tokio::time::sleep(Duration::from_millis(120)).await;
     assert_eq!(store.load(&conv).await.expect("load"), Snapshot::empty());
     assert_eq!(
@@ -339,15 +421,28 @@ async fn expired_conversation_restarts_without_purge() {
     );
     // Started afresh without a purge: seqs 1-2 overwrite old rows, 3-5 must disappear.
     let fresh = vec![sm(1, "new 1"), sm(2, "new 2")];
+    let rules = StoredMessage::new(1, 2, Message::system("new rules"));
     assert_eq!(
         store
-            .commit(&conv, commit(0, fresh.clone(), 1, Retention::KeepHistory))
+            .commit(
+                &conv,
+                commit_full(
+                    0,
+                    1,
+                    Some(rules.clone()),
+                    fresh.clone(),
+                    1,
+                    Retention::KeepHistory,
+                    None
+                )
+            )
             .await
             .expect("revive"),
         1
     );
     let snap = store.load(&conv).await.expect("load");
     assert_eq!((snap.version, snap.window_start, snap.next_seq), (1, 1, 3));
+    assert_eq!(snap.system, Some(rules), "the old system message's counter is gone too");
     assert_eq!(snap.messages, fresh);
     assert_eq!(store.history(&conv, 0, 100).await.expect("history"), fresh);
     assert_eq!(
