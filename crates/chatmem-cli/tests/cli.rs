@@ -274,7 +274,10 @@ fn an_unreachable_server_is_one_clear_line_without_the_password() {
         assert_eq!(out.status.code(), Some(2), "{url}: {err}");
         assert_eq!(err.lines().count(), 1, "{url}: {err}");
         assert!(!err.contains("s3cret"), "{url} leaked: {err}");
-        assert!(err.matches("127.0.0.1:1").count() <= 1, "{url}: the server is named once: {err}");
+        assert!(
+            err.matches("127.0.0.1:1").count() <= 1,
+            "{url}: the server is named once: {err}"
+        );
     }
 }
 
