@@ -101,6 +101,7 @@ impl RedisStoreBuilder {
                 commit: Script::new(scripts::COMMIT),
                 clear: Script::new(scripts::CLEAR),
                 prune: Script::new(scripts::PRUNE),
+                schema: Script::new(scripts::SCHEMA),
             }),
             response_timeout: self.response_timeout,
             url: url.into(),

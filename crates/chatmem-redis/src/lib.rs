@@ -49,14 +49,29 @@
 //!
 //! - `chatmem:{<tag>}:meta`, a hash: `id` (the raw id), `version`, `window_start`,
 //!   `next_seq`, `commit_token` (see *Outages*), and the system message as `sys_seq`,
-//!   `sys_tokens`, `sys_json`;
+//!   `sys_tokens`, `sys_json` and `sys_counted_by` (the name of the token counter that
+//!   made `sys_tokens`, [`StoredMessage::counted_by`](chatmem::StoredMessage); absent when
+//!   none is recorded, and removed when a system message without one replaces it);
 //! - `chatmem:{<tag>}:msgs`, a sorted set scored by sequence whose members are
-//!   `<seq>:<tokens>:<message JSON>`. A load reads only scores `>= window_start`.
+//!   `<seq>:<tokens>[@<counter>]:<message JSON>`, `@<counter>` being the counter name when
+//!   one is recorded, with `%` and `:` in it written `%25` and `%3A` (so any name, the empty
+//!   one included, reads back as written). A load reads only scores `>= window_start`.
 //!
 //! Plus `chatmem:ids`, a sorted set of every conversation id (score 0, ordered by bytes)
 //! that [`list`](chatmem::Store::list) pages through with `ZRANGEBYLEX` (never `KEYS`), and
-//! `chatmem:schema`, the layout version (1), created on connect; a larger value fails
-//! [`RedisStore::connect`] with [`StoreErrorKind::SchemaTooNew`](chatmem::StoreErrorKind).
+//! `chatmem:schema`, the layout version ([`SCHEMA_VERSION`], 2), created on connect; a
+//! larger value fails [`RedisStore::connect`] with
+//! [`StoreErrorKind::SchemaTooNew`](chatmem::StoreErrorKind).
+//!
+//! Layout 1 (chatmem-redis before counter names were recorded) had no `@<counter>` and no
+//! `sys_counted_by`. Its data reads as is, every count with no counter (`None`, taken as
+//! is), so connecting to a layout 1 database only sets `chatmem:schema` to 2; nothing is
+//! rewritten. Layout 1 code cannot read the members layout 2 writes (it would take
+//! `3@cl100k_base` for a corrupt token count), which is why the version is bumped: such code
+//! refuses the upgraded database on connect with `SchemaTooNew`. A layout 1 process that
+//! was already connected before the upgrade does not check again, so stop old processes
+//! before new ones connect: until then they report conversations written by new ones as
+//! corrupt.
 //!
 //! # Expiry
 //!

@@ -35,8 +35,16 @@ pub(crate) fn parse_snapshot(id: &ConversationId, reply: Value) -> Result<Snapsh
     if items.is_empty() {
         return Ok(Snapshot::empty());
     }
-    let [version, window_start, next_seq, sys_seq, sys_tokens, sys_json, records] =
-        <[Value; 7]>::try_from(items).map_err(|_| unexpected())?;
+    let [
+        version,
+        window_start,
+        next_seq,
+        sys_seq,
+        sys_tokens,
+        sys_json,
+        sys_counted_by,
+        records,
+    ] = <[Value; 8]>::try_from(items).map_err(|_| unexpected())?;
     let version = reply_num(&version).ok_or_else(|| bad_meta("version"))?;
     let window_start = reply_num(&window_start).ok_or_else(|| bad_meta("window_start"))?;
     let next_seq = reply_num(&next_seq).ok_or_else(|| bad_meta("next_seq"))?;
@@ -47,7 +55,12 @@ pub(crate) fn parse_snapshot(id: &ConversationId, reply: Value) -> Result<Snapsh
             let tokens = reply_num(&sys_tokens)
                 .and_then(|t| u32::try_from(t).ok())
                 .ok_or_else(|| bad_meta("sys_tokens"))?;
-            Some(StoredMessage::from_json(id, seq, tokens, &json)?)
+            let mut system = StoredMessage::from_json(id, seq, tokens, &json)?;
+            // Missing (nil) for a system message stored without a counter name.
+            system.counted_by = reply_bytes(&sys_counted_by)
+                .map(|by| String::from_utf8(by).map_err(|_| bad_meta("sys_counted_by")))
+                .transpose()?;
+            Some(system)
         }
     };
     let records = match records {

@@ -10,10 +10,11 @@
 /// Reads the meta hash and the messages with `seq >= window_start`.
 ///
 /// Returns `{}` when the conversation does not exist, else
-/// `{version, window_start, next_seq, sys_seq, sys_tokens, sys_json, {records...}}`
+/// `{version, window_start, next_seq, sys_seq, sys_tokens, sys_json, sys_counted_by, {records...}}`
 /// (missing system fields come back as nil).
 pub(crate) const LOAD: &str = r#"
-local m = redis.call('HMGET', KEYS[1], 'version', 'window_start', 'next_seq', 'sys_seq', 'sys_tokens', 'sys_json')
+local m = redis.call('HMGET', KEYS[1], 'version', 'window_start', 'next_seq', 'sys_seq', 'sys_tokens', 'sys_json',
+  'sys_counted_by')
 if not m[1] then
   return {}
 end
@@ -21,7 +22,7 @@ local ws = m[2]
 if not ws or not tonumber(ws) then
   ws = '1'
 end
-return {m[1], m[2], m[3], m[4], m[5], m[6], redis.call('ZRANGEBYSCORE', KEYS[2], ws, '+inf')}
+return {m[1], m[2], m[3], m[4], m[5], m[6], m[7], redis.call('ZRANGEBYSCORE', KEYS[2], ws, '+inf')}
 "#;
 
 /// Reads up to `ARGV[2]` messages with `seq > ARGV[1]` (no lower bound from the window:
@@ -41,9 +42,11 @@ return redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. ARGV[1], '+inf', 'LIMIT', 0, 
 ///
 /// `KEYS`: meta, msgs, and the index (single Redis only; without it the index is not
 /// touched). `ARGV`: 1 expected version, 2 raw id, 3 window start after the commit,
-/// 4 drop evicted (`1`/`0`), 5 TTL in ms (empty = no expiry), 6 has system (`1`/`0`),
-/// 7 system seq, 8 system tokens, 9 system record JSON, 10 next_seq after the commit,
-/// 11 a random commit token, then `seq, record` pairs from 12 on.
+/// 4 drop evicted (`1`/`0`), 5 TTL in ms (empty = no expiry), 6 system message (`0` none,
+/// `1` one without a counter name, `2` one counted by `ARGV[12]`), 7 system seq, 8 system
+/// tokens, 9 system record JSON, 10 next_seq after the commit, 11 a random commit token,
+/// 12 the system message's counter name (empty unless 6 is `2`), then `seq, member` pairs
+/// from 13 on.
 ///
 /// Returns `{1, new_version}` (also when this very commit, recognised by its token, was
 /// already applied: a resend after a lost connection), `{0, current_version}` on a lost
@@ -70,7 +73,7 @@ if version == 0 then
 end
 local n = #ARGV
 -- ZADD in chunks: unpack() of a huge table overflows Lua's C stack.
-local i = 12
+local i = 13
 while i < n do
   local args = {}
   local j = i
@@ -82,9 +85,14 @@ while i < n do
   redis.call('ZADD', msgs, 'NX', unpack(args))
   i = j
 end
-if ARGV[6] == '1' then
+if ARGV[6] == '2' then
+  redis.call('HSET', meta, 'id', ARGV[2], 'next_seq', ARGV[10], 'window_start', ARGV[3], 'commit_token', ARGV[11],
+    'sys_seq', ARGV[7], 'sys_tokens', ARGV[8], 'sys_json', ARGV[9], 'sys_counted_by', ARGV[12])
+elseif ARGV[6] == '1' then
   redis.call('HSET', meta, 'id', ARGV[2], 'next_seq', ARGV[10], 'window_start', ARGV[3], 'commit_token', ARGV[11],
     'sys_seq', ARGV[7], 'sys_tokens', ARGV[8], 'sys_json', ARGV[9])
+  -- The replaced system message's counter does not name this one's.
+  redis.call('HDEL', meta, 'sys_counted_by')
 else
   redis.call('HSET', meta, 'id', ARGV[2], 'next_seq', ARGV[10], 'window_start', ARGV[3], 'commit_token', ARGV[11])
 end
@@ -133,4 +141,20 @@ for i = 1, #ARGV do
   end
 end
 return out
+"#;
+
+/// Creates or upgrades the layout version key `KEYS[1]` to `ARGV[1]` (this code's
+/// version). Layout 1 is upgraded in place: its data reads as is (see `crate::schema`).
+/// Anything else is left alone for the caller to judge. Atomic, so a newer version written
+/// concurrently is never overwritten.
+///
+/// Returns `{found, now}`: the value found (nil when the key was missing) and the value the
+/// key holds afterwards.
+pub(crate) const SCHEMA: &str = r#"
+local found = redis.call('GET', KEYS[1])
+if not found or tonumber(found) == 1 then
+  redis.call('SET', KEYS[1], ARGV[1])
+  return {found, ARGV[1]}
+end
+return {found, found}
 "#;

@@ -54,6 +54,7 @@ pub(crate) struct Scripts {
     pub(crate) commit: Script,
     pub(crate) clear: Script,
     pub(crate) prune: Script,
+    pub(crate) schema: Script,
 }
 
 impl fmt::Debug for RedisStore {
@@ -126,14 +127,18 @@ impl Store for RedisStore {
             Some(ms) => inv.arg(ms),
             None => inv.arg(""),
         };
-        match commit.system() {
-            Some(s) => inv.arg(1).arg(s.seq).arg(s.tokens).arg(s.message_json()?),
-            None => inv.arg(0).arg(0).arg(0).arg(""),
+        let system = commit.system();
+        let system_counter = system.and_then(|s| s.counted_by.as_deref());
+        match (system, system_counter) {
+            (Some(s), Some(_)) => inv.arg(2).arg(s.seq).arg(s.tokens).arg(s.message_json()?),
+            (Some(s), None) => inv.arg(1).arg(s.seq).arg(s.tokens).arg(s.message_json()?),
+            (None, _) => inv.arg(0).arg(0).arg(0).arg(""),
         };
         inv.arg(commit.next_seq());
         // Lets a resend after a lost connection or a timeout recognise a commit that
         // already applied.
         inv.arg(commit.token());
+        inv.arg(system_counter.unwrap_or(""));
         for m in commit.appended() {
             inv.arg(m.seq).arg(codec::encode(m)?);
         }

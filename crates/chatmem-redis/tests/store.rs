@@ -474,18 +474,29 @@ async fn schema_is_created_and_newer_is_refused() {
         .await
         .unwrap_err();
     assert_eq!(e.kind(), StoreErrorKind::SchemaTooNew, "{e}");
-    let () = redis::cmd("SET")
-        .arg(&key)
-        .arg("garbage")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    let e = RedisStore::builder(&url)
-        .key_prefix(&prefix)
-        .connect()
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), StoreErrorKind::Corrupt, "{e}");
+    let v: u64 = redis::cmd("GET").arg(&key).query_async(&mut conn).await.unwrap();
+    assert_eq!(
+        v,
+        chatmem_redis::SCHEMA_VERSION + 1,
+        "a newer version is never overwritten"
+    );
+    // Garbage, and a version older than any chatmem wrote, are refused and left as found.
+    for junk in ["garbage", "0"] {
+        let () = redis::cmd("SET")
+            .arg(&key)
+            .arg(junk)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let e = RedisStore::builder(&url)
+            .key_prefix(&prefix)
+            .connect()
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), StoreErrorKind::Corrupt, "{junk}: {e}");
+        let v: String = redis::cmd("GET").arg(&key).query_async(&mut conn).await.unwrap();
+        assert_eq!(v, junk);
+    }
     cleanup(&url, &prefix).await;
 }
 
