@@ -7,7 +7,8 @@ use chatmem::{Commit, ConversationId, Page, Retention, Snapshot, StoreError, Sto
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 /// The schema version this code writes and understands.
-/// 2 added which token counter made each count (`counted_by`).
+/// 2 added which token counter made each count (`counted_by`) and the token of the last
+/// commit (`commit_token`).
 pub(crate) const SCHEMA_VERSION: i64 = 2;
 
 const CREATE: &str = "
@@ -18,6 +19,7 @@ CREATE TABLE IF NOT EXISTS conversations (
     system_tokens INTEGER,
     system_seq INTEGER,
     system_counted_by TEXT,
+    commit_token INTEGER,
     window_start INTEGER NOT NULL,
     next_seq INTEGER NOT NULL,
     expires_at INTEGER
@@ -33,9 +35,11 @@ CREATE TABLE IF NOT EXISTS messages (
 CREATE INDEX IF NOT EXISTS conversations_expires_at ON conversations (expires_at) WHERE expires_at IS NOT NULL;
 ";
 
-/// From schema 1 to 2: the counter columns (rows written before read back as `None`).
+/// From schema 1 to 2: the counter columns (rows written before read back as `None`) and the
+/// last commit's token.
 const UPGRADE_1_TO_2: &str = "
 ALTER TABLE conversations ADD COLUMN system_counted_by TEXT;
+ALTER TABLE conversations ADD COLUMN commit_token INTEGER;
 ALTER TABLE messages ADD COLUMN counted_by TEXT;
 ";
 
@@ -269,12 +273,19 @@ pub(crate) fn commit(conn: &mut Connection, id: &ConversationId, commit: &Commit
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(err)?;
-    let row: Option<(i64, Option<i64>)> = tx
-        .prepare_cached("SELECT version, expires_at FROM conversations WHERE id = ?1")
-        .and_then(|mut s| s.query_row([id.as_str()], |r| Ok((r.get(0)?, r.get(1)?))).optional())
+    let row: Option<(i64, Option<i64>, Option<i64>)> = tx
+        .prepare_cached("SELECT version, expires_at, commit_token FROM conversations WHERE id = ?1")
+        .and_then(|mut s| {
+            s.query_row([id.as_str()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .optional()
+        })
         .map_err(err)?;
-    let current = match row {
-        Some((version, expires)) if expires.is_none_or(|at| at > now) => to_u64(id, version, "version")?,
+    // The token as SQLite keeps it: the u64's bits as an i64.
+    let token = i64::from_ne_bytes(commit.token().to_ne_bytes());
+    let (current, stored_token) = match row {
+        Some((version, expires, stored)) if expires.is_none_or(|at| at > now) => {
+            (to_u64(id, version, "version")?, stored)
+        }
         Some(_) => {
             // Expired but not purged: it does not exist, so a new conversation replaces it.
             if commit.expected_version() == 0 {
@@ -285,12 +296,16 @@ pub(crate) fn commit(conn: &mut Connection, id: &ConversationId, commit: &Commit
                     .and_then(|mut s| s.execute([id.as_str()]))
                     .map_err(err)?;
             }
-            0
+            (0, None)
         }
-        None => 0,
+        None => (0, None),
     };
     // The version check is the only check: a `Commit` cannot be built invalid.
     if current != commit.expected_version() {
+        // The same commit sent again: answered as applied, not applied twice.
+        if commit.expected_version().checked_add(1) == Some(current) && stored_token == Some(token) {
+            return Ok(current);
+        }
         return Err(StoreError::conflict());
     }
     {
@@ -316,10 +331,11 @@ pub(crate) fn commit(conn: &mut Connection, id: &ConversationId, commit: &Commit
     // A new system message replaces all four system columns; without one they stay.
     tx.prepare_cached(
         "INSERT INTO conversations (id, version, system_json, system_tokens, system_seq, window_start, next_seq, expires_at,
-                                    system_counted_by)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                                    system_counted_by, commit_token)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
          ON CONFLICT (id) DO UPDATE SET
              version = excluded.version,
+             commit_token = excluded.commit_token,
              system_counted_by = CASE WHEN excluded.system_json IS NULL THEN system_counted_by
                                       ELSE excluded.system_counted_by END,
              system_json = coalesce(excluded.system_json, system_json),
@@ -340,6 +356,7 @@ pub(crate) fn commit(conn: &mut Connection, id: &ConversationId, commit: &Commit
             new_next_seq,
             expires_at(now, commit.ttl()),
             system_counted_by,
+            token,
         ])
     })
     .map_err(err)?;

@@ -207,6 +207,7 @@ pub(crate) async fn run(store: Arc<dyn Store>) {
     step("retention", retention(&run)).await;
     step("json_round_trip", json_round_trip(&run)).await;
     step("conflicts", conflicts(&run)).await;
+    step("resent_commit", resent_commit(&run)).await;
     step("history_paging", history_paging(&run)).await;
     step("clear", clear(&run)).await;
     step("list_paging", list_paging(&run)).await;
@@ -670,6 +671,30 @@ async fn conflicts(run: &Run) {
             "a conflicting commit deletes nothing"
         );
     }
+}
+
+/// The same commit sent twice (as a store or its caller does when a reply was lost) is
+/// stored once and answered with the version it made; another commit still conflicts.
+async fn resent_commit(run: &Run) {
+    let id = run.id("resent");
+    let create = commit(0, turns(1, 2), 1, Retention::KeepHistory);
+    assert_eq!(run.commit(&id, create.clone()).await, 1);
+    assert_eq!(
+        run.commit(&id, create.clone()).await,
+        1,
+        "a resent creating commit answers its version"
+    );
+    let update = commit(1, turns(3, 2), 1, Retention::KeepHistory);
+    assert_eq!(run.commit(&id, update.clone()).await, 2);
+    assert_eq!(run.commit(&id, update).await, 2, "a resent commit answers its version");
+    assert_eq!(seqs(&run.history(&id, 0, 100).await), vec![1, 2, 3, 4], "stored once");
+    // Once overtaken, the old commit is an ordinary conflict.
+    let err = run.store.commit(&id, create).await.expect_err("an old commit");
+    assert!(err.is_conflict(), "{err}");
+    // A different commit expecting the old version conflicts, token or not.
+    let other = commit(1, turns(3, 1), 1, Retention::KeepHistory);
+    assert!(run.store.commit(&id, other).await.expect_err("stale").is_conflict());
+    assert_eq!(seqs(&run.history(&id, 0, 100).await), vec![1, 2, 3, 4]);
 }
 
 async fn history_paging(run: &Run) {

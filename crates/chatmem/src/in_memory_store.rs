@@ -40,6 +40,8 @@ pub struct InMemoryStore {
 #[derive(Debug)]
 struct Conversation {
     version: u64,
+    /// The token of the commit that made `version`.
+    token: u64,
     system: Option<StoredMessage>,
     window_start: u64,
     next_seq: u64,
@@ -99,12 +101,17 @@ impl Store for InMemoryStore {
 
     async fn commit(&self, id: &ConversationId, commit: Commit) -> Result<u64, StoreError> {
         let mut map = self.lock();
-        let current = Self::live(&mut map, id).map_or(0, |c| c.version);
+        let (current, token) = Self::live(&mut map, id).map_or((0, 0), |c| (c.version, c.token));
         if current != commit.expected_version() {
+            // The same commit sent again: answered as applied, not applied twice.
+            if commit.expected_version().checked_add(1) == Some(current) && token == commit.token() {
+                return Ok(current);
+            }
             return Err(StoreError::conflict());
         }
         let c = map.entry(id.clone()).or_insert_with(|| Conversation {
             version: 0,
+            token: 0,
             system: None,
             window_start: 1,
             next_seq: 1,
@@ -113,7 +120,7 @@ impl Store for InMemoryStore {
         });
         c.window_start = commit.window_start();
         c.next_seq = commit.next_seq();
-        let (retention, ttl) = (commit.retention(), commit.ttl());
+        let (retention, ttl, token) = (commit.retention(), commit.ttl(), commit.token());
         let (system, appended) = commit.into_messages();
         c.messages.extend(appended);
         if let Some(system) = system {
@@ -127,6 +134,7 @@ impl Store for InMemoryStore {
         // A TTL too long to represent never expires (rather than overflowing).
         c.expires_at = ttl.and_then(|ttl| Instant::now().checked_add(ttl));
         c.version += 1;
+        c.token = token;
         Ok(c.version)
     }
 

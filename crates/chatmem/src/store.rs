@@ -512,11 +512,12 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Applies `commit` atomically if the conversation's version is still
     /// `commit.expected_version`; returns the new version.
     ///
-    /// A store whose backend can lose a reply (a network database) keeps the
-    /// [`token`](Commit::token) of the last commit with the conversation and answers a commit
+    /// A store keeps the [`token`](Commit::token) of the last commit with the conversation
+    /// and answers a commit
     /// that finds the version already at `expected_version + 1` with that very token as
     /// applied (returning that version), so the same commit sent again after a lost reply is
-    /// stored once. After a timeout or a lost connection it resends the same commit once before
+    /// stored once (the conformance suite checks it). A network store, after a timeout or a
+    /// lost connection, resends the same commit once before
     /// it reports a failure; when even the resend gets no answer the error says that the
     /// outcome is unknown (reload to find out). The last token only is kept: a resend that
     /// arrives after another writer's commit reports a conflict although the first send
