@@ -520,69 +520,6 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// even the resend gets no answer the error says that the outcome is unknown (reload to
     /// find out). The last token only is kept: a resend that arrives after another writer's
     /// commit reports a conflict although the first send applied.
-    async fn commit(&self, id: &ConversationId, commit: Commit) -> Result<u64, StoreError> {
-///         let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-///         let (state, log) = map.entry(id.clone()).or_insert_with(|| (Snapshot::empty(), Vec::new()));
-///         if state.version != commit.expected_version() {
-///             return Err(StoreError::conflict());
-///         }
-///         state.version += 1;
-///         state.window_start = commit.window_start();
-///         state.next_seq = commit.next_seq();
-///         let retention = commit.retention();
-///         let (system, appended) = commit.into_messages();
-///         state.system = system.or(state.system.take());
-///         log.extend(appended);
-///         if retention == Retention::DropEvicted {
-///             log.retain(|m| m.seq >= state.window_start);
-///         }
-///         Ok(state.version)
-///     }
-///
-///     async fn history(&self, id: &ConversationId, after: u64, limit: usize) -> Result<Vec<StoredMessage>, StoreError> {
-///         let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-///         let log = map.get(id).map(|(_, log)| log.as_slice()).unwrap_or_default();
-///         Ok(log.iter().filter(|m| m.seq > after).take(limit).cloned().collect())
-///     }
-///
-///     async fn clear(&self, id: &ConversationId) -> Result<bool, StoreError> {
-///         Ok(self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(id).is_some())
-///     }
-///
-///     async fn list(&self, after: Option<&ConversationId>, limit: usize) -> Result<Page, StoreError> {
-///         let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-///         let limit = limit.max(1);
-///         let ids = map.keys().filter(|id| after.is_none_or(|a| *id > a)).take(limit + 1).cloned().collect();
-///         Ok(Page::from_overfetch(ids, limit))
-///     }
-/// }
-///
-/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-/// let memory = chatmem::ChatMemory::new(MapStore::default());
-/// let id = ConversationId::new("c1")?;
-/// memory.add(&id, [chatmem::Message::user("hi"), chatmem::Message::assistant("hello")]).await?;
-/// assert_eq!(memory.get(&id).await?.len(), 2);
-/// # Ok::<(), chatmem::Error>(())
-/// # }).unwrap();
-/// ```
-#[async_trait]
-pub trait Store: Send + Sync + std::fmt::Debug {
-    /// The conversation's state and its messages from the window start on.
-    async fn load(&self, id: &ConversationId) -> Result<Snapshot, StoreError>;
-
-    /// Applies `commit` atomically if the conversation's version is still
-    /// `commit.expected_version`; returns the new version.
-    ///
-    /// A store keeps the [`token`](Commit::token) of the last commit with the conversation
-    /// and answers a commit
-    /// that finds the version already at `expected_version + 1` with that very token as
-    /// applied (returning that version), so the same commit sent again after a lost reply is
-    /// stored once (the conformance suite checks it). A network store, after a timeout or a
-    /// lost connection, resends the same commit once before
-    /// it reports a failure; when even the resend gets no answer the error says that the
-    /// outcome is unknown (reload to find out). The last token only is kept: a resend that
-    /// arrives after another writer's commit reports a conflict although the first send
-    /// applied.
     async fn commit(&self, id: &ConversationId, commit: Commit) -> Result<u64, StoreError>;
 
     /// Up to `limit` stored messages with `seq > after` (all kept messages, evicted ones
