@@ -13,16 +13,19 @@ const SYSTEM: &str = "你是邻里仓售后。未发货可退。制度版本 pol
 const ORDER: &str = "LC202610060018";
 
 async fn chat(server: &MockServer, store: &str, input: &str) -> std::process::Output {
+    chat_with(
+        server,
+        store,
+        input,
+        &["--conversation", "app-user-42-aftersale", "--max-messages", "6"],
+    )
+    .await
+}
+
+async fn chat_with(server: &MockServer, store: &str, input: &str, args: &[&str]) -> std::process::Output {
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_chatmem"))
-        .args([
-            "chat",
-            "--conversation",
-            "app-user-42-aftersale",
-            "--system",
-            SYSTEM,
-            "--max-messages",
-            "6",
-        ])
+        .args(["chat", "--system", SYSTEM])
+        .args(args)
         .args([
             "--base-url",
             &server.base_url,
@@ -100,4 +103,45 @@ async fn a_missing_api_key_names_the_variable() {
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("DEEPSEEK_API_KEY"), "{err}");
+}
+
+/// 30 turns, each a separate process: with `--evict-to 5` most prompts begin with the previous
+/// prompt (a provider's prefix cache serves them); without it almost none do. The budget holds
+/// either way.
+#[tokio::test(flavor = "multi_thread")]
+async fn block_eviction_keeps_prompt_prefixes_across_processes() {
+    const TURNS: usize = 30;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = format!("sqlite:{}", dir.path().join("prefix.db").display());
+    let mut stable = Vec::new();
+    for (conversation, extra) in [("sliding", None), ("blocks", Some("5"))] {
+        let server = MockServer::start((0..TURNS).map(|n| text(&format!("answer {n}"))).collect()).await;
+        let mut args = vec!["--conversation", conversation, "--max-messages", "10"];
+        if let Some(n) = extra {
+            args.extend(["--evict-to", n]);
+        }
+        for n in 0..TURNS {
+            let out = chat_with(&server, &store, &format!("question {n} about {ORDER}\n"), &args).await;
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        }
+        let prompts: Vec<Vec<(String, String)>> = server.requests().iter().map(roles_and_texts).collect();
+        assert_eq!(prompts.len(), TURNS);
+        assert!(prompts.iter().all(|p| p.len() <= 10), "a prompt exceeded the budget");
+        let starts_with_previous = prompts.windows(2).filter(|w| w[1].starts_with(&w[0])).count();
+        stable.push(starts_with_previous);
+    }
+    let (sliding, blocks) = (stable[0], stable[1]);
+    eprintln!(
+        "prompts beginning with the previous prompt, of {}: sliding {sliding}, --evict-to 5 {blocks}",
+        TURNS - 1
+    );
+    assert!(
+        blocks >= 20,
+        "with --evict-to only {blocks} of {} prompts began with the previous one",
+        TURNS - 1
+    );
+    assert!(
+        sliding <= 5,
+        "without --evict-to {sliding} prompts began with the previous one"
+    );
 }
