@@ -135,13 +135,18 @@ async fn block_eviction_keeps_prompt_prefixes_across_processes() {
         "prompts beginning with the previous prompt, of {}: sliding {sliding}, --evict-to 5 {blocks}",
         TURNS - 1
     );
+    // Deterministic: 20 of 29 with the option (an eviction every third turn), 4 without.
     assert!(
-        blocks >= 20,
+        blocks >= 15,
         "with --evict-to only {blocks} of {} prompts began with the previous one",
         TURNS - 1
     );
     assert!(
         sliding <= 5,
         "without --evict-to {sliding} prompts began with the previous one"
+    );
+    assert!(
+        blocks >= 3 * sliding.max(1),
+        "block eviction {blocks}, sliding {sliding}"
     );
 }
