@@ -25,7 +25,10 @@ pub const PER_NAME: usize = 1;
 /// Tokens an image part costs.
 pub const PER_IMAGE: usize = 85;
 
-/// Counts tokens of text, and of messages by the [formula](self).
+/// Counts tokens of text, and of messages by one formula: a message costs [`PER_MESSAGE`]
+/// plus the tokens of its role, its content text (each image part [`PER_IMAGE`]), its name
+/// plus [`PER_NAME`], its `tool_call_id`, and each tool call's name and arguments; reasoning
+/// text and metadata are never sent and cost nothing. A list costs [`PER_LIST`] more.
 ///
 /// Only [`count_text`](TokenCounter::count_text) and [`name`](TokenCounter::name) are
 /// required.
@@ -49,7 +52,7 @@ pub trait TokenCounter: Send + Sync + fmt::Debug {
     /// Tokens of one string.
     fn count_text(&self, text: &str) -> usize;
 
-    /// Tokens of one message, by the formula in the [module docs](self).
+    /// Tokens of one message, by the formula in the trait docs.
     fn count_message(&self, message: &Message) -> usize {
         let mut n = PER_MESSAGE + self.count_text(message.role().as_str());
         if let Some(name) = &message.name {

@@ -4,7 +4,7 @@
 //! The window is the system message (if any) first, followed by the longest run of the
 //! newest non-system messages such that:
 //! - **budget**: [`Budget::Messages`]: system + run ≤ `max`; [`Budget::Tokens`]:
-//!   [`PER_LIST`](crate::tokens::PER_LIST) + tokens(system) + tokens(run) ≤ `max`. The system
+//!   [`PER_LIST`] + tokens(system) + tokens(run) ≤ `max`. The system
 //!   message counts but is never evicted; if it alone fills the budget the run is empty.
 //! - **turn boundary**: with [`TurnBoundary::User`] (default) the run starts on a user
 //!   message; with [`TurnBoundary::PairSafe`] on any message that is not a tool result.
