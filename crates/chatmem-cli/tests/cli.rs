@@ -320,18 +320,17 @@ fn a_full_stdout_is_one_line_not_a_panic() {
     }
 }
 
-#[test]
-fn a_closed_pipe_ends_quietly() {
+#[tokio::test(flavor = "multi_thread")]
+async fn a_closed_pipe_ends_quietly() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = format!("sqlite:{}", dir.path().join("pipe.db").display());
-    // Enough ids that `list` is still writing when the reader has gone.
+    let path = dir.path().join("pipe.db");
+    let store = format!("sqlite:{}", path.display());
+    // Enough ids that `list` is still writing when the reader has gone (made in-process: 300
+    // `chatmem add` runs would take most of a minute).
+    let memory = chatmem::ChatMemory::new(chatmem_sqlite::SqliteStore::open(&path).await.expect("open"));
     for n in 0..300 {
-        let id = format!("conversation-{n:04}");
-        let out = chatmem(
-            &["add", "--conversation", &id, "--store", &store],
-            r#"[{"role":"user","content":"x"}]"#,
-        );
-        assert!(out.status.success());
+        let id = chatmem::ConversationId::new(format!("conversation-{n:04}")).expect("id");
+        memory.add(&id, [chatmem::Message::user("x")]).await.expect("add");
     }
     let mut child = Command::new(env!("CARGO_BIN_EXE_chatmem"))
         .args(["list", "--store", &store])
