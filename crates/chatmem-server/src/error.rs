@@ -1,0 +1,108 @@
+//! [`ApiError`]: the one error type of the server, and the one JSON shape every error has:
+//! `{"error": {"code": "...", "message": "...", "request_id": "..."}}`.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+/// An error answered to a client: a status, a stable machine-readable `code` and a one-line
+/// `message` (escaped with [`chatmem::printable`], so it never carries raw control characters
+/// from the request).
+///
+/// ```
+/// use chatmem_server::ApiError;
+/// let e = ApiError::not_found("no conversation \"c1\"");
+/// assert_eq!(e.status().as_u16(), 404);
+/// assert_eq!(e.code(), "not_found");
+/// ```
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+    request_id: Option<String>,
+}
+
+impl ApiError {
+    /// An error with this status, code and message.
+    pub fn new(status: StatusCode, code: &'static str, message: impl AsRef<str>) -> Self {
+        Self {
+            status,
+            code,
+            message: chatmem::printable(message.as_ref()).into_owned(),
+            request_id: None,
+        }
+    }
+
+    /// 400 `invalid_request`: the request was malformed; the message names what was wrong.
+    pub fn invalid(message: impl AsRef<str>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "invalid_request", message)
+    }
+
+    /// 401 `unauthorized`: no valid bearer token.
+    pub fn unauthorized(message: impl AsRef<str>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+    }
+
+    /// 404 `not_found`.
+    pub fn not_found(message: impl AsRef<str>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    /// 413 `too_large`: over one of the server's limits.
+    pub fn too_large(message: impl AsRef<str>) -> Self {
+        Self::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", message)
+    }
+
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The machine-readable code.
+    pub fn code(&self) -> &'static str {
+        self.code
+    }
+
+    /// The same error, naming the request it answers.
+    pub fn with_request_id(mut self, id: &str) -> Self {
+        self.request_id = Some(id.to_owned());
+        self
+    }
+}
+
+/// A memory error as the client sees it: bad input is the client's (400/413), contention and
+/// outages are the server's to report (409/503), the rest 500 without internals.
+impl From<chatmem::Error> for ApiError {
+    fn from(e: chatmem::Error) -> Self {
+        use chatmem::{Error, StoreErrorKind};
+        match &e {
+            Error::InvalidConversationId(_) | Error::InvalidMessages { .. } | Error::InvalidConfig(_) => {
+                Self::invalid(e.to_string())
+            }
+            Error::BatchTooLarge { .. } => Self::too_large(e.to_string()),
+            Error::TooMuchContention { .. } => Self::new(StatusCode::CONFLICT, "contention", e.to_string()),
+            _ => match e.store_error().map(chatmem::StoreError::kind) {
+                Some(StoreErrorKind::Unavailable) => Self::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "store_unavailable",
+                    "the store is unavailable",
+                ),
+                Some(StoreErrorKind::Conflict) => Self::new(StatusCode::CONFLICT, "contention", e.to_string()),
+                _ => {
+                    tracing::error!(error = %e, "store failure");
+                    Self::new(StatusCode::INTERNAL_SERVER_ERROR, "store_error", "the store failed")
+                }
+            },
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = json!({"error": {"code": self.code, "message": self.message, "request_id": self.request_id}});
+        (self.status, Json(body)).into_response()
+    }
+}

@@ -1,0 +1,43 @@
+//! chatmem's memory over HTTP, for applications in any language: a REST API over any
+//! [`chatmem::Store`], with bearer-token tenants, request limits and one JSON error shape.
+//!
+//! It is for: teams that want chatmem's windows, stores and commit guarantees without writing
+//! Rust. It is not: a model proxy yet (the OpenAI-compatible endpoint is still to come), nor a
+//! store (it uses one), nor a policy (that is the [`chatmem::ChatMemory`] it is given).
+//!
+//! `chatmem serve` runs it. The API (JSON; errors are
+//! `{"error": {"code", "message", "request_id"}}`):
+//!
+//! | request | answer |
+//! |---|---|
+//! | `POST /v1/conversations/{id}/messages` with `{"messages": [...]}` | the batch committed atomically; `{"conversation", "messages"}` with the window after it |
+//! | `GET /v1/conversations/{id}/messages` | the window the model sees (404 for an unknown conversation) |
+//! | `GET /v1/conversations/{id}/history` | everything stored (404 for an unknown conversation) |
+//! | `DELETE /v1/conversations/{id}` | 204, or 404 |
+//! | `GET /v1/conversations?cursor=…&limit=…` | `{"conversations": [...], "next_cursor"}` |
+//! | `GET /healthz` | 200 when the store answers, 503 otherwise |
+//!
+//! Ids may hold `/` (`/v1/conversations/a/b/messages` is conversation `a/b`) and any
+//! percent-encoded text a [`chatmem::ConversationId`] allows. Every response carries an
+//! `x-request-id` header, and every log line of a request its id; message text is never logged.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use chatmem::{ChatMemory, InMemoryStore, Store};
+//! use chatmem_server::{ServerConfig, app};
+//!
+//! let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
+//! let router = app(ChatMemory::new(store), ServerConfig::default());
+//! # let _ = router;
+//! ```
+
+mod app;
+mod auth;
+mod config;
+mod error;
+mod routes;
+
+pub use crate::app::{AppState, app};
+pub use crate::auth::{Auth, AuthError, Tenant};
+pub use crate::config::{Limits, ServerConfig};
+pub use crate::error::ApiError;

@@ -1,0 +1,269 @@
+//! The handlers: each one checks the caller's tenant, maps the path to a stored key, calls the
+//! memory, and answers JSON or an [`ApiError`].
+
+use std::future::Future;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Extension, Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use chatmem::{ConversationId, Message};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::app::{AppState, RequestId};
+use crate::auth::Tenant;
+use crate::error::ApiError;
+
+/// Answers `result`, an error naming the request.
+fn respond(id: &RequestId, result: Result<Response, ApiError>) -> Response {
+    match result {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::debug!(status = e.status().as_u16(), code = e.code(), "refused");
+            e.with_request_id(&id.0).into_response()
+        }
+    }
+}
+
+/// Runs one store operation under the configured timeout.
+async fn timed<T>(state: &AppState, op: impl Future<Output = chatmem::Result<T>>) -> Result<T, ApiError> {
+    match tokio::time::timeout(state.config.limits.store_timeout, op).await {
+        Ok(r) => r.map_err(ApiError::from),
+        Err(_) => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store_timeout",
+            "the store did not answer in time",
+        )),
+    }
+}
+
+/// The tenant the request speaks for.
+fn tenant(state: &AppState, headers: &HeaderMap) -> Result<Tenant, ApiError> {
+    let Some(auth) = &state.config.auth else {
+        return Ok(Tenant::open());
+    };
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .ok_or_else(|| ApiError::unauthorized("an Authorization: Bearer <token> header is required"))?;
+    auth.tenant_for(token.trim())
+        .cloned()
+        .ok_or_else(|| ApiError::unauthorized("the bearer token is not valid"))
+}
+
+/// The conversation a path names, and what of it (`messages`, `history` or the conversation).
+fn split_path(rest: &str) -> (&str, Option<&str>) {
+    for what in ["messages", "history"] {
+        if let Some(id) = rest.strip_suffix(what).and_then(|r| r.strip_suffix('/')) {
+            return (id, Some(what));
+        }
+    }
+    (rest, None)
+}
+
+fn key(state: &AppState, tenant: &Tenant, id: &str) -> Result<ConversationId, ApiError> {
+    let max = state.config.limits.max_id_bytes;
+    if id.len() > max {
+        return Err(ApiError::invalid(format!(
+            "conversation id is {} bytes long; the limit is {max}",
+            id.len()
+        )));
+    }
+    tenant.key(id).map_err(|e| ApiError::invalid(e.to_string()))
+}
+
+fn window_json(id: &str, messages: &[Message]) -> Response {
+    Json(json!({"conversation": id, "messages": messages})).into_response()
+}
+
+pub(crate) async fn healthz(State(state): State<AppState>, Extension(rid): Extension<RequestId>) -> Response {
+    let result = timed(&state, async { state.memory.list(None, 1).await.map(drop) }).await;
+    respond(&rid, result.map(|()| Json(json!({"status": "ok"})).into_response()))
+}
+
+pub(crate) async fn not_found(Extension(rid): Extension<RequestId>) -> Response {
+    respond(
+        &rid,
+        Err(ApiError::not_found("no such route; see GET /v1/conversations")),
+    )
+}
+
+pub(crate) async fn get_conversation(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    headers: HeaderMap,
+    Path(rest): Path<String>,
+) -> Response {
+    let result = async {
+        let tenant = tenant(&state, &headers)?;
+        let (id, what) = split_path(&rest);
+        let key = key(&state, &tenant, id)?;
+        let missing = || ApiError::not_found(format!("no conversation {id:?}"));
+        match what {
+            Some("messages") => {
+                let loaded = timed(&state, state.memory.load(&key)).await?;
+                if !loaded.snapshot().exists() {
+                    return Err(missing());
+                }
+                Ok(window_json(id, &loaded.into_messages()))
+            }
+            Some("history") => {
+                let all = timed(&state, state.memory.history(&key)).await?;
+                if all.is_empty() {
+                    return Err(missing());
+                }
+                Ok(window_json(id, &all))
+            }
+            _ => Err(ApiError::not_found("GET /v1/conversations/{id}/messages or /history")),
+        }
+    }
+    .await;
+    respond(&rid, result)
+}
+
+/// The body of `POST …/messages`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PostMessages {
+    messages: Vec<Message>,
+}
+
+pub(crate) async fn post_conversation(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    headers: HeaderMap,
+    Path(rest): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let result = async {
+        let tenant = tenant(&state, &headers)?;
+        let (id, what) = split_path(&rest);
+        if what != Some("messages") {
+            return Err(ApiError::not_found("POST /v1/conversations/{id}/messages"));
+        }
+        let key = key(&state, &tenant, id)?;
+        let body = body.map_err(|e| {
+            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::too_large(format!(
+                    "the request body is over the limit of {} bytes",
+                    state.config.limits.max_body_bytes
+                ))
+            } else {
+                ApiError::invalid(e.body_text())
+            }
+        })?;
+        let messages = parse_messages(&state, &body)?;
+        let loaded = timed(&state, state.memory.load(&key)).await?;
+        let after = timed(&state, state.memory.commit(&key, loaded, messages)).await?;
+        tracing::debug!(conversation = %key, "messages committed");
+        Ok((StatusCode::OK, window_json(id, &after.into_messages())).into_response())
+    }
+    .await;
+    respond(&rid, result)
+}
+
+/// `{"messages": [...]}` checked against the limits; errors name the field.
+fn parse_messages(state: &AppState, body: &[u8]) -> Result<Vec<Message>, ApiError> {
+    let limits = &state.config.limits;
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let parsed: PostMessages = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let at = if path == "." {
+            String::new()
+        } else {
+            format!(" at {path}")
+        };
+        ApiError::invalid(format!("invalid request body{at}: {}", e.inner()))
+    })?;
+    de.end()
+        .map_err(|e| ApiError::invalid(format!("invalid request body: {e}")))?;
+    let messages = parsed.messages;
+    if messages.is_empty() {
+        return Err(ApiError::invalid("`messages` is empty"));
+    }
+    if messages.len() > limits.max_messages {
+        return Err(ApiError::too_large(format!(
+            "{} messages in one request; the limit is {}",
+            messages.len(),
+            limits.max_messages
+        )));
+    }
+    if let Some((i, m)) = messages
+        .iter()
+        .enumerate()
+        .find(|(_, m)| m.payload_len() > limits.max_message_bytes)
+    {
+        return Err(ApiError::too_large(format!(
+            "messages[{i}] holds {} bytes of text; the limit is {}",
+            m.payload_len(),
+            limits.max_message_bytes
+        )));
+    }
+    Ok(messages)
+}
+
+pub(crate) async fn delete_conversation(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    headers: HeaderMap,
+    Path(rest): Path<String>,
+) -> Response {
+    let result = async {
+        let tenant = tenant(&state, &headers)?;
+        let (id, what) = split_path(&rest);
+        if what.is_some() {
+            return Err(ApiError::not_found("DELETE /v1/conversations/{id}"));
+        }
+        let key = key(&state, &tenant, id)?;
+        if timed(&state, state.memory.clear(&key)).await? {
+            Ok(StatusCode::NO_CONTENT.into_response())
+        } else {
+            Err(ApiError::not_found(format!("no conversation {id:?}")))
+        }
+    }
+    .await;
+    respond(&rid, result)
+}
+
+/// The query of `GET /v1/conversations`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ListQuery {
+    cursor: Option<String>,
+    limit: Option<usize>,
+}
+
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    headers: HeaderMap,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let result = async {
+        let tenant = tenant(&state, &headers)?;
+        let Query(query) = query.map_err(|e| ApiError::invalid(e.body_text()))?;
+        let limit = query.limit.unwrap_or(100);
+        if !(1..=1000).contains(&limit) {
+            return Err(ApiError::invalid("`limit` must be from 1 to 1000"));
+        }
+        // A tenant's keys are `<tenant>/<id>`: list from its prefix (or its cursor) and stop at
+        // the first key that is not its.
+        let after = match (&query.cursor, tenant.prefix()) {
+            (Some(cursor), _) => Some(key(&state, &tenant, cursor)?),
+            (None, "") => None,
+            (None, prefix) => Some(ConversationId::new(prefix).map_err(|e| ApiError::invalid(e.to_string()))?),
+        };
+        let page = timed(&state, state.memory.list(after.as_ref(), limit + 1)).await?;
+        let mine: Vec<&str> = page.ids.iter().map_while(|k| tenant.client_id(k)).collect();
+        let more = mine.len() > limit;
+        let ids = &mine[..mine.len().min(limit)];
+        let next = if more { ids.last().copied() } else { None };
+        Ok(Json(json!({"conversations": ids, "next_cursor": next})).into_response())
+    }
+    .await;
+    respond(&rid, result)
+}

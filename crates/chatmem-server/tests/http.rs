@@ -1,0 +1,382 @@
+//! The server over real HTTP on loopback, driven by reqwest, on every store: the memory API,
+//! the one error shape, limits, odd ids, and tenant isolation.
+
+use std::sync::Arc;
+
+use chatmem::{ChatMemory, InMemoryStore, Store, WindowPolicy};
+use chatmem_server::{Auth, Limits, ServerConfig, app};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+/// A server on a free loopback port; its base URL.
+async fn serve(store: Arc<dyn Store>, config: ServerConfig) -> String {
+    let memory = ChatMemory::builder(store)
+        .policy(WindowPolicy::messages(6))
+        .build()
+        .expect("valid memory settings");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app(memory, config)).await;
+    });
+    format!("http://{addr}")
+}
+
+fn aftersale() -> Value {
+    json!({"messages": [
+        {"role": "system", "content": "你是邻里仓售后。未发货可退。"},
+        {"role": "user", "content": "我的订单是 LC202610060018，还没发货。"},
+        {"role": "assistant", "content": "收到，订单 LC202610060018 尚未发货。"},
+    ]})
+}
+
+/// The error body's code, after checking its shape.
+async fn error_code(response: reqwest::Response) -> String {
+    assert!(response.headers().contains_key("x-request-id"));
+    let body: Value = response.json().await.expect("an error is JSON");
+    let error = &body["error"];
+    assert!(error["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
+    assert!(error["request_id"].as_str().is_some_and(|id| id.len() == 16), "{body}");
+    error["code"].as_str().expect("code").to_owned()
+}
+
+async fn the_memory_api(store: Arc<dyn Store>, prefix: &str) {
+    let base = serve(store, ServerConfig::default()).await;
+    let http = reqwest::Client::new();
+    let id = format!("{prefix}-app-user-42-aftersale");
+    let url = format!("{base}/v1/conversations/{id}");
+
+    let r = http
+        .post(format!("{url}/messages"))
+        .json(&aftersale())
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status(), StatusCode::OK);
+    let body: Value = r.json().await.expect("json");
+    assert_eq!(body["conversation"], id.as_str());
+    assert_eq!(body["messages"].as_array().map(Vec::len), Some(3));
+
+    let r = http
+        .post(format!("{url}/messages"))
+        .json(&json!({"messages": [{"role": "user", "content": "那单能退吗？"}, {"role": "assistant", "content": "可以退。"},
+            {"role": "user", "content": "多久到账？"}, {"role": "assistant", "content": "三天。"}]}))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status(), StatusCode::OK);
+    let window: Value = http
+        .get(format!("{url}/messages"))
+        .send()
+        .await
+        .expect("get")
+        .json()
+        .await
+        .expect("json");
+    let roles: Vec<&str> = window["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| m["role"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        roles,
+        ["system", "user", "assistant", "user", "assistant"],
+        "a window of 6, starting on a user message"
+    );
+
+    let history: Value = http
+        .get(format!("{url}/history"))
+        .send()
+        .await
+        .expect("history")
+        .json()
+        .await
+        .expect("json");
+    assert!(history["messages"].as_array().is_some_and(|m| !m.is_empty()));
+
+    let page: Value = http
+        .get(format!("{base}/v1/conversations?limit=1000"))
+        .send()
+        .await
+        .expect("list")
+        .json()
+        .await
+        .expect("json");
+    assert!(
+        page["conversations"]
+            .as_array()
+            .expect("ids")
+            .iter()
+            .any(|c| c == id.as_str()),
+        "{page}"
+    );
+
+    assert_eq!(
+        http.delete(&url).send().await.expect("delete").status(),
+        StatusCode::NO_CONTENT
+    );
+    let r = http.get(format!("{url}/messages")).send().await.expect("get");
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    assert_eq!(error_code(r).await, "not_found");
+    assert_eq!(
+        http.delete(&url).send().await.expect("delete").status(),
+        StatusCode::NOT_FOUND
+    );
+
+    let health = http.get(format!("{base}/healthz")).send().await.expect("healthz");
+    assert_eq!(health.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn memory_api_in_memory() {
+    the_memory_api(Arc::new(InMemoryStore::new()), "mem").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn memory_api_sqlite() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = chatmem_sqlite::SqliteStore::open(dir.path().join("server.db"))
+        .await
+        .expect("open");
+    the_memory_api(Arc::new(store), "sqlite").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn memory_api_postgres() {
+    let Some(url) = chatmem_test::service_url("CHATMEM_TEST_PG_URL", "start PostgreSQL") else {
+        return;
+    };
+    let store = chatmem_postgres::PostgresStore::connect(&url).await.expect("connect");
+    the_memory_api(Arc::new(store), chatmem_test::unique_id("server").as_str()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn memory_api_redis() {
+    let Some(url) = chatmem_test::service_url("CHATMEM_TEST_REDIS_URL", "start Redis") else {
+        return;
+    };
+    let store = chatmem_redis::RedisStore::connect(&url).await.expect("connect");
+    the_memory_api(Arc::new(store), chatmem_test::unique_id("server").as_str()).await;
+}
+
+#[tokio::test]
+async fn bad_requests_get_one_error_shape() {
+    let limits = Limits {
+        max_body_bytes: 4096,
+        max_messages: 3,
+        max_message_bytes: 100,
+        ..Limits::default()
+    };
+    let base = serve(Arc::new(InMemoryStore::new()), ServerConfig { limits, auth: None }).await;
+    let http = reqwest::Client::new();
+    let url = format!("{base}/v1/conversations/c1/messages");
+    let post = |body: String| {
+        http.post(&url)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+
+    let r = post(r#"{"messages": [{"role":"user","content":"a"},{"role":"robot","content":"b"}]}"#.into())
+        .await
+        .expect("post");
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let body: Value = r.json().await.expect("json");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("messages[1].role")),
+        "{body}"
+    );
+
+    for (body, status, code) in [
+        ("not json".to_string(), StatusCode::BAD_REQUEST, "invalid_request"),
+        (
+            r#"{"messages": []}"#.to_string(),
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+        ),
+        (
+            r#"{"messages": [], "extra": 1}"#.to_string(),
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+        ),
+        (
+            json!({"messages": vec![json!({"role":"user","content":"x"}); 4]}).to_string(),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+        ),
+        (
+            json!({"messages": [{"role":"user","content":"x".repeat(101)}]}).to_string(),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+        ),
+        ("x".repeat(5000), StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
+    ] {
+        let r = post(body.clone()).await.expect("post");
+        assert_eq!(r.status(), status, "{body:.80}");
+        assert_eq!(error_code(r).await, code, "{body:.80}");
+    }
+    let r = http.get(format!("{base}/nowhere")).send().await.expect("get");
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    assert_eq!(error_code(r).await, "not_found");
+    let r = http
+        .get(format!("{base}/v1/conversations?limit=0"))
+        .send()
+        .await
+        .expect("list");
+    assert_eq!(error_code(r).await, "invalid_request");
+    // Nothing of the refused requests was stored.
+    assert_eq!(
+        http.get(&url).send().await.expect("get").status(),
+        StatusCode::NOT_FOUND
+    );
+}
+
+#[tokio::test]
+async fn odd_ids_are_data() {
+    let base = serve(Arc::new(InMemoryStore::new()), ServerConfig::default()).await;
+    let http = reqwest::Client::new();
+    let long = "订".repeat(66); // 198 bytes
+    for (path, id) in [
+        ("a/b", "a/b"),
+        ("a%2Fc", "a/c"),
+        ("a..b", "a..b"),
+        ("it's%20%22quoted%22", "it's \"quoted\""),
+        ("100%25", "100%"),
+        (long.as_str(), long.as_str()),
+    ] {
+        let url = format!("{base}/v1/conversations/{path}/messages");
+        let r = http.post(&url).json(&aftersale()).send().await.expect("post");
+        assert_eq!(r.status(), StatusCode::OK, "{path}");
+        let body: Value = r.json().await.expect("json");
+        assert_eq!(body["conversation"], id, "{path}");
+        assert_eq!(
+            http.get(&url).send().await.expect("get").status(),
+            StatusCode::OK,
+            "{path}"
+        );
+    }
+    // `..` as a whole segment: HTTP clients normalise it away, so send the request by hand.
+    let addr = base.trim_start_matches("http://");
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let body = aftersale().to_string();
+    let request = format!(
+        "POST /v1/conversations/../messages HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    tokio::io::AsyncWriteExt::write_all(&mut tcp, request.as_bytes())
+        .await
+        .expect("send");
+    let mut answer = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut tcp, &mut answer)
+        .await
+        .expect("read");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains(r#""conversation":"..""#), "{answer}");
+    // Over the id limit, and ids a ConversationId refuses.
+    for path in ["订".repeat(86), "a%0Ab".to_string(), "x%E2%80%AEy".to_string()] {
+        let r = http
+            .get(format!("{base}/v1/conversations/{path}/messages"))
+            .send()
+            .await
+            .expect("get");
+        assert_eq!(r.status(), StatusCode::BAD_REQUEST, "{path}");
+        assert_eq!(error_code(r).await, "invalid_request");
+    }
+}
+
+#[tokio::test]
+async fn a_tenant_sees_only_its_own_conversations() {
+    let auth = Auth::from_toml(
+        "[[token]]\ntoken = \"token-of-team-a-000\"\ntenant = \"team-a\"\n\n[[token]]\ntoken = \"token-of-team-b-000\"\ntenant = \"team-b\"\n",
+    )
+    .expect("auth");
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
+    let base = serve(
+        store.clone(),
+        ServerConfig {
+            limits: Limits::default(),
+            auth: Some(auth),
+        },
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let url = format!("{base}/v1/conversations/c1/messages");
+    let a = "Bearer token-of-team-a-000";
+    let b = "Bearer token-of-team-b-000";
+
+    let r = http
+        .post(&url)
+        .header("authorization", a)
+        .json(&aftersale())
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(
+        http.get(&url)
+            .header("authorization", a)
+            .send()
+            .await
+            .expect("a")
+            .status(),
+        StatusCode::OK
+    );
+    let r = http.get(&url).header("authorization", b).send().await.expect("b");
+    assert_eq!(
+        r.status(),
+        StatusCode::NOT_FOUND,
+        "another tenant's conversation does not exist for b"
+    );
+    let list = |token: &'static str| {
+        let http = http.clone();
+        let base = base.clone();
+        async move {
+            let page: Value = http
+                .get(format!("{base}/v1/conversations"))
+                .header("authorization", token)
+                .send()
+                .await
+                .expect("list")
+                .json()
+                .await
+                .expect("json");
+            page["conversations"].clone()
+        }
+    };
+    assert_eq!(list(a).await, json!(["c1"]));
+    assert_eq!(list(b).await, json!([]));
+    // b's own c1 is another conversation.
+    http.post(&url)
+        .header("authorization", b)
+        .json(&json!({"messages": [{"role":"user","content":"b's"}]}))
+        .send()
+        .await
+        .expect("post");
+    let a_window: Value = http
+        .get(&url)
+        .header("authorization", a)
+        .send()
+        .await
+        .expect("a")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(a_window["messages"].as_array().map(Vec::len), Some(3));
+    // The tenant is part of the stored key.
+    let keys = store.list(None, 10).await.expect("list").ids;
+    let keys: Vec<&str> = keys.iter().map(|k| k.as_str()).collect();
+    assert_eq!(keys, ["team-a/c1", "team-b/c1"]);
+
+    for header in [None, Some("Bearer nope-nope-nope-nope"), Some("Basic abc")] {
+        let mut request = http.get(&url);
+        if let Some(h) = header {
+            request = request.header("authorization", h);
+        }
+        let r = request.send().await.expect("get");
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{header:?}");
+        assert_eq!(error_code(r).await, "unauthorized");
+    }
+}
