@@ -5,6 +5,7 @@
 
 mod chat;
 mod report;
+mod serve;
 mod stores;
 
 use std::io::{Read, Write};
@@ -47,6 +48,18 @@ enum Command {
     /// Chat with a model through conversation memory (interactive on a terminal; one message
     /// per line in and one answer per line out otherwise).
     Chat(ChatCommand),
+    /// Serve conversation memory over HTTP (REST API; see the README's Server section).
+    Serve(ServeCommand),
+}
+
+#[derive(Args, Debug)]
+struct ServeCommand {
+    #[command(flatten)]
+    serve: serve::ServeArgs,
+    #[command(flatten)]
+    store: StoreArgs,
+    #[command(flatten)]
+    options: MemoryOptions,
 }
 
 #[derive(Args, Debug)]
@@ -309,6 +322,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Chat(args) => {
             let memory = args.options.memory(args.store.open().await?)?;
             chat::run(args.chat, memory).await
+        }
+        Command::Serve(args) => {
+            let memory = args.options.memory(args.store.open().await?)?;
+            serve::serve(&args.serve, memory).await
         }
         Command::Purge(args) => {
             let memory = ChatMemory::new(args.open().await?);

@@ -1,0 +1,73 @@
+//! `chatmem serve`: the memory API over HTTP (crate `chatmem-server`), until SIGTERM or Ctrl-C.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use chatmem_server::{Auth, ServerConfig, app};
+
+/// Serve conversation memory over HTTP for applications in any language.
+#[derive(clap::Args, Debug)]
+pub(crate) struct ServeArgs {
+    /// Where to listen. Without --auth only a loopback address is allowed.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// A TOML file of bearer tokens, each mapped to a tenant (`[[token]]` tables with `token`
+    /// and `tenant`); a tenant sees only its own conversations.
+    #[arg(long, value_name = "FILE")]
+    auth: Option<PathBuf>,
+}
+
+/// Runs the server on `memory` until SIGTERM or Ctrl-C; in-flight requests finish first.
+pub(crate) async fn serve(
+    args: &ServeArgs,
+    memory: chatmem::ChatMemory<std::sync::Arc<dyn chatmem::Store>>,
+) -> anyhow::Result<()> {
+    let auth = match &args.auth {
+        Some(path) => Some(Auth::from_file(path)?),
+        None => None,
+    };
+    if auth.is_none() && !args.listen.ip().is_loopback() {
+        bail!(
+            "refusing to listen on {} without --auth: anyone who can reach it could read every conversation (give --auth FILE, or listen on 127.0.0.1)",
+            args.listen
+        );
+    }
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("listening on {}", args.listen))?;
+    let config = ServerConfig {
+        auth,
+        ..ServerConfig::default()
+    };
+    eprintln!(
+        "chatmem: serving conversation memory on http://{}",
+        listener.local_addr()?
+    );
+    axum::serve(listener, app(memory, config))
+        .with_graceful_shutdown(shutdown())
+        .await
+        .context("serving")
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+async fn shutdown() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+}
