@@ -76,8 +76,20 @@ fn key(state: &AppState, tenant: &Tenant, id: &str) -> Result<ConversationId, Ap
     tenant.key(id).map_err(|e| ApiError::invalid(e.to_string()))
 }
 
+/// The answer of the message routes; written directly (not through a JSON value) so each
+/// message keeps its field order, `role` first.
+#[derive(serde::Serialize)]
+struct WindowBody<'a> {
+    conversation: &'a str,
+    messages: &'a [Message],
+}
+
 fn window_json(id: &str, messages: &[Message]) -> Response {
-    Json(json!({"conversation": id, "messages": messages})).into_response()
+    Json(WindowBody {
+        conversation: id,
+        messages,
+    })
+    .into_response()
 }
 
 pub(crate) async fn healthz(State(state): State<AppState>, Extension(rid): Extension<RequestId>) -> Response {
