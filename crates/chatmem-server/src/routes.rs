@@ -65,6 +65,22 @@ fn split_path(rest: &str) -> (&str, Option<&str>) {
     (rest, None)
 }
 
+/// What a conversation path names: the client's id, the part asked for, and the stored key.
+struct Target<'a> {
+    id: &'a str,
+    what: Option<&'a str>,
+    key: ConversationId,
+}
+
+/// The caller's tenant, then the conversation `rest` (the path after `/v1/conversations/`)
+/// names for it.
+fn target<'a>(state: &AppState, headers: &HeaderMap, rest: &'a str) -> Result<Target<'a>, ApiError> {
+    let tenant = tenant(state, headers)?;
+    let (id, what) = split_path(rest);
+    let key = key(state, &tenant, id)?;
+    Ok(Target { id, what, key })
+}
+
 fn key(state: &AppState, tenant: &Tenant, id: &str) -> Result<ConversationId, ApiError> {
     let max = state.config.limits.max_id_bytes;
     if id.len() > max {
@@ -111,9 +127,7 @@ pub(crate) async fn get_conversation(
     Path(rest): Path<String>,
 ) -> Response {
     let result = async {
-        let tenant = tenant(&state, &headers)?;
-        let (id, what) = split_path(&rest);
-        let key = key(&state, &tenant, id)?;
+        let Target { id, what, key } = target(&state, &headers, &rest)?;
         let missing = || ApiError::not_found(format!("no conversation {id:?}"));
         match what {
             Some("messages") => {
@@ -152,12 +166,10 @@ pub(crate) async fn post_conversation(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let result = async {
-        let tenant = tenant(&state, &headers)?;
-        let (id, what) = split_path(&rest);
+        let Target { id, what, key } = target(&state, &headers, &rest)?;
         if what != Some("messages") {
             return Err(ApiError::not_found("POST /v1/conversations/{id}/messages"));
         }
-        let key = key(&state, &tenant, id)?;
         let body = body.map_err(|e| {
             if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 ApiError::too_large(format!(
@@ -225,12 +237,10 @@ pub(crate) async fn delete_conversation(
     Path(rest): Path<String>,
 ) -> Response {
     let result = async {
-        let tenant = tenant(&state, &headers)?;
-        let (id, what) = split_path(&rest);
+        let Target { id, what, key } = target(&state, &headers, &rest)?;
         if what.is_some() {
             return Err(ApiError::not_found("DELETE /v1/conversations/{id}"));
         }
-        let key = key(&state, &tenant, id)?;
         if timed(&state, state.memory.clear(&key)).await? {
             Ok(StatusCode::NO_CONTENT.into_response())
         } else {
