@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use chatmem_server::{Auth, ServerConfig, app};
+use chatmem_server::{Auth, ServerConfig, Upstream, app};
 
 /// Serve conversation memory over HTTP for applications in any language.
 #[derive(clap::Args, Debug)]
@@ -16,6 +16,10 @@ pub(crate) struct ServeArgs {
     /// and `tenant`); a tenant sees only its own conversations.
     #[arg(long, value_name = "FILE")]
     auth: Option<PathBuf>,
+    /// The OpenAI-compatible model `POST /v1/chat/completions` forwards to, with memory
+    /// (its key from CHATMEM_UPSTREAM_API_KEY, if it needs one).
+    #[arg(long, value_name = "URL")]
+    upstream_base_url: Option<String>,
 }
 
 /// Runs the server on `memory` until SIGTERM or Ctrl-C; in-flight requests finish first.
@@ -36,8 +40,15 @@ pub(crate) async fn serve(
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
+    let upstream = args.upstream_base_url.as_ref().map(|url| Upstream {
+        base_url: url.clone(),
+        api_key: std::env::var("CHATMEM_UPSTREAM_API_KEY")
+            .ok()
+            .filter(|k| !k.trim().is_empty()),
+    });
     let config = ServerConfig {
         auth,
+        upstream,
         ..ServerConfig::default()
     };
     eprintln!(

@@ -8,10 +8,11 @@ use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::HeaderValue;
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::get;
+use axum::routing::{get, post};
 use chatmem::{ChatMemory, Store};
 use tracing::Instrument;
 
+use crate::completions;
 use crate::config::ServerConfig;
 use crate::routes;
 
@@ -37,6 +38,7 @@ pub fn app(memory: ChatMemory<Arc<dyn Store>>, config: ServerConfig) -> Router {
     Router::new()
         .route("/healthz", get(routes::healthz))
         .route("/v1/conversations", get(routes::list))
+        .route("/v1/chat/completions", post(completions::chat_completions))
         .route(
             "/v1/conversations/{*rest}",
             get(routes::get_conversation)

@@ -24,6 +24,8 @@ pub struct Limits {
     pub max_id_bytes: usize,
     /// How long one store operation may take before the request fails with 503 (default 10 s).
     pub store_timeout: Duration,
+    /// How long one call of the upstream model may take (default 120 s).
+    pub upstream_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -34,11 +36,30 @@ impl Default for Limits {
             max_message_bytes: 256 << 10,
             max_id_bytes: 200,
             store_timeout: Duration::from_secs(10),
+            upstream_timeout: Duration::from_secs(120),
         }
     }
 }
 
-/// How the server runs: its limits and, when given, the bearer tokens it accepts.
+/// The OpenAI-compatible model `POST /v1/chat/completions` forwards to.
+#[derive(Clone, Default)]
+pub struct Upstream {
+    /// Its base URL (`https://api.deepseek.com/v1`, `http://127.0.0.1:11434/v1`, ...).
+    pub base_url: String,
+    /// Its API key, if it needs one (`chatmem serve` reads `CHATMEM_UPSTREAM_API_KEY`).
+    pub api_key: Option<String>,
+}
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstream")
+            .field("base_url", &chatmem::redact_url(&self.base_url))
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+/// How the server runs: its limits, the bearer tokens it accepts, and its upstream model.
 #[derive(Debug, Clone, Default)]
 pub struct ServerConfig {
     /// Request limits.
@@ -46,4 +67,6 @@ pub struct ServerConfig {
     /// Bearer tokens and their tenants; `None` accepts every request as one tenant (then the
     /// server must listen on loopback only, which `chatmem serve` enforces).
     pub auth: Option<Auth>,
+    /// The model chat completions go to; `None` answers them 503.
+    pub upstream: Option<Upstream>,
 }

@@ -2,8 +2,9 @@
 //! [`chatmem::Store`], with bearer-token tenants, request limits and one JSON error shape.
 //!
 //! It is for: teams that want chatmem's windows, stores and commit guarantees without writing
-//! Rust. It is not: a model proxy yet (the OpenAI-compatible endpoint is still to come), nor a
-//! store (it uses one), nor a policy (that is the [`chatmem::ChatMemory`] it is given).
+//! Rust, and OpenAI clients that get memory by changing their base URL and adding one header.
+//! It is not: a store (it uses one), nor a policy (that is the [`chatmem::ChatMemory`] it is
+//! given), nor a model client (that is `chatmem-openai`, through `chatmem-advisor`).
 //!
 //! `chatmem serve` runs it. The API (JSON; errors are
 //! `{"error": {"code", "message", "request_id"}}`):
@@ -16,6 +17,7 @@
 //! | `DELETE /v1/conversations/{id}` | 204, or 404 |
 //! | `GET /v1/conversations?cursor=…&limit=…` | `{"conversations": [...], "next_cursor"}` |
 //! | `GET /healthz` | 200 when the store answers, 503 otherwise |
+//! | `POST /v1/chat/completions` with header `X-Chatmem-Conversation: {id}` | OpenAI's chat completion (JSON, or SSE with `"stream": true`) from the upstream model, called with the conversation's memory; the turn is committed on success |
 //!
 //! Ids may hold `/` (`/v1/conversations/a/b/messages` is conversation `a/b`) and any
 //! percent-encoded text a [`chatmem::ConversationId`] allows. Every response carries an
@@ -33,11 +35,13 @@
 
 mod app;
 mod auth;
+mod completions;
 mod config;
 mod error;
 mod routes;
 
 pub use crate::app::{AppState, app};
 pub use crate::auth::{Auth, AuthError, Tenant};
-pub use crate::config::{Limits, ServerConfig};
+pub use crate::completions::CONVERSATION_HEADER;
+pub use crate::config::{Limits, ServerConfig, Upstream};
 pub use crate::error::ApiError;

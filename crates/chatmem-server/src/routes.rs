@@ -18,7 +18,7 @@ use crate::auth::Tenant;
 use crate::error::ApiError;
 
 /// Answers `result`, an error naming the request.
-fn respond(id: &RequestId, result: Result<Response, ApiError>) -> Response {
+pub(crate) fn respond(id: &RequestId, result: Result<Response, ApiError>) -> Response {
     match result {
         Ok(r) => r,
         Err(e) => {
@@ -79,6 +79,25 @@ fn target<'a>(state: &AppState, headers: &HeaderMap, rest: &'a str) -> Result<Ta
     let (id, what) = split_path(rest);
     let key = key(state, &tenant, id)?;
     Ok(Target { id, what, key })
+}
+
+/// The stored key of conversation `id` for the caller's tenant.
+pub(crate) fn conversation_key(state: &AppState, headers: &HeaderMap, id: &str) -> Result<ConversationId, ApiError> {
+    key(state, &tenant(state, headers)?, id)
+}
+
+/// A request body within the body limit, or the error that says why not.
+pub(crate) fn body_bytes(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+    body.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::too_large(format!(
+                "the request body is over the limit of {} bytes",
+                state.config.limits.max_body_bytes
+            ))
+        } else {
+            ApiError::invalid(e.body_text())
+        }
+    })
 }
 
 fn key(state: &AppState, tenant: &Tenant, id: &str) -> Result<ConversationId, ApiError> {
@@ -170,16 +189,7 @@ pub(crate) async fn post_conversation(
         if what != Some("messages") {
             return Err(ApiError::not_found("POST /v1/conversations/{id}/messages"));
         }
-        let body = body.map_err(|e| {
-            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::too_large(format!(
-                    "the request body is over the limit of {} bytes",
-                    state.config.limits.max_body_bytes
-                ))
-            } else {
-                ApiError::invalid(e.body_text())
-            }
-        })?;
+        let body = body_bytes(&state, body)?;
         let messages = parse_messages(&state, &body)?;
         let loaded = timed(&state, state.memory.load(&key)).await?;
         let after = timed(&state, state.memory.commit(&key, loaded, messages)).await?;

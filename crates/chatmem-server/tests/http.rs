@@ -168,7 +168,14 @@ async fn bad_requests_get_one_error_shape() {
         max_message_bytes: 100,
         ..Limits::default()
     };
-    let base = serve(Arc::new(InMemoryStore::new()), ServerConfig { limits, auth: None }).await;
+    let base = serve(
+        Arc::new(InMemoryStore::new()),
+        ServerConfig {
+            limits,
+            ..ServerConfig::default()
+        },
+    )
+    .await;
     let http = reqwest::Client::new();
     let url = format!("{base}/v1/conversations/c1/messages");
     let post = |body: String| {
@@ -297,8 +304,8 @@ async fn a_tenant_sees_only_its_own_conversations() {
     let base = serve(
         store.clone(),
         ServerConfig {
-            limits: Limits::default(),
             auth: Some(auth),
+            ..ServerConfig::default()
         },
     )
     .await;

@@ -1,0 +1,139 @@
+//! `POST /v1/chat/completions` through HTTP: the seed 003 after-sale scenario against a
+//! loopback upstream that speaks OpenAI's protocol, plain and streaming; the header rule.
+
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../chatmem-advisor/tests/support/mod.rs"]
+mod support;
+
+use std::sync::Arc;
+
+use chatmem::{ChatMemory, InMemoryStore, Store, WindowPolicy};
+use chatmem_server::{ServerConfig, Upstream, app};
+use serde_json::{Value, json};
+use support::{MockServer, roles_and_texts, text};
+
+const SYSTEM: &str = "你是邻里仓售后。未发货可退。若对话历史中出现订单号，回答里必须原样写出该订单号。";
+const ORDER: &str = "LC202610060018";
+
+async fn serve(store: Arc<dyn Store>, upstream: &MockServer) -> String {
+    let memory = ChatMemory::builder(store)
+        .policy(WindowPolicy::messages(6))
+        .build()
+        .expect("valid memory settings");
+    let config = ServerConfig {
+        upstream: Some(Upstream {
+            base_url: upstream.base_url.clone(),
+            api_key: Some("test-key".into()), // the key the loopback upstream checks
+        }),
+        ..ServerConfig::default()
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app(memory, config)).await;
+    });
+    format!("http://{addr}")
+}
+
+fn request(text: &str, stream: bool) -> Value {
+    json!({"model": "mock-model", "stream": stream, "user": "ignored",
+           "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}]})
+}
+
+/// The text of an SSE answer, and whether it ended with `[DONE]`.
+fn sse_text(body: &str) -> (String, bool) {
+    let mut text = String::new();
+    let mut done = false;
+    for data in body.lines().filter_map(|l| l.strip_prefix("data: ")) {
+        if data == "[DONE]" {
+            done = true;
+            continue;
+        }
+        let chunk: Value = serde_json::from_str(data).expect("a JSON chunk");
+        assert_eq!(chunk["object"], "chat.completion.chunk");
+        if let Some(c) = chunk["choices"][0]["delta"]["content"].as_str() {
+            text.push_str(c);
+        }
+    }
+    (text, done)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_aftersale_scenario_through_http_plain_and_streaming() {
+    for stream in [false, true] {
+        let upstream = MockServer::start(vec![
+            text("订单 LC202610060018 尚未发货。"),
+            text("LC202610060018 未发货，可以退。"),
+            text("请提供订单号。"),
+        ])
+        .await;
+        let base = serve(Arc::new(InMemoryStore::new()), &upstream).await;
+        let http = reqwest::Client::new();
+        let url = format!("{base}/v1/chat/completions");
+        let turn = |conversation: &'static str, text: &'static str| {
+            http.post(&url)
+                .header("X-Chatmem-Conversation", conversation)
+                .header("authorization", "Bearer client-key-is-not-forwarded")
+                .json(&request(text, stream))
+                .send()
+        };
+        let answer = |r: reqwest::Response| async move {
+            assert_eq!(r.status(), 200);
+            if stream {
+                let (text, done) = sse_text(&r.text().await.expect("body"));
+                assert!(done, "the stream ends with [DONE]");
+                text
+            } else {
+                let body: Value = r.json().await.expect("json");
+                assert_eq!(body["object"], "chat.completion");
+                body["choices"][0]["message"]["content"]
+                    .as_str()
+                    .expect("content")
+                    .to_owned()
+            }
+        };
+        let first = answer(
+            turn("app-user-42-aftersale", "我的订单是 LC202610060018，还没发货。")
+                .await
+                .expect("turn 1"),
+        )
+        .await;
+        assert!(first.contains(ORDER));
+        let second = answer(turn("app-user-42-aftersale", "那单能退吗？").await.expect("turn 2")).await;
+        assert!(second.contains(ORDER), "{second}");
+        let other = answer(turn("app-user-43-aftersale", "那单能退吗？").await.expect("other")).await;
+        assert_eq!(other, "请提供订单号。");
+
+        let requests = upstream.requests();
+        assert_eq!(requests.len(), 3);
+        // Turn 2 reached the model with turn 1 from memory.
+        let turn2 = roles_and_texts(&requests[1]);
+        let roles: Vec<&str> = turn2.iter().map(|(r, _)| r.as_str()).collect();
+        assert_eq!(roles, ["system", "user", "assistant", "user"], "stream {stream}");
+        assert!(turn2[1].1.contains(ORDER));
+        // Another conversation never sees it.
+        assert!(roles_and_texts(&requests[2]).iter().all(|(_, t)| !t.contains(ORDER)));
+        assert_eq!(requests[1]["model"], "mock-model");
+    }
+}
+
+#[tokio::test]
+async fn a_request_without_the_header_is_refused_naming_it() {
+    let upstream = MockServer::start(vec![text("never")]).await;
+    let base = serve(Arc::new(InMemoryStore::new()), &upstream).await;
+    let r = reqwest::Client::new()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&request("hi", false))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status(), 400);
+    let body: Value = r.json().await.expect("json");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("X-Chatmem-Conversation")),
+        "{body}"
+    );
+    assert!(upstream.requests().is_empty(), "nothing reached the model");
+}
