@@ -137,3 +137,73 @@ async fn a_request_without_the_header_is_refused_naming_it() {
     );
     assert!(upstream.requests().is_empty(), "nothing reached the model");
 }
+
+/// The official-protocol client (async-openai) pointed at `chatmem serve`: only the base URL
+/// and one header change, and turn 2 still knows the order.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_openai_client_gets_memory_with_one_header() {
+    use async_openai::Client;
+    use async_openai::config::OpenAIConfig;
+    use async_openai::types::chat::{
+        ChatCompletionRequestSystemMessageArgs, ChatCompletionRequestUserMessageArgs, CreateChatCompletionRequestArgs,
+    };
+    use futures_util::StreamExt;
+
+    let upstream = MockServer::start(vec![
+        text("订单 LC202610060018 尚未发货。"),
+        text("LC202610060018 未发货，可以退。"),
+    ])
+    .await;
+    let base = serve(Arc::new(InMemoryStore::new()), &upstream).await;
+    let config = OpenAIConfig::new()
+        .with_api_base(format!("{base}/v1"))
+        .with_api_key("unused-by-chatmem")
+        .with_header("X-Chatmem-Conversation", "app-user-42-aftersale")
+        .expect("a valid header");
+    let client = Client::with_config(config);
+    let request = |text: &str, stream: bool| {
+        CreateChatCompletionRequestArgs::default()
+            .model("mock-model")
+            .stream(stream)
+            .messages([
+                ChatCompletionRequestSystemMessageArgs::default()
+                    .content(SYSTEM)
+                    .build()
+                    .expect("system")
+                    .into(),
+                ChatCompletionRequestUserMessageArgs::default()
+                    .content(text)
+                    .build()
+                    .expect("user")
+                    .into(),
+            ])
+            .build()
+            .expect("request")
+    };
+    let first = client
+        .chat()
+        .create(request("我的订单是 LC202610060018，还没发货。", false))
+        .await
+        .expect("turn 1");
+    let text1 = first.choices[0].message.content.clone().unwrap_or_default();
+    assert!(text1.contains(ORDER), "{text1}");
+
+    let mut stream = client
+        .chat()
+        .create_stream(request("那单能退吗？", true))
+        .await
+        .expect("turn 2");
+    let mut text2 = String::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.expect("a chunk the client understands");
+        if let Some(c) = chunk.choices.first().and_then(|c| c.delta.content.clone()) {
+            text2.push_str(&c);
+        }
+    }
+    assert!(text2.contains(ORDER), "{text2}");
+    let turn2 = roles_and_texts(&upstream.requests()[1]);
+    assert!(
+        turn2.iter().any(|(role, t)| role == "user" && t.contains(ORDER)),
+        "memory reached the model"
+    );
+}
