@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 
 use crate::app::{AppState, RequestId};
 use crate::error::ApiError;
-use crate::routes::{body_bytes, conversation_key, respond};
+use crate::routes::{body_bytes, conversation_key, parse_body, respond};
 
 /// The header that names the conversation of a chat completion.
 pub const CONVERSATION_HEADER: &str = "x-chatmem-conversation";
@@ -86,12 +86,7 @@ pub(crate) async fn chat_completions(
             .to_owned();
         let key = conversation_key(&state, &headers, &id)?;
         let body = body_bytes(&state, body)?;
-        let mut de = serde_json::Deserializer::from_slice(&body);
-        let request: CompletionRequest = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-            let path = e.path().to_string();
-            let at = if path == "." { String::new() } else { format!(" at {path}") };
-            ApiError::invalid(format!("invalid chat completion request{at}: {}", e.inner()))
-        })?;
+        let request: CompletionRequest = parse_body(&body, "chat completion request")?;
         let limits = &state.config.limits;
         if request.messages.len() > limits.max_messages
             || request.messages.iter().any(|m| m.payload_len() > limits.max_message_bytes)

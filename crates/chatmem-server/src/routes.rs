@@ -200,21 +200,28 @@ pub(crate) async fn post_conversation(
     respond(&rid, result)
 }
 
-/// `{"messages": [...]}` checked against the limits; errors name the field.
-fn parse_messages(state: &AppState, body: &[u8]) -> Result<Vec<Message>, ApiError> {
-    let limits = &state.config.limits;
+/// A JSON body as `T`; the error names `what` and the field that was wrong
+/// (`messages[1].role`), and nothing may follow the value.
+pub(crate) fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8], what: &str) -> Result<T, ApiError> {
     let mut de = serde_json::Deserializer::from_slice(body);
-    let parsed: PostMessages = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+    let parsed: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
         let at = if path == "." {
             String::new()
         } else {
             format!(" at {path}")
         };
-        ApiError::invalid(format!("invalid request body{at}: {}", e.inner()))
+        ApiError::invalid(format!("invalid {what}{at}: {}", e.inner()))
     })?;
     de.end()
-        .map_err(|e| ApiError::invalid(format!("invalid request body: {e}")))?;
+        .map_err(|e| ApiError::invalid(format!("invalid {what}: {e}")))?;
+    Ok(parsed)
+}
+
+/// `{"messages": [...]}` checked against the limits; errors name the field.
+fn parse_messages(state: &AppState, body: &[u8]) -> Result<Vec<Message>, ApiError> {
+    let limits = &state.config.limits;
+    let parsed: PostMessages = parse_body(body, "request body")?;
     let messages = parsed.messages;
     if messages.is_empty() {
         return Err(ApiError::invalid("`messages` is empty"));
