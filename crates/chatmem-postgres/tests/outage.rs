@@ -60,16 +60,7 @@ fn turn(first: u64) -> Vec<StoredMessage> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn operations_fail_fast_during_an_outage_and_recover_after() {
-    let Some(url) = common::pg_url() else { return };
-    let Some(upstream) = common::tcp_addr(&url) else {
-        {
-            // Written to stderr directly: libtest captures eprintln! output of passing tests.
-            use std::io::Write as _;
-            let _ = writeln!(
-                std::io::stderr(),
-                "skipping: CHATMEM_TEST_PG_URL is not a TCP address; the outage proxy needs one"
-            );
-        }
+    let Some((url, upstream)) = common::pg_url_over_tcp() else {
         return;
     };
     let schema = common::fresh_schema("outage");
@@ -171,15 +162,7 @@ fn expected_texts(turns: u64) -> Vec<(u64, String)> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_commit_whose_reply_is_lost_is_applied_once() {
-    let Some(url) = common::pg_url() else { return };
-    let Some(upstream) = common::tcp_addr(&url) else {
-        {
-            use std::io::Write as _;
-            let _ = writeln!(
-                std::io::stderr(),
-                "skipping: CHATMEM_TEST_PG_URL is not a TCP address; the outage proxy needs one"
-            );
-        }
+    let Some((url, upstream)) = common::pg_url_over_tcp() else {
         return;
     };
     let schema = common::fresh_schema("lost_reply");
@@ -238,15 +221,7 @@ async fn a_commit_whose_reply_is_lost_is_applied_once() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_resend_that_waited_for_the_row_finds_the_first_send_landed() {
     const LONG: Duration = Duration::from_secs(2);
-    let Some(url) = common::pg_url() else { return };
-    let Some(upstream) = common::tcp_addr(&url) else {
-        {
-            use std::io::Write as _;
-            let _ = writeln!(
-                std::io::stderr(),
-                "skipping: CHATMEM_TEST_PG_URL is not a TCP address; the outage proxy needs one"
-            );
-        }
+    let Some((url, upstream)) = common::pg_url_over_tcp() else {
         return;
     };
     let schema = common::fresh_schema("resend_wait");

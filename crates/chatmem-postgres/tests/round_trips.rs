@@ -25,16 +25,7 @@ fn batch(first: u64, n: u64) -> Vec<StoredMessage> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn load_and_commit_are_one_round_trip_each() {
-    let Some(url) = common::pg_url() else { return };
-    let Some(upstream) = common::tcp_addr(&url) else {
-        {
-            // Written to stderr directly: libtest captures eprintln! output of passing tests.
-            use std::io::Write as _;
-            let _ = writeln!(
-                std::io::stderr(),
-                "skipping: CHATMEM_TEST_PG_URL is not a TCP address; the counting proxy needs one"
-            );
-        }
+    let Some((url, upstream)) = common::pg_url_over_tcp() else {
         return;
     };
     let schema = common::fresh_schema("rtt");

@@ -61,6 +61,22 @@ pub async fn drop_schema(url: &str, schema: &str) {
         .expect("dropping the test schema");
 }
 
+/// The test server's URL and TCP address, for tests that put a loopback proxy in between;
+/// `None` (after saying why, past libtest's capture) when there is no server or it is not
+/// reached over TCP.
+pub fn pg_url_over_tcp() -> Option<(String, SocketAddr)> {
+    let url = pg_url()?;
+    let Some(upstream) = tcp_addr(&url) else {
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr(),
+            "skipping: CHATMEM_TEST_PG_URL is not a TCP address; the loopback proxy needs one"
+        );
+        return None;
+    };
+    Some((url, upstream))
+}
+
 /// The TCP address of the server in `url`, when it is reached over TCP.
 pub fn tcp_addr(url: &str) -> Option<SocketAddr> {
     let config = Config::from_str(url).ok()?;
