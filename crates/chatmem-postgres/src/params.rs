@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use chatmem::{Commit, Retention, StoreError, StoreErrorKind, StoredMessage};
+use chatmem::{Commit, StoreError, StoreErrorKind, StoredMessage};
 
 /// The longest TTL written as an expiry: 100,000 years. PostgreSQL's timestamps end in
 /// 294276 AD, so a much longer one could not be stored; as `ChatMemory::ttl` documents, a
@@ -53,7 +53,7 @@ impl<'a> CommitParams<'a> {
             system_counted_by: system.and_then(|s| s.counted_by.as_deref()),
             window_start: bigint(commit.window_start(), "window start")?,
             next_seq: bigint(commit.next_seq(), "next sequence")?,
-            drop_evicted: commit.retention() == Retention::DropEvicted,
+            drop_evicted: commit.delete_below().is_some(),
             ttl_micros: commit.ttl().and_then(ttl_micros),
             seqs,
             tokens,

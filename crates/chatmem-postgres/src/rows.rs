@@ -33,6 +33,7 @@ pub(crate) fn snapshot(id: &ConversationId, rows: &[Row]) -> Result<Snapshot, St
         window_start: read.u64(read.get::<Option<i64>>(head, 2)?.unwrap_or(-1), "window_start")?,
         next_seq: read.u64(read.get::<Option<i64>>(head, 3)?.unwrap_or(-1), "next_seq")?,
         messages: Vec::with_capacity(rows.len()),
+        summary: None, // TODO(summary): stored in the migration that adds it
     };
     let read = Reader {
         id,

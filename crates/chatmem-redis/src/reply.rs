@@ -83,5 +83,6 @@ pub(crate) fn parse_snapshot(id: &ConversationId, reply: Value) -> Result<Snapsh
         window_start,
         next_seq,
         messages,
+        summary: None, // TODO(summary): kept in the meta hash
     })
 }

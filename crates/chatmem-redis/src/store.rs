@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chatmem::{Commit, ConversationId, Page, Retention, Snapshot, Store, StoreError, StoredMessage};
+use chatmem::{Commit, ConversationId, Page, Snapshot, Store, StoreError, StoredMessage};
 use redis::{Script, Value};
 
 use crate::builder::{DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, RedisStoreBuilder};
@@ -122,7 +122,7 @@ impl Store for RedisStore {
         inv.arg(commit.expected_version())
             .arg(id.as_str())
             .arg(commit.window_start())
-            .arg(u8::from(commit.retention() == Retention::DropEvicted));
+            .arg(u8::from(commit.delete_below().is_some()));
         match commit.ttl().and_then(ttl_millis) {
             Some(ms) => inv.arg(ms),
             None => inv.arg(""),

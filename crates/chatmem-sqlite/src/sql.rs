@@ -3,13 +3,14 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use chatmem::{Commit, ConversationId, Page, Retention, Snapshot, StoreError, StoreErrorKind, StoredMessage};
+use chatmem::{Commit, ConversationId, Page, Snapshot, StoreError, StoreErrorKind, StoredMessage, Summary};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 /// The schema version this code writes and understands.
 /// 2 added which token counter made each count (`counted_by`) and the token of the last
-/// commit (`commit_token`).
-pub(crate) const SCHEMA_VERSION: i64 = 2;
+/// commit (`commit_token`); 3 the conversation's summary (`summary`, the JSON of
+/// [`chatmem::Summary`]).
+pub(crate) const SCHEMA_VERSION: i64 = 3;
 
 const CREATE: &str = "
 CREATE TABLE IF NOT EXISTS conversations (
@@ -20,6 +21,7 @@ CREATE TABLE IF NOT EXISTS conversations (
     system_seq INTEGER,
     system_counted_by TEXT,
     commit_token INTEGER,
+    summary TEXT,
     window_start INTEGER NOT NULL,
     next_seq INTEGER NOT NULL,
     expires_at INTEGER
@@ -41,6 +43,11 @@ const UPGRADE_1_TO_2: &str = "
 ALTER TABLE conversations ADD COLUMN system_counted_by TEXT;
 ALTER TABLE conversations ADD COLUMN commit_token INTEGER;
 ALTER TABLE messages ADD COLUMN counted_by TEXT;
+";
+
+/// From schema 2 to 3: the summary (conversations written before have none).
+const UPGRADE_2_TO_3: &str = "
+ALTER TABLE conversations ADD COLUMN summary TEXT;
 ";
 
 /// A rusqlite error as a store error: lock waits that ran out and I/O failures are
@@ -140,9 +147,13 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
         Some(v) if v > SCHEMA_VERSION => return Err(schema_too_new(v)),
         Some(v) if v == SCHEMA_VERSION => {}
         found => {
-            if found == Some(1) {
-                tx.execute_batch(UPGRADE_1_TO_2)
-                    .map_err(|e| db_error("upgrading the schema from version 1", e))?;
+            if let Some(from @ (1 | 2)) = found {
+                if from == 1 {
+                    tx.execute_batch(UPGRADE_1_TO_2)
+                        .map_err(|e| db_error("upgrading the schema from version 1", e))?;
+                }
+                tx.execute_batch(UPGRADE_2_TO_3)
+                    .map_err(|e| db_error("upgrading the schema to version 3", e))?;
             } else {
                 // Nothing (or something older than the first version): the current schema.
                 tx.execute_batch(CREATE)
@@ -202,7 +213,7 @@ fn schema_too_new(v: i64) -> StoreError {
 
 const LOAD: &str = "
 SELECT c.version, c.system_json, c.system_tokens, c.system_seq, c.window_start, c.next_seq,
-       m.seq, m.tokens, m.json, c.system_counted_by, m.counted_by
+       m.seq, m.tokens, m.json, c.system_counted_by, m.counted_by, c.summary
 FROM conversations c
 LEFT JOIN messages m ON m.conversation_id = c.id AND m.seq >= c.window_start
 WHERE c.id = ?1 AND (c.expires_at IS NULL OR c.expires_at > ?2)
@@ -236,6 +247,15 @@ pub(crate) fn load(conn: &Connection, id: &ConversationId) -> Result<Snapshot, S
                     window_start: to_u64(id, row.get(4).map_err(err)?, "window_start")?,
                     next_seq: to_u64(id, row.get(5).map_err(err)?, "next_seq")?,
                     messages: Vec::new(),
+                    summary: match row.get_ref(11).map_err(err)? {
+                        rusqlite::types::ValueRef::Null => None,
+                        json => {
+                            let json = json
+                                .as_bytes()
+                                .map_err(|_| StoreError::corrupt(id, "its summary is not stored as JSON text"))?;
+                            Some(Summary::from_json(id, json)?)
+                        }
+                    },
                 })
             }
         };
@@ -270,6 +290,7 @@ pub(crate) fn commit(conn: &mut Connection, id: &ConversationId, commit: &Commit
         .map(row)
         .collect::<Result<Vec<_>, StoreError>>()?;
     let system = commit.system().map(row).transpose()?;
+    let summary = commit.summary().map(Summary::to_json);
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(err)?;
@@ -331,8 +352,8 @@ pub(crate) fn commit(conn: &mut Connection, id: &ConversationId, commit: &Commit
     // A new system message replaces all four system columns; without one they stay.
     tx.prepare_cached(
         "INSERT INTO conversations (id, version, system_json, system_tokens, system_seq, window_start, next_seq, expires_at,
-                                    system_counted_by, commit_token)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                                    system_counted_by, commit_token, summary)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
          ON CONFLICT (id) DO UPDATE SET
              version = excluded.version,
              commit_token = excluded.commit_token,
@@ -343,7 +364,8 @@ pub(crate) fn commit(conn: &mut Connection, id: &ConversationId, commit: &Commit
              system_seq = coalesce(excluded.system_seq, system_seq),
              window_start = excluded.window_start,
              next_seq = excluded.next_seq,
-             expires_at = excluded.expires_at",
+             expires_at = excluded.expires_at,
+             summary = coalesce(excluded.summary, summary)",
     )
     .and_then(|mut s| {
         s.execute(params![
@@ -357,12 +379,14 @@ pub(crate) fn commit(conn: &mut Connection, id: &ConversationId, commit: &Commit
             expires_at(now, commit.ttl()),
             system_counted_by,
             token,
+            summary,
         ])
     })
     .map_err(err)?;
-    if commit.retention() == Retention::DropEvicted {
+    if let Some(below) = commit.delete_below() {
+        let below = to_i64(below, "delete bound")?;
         tx.prepare_cached("DELETE FROM messages WHERE conversation_id = ?1 AND seq < ?2")
-            .and_then(|mut s| s.execute(params![id.as_str(), new_window_start]))
+            .and_then(|mut s| s.execute(params![id.as_str(), below]))
             .map_err(err)?;
     }
     tx.commit().map_err(err)?;

@@ -313,3 +313,50 @@ async fn a_version_1_file_is_upgraded_and_keeps_its_data() {
         .expect("version");
     assert_eq!(version, chatmem_sqlite::SCHEMA_VERSION);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_version_2_file_is_upgraded_and_then_keeps_a_summary() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("v2.db");
+    {
+        // The schema chatmem-sqlite 2 wrote (no summary column), with one conversation.
+        let raw = rusqlite::Connection::open(&path).expect("create");
+        raw.execute_batch(
+            r#"
+            PRAGMA journal_mode=WAL;
+            CREATE TABLE chatmem_schema (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL);
+            INSERT INTO chatmem_schema VALUES (1, 2);
+            CREATE TABLE conversations (id TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL, system_json TEXT,
+                system_tokens INTEGER, system_seq INTEGER, system_counted_by TEXT, commit_token INTEGER,
+                window_start INTEGER NOT NULL, next_seq INTEGER NOT NULL, expires_at INTEGER) WITHOUT ROWID;
+            CREATE TABLE messages (conversation_id TEXT NOT NULL, seq INTEGER NOT NULL, tokens INTEGER NOT NULL,
+                json TEXT NOT NULL, counted_by TEXT, PRIMARY KEY (conversation_id, seq)) WITHOUT ROWID;
+            INSERT INTO conversations VALUES ('old', 1, NULL, NULL, NULL, NULL, 7, 1, 3, NULL);
+            INSERT INTO messages VALUES ('old', 1, 6, '{"role":"user","content":"u1"}', 'heuristic');
+            INSERT INTO messages VALUES ('old', 2, 6, '{"role":"assistant","content":"a1"}', 'heuristic');
+            "#,
+        )
+        .expect("a version 2 file");
+    }
+    let store = SqliteStore::open(&path).await.expect("open upgrades");
+    let id = chatmem::ConversationId::new("old").unwrap();
+    let snap = store.load(&id).await.expect("load");
+    assert_eq!(
+        (snap.version, snap.messages.len(), snap.summary.is_none()),
+        (1, 2, true)
+    );
+    let summary = chatmem::Summary::new("u1 asked", 1, &chatmem::Heuristic);
+    let commit = chatmem::Commit::on(&snap)
+        .summary(summary.clone())
+        .append(chatmem::Message::user("u3"), 6)
+        .window_start(2)
+        .build()
+        .expect("commit");
+    store.commit(&id, commit).await.expect("commit after the upgrade");
+    assert_eq!(store.load(&id).await.expect("load").summary, Some(summary));
+    let version: i64 = rusqlite::Connection::open(&path)
+        .expect("raw")
+        .query_row("SELECT version FROM chatmem_schema", [], |r| r.get(0))
+        .expect("version");
+    assert_eq!(version, 3);
+}

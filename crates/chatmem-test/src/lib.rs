@@ -30,9 +30,11 @@ use chatmem::{ConversationId, Store};
 pub mod bench;
 mod conformance;
 pub mod stress;
+mod summary_models;
 
 pub use crate::conformance::{commit, commit_full};
 pub use crate::stress::check_stress_history;
+pub use crate::summary_models::{Failing, Scribe};
 
 /// A fresh conversation id `"{prefix}-{millis}-{random}"`, unique across runs and processes.
 ///

@@ -8,7 +8,8 @@ use async_trait::async_trait;
 
 use crate::error::StoreError;
 use crate::id::ConversationId;
-use crate::store::{Commit, Page, Retention, Snapshot, Store, StoredMessage};
+use crate::store::{Commit, Page, Snapshot, Store, StoredMessage};
+use crate::summary::Summary;
 
 /// Conversations kept in this process's memory.
 ///
@@ -46,6 +47,7 @@ struct Conversation {
     window_start: u64,
     next_seq: u64,
     messages: VecDeque<StoredMessage>,
+    summary: Option<Summary>,
     expires_at: Option<Instant>,
 }
 
@@ -96,6 +98,7 @@ impl Store for InMemoryStore {
             window_start: c.window_start,
             next_seq: c.next_seq,
             messages: c.messages.range(from..).cloned().collect(),
+            summary: c.summary.clone(),
         })
     }
 
@@ -116,18 +119,22 @@ impl Store for InMemoryStore {
             window_start: 1,
             next_seq: 1,
             messages: VecDeque::new(),
+            summary: None,
             expires_at: None,
         });
         c.window_start = commit.window_start();
         c.next_seq = commit.next_seq();
-        let (retention, ttl, token) = (commit.retention(), commit.ttl(), commit.token());
+        let (delete_below, ttl, token) = (commit.delete_below(), commit.ttl(), commit.token());
+        if let Some(summary) = commit.summary() {
+            c.summary = Some(summary.clone());
+        }
         let (system, appended) = commit.into_messages();
         c.messages.extend(appended);
         if let Some(system) = system {
             c.system = Some(system);
         }
-        if retention == Retention::DropEvicted {
-            while c.messages.front().is_some_and(|m| m.seq < c.window_start) {
+        if let Some(below) = delete_below {
+            while c.messages.front().is_some_and(|m| m.seq < below) {
                 c.messages.pop_front();
             }
         }

@@ -31,6 +31,7 @@ mod model;
 mod printable;
 mod redact;
 mod store;
+mod summary;
 mod tokens;
 mod turn;
 pub mod window;
@@ -50,6 +51,9 @@ pub use crate::model::{
 pub use crate::printable::{is_invisible_or_separator, printable};
 pub use crate::redact::{HIDDEN_URL, redact_url};
 pub use crate::store::{Commit, CommitBuilder, Page, Retention, Snapshot, Store, StoredMessage};
+pub use crate::summary::{
+    DEFAULT_SUMMARY_MAX_TOKENS, DEFAULT_SUMMARY_PROMPT, SUMMARY_HEADING, Summarizer, Summary, render_system,
+};
 pub use crate::tokens::{
     Cl100k, Heuristic, O200k, PER_IMAGE, PER_LIST, PER_MESSAGE, PER_NAME, TokenCounter, Tokenizer,
 };

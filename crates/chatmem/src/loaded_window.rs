@@ -2,6 +2,7 @@
 
 use crate::message::Message;
 use crate::store::{Snapshot, StoredMessage};
+use crate::summary::{Summary, render_system, system_slot};
 use crate::tokens::TokenCounter;
 use crate::window::{Selection, WindowPolicy, select};
 
@@ -45,6 +46,9 @@ impl LoadedWindow {
                 recounted += 1;
             }
         }
+        if let Some(summary) = &mut snapshot.summary {
+            summary.recount_for(counter);
+        }
         if recounted > 0 {
             tracing::debug!(
                 recounted,
@@ -52,13 +56,25 @@ impl LoadedWindow {
                 "recounted messages counted by another tokenizer"
             );
         }
-        let selection = select(&snapshot.messages, snapshot.system.as_ref().map(|s| s.tokens), policy);
+        let slot = system_slot(snapshot.system.as_ref(), snapshot.summary.as_ref());
+        let selection = select(&snapshot.messages, slot, policy);
         Self { snapshot, selection }
     }
 
-    /// The system message, if any.
+    /// The stored system message, if any (without the summary: see
+    /// [`messages`](LoadedWindow::messages) for what the model sees).
     pub fn system(&self) -> Option<&Message> {
         self.snapshot.system.as_ref().map(|s| &s.message)
+    }
+
+    /// The conversation's summary of what left the window, if any.
+    pub fn summary(&self) -> Option<&Summary> {
+        self.snapshot.summary.as_ref()
+    }
+
+    /// The system message the model sees: the stored one with the summary after it.
+    pub fn rendered_system(&self) -> Option<Message> {
+        render_system(self.system(), self.summary())
     }
 
     /// The non-system messages in the window, oldest first.
@@ -71,26 +87,36 @@ impl LoadedWindow {
         self.selection.indices.iter().map(|&i| &self.snapshot.messages[i])
     }
 
-    /// What the model sees: the system message first, then the window.
+    /// What the model sees: the system message (with the summary) first, then the window.
     pub fn messages(&self) -> Vec<Message> {
-        self.system().into_iter().chain(self.turns()).cloned().collect()
+        self.rendered_system()
+            .into_iter()
+            .chain(self.turns().cloned())
+            .collect()
     }
 
     /// What the model sees, taking the messages out of the window (no copy).
     pub fn into_messages(self) -> Vec<Message> {
-        let Snapshot { system, messages, .. } = self.snapshot;
+        let Snapshot {
+            system,
+            messages,
+            summary,
+            ..
+        } = self.snapshot;
+        let system = render_system(system.as_ref().map(|s| &s.message), summary.as_ref());
         let mut slots: Vec<Option<StoredMessage>> = messages.into_iter().map(Some).collect();
         let turns = self
             .selection
             .indices
             .iter()
             .filter_map(|&i| slots.get_mut(i).and_then(Option::take));
-        system.into_iter().chain(turns).map(|s| s.message).collect()
+        system.into_iter().chain(turns.map(|s| s.message)).collect()
     }
 
     /// The number of messages in [`messages`](LoadedWindow::messages).
     pub fn len(&self) -> usize {
-        usize::from(self.snapshot.system.is_some()) + self.selection.indices.len()
+        let slot = system_slot(self.snapshot.system.as_ref(), self.snapshot.summary.as_ref());
+        usize::from(slot.is_some()) + self.selection.indices.len()
     }
 
     /// Whether the window is empty.
@@ -100,7 +126,8 @@ impl LoadedWindow {
 
     /// The token count of the window by the cached counts, list overhead included.
     pub fn tokens(&self) -> u64 {
-        let system = self.snapshot.system.as_ref().map_or(0, |s| u64::from(s.tokens));
+        let slot = system_slot(self.snapshot.system.as_ref(), self.snapshot.summary.as_ref());
+        let system = u64::from(slot.unwrap_or(0));
         let turns: u64 = self.selected().map(|m| u64::from(m.tokens)).sum();
         crate::tokens::PER_LIST as u64 + system + turns
     }

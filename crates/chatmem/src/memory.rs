@@ -9,8 +9,9 @@ use crate::in_memory_store::InMemoryStore;
 use crate::loaded_window::LoadedWindow;
 use crate::message::Message;
 use crate::store::{Page, Retention, Snapshot, Store};
+use crate::summary::{Summarizer, Summary};
 use crate::tokens::{Cl100k, TokenCounter};
-use crate::turn::{Plan, Turn, plan_with};
+use crate::turn::{CommitOptions, Plan, Turn, plan_with};
 use crate::window::WindowPolicy;
 
 /// The most messages one commit carries by default: a store applies a commit in one
@@ -65,6 +66,7 @@ pub struct ChatMemory<S = InMemoryStore> {
     counter: Arc<dyn TokenCounter>,
     max_attempts: u32,
     max_batch: (usize, usize),
+    summarizer: Option<Summarizer>,
 }
 
 /// Builds a [`ChatMemory`]; see [`ChatMemory::builder`].
@@ -114,12 +116,48 @@ impl<S: Store> ChatMemoryBuilder<S> {
         self
     }
 
+    /// Summarizes what leaves the window with `summarizer` (default: no summaries). Messages
+    /// that leave the window are then kept, even under [`Retention::DropEvicted`], until a
+    /// summary covers them; the model sees the summary after the system message. See
+    /// [`Summary`](crate::Summary) for how and when.
+    ///
+    /// ```
+    /// # use chatmem::{ChatModel, ChatRequest, ChatResponse, Message, ModelError};
+    /// # #[derive(Debug)] struct Cheap;
+    /// # #[async_trait::async_trait] impl ChatModel for Cheap {
+    /// #     async fn complete(&self, _: ChatRequest) -> Result<ChatResponse, ModelError> {
+    /// #         Ok(ChatResponse { message: Message::assistant("The order is LC202610060018."), usage: None, finish_reason: None })
+    /// #     }
+    /// # }
+    /// use chatmem::{ChatMemory, ConversationId, InMemoryStore, Summarizer, WindowPolicy};
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let memory = ChatMemory::builder(InMemoryStore::new())
+    ///     .policy(WindowPolicy::messages(3)) // the summary takes the system message's slot
+    ///     .summarizer(Summarizer::new(Cheap))
+    ///     .build()?;
+    /// let id = ConversationId::new("c1")?;
+    /// memory.add(&id, [Message::user("My order is LC202610060018."), Message::assistant("Noted.")]).await?;
+    /// memory.add(&id, [Message::user("Can it be refunded?"), Message::assistant("Yes.")]).await?;
+    /// let seen = memory.get(&id).await?;
+    /// assert!(seen[0].text().unwrap().contains("LC202610060018")); // the summary, as a system message
+    /// assert_eq!(seen.len(), 3);
+    /// # Ok::<(), chatmem::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn summarizer(mut self, summarizer: Summarizer) -> Self {
+        self.inner.summarizer = Some(summarizer);
+        self
+    }
+
     /// The memory.
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] naming the setting when `max_attempts` or `max_batch` is 0 or the
-    /// TTL is zero.
+    /// [`Error::InvalidConfig`] naming the setting when `max_attempts` or `max_batch` is 0, the
+    /// TTL is zero, or the summarizer's bounds are zero.
     pub fn build(self) -> Result<ChatMemory<S>> {
+        if let Some(summarizer) = &self.inner.summarizer {
+            summarizer.validate().map_err(Error::InvalidConfig)?;
+        }
         if self.inner.max_attempts == 0 {
             return Err(Error::InvalidConfig("max_attempts must be at least 1".into()));
         }
@@ -154,6 +192,7 @@ impl<S: Store> ChatMemory<S> {
             counter: Arc::new(Cl100k),
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             max_batch: (DEFAULT_MAX_BATCH_MESSAGES, DEFAULT_MAX_BATCH_BYTES),
+            summarizer: None,
         }
     }
 
@@ -182,6 +221,21 @@ impl<S: Store> ChatMemory<S> {
     /// The token counter.
     pub fn counter(&self) -> &Arc<dyn TokenCounter> {
         &self.counter
+    }
+
+    /// The summarizer, if this memory summarizes.
+    pub fn summarizer(&self) -> Option<&Summarizer> {
+        self.summarizer.as_ref()
+    }
+
+    fn commit_options<'a>(&'a self, summary: Option<&'a Summary>) -> CommitOptions<'a> {
+        CommitOptions {
+            retention: self.retention,
+            ttl: self.ttl,
+            counter: self.counter.name(),
+            keep_unsummarized: self.summarizer.is_some(),
+            summary,
+        }
     }
 
     /// What the model sees for conversation `id`: the system message first, then the
@@ -240,7 +294,7 @@ impl<S: Store> ChatMemory<S> {
     /// As [`add`](ChatMemory::add).
     pub async fn commit_turn(&self, id: &ConversationId, turn: Turn) -> Result<()> {
         let (loaded, batch) = turn.into_parts();
-        self.commit_batch(id, loaded, &batch, false).await.map(drop)
+        self.commit_batch(id, loaded, &batch, Keep::Nothing).await.map(drop)
     }
 
     /// Commits what `turn` holds so far and returns the turn, empty, on top of the committed
@@ -251,7 +305,7 @@ impl<S: Store> ChatMemory<S> {
     /// As [`add`](ChatMemory::add).
     pub async fn checkpoint(&self, id: &ConversationId, turn: Turn) -> Result<Turn> {
         let (loaded, batch) = turn.into_parts();
-        let committed = self.commit_batch(id, loaded, &batch, true).await?;
+        let committed = self.commit_batch(id, loaded, &batch, Keep::CheckpointCopy).await?;
         Ok(Turn::new(
             committed.window_after(&self.policy, self.counter.as_ref()),
             Arc::clone(&self.counter),
@@ -273,20 +327,20 @@ impl<S: Store> ChatMemory<S> {
     ) -> Result<LoadedWindow> {
         let (loaded, batch) = self.turn(loaded, messages).into_parts();
         Ok(self
-            .commit_batch(id, loaded, &batch, true)
+            .commit_batch(id, loaded, &batch, Keep::Copy)
             .await?
             .window_after(&self.policy, self.counter.as_ref()))
     }
 
     /// Commits `batch` on `loaded`, reloading and re-planning (never recounting) when a
-    /// concurrent writer won the version check.
-    /// `keep` keeps a copy of the commit for [`Committed::window_after`].
+    /// concurrent writer won the version check; with a summarizer, first summarizes what the
+    /// batch leaves pending (not on a checkpoint: once per turn, at its end).
     async fn commit_batch(
         &self,
         id: &ConversationId,
         mut loaded: LoadedWindow,
         batch: &[(Message, u32)],
-        keep: bool,
+        keep: Keep,
     ) -> Result<Committed> {
         let store_err = |source| Error::Store { id: id.clone(), source };
         let (max_messages, max_bytes) = self.max_batch;
@@ -299,22 +353,18 @@ impl<S: Store> ChatMemory<S> {
                 max_bytes,
             });
         }
+        let summary = match (&self.summarizer, keep) {
+            (Some(summarizer), Keep::Nothing | Keep::Copy) => self.summarize(id, summarizer, &loaded, batch).await,
+            _ => None,
+        };
+        let options = self.commit_options(summary.as_ref());
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let mut planned = plan_with(
-                loaded.snapshot(),
-                batch,
-                &self.policy,
-                self.retention,
-                self.ttl,
-                self.counter.name(),
-            )
-            .map_err(store_err)?;
-            let commit = if keep {
-                planned.commit.clone()
-            } else {
-                planned.commit.take()
+            let mut planned = plan_with(loaded.snapshot(), batch, &self.policy, &options).map_err(store_err)?;
+            let commit = match keep {
+                Keep::Nothing => planned.commit.take(),
+                Keep::Copy | Keep::CheckpointCopy => planned.commit.clone(),
             };
             let Some(commit) = commit else {
                 return Ok(Committed {
@@ -343,6 +393,63 @@ impl<S: Store> ChatMemory<S> {
                     });
                 }
                 Err(source) => return Err(store_err(source)),
+            }
+        }
+    }
+
+    /// A new summary covering what `batch` on `loaded` leaves pending (evicted, not yet
+    /// summarized), oldest first and at most one chunk; `None` when nothing is pending or the
+    /// summary could not be made (then the messages stay stored and pending, for a later
+    /// turn: a summary never fails a turn).
+    async fn summarize(
+        &self,
+        id: &ConversationId,
+        summarizer: &Summarizer,
+        loaded: &LoadedWindow,
+        batch: &[(Message, u32)],
+    ) -> Option<Summary> {
+        let snapshot = loaded.snapshot();
+        let planned = plan_with(snapshot, batch, &self.policy, &self.commit_options(None)).ok()?;
+        let commit = planned.commit.as_ref()?;
+        let covered = snapshot.summary.as_ref().map_or(0, |s| s.upto);
+        let end = commit.window_start(); // pending: covered < seq < end
+        if end <= covered.saturating_add(1) {
+            return None;
+        }
+        let mut pending = Vec::new();
+        // A backlog below the loaded window (a failed summary, an import) comes from history.
+        let mut complete = true;
+        if covered.saturating_add(1) < snapshot.window_start {
+            let limit = summarizer.chunk_limit();
+            let page = match self.store.history(id, covered, limit).await {
+                Ok(page) => page,
+                Err(e) => {
+                    tracing::warn!(conversation = %id, error = %e, "could not read messages to summarize; they stay pending");
+                    return None;
+                }
+            };
+            complete = page.len() < limit || page.last().is_some_and(|m| m.seq + 1 >= snapshot.window_start);
+            pending.extend(page.into_iter().filter(|m| m.seq < snapshot.window_start.min(end)));
+        }
+        if complete {
+            let loaded_and_new = snapshot.messages.iter().chain(commit.appended());
+            pending.extend(loaded_and_new.filter(|m| m.seq > covered && m.seq < end).cloned());
+        }
+        let chunk = summarizer.chunk_of(&pending);
+        let last = chunk.last()?;
+        let upto = if complete && chunk.len() == pending.len() {
+            end - 1
+        } else {
+            last.seq
+        };
+        match summarizer
+            .summarize(snapshot.summary.as_ref(), chunk, upto, self.counter.as_ref())
+            .await
+        {
+            Ok(summary) => Some(summary),
+            Err(e) => {
+                tracing::warn!(conversation = %id, error = %e, "summary failed; the evicted messages stay stored for a later turn");
+                None
             }
         }
     }
@@ -400,6 +507,17 @@ impl<S: Store> ChatMemory<S> {
     }
 }
 
+/// What [`ChatMemory::commit_batch`] keeps of the commit, and whether it may summarize.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    /// Nothing: the caller needs only the outcome (a whole turn).
+    Nothing,
+    /// A copy of the commit for [`Committed::window_after`] (a whole turn).
+    Copy,
+    /// A copy, for a checkpoint in the middle of a turn: no summary until the turn ends.
+    CheckpointCopy,
+}
+
 /// A committed batch: the snapshot it was planned on, the plan, and the new version
 /// (`None` when nothing needed writing).
 struct Committed {
@@ -417,6 +535,7 @@ impl Committed {
         let loaded = self.loaded.snapshot();
         let start = commit.window_start();
         let next_seq = commit.next_seq();
+        let summary = commit.summary().or(loaded.summary.as_ref()).cloned();
         let (_, appended) = commit.into_messages();
         let snapshot = Snapshot {
             version,
@@ -430,6 +549,7 @@ impl Committed {
                 .chain(appended)
                 .filter(|m| m.seq >= start)
                 .collect(),
+            summary,
         };
         LoadedWindow::new(snapshot, policy, counter)
     }

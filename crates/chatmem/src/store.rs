@@ -14,6 +14,7 @@ use async_trait::async_trait;
 use crate::error::{StoreError, StoreErrorKind};
 use crate::id::ConversationId;
 use crate::message::Message;
+use crate::summary::Summary;
 
 /// A message as stored: its sequence number and its token count, computed once when added.
 ///
@@ -129,6 +130,8 @@ pub struct Snapshot {
     pub next_seq: u64,
     /// Messages with `seq >= window_start`, oldest first.
     pub messages: Vec<StoredMessage>,
+    /// The summary of what left the window, if the conversation has one.
+    pub summary: Option<Summary>,
 }
 
 impl Default for Snapshot {
@@ -152,6 +155,7 @@ impl Snapshot {
             window_start: 1,
             next_seq: 1,
             messages: Vec::new(),
+            summary: None,
         }
     }
 
@@ -198,7 +202,8 @@ pub struct Commit {
     system: Option<StoredMessage>,
     append: Vec<StoredMessage>,
     window_start: u64,
-    retention: Retention,
+    delete_below: Option<u64>,
+    summary: Option<Summary>,
     ttl: Option<Duration>,
 }
 
@@ -212,6 +217,10 @@ fn new_token() -> u64 {
 pub struct CommitBuilder {
     commit: Commit,
     loaded_window_start: u64,
+    retention: Retention,
+    /// The sequence the loaded summary covers up to (0: none).
+    loaded_covered: u64,
+    keep_unsummarized: bool,
     counted_by: Option<String>,
 }
 
@@ -228,10 +237,14 @@ impl Commit {
                 system: None,
                 append: Vec::new(),
                 window_start: loaded.window_start,
-                retention: Retention::default(),
+                delete_below: None,
+                summary: None,
                 ttl: None,
             },
             loaded_window_start: loaded.window_start,
+            retention: Retention::default(),
+            loaded_covered: loaded.summary.as_ref().map_or(0, |s| s.upto),
+            keep_unsummarized: false,
             counted_by: None,
         }
     }
@@ -274,10 +287,17 @@ impl Commit {
         self.window_start
     }
 
-    /// Delete messages below [`window_start`](Commit::window_start)
-    /// ([`Retention::DropEvicted`]) or keep them.
-    pub fn retention(&self) -> Retention {
-        self.retention
+    /// Delete every message with a sequence below this one, if any: under
+    /// [`Retention::DropEvicted`] the window start, or, when evicted messages wait for a
+    /// summary ([`CommitBuilder::keep_unsummarized`]), the first message no summary covers
+    /// if that comes first. `None` under [`Retention::KeepHistory`].
+    pub fn delete_below(&self) -> Option<u64> {
+        self.delete_below
+    }
+
+    /// A new summary to store with the conversation, or `None` to keep the stored one.
+    pub fn summary(&self) -> Option<&Summary> {
+        self.summary.as_ref()
     }
 
     /// Expire the whole conversation this long after this commit; `None` never expires.
@@ -325,13 +345,30 @@ impl CommitBuilder {
 
     /// What happens to messages below the window start.
     pub fn retention(mut self, retention: Retention) -> Self {
-        self.commit.retention = retention;
+        self.retention = retention;
         self
     }
 
     /// Expire the conversation this long after the commit; `None` never expires.
     pub fn ttl(mut self, ttl: Option<Duration>) -> Self {
         self.commit.ttl = ttl;
+        self
+    }
+
+    /// Stores `summary` with the commit, if it covers more than the loaded summary does; a
+    /// summary that covers no more is dropped, so a summary never moves backwards (a writer
+    /// that lost a race to a newer summary keeps the newer one).
+    pub fn summary(mut self, summary: Summary) -> Self {
+        if summary.upto > self.loaded_covered {
+            self.commit.summary = Some(summary);
+        }
+        self
+    }
+
+    /// Keeps evicted messages no summary covers yet, even under [`Retention::DropEvicted`]:
+    /// for a memory that summarizes, so that a message is deleted only once summarized.
+    pub fn keep_unsummarized(mut self) -> Self {
+        self.keep_unsummarized = true;
         self
     }
 
@@ -366,6 +403,23 @@ impl CommitBuilder {
                 ),
             ));
         }
+        if let Some(s) = &c.summary
+            && s.upto >= c.next_seq()
+        {
+            return Err(StoreError::new(
+                StoreErrorKind::InvalidInput,
+                format!("a summary up to {} covers messages past the last one", s.upto),
+            ));
+        }
+        let mut c = c;
+        c.delete_below = match self.retention {
+            Retention::KeepHistory => None,
+            Retention::DropEvicted if self.keep_unsummarized => {
+                let covered = c.summary.as_ref().map_or(self.loaded_covered, |s| s.upto);
+                Some(c.window_start.min(covered.saturating_add(1)))
+            }
+            Retention::DropEvicted => Some(c.window_start),
+        };
         Ok(c)
     }
 }
@@ -407,19 +461,20 @@ impl Page {
 /// Every store passes the conformance suite in `chatmem-test`; this is what it checks.
 ///
 /// - **Per conversation** a store keeps a version, the system message, an append-only log of
-///   the other messages (each with its seq and token count), the window start and the next
-///   seq. An unknown conversation, an expired one and a cleared one are all the same: they
+///   the other messages (each with its seq and token count), the window start, the next
+///   seq and the [`Summary`] (kept as [`Summary::to_json`] writes it). An unknown conversation, an expired one and a cleared one are all the same: they
 ///   [`load`](Store::load) as [`Snapshot::empty`] (version 0) and a commit expecting
 ///   version 0 creates them anew.
-/// - [`load`](Store::load) returns the state and the messages with `seq >= window_start`,
-///   oldest first. Durable backends make it one round trip.
+/// - [`load`](Store::load) returns the state (the summary included) and the messages with
+///   `seq >= window_start`, oldest first. Durable backends make it one round trip.
 /// - [`commit`](Store::commit) applies a [`Commit`] **atomically and only if** the
 ///   conversation is still at [`Commit::expected_version`]; otherwise it changes nothing and
 ///   fails with [`StoreError::conflict`]. Applying means: replace the system message if the
 ///   commit carries one; append [`Commit::appended`] as they are (their seqs are already
 ///   right); set the window start to [`Commit::window_start`] and the next seq to
-///   [`Commit::next_seq`]; under [`Retention::DropEvicted`] delete messages below the window
-///   start; set the expiry to now + [`Commit::ttl`] (or none); bump the version by one and
+///   [`Commit::next_seq`]; replace the summary if the commit carries one
+///   ([`Commit::summary`]); delete messages below [`Commit::delete_below`], if set; set the
+///   expiry to now + [`Commit::ttl`] (or none); bump the version by one and
 ///   return it. A store does not re-check a commit: [`Commit`] cannot be built invalid.
 ///   Durable backends make it one round trip.
 /// - [`history`](Store::history) returns up to `limit` kept messages with `seq > after`,
@@ -444,7 +499,7 @@ impl Page {
 /// use std::collections::BTreeMap;
 /// use std::sync::Mutex;
 /// use async_trait::async_trait;
-/// use chatmem::{Commit, ConversationId, Page, Retention, Snapshot, Store, StoreError, StoredMessage};
+/// use chatmem::{Commit, ConversationId, Page, Snapshot, Store, StoreError, StoredMessage};
 ///
 /// #[derive(Debug, Default)]
 /// struct MapStore(Mutex<BTreeMap<ConversationId, (Snapshot, Vec<StoredMessage>)>>);
@@ -468,12 +523,15 @@ impl Page {
 ///         state.version += 1;
 ///         state.window_start = commit.window_start();
 ///         state.next_seq = commit.next_seq();
-///         let retention = commit.retention();
+///         let delete_below = commit.delete_below();
+///         if let Some(summary) = commit.summary() {
+///             state.summary = Some(summary.clone());
+///         }
 ///         let (system, appended) = commit.into_messages();
 ///         state.system = system.or(state.system.take());
 ///         log.extend(appended);
-///         if retention == Retention::DropEvicted {
-///             log.retain(|m| m.seq >= state.window_start);
+///         if let Some(below) = delete_below {
+///             log.retain(|m| m.seq >= below);
 ///         }
 ///         Ok(state.version)
 ///     }

@@ -13,6 +13,7 @@ use crate::error::StoreError;
 use crate::loaded_window::LoadedWindow;
 use crate::message::Message;
 use crate::store::{Commit, Retention, Snapshot, StoredMessage};
+use crate::summary::{Summary, system_slot};
 use crate::tokens::TokenCounter;
 use crate::window::{Selection, WindowPolicy, select};
 
@@ -95,8 +96,8 @@ impl Turn {
             .iter()
             .filter(|&&i| i < old)
             .map(|&i| self.loaded.snapshot().messages[i].message.clone());
-        plan.system
-            .map(|s| s.message)
+        let summary = self.loaded.snapshot().summary.as_ref();
+        crate::summary::render_system(plan.system.as_ref().map(|s| &s.message), summary)
             .into_iter()
             .chain(history)
             .chain(new)
@@ -132,20 +133,40 @@ pub(crate) fn plan(
     policy: &WindowPolicy,
     counter: &str,
 ) -> Result<Plan, StoreError> {
-    plan_with(snapshot, batch, policy, Retention::default(), None, counter)
+    let options = CommitOptions {
+        counter,
+        ..CommitOptions::default()
+    };
+    plan_with(snapshot, batch, policy, &options)
 }
 
-/// [`plan`] with the commit's retention and TTL; `counter` names the counter of the batch's
-/// token counts.
+/// How a planned commit is written beyond its messages.
+#[derive(Debug, Default)]
+pub(crate) struct CommitOptions<'a> {
+    pub(crate) retention: Retention,
+    pub(crate) ttl: Option<Duration>,
+    /// The name of the counter of the batch's token counts.
+    pub(crate) counter: &'a str,
+    /// Keep evicted messages until a summary covers them (a memory that summarizes).
+    pub(crate) keep_unsummarized: bool,
+    /// A new summary to commit with the batch.
+    pub(crate) summary: Option<&'a Summary>,
+}
+
+/// [`plan`] with the commit's options.
 pub(crate) fn plan_with(
     snapshot: &Snapshot,
     batch: &[(Message, u32)],
     policy: &WindowPolicy,
-    retention: Retention,
-    ttl: Option<Duration>,
-    counter: &str,
+    options: &CommitOptions<'_>,
 ) -> Result<Plan, StoreError> {
-    let mut builder = Commit::on(snapshot).retention(retention).ttl(ttl).counted_by(counter);
+    let mut builder = Commit::on(snapshot)
+        .retention(options.retention)
+        .ttl(options.ttl)
+        .counted_by(options.counter);
+    if options.keep_unsummarized {
+        builder = builder.keep_unsummarized();
+    }
     let mut changed = false;
     for (message, tokens) in batch {
         if message.is_system() {
@@ -162,9 +183,13 @@ pub(crate) fn plan_with(
     let draft = builder.draft();
     let system = draft.system().or(snapshot.system.as_ref()).cloned();
     let all: Vec<&StoredMessage> = snapshot.messages.iter().chain(draft.appended()).collect();
-    let selection = select(&all, system.as_ref().map(|s| s.tokens), policy);
+    let slot = system_slot(system.as_ref(), snapshot.summary.as_ref());
+    let selection = select(&all, slot, policy);
     let window_start = all.get(selection.start).map_or(draft.next_seq(), |m| m.seq);
     let commit = if changed {
+        if let Some(summary) = options.summary {
+            builder = builder.summary(summary.clone());
+        }
         Some(builder.window_start(window_start).build()?)
     } else {
         None

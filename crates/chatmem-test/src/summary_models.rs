@@ -1,0 +1,64 @@
+//! Summarizer models for tests: [`Scribe`] writes a summary that provably holds every
+//! message it was given, [`Failing`] always fails. Both speak [`chatmem::ChatModel`] only; an
+//! HTTP test uses a loopback server instead.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use async_trait::async_trait;
+use chatmem::{ChatModel, ChatRequest, ChatResponse, Message, ModelError, ModelErrorKind};
+
+/// A summarizer that "summarizes" by keeping every line: the old summary's lines, then one
+/// line per message it was given (`user: u1`), so a test can check which messages a
+/// summary covers. Counts its calls.
+///
+/// ```
+/// # use chatmem::ChatModel;
+/// let scribe = chatmem_test::Scribe::default();
+/// assert_eq!(scribe.calls(), 0);
+/// ```
+#[derive(Debug, Default)]
+pub struct Scribe {
+    calls: AtomicUsize,
+}
+
+impl Scribe {
+    /// How many summaries it was asked for.
+    pub fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+}
+
+#[async_trait]
+impl ChatModel for Scribe {
+    async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let input = request
+            .messages
+            .last()
+            .and_then(|m| m.text())
+            .unwrap_or_default()
+            .into_owned();
+        let (old, new) = input
+            .split_once("\n\nMessages leaving the context:\n")
+            .ok_or_else(|| ModelError::new(ModelErrorKind::InvalidRequest, "not a summary request"))?;
+        let old = old.trim_start_matches("Current summary:\n");
+        let old = if old == "(none)" { "" } else { old };
+        let lines: Vec<&str> = old.lines().chain(new.lines()).filter(|l| !l.is_empty()).collect();
+        Ok(ChatResponse {
+            message: Message::assistant(lines.join("\n")),
+            usage: None,
+            finish_reason: Some("stop".into()),
+        })
+    }
+}
+
+/// A summarizer model that always fails (a provider outage).
+#[derive(Debug, Default)]
+pub struct Failing;
+
+#[async_trait]
+impl ChatModel for Failing {
+    async fn complete(&self, _: ChatRequest) -> Result<ChatResponse, ModelError> {
+        Err(ModelError::new(ModelErrorKind::Server, "the summary model is down").with_status(503))
+    }
+}

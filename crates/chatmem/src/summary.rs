@@ -1,0 +1,435 @@
+//! Summaries: what left the window lives on as a short text the model sees after the system
+//! message.
+//!
+//! A conversation keeps, beside its messages, a [`Summary`]: a text and the last sequence
+//! it covers (`upto`). Messages with `upto < seq < window start` have left the window but are
+//! not summarized yet ("pending"). When a [`ChatMemory`](crate::ChatMemory) with a
+//! [`Summarizer`] commits a turn and messages are pending, it asks the summarizer's model for
+//! a new summary of (old summary + the pending messages, in bounded chunks) and commits the
+//! summary with the turn, in the store's one version-checked commit. Under
+//! [`Retention::DropEvicted`](crate::Retention) a message is deleted only once a summary
+//! covers it, so every message is always either stored or summarized.
+//!
+//! If the summary call fails or times out, the turn is committed without it and the pending
+//! messages wait for a later turn: summarizing never breaks a turn.
+//!
+//! The model sees one system message: the stored system text, then [`SUMMARY_HEADING`] and
+//! the summary ([`render_system`]). It counts toward the window budget like the system
+//! message.
+//!
+//! Cost: one extra model call on a commit that leaves messages pending (with a message
+//! window of N and block eviction, one call per eviction, not per turn); its input is the
+//! old summary plus the evicted messages, its output at most
+//! [`Summarizer::max_tokens`](Summarizer::max_tokens) tokens.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::StoreError;
+use crate::id::ConversationId;
+use crate::message::{Body, Message};
+use crate::model::{ChatModel, ChatRequest, ModelError, ModelErrorKind};
+use crate::store::StoredMessage;
+use crate::tokens::TokenCounter;
+
+/// The line between the system text and the summary in the system message the model sees.
+pub const SUMMARY_HEADING: &str = "Summary of the earlier conversation:";
+
+/// The instructions the summarizer's model gets by default (see [`Summarizer::prompt`]).
+pub const DEFAULT_SUMMARY_PROMPT: &str = "You keep the memory of a conversation between a user and an assistant. \
+You get the current summary (possibly empty) and messages that are leaving the assistant's context. \
+Write a new summary that merges both: keep every fact the assistant may need later (names, numbers, \
+order and ticket ids, dates, amounts, decisions, open questions, the user's preferences), drop \
+pleasantries, write in the conversation's language, as short plain sentences. Answer with the \
+summary only.";
+
+/// The default cap on a summary's length, in tokens.
+pub const DEFAULT_SUMMARY_MAX_TOKENS: u32 = 300;
+
+/// A conversation's summary as stored: its text and the last sequence it covers.
+///
+/// ```
+/// use chatmem::{Cl100k, ConversationId, Summary};
+/// let s = Summary::new("The order is LC202610060018.", 4, &Cl100k);
+/// assert_eq!(s.upto, 4);
+/// let id = ConversationId::new("c1")?;
+/// assert_eq!(Summary::from_json(&id, s.to_json().as_bytes())?, s);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Summary {
+    /// The summary text.
+    pub text: String,
+    /// The last sequence the summary covers: every message with `seq <= upto` is in it.
+    pub upto: u64,
+    /// Tokens the summary adds to the system message (heading included), by `counted_by`.
+    pub tokens: u32,
+    /// The [name](TokenCounter::name) of the counter that made `tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counted_by: Option<String>,
+}
+
+impl Summary {
+    /// A summary covering every message up to `upto`, counted by `counter`.
+    pub fn new(text: impl Into<String>, upto: u64, counter: &dyn TokenCounter) -> Self {
+        let text = text.into();
+        let tokens = Self::count(&text, counter);
+        Self {
+            text,
+            upto,
+            tokens,
+            counted_by: Some(counter.name().to_owned()),
+        }
+    }
+
+    /// What the summary adds to the system message: the heading and the text, counted as a
+    /// message of their own (a few tokens more than merged, so never under budget).
+    fn count(text: &str, counter: &dyn TokenCounter) -> u32 {
+        let rendered = Message::system(format!("{SUMMARY_HEADING}\n{text}"));
+        u32::try_from(counter.count_message(&rendered)).unwrap_or(u32::MAX)
+    }
+
+    /// Recounts `tokens` when they were made by a counter other than `counter`.
+    pub(crate) fn recount_for(&mut self, counter: &dyn TokenCounter) {
+        if self.counted_by.as_deref() != Some(counter.name()) {
+            self.tokens = Self::count(&self.text, counter);
+            self.counted_by = Some(counter.name().to_owned());
+        }
+    }
+
+    /// The JSON every store keeps for the summary (one encoding for all stores).
+    pub fn to_json(&self) -> String {
+        // A struct of strings and integers always serializes.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Reads the summary of conversation `id` stored as `json`.
+    ///
+    /// # Errors
+    /// [`StoreErrorKind::Corrupt`](crate::StoreErrorKind) naming the conversation when `json`
+    /// is not a summary.
+    pub fn from_json(id: &ConversationId, json: &[u8]) -> Result<Self, StoreError> {
+        serde_json::from_slice(json)
+            .map_err(|e| StoreError::corrupt(id, "its summary is not valid JSON of a summary").with_source(e))
+    }
+}
+
+/// The system message the model sees: the stored system message with the summary after it
+/// under [`SUMMARY_HEADING`], or the summary alone when there is no system message.
+///
+/// ```
+/// use chatmem::{Cl100k, Message, Summary, render_system};
+/// let s = Summary::new("Order LC202610060018 has not shipped.", 2, &Cl100k);
+/// let m = render_system(Some(&Message::system("You are after-sale support.")), Some(&s)).unwrap();
+/// assert_eq!(
+///     m.text().unwrap(),
+///     "You are after-sale support.\n\nSummary of the earlier conversation:\nOrder LC202610060018 has not shipped."
+/// );
+/// assert_eq!(render_system(None, None), None);
+/// ```
+pub fn render_system(system: Option<&Message>, summary: Option<&Summary>) -> Option<Message> {
+    let Some(summary) = summary.filter(|s| !s.text.is_empty()) else {
+        return system.cloned();
+    };
+    let Some(system) = system else {
+        return Some(Message::system(format!("{SUMMARY_HEADING}\n{}", summary.text)));
+    };
+    let mut rendered = system.clone();
+    if let Body::System { content } = &mut rendered.body {
+        *content = format!("{content}\n\n{SUMMARY_HEADING}\n{}", summary.text);
+    }
+    Some(rendered)
+}
+
+/// The budget the system slot takes: the system message's tokens plus the summary's; `None`
+/// when there is neither (see [`window::select`](crate::window::select)).
+pub(crate) fn system_slot(system: Option<&StoredMessage>, summary: Option<&Summary>) -> Option<u32> {
+    let summary = summary.filter(|s| !s.text.is_empty()).map(|s| s.tokens);
+    match (system.map(|s| s.tokens), summary) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
+    }
+}
+
+/// Makes summaries with a chat model: opt in with
+/// [`ChatMemoryBuilder::summarizer`](crate::ChatMemoryBuilder::summarizer).
+///
+/// ```
+/// # use chatmem::{ChatModel, ChatRequest, ChatResponse, Message, ModelError};
+/// # #[derive(Debug)] struct Cheap;
+/// # #[async_trait::async_trait] impl ChatModel for Cheap {
+/// #     async fn complete(&self, _: ChatRequest) -> Result<ChatResponse, ModelError> { unimplemented!() }
+/// # }
+/// use std::time::Duration;
+/// use chatmem::Summarizer;
+/// let summarizer = Summarizer::new(Cheap).max_tokens(200).timeout(Duration::from_secs(20));
+/// assert_eq!(summarizer.max_tokens_value(), 200);
+/// ```
+#[derive(Clone)]
+pub struct Summarizer {
+    model: Arc<dyn ChatModel>,
+    prompt: String,
+    max_tokens: u32,
+    chunk_messages: usize,
+    chunk_tokens: u64,
+    timeout: Duration,
+}
+
+impl fmt::Debug for Summarizer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Summarizer")
+            .field("model", &self.model)
+            .field("max_tokens", &self.max_tokens)
+            .field("chunk_messages", &self.chunk_messages)
+            .field("chunk_tokens", &self.chunk_tokens)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Summarizer {
+    /// A summarizer calling `model` (often a cheaper one than the conversation's) with
+    /// [`DEFAULT_SUMMARY_PROMPT`], at most [`DEFAULT_SUMMARY_MAX_TOKENS`] tokens per summary,
+    /// chunks of at most 200 messages or 16,000 tokens, and a 60-second timeout.
+    pub fn new(model: impl ChatModel + 'static) -> Self {
+        Self::from_arc(Arc::new(model))
+    }
+
+    /// [`new`](Summarizer::new) for a model already shared.
+    pub fn from_arc(model: Arc<dyn ChatModel>) -> Self {
+        Self {
+            model,
+            prompt: DEFAULT_SUMMARY_PROMPT.to_owned(),
+            max_tokens: DEFAULT_SUMMARY_MAX_TOKENS,
+            chunk_messages: 200,
+            chunk_tokens: 16_000,
+            timeout: Duration::from_secs(60),
+        }
+    }
+
+    /// Replaces the instructions the model gets (the system message of the summary call).
+    pub fn prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.prompt = prompt.into();
+        self
+    }
+
+    /// Caps a summary's length in tokens (asked of the model, and enforced by cutting).
+    pub fn max_tokens(mut self, tokens: u32) -> Self {
+        self.max_tokens = tokens;
+        self
+    }
+
+    /// The cap set by [`max_tokens`](Summarizer::max_tokens).
+    pub fn max_tokens_value(&self) -> u32 {
+        self.max_tokens
+    }
+
+    /// The most messages and tokens of pending messages one summary call takes; a larger
+    /// backlog (an import, a long outage) is summarized over several turns.
+    pub fn chunk(mut self, messages: usize, tokens: u64) -> Self {
+        self.chunk_messages = messages;
+        self.chunk_tokens = tokens;
+        self
+    }
+
+    /// How long one summary call may take.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        if self.max_tokens == 0 {
+            return Err("summary max_tokens must be at least 1".into());
+        }
+        if self.chunk_messages == 0 || self.chunk_tokens == 0 {
+            return Err("summary chunk must allow at least 1 message and 1 token".into());
+        }
+        if self.timeout.is_zero() {
+            return Err("summary timeout must be longer than zero".into());
+        }
+        Ok(())
+    }
+
+    /// The most pending messages one call takes.
+    pub(crate) fn chunk_limit(&self) -> usize {
+        self.chunk_messages
+    }
+
+    /// The oldest pending messages one call takes: in order, up to the chunk bounds (at
+    /// least one message), from `pending` (messages with `covered < seq < window_start`).
+    pub(crate) fn chunk_of<'a>(&self, pending: &'a [StoredMessage]) -> &'a [StoredMessage] {
+        let mut tokens = 0u64;
+        let mut n = 0;
+        for m in pending.iter().take(self.chunk_messages) {
+            tokens += u64::from(m.tokens);
+            if n > 0 && tokens > self.chunk_tokens {
+                break;
+            }
+            n += 1;
+        }
+        &pending[..n]
+    }
+
+    /// The request for a new summary of `old` plus `messages`.
+    pub(crate) fn request(&self, old: Option<&Summary>, messages: &[StoredMessage]) -> ChatRequest {
+        let mut input = String::from("Current summary:\n");
+        match old.filter(|s| !s.text.is_empty()) {
+            Some(s) => input.push_str(&s.text),
+            None => input.push_str("(none)"),
+        }
+        input.push_str("\n\nMessages leaving the context:\n");
+        for m in messages {
+            transcript_line(&mut input, &m.message);
+        }
+        let mut request = ChatRequest::new(vec![Message::system(self.prompt.clone()), Message::user(input)]);
+        request.options.max_tokens = Some(self.max_tokens);
+        request
+    }
+
+    /// Asks the model for the summary of `old` plus `messages` (bounded by the timeout) and
+    /// returns it, covering up to `upto`, cut to `max_tokens` if the model wrote more.
+    pub(crate) async fn summarize(
+        &self,
+        old: Option<&Summary>,
+        messages: &[StoredMessage],
+        upto: u64,
+        counter: &dyn TokenCounter,
+    ) -> Result<Summary, ModelError> {
+        let request = self.request(old, messages);
+        let call = self.model.complete(request);
+        let response = with_timeout(call, self.timeout)
+            .await
+            .ok_or_else(|| ModelError::new(ModelErrorKind::Timeout, "the summary call timed out"))??;
+        let text = response.message.text().unwrap_or_default().trim().to_owned();
+        if text.is_empty() {
+            return Err(ModelError::new(
+                ModelErrorKind::Protocol,
+                "the summary call answered no text",
+            ));
+        }
+        Ok(Summary::new(
+            cut_to_tokens(text, self.max_tokens, counter),
+            upto,
+            counter,
+        ))
+    }
+}
+
+/// One line of the transcript the summarizer reads: `role: text`, tool calls by name.
+fn transcript_line(out: &mut String, m: &Message) {
+    use std::fmt::Write as _;
+    let role = m.role().as_str();
+    if let Some(text) = m.text().filter(|t| !t.is_empty()) {
+        let _ = writeln!(out, "{role}: {text}");
+    }
+    for call in m.tool_calls() {
+        let _ = writeln!(out, "{role} calls {}({})", call.name, call.arguments);
+    }
+}
+
+/// `text` cut at a character boundary so that it counts at most `max` tokens.
+fn cut_to_tokens(text: String, max: u32, counter: &dyn TokenCounter) -> String {
+    let max = max as usize;
+    if counter.count_text(&text) <= max {
+        return text;
+    }
+    // Binary search over character boundaries: counting is monotone enough in the prefix.
+    let bounds: Vec<usize> = text.char_indices().map(|(i, _)| i).chain([text.len()]).collect();
+    let (mut lo, mut hi) = (0, bounds.len() - 1);
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if counter.count_text(&text[..bounds[mid]]) <= max {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    text[..bounds[lo]].to_owned()
+}
+
+/// `future`, or `None` once `timeout` has passed (a runtime-independent timer, like the
+/// commit backoff's).
+async fn with_timeout<F: Future>(future: F, timeout: Duration) -> Option<F::Output> {
+    let mut future = pin!(future);
+    let mut delay = pin!(futures_timer::Delay::new(timeout));
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(out) = future.as_mut().poll(cx) {
+            return Poll::Ready(Some(out));
+        }
+        delay.as_mut().poll(cx).map(|()| None)
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ChatResponse;
+    use crate::tokens::Heuristic;
+
+    #[derive(Debug)]
+    struct Fixed;
+
+    #[async_trait::async_trait]
+    impl ChatModel for Fixed {
+        async fn complete(&self, _: ChatRequest) -> Result<ChatResponse, ModelError> {
+            Err(ModelError::new(ModelErrorKind::Other, "not called"))
+        }
+    }
+
+    #[test]
+    fn cut_keeps_short_text_and_cuts_long_text_within_the_cap() {
+        let short = "order LC202610060018".to_owned();
+        assert_eq!(cut_to_tokens(short.clone(), 100, &Heuristic), short);
+        let long = "退款 refund ".repeat(500);
+        let cut = cut_to_tokens(long.clone(), 50, &Heuristic);
+        assert!(Heuristic.count_text(&cut) <= 50);
+        assert!(long.starts_with(&cut) && cut.len() > 10);
+    }
+
+    #[test]
+    fn the_system_slot_adds_the_summary_to_the_system_message() {
+        let s = Summary::new("x", 3, &Heuristic);
+        let sys = StoredMessage::new(1, 10, Message::system("s"));
+        assert_eq!(system_slot(None, None), None);
+        assert_eq!(system_slot(Some(&sys), None), Some(10));
+        assert_eq!(system_slot(None, Some(&s)), Some(s.tokens));
+        assert_eq!(system_slot(Some(&sys), Some(&s)), Some(10 + s.tokens));
+    }
+
+    #[test]
+    fn a_chunk_takes_at_least_one_message_and_stops_at_the_bounds() {
+        let model = Fixed;
+        let s = Summarizer::new(model).chunk(3, 25);
+        let msgs: Vec<StoredMessage> = (1..=5)
+            .map(|i| StoredMessage::new(i, 10, Message::user(format!("u{i}"))))
+            .collect();
+        assert_eq!(s.chunk_of(&msgs).len(), 2); // 10 + 10 <= 25 < 30
+        let big = [StoredMessage::new(1, 100, Message::user("big"))];
+        assert_eq!(s.chunk_of(&big).len(), 1);
+        assert!(s.chunk_of(&[]).is_empty());
+        let s = Summarizer::new(Fixed).chunk(3, 1000);
+        assert_eq!(s.chunk_of(&msgs).len(), 3);
+    }
+
+    #[test]
+    fn the_request_carries_the_old_summary_and_the_transcript() {
+        let s = Summarizer::new(Fixed).max_tokens(123);
+        let old = Summary::new("Order LC1.", 2, &Heuristic);
+        let msgs = [StoredMessage::new(3, 5, Message::user("has it shipped?"))];
+        let req = s.request(Some(&old), &msgs);
+        assert_eq!(req.options.max_tokens, Some(123));
+        let input = req.messages[1].text().unwrap().into_owned();
+        assert!(
+            input.contains("Order LC1.") && input.contains("user: has it shipped?"),
+            "{input}"
+        );
+    }
+}
