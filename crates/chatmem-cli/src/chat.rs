@@ -42,7 +42,7 @@ pub(crate) struct ChatArgs {
 /// Runs `chatmem chat` over `memory`.
 pub(crate) async fn run(args: ChatArgs, memory: ChatMemory<Arc<dyn Store>>) -> Result<()> {
     let id = ConversationId::new(args.conversation.clone())?;
-    let model = build_model(&args)?;
+    let model = args.model(None)?;
     let advisor = MemoryAdvisor::new(model, memory);
     let request = |text: String| {
         let turn = TurnRequest::user(text);
@@ -88,9 +88,15 @@ pub(crate) async fn run(args: ChatArgs, memory: ChatMemory<Arc<dyn Store>>) -> R
     Ok(())
 }
 
-/// The model for the provider / base URL / model flags; a missing API key is a one-line
-/// error naming the variable.
-fn build_model(args: &ChatArgs) -> Result<OpenAiModel> {
+impl ChatArgs {
+    /// The model for the provider / base URL / model flags, or the model named `name` on the
+    /// same endpoint; a missing API key is a one-line error naming the variable.
+    pub(crate) fn model(&self, name: Option<&str>) -> Result<OpenAiModel> {
+        build_model(self, name)
+    }
+}
+
+fn build_model(args: &ChatArgs, name: Option<&str>) -> Result<OpenAiModel> {
     let mut builder = match (args.provider, &args.base_url) {
         (Some(p), _) => p.builder(),
         (None, Some(_)) => {
@@ -107,8 +113,8 @@ fn build_model(args: &ChatArgs) -> Result<OpenAiModel> {
     if let Some(url) = &args.base_url {
         builder = builder.base_url(url.clone());
     }
-    if let Some(m) = &args.model {
-        builder = builder.model(m.clone());
+    if let Some(m) = name.or(args.model.as_deref()) {
+        builder = builder.model(m.to_owned());
     }
     Ok(builder.build()?)
 }

@@ -7,6 +7,7 @@ mod chat;
 mod report;
 mod serve;
 mod stores;
+mod summarize;
 
 use std::io::{Read, Write};
 use std::process::ExitCode;
@@ -15,8 +16,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use chatmem::{
-    ChatMemory, ConversationId, InMemoryStore, Message, Retention, Store, TokenCounter, Tokenizer, TurnBoundary,
-    WindowPolicy,
+    ChatMemory, ConversationId, InMemoryStore, Message, Retention, Store, Summarizer, TokenCounter, Tokenizer,
+    TurnBoundary, WindowPolicy,
 };
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -60,6 +61,8 @@ struct ServeCommand {
     store: StoreArgs,
     #[command(flatten)]
     options: MemoryOptions,
+    #[command(flatten)]
+    summary: summarize::SummaryArgs,
 }
 
 #[derive(Args, Debug)]
@@ -70,6 +73,8 @@ struct ChatCommand {
     store: StoreArgs,
     #[command(flatten)]
     options: MemoryOptions,
+    #[command(flatten)]
+    summary: summarize::SummaryArgs,
 }
 
 /// Which store to use.
@@ -139,12 +144,16 @@ impl MemoryArgs {
     async fn memory(&self) -> anyhow::Result<(ChatMemory<Arc<dyn Store>>, ConversationId)> {
         let id = ConversationId::new(self.target.conversation.as_str()).context("--conversation")?;
         let store = self.target.store.open().await?;
-        Ok((self.options.memory(store)?, id))
+        Ok((self.options.memory(store, None)?, id))
     }
 }
 
 impl MemoryOptions {
-    fn memory(&self, store: Arc<dyn Store>) -> anyhow::Result<ChatMemory<Arc<dyn Store>>> {
+    fn memory(
+        &self,
+        store: Arc<dyn Store>,
+        summarizer: Option<Summarizer>,
+    ) -> anyhow::Result<ChatMemory<Arc<dyn Store>>> {
         let retention = match self.retention {
             RetentionArg::DropEvicted => Retention::DropEvicted,
             RetentionArg::KeepHistory => Retention::KeepHistory,
@@ -155,6 +164,9 @@ impl MemoryOptions {
             .retention(retention);
         if let Some(ttl) = self.ttl {
             builder = builder.ttl(ttl);
+        }
+        if let Some(summarizer) = summarizer {
+            builder = builder.summarizer(summarizer);
         }
         Ok(builder.build()?)
     }
@@ -320,11 +332,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::List(args) => list(args).await,
         Command::Chat(args) => {
-            let memory = args.options.memory(args.store.open().await?)?;
+            let summarizer = args.summary.summarizer(|model| args.chat.model(model))?;
+            let memory = args.options.memory(args.store.open().await?, summarizer)?;
             chat::run(args.chat, memory).await
         }
         Command::Serve(args) => {
-            let memory = args.options.memory(args.store.open().await?)?;
+            let summary_model = args.summary.required_model()?;
+            let summarizer = args.summary.summarizer(|_| args.serve.summary_model(summary_model))?;
+            let memory = args.options.memory(args.store.open().await?, summarizer)?;
             serve::serve(&args.serve, memory).await
         }
         Command::Purge(args) => {

@@ -22,6 +22,26 @@ pub(crate) struct ServeArgs {
     upstream_base_url: Option<String>,
 }
 
+impl ServeArgs {
+    /// The model `--summary-model` names, on the upstream endpoint.
+    pub(crate) fn summary_model(&self, name: Option<&str>) -> anyhow::Result<chatmem_openai::OpenAiModel> {
+        let (Some(url), Some(name)) = (&self.upstream_base_url, name) else {
+            bail!("--summarize needs --upstream-base-url and --summary-model: the summary model is called there");
+        };
+        let builder = match upstream_key() {
+            Some(key) => chatmem_openai::OpenAiModel::builder().api_key(key),
+            None => chatmem_openai::OpenAiModel::builder().no_api_key(),
+        };
+        Ok(builder.base_url(url.clone()).model(name.to_owned()).build()?)
+    }
+}
+
+fn upstream_key() -> Option<String> {
+    std::env::var("CHATMEM_UPSTREAM_API_KEY")
+        .ok()
+        .filter(|k| !k.trim().is_empty())
+}
+
 /// Runs the server on `memory` until SIGTERM or Ctrl-C; in-flight requests finish first.
 pub(crate) async fn serve(
     args: &ServeArgs,
@@ -42,9 +62,7 @@ pub(crate) async fn serve(
         .with_context(|| format!("listening on {}", args.listen))?;
     let upstream = args.upstream_base_url.as_ref().map(|url| Upstream {
         base_url: url.clone(),
-        api_key: std::env::var("CHATMEM_UPSTREAM_API_KEY")
-            .ok()
-            .filter(|k| !k.trim().is_empty()),
+        api_key: upstream_key(),
     });
     let config = ServerConfig {
         auth,

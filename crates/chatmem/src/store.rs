@@ -244,7 +244,8 @@ impl Commit {
             loaded_window_start: loaded.window_start,
             retention: Retention::default(),
             loaded_covered: loaded.summary.as_ref().map_or(0, |s| s.upto),
-            keep_unsummarized: false,
+            // A conversation with a summary keeps what waits for one, whoever writes to it.
+            keep_unsummarized: loaded.summary.is_some(),
             counted_by: None,
         }
     }
@@ -366,7 +367,9 @@ impl CommitBuilder {
     }
 
     /// Keeps evicted messages no summary covers yet, even under [`Retention::DropEvicted`]:
-    /// for a memory that summarizes, so that a message is deleted only once summarized.
+    /// for a memory that summarizes, so that a message is deleted only once summarized. On by
+    /// itself when the loaded conversation has a summary (a writer without a summarizer must
+    /// not delete what waits for one).
     pub fn keep_unsummarized(mut self) -> Self {
         self.keep_unsummarized = true;
         self

@@ -42,10 +42,14 @@ pub(crate) enum Reply {
     StreamThenHang(Vec<&'static str>),
 }
 
+/// Answers a request when the script is empty (instead of echoing).
+pub(crate) type Responder = Arc<dyn Fn(&Value) -> Reply + Send + Sync>;
+
 #[derive(Default)]
 struct Shared {
     script: Mutex<VecDeque<Reply>>,
     requests: Mutex<Vec<Value>>,
+    responder: Option<Responder>,
 }
 
 /// The server; it stops when the test's runtime ends.
@@ -58,8 +62,24 @@ pub(crate) struct MockServer {
 impl MockServer {
     /// Starts a server on 127.0.0.1:0. With an empty script it echoes: "echo: <last user text>".
     pub(crate) async fn start(script: Vec<Reply>) -> Self {
-        let shared = Arc::new(Shared::default());
-        shared.script.lock().unwrap().extend(script);
+        Self::start_shared(Shared {
+            script: Mutex::new(script.into()),
+            ..Shared::default()
+        })
+        .await
+    }
+
+    /// Starts a server that answers every request with `responder`.
+    pub(crate) async fn start_with(responder: Responder) -> Self {
+        Self::start_shared(Shared {
+            responder: Some(responder),
+            ..Shared::default()
+        })
+        .await
+    }
+
+    async fn start_shared(shared: Shared) -> Self {
+        let shared = Arc::new(shared);
         let app = Router::new()
             .route("/v1/chat/completions", post(chat))
             .with_state(shared.clone());
@@ -133,7 +153,10 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
     );
     shared.requests.lock().unwrap().push(request.clone());
     let reply = shared.script.lock().unwrap().pop_front();
-    let reply = reply.unwrap_or_else(|| Reply::Text(echo(&request)));
+    let reply = reply.unwrap_or_else(|| match &shared.responder {
+        Some(respond) => respond(&request),
+        None => Reply::Text(echo(&request)),
+    });
     answer(reply, request["stream"] == json!(true)).await
 }
 

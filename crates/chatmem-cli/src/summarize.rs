@@ -1,0 +1,57 @@
+//! `--summarize`: what leaves the window lives on as a summary (for `chat` and `serve`).
+
+use anyhow::{Result, bail};
+use chatmem::{DEFAULT_SUMMARY_MAX_TOKENS, Summarizer};
+use chatmem_openai::OpenAiModel;
+
+/// Summary flags shared by the commands that call a model.
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct SummaryArgs {
+    /// Summarize messages that leave the window: the model sees the summary after the system
+    /// message, and an evicted message is deleted only once summarized. One extra model call
+    /// on a turn that evicts (with --evict-to, once per eviction).
+    #[arg(long)]
+    summarize: bool,
+    /// The model that writes summaries, on the same endpoint (default: the chat model; `serve`
+    /// needs it, since its requests name their own model).
+    #[arg(long, value_name = "M", requires = "summarize")]
+    summary_model: Option<String>,
+    /// The longest summary, in tokens.
+    #[arg(long, value_name = "N", requires = "summarize", value_parser = positive_u32)]
+    summary_max_tokens: Option<u32>,
+}
+
+fn positive_u32(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("{s:?} is not a whole number from 1 to {}", u32::MAX)),
+    }
+}
+
+impl SummaryArgs {
+    /// The summarizer the flags ask for, its model made by `model` from the summary model's
+    /// name (`None`: the caller's default model); `None` without `--summarize`.
+    pub(crate) fn summarizer(
+        &self,
+        model: impl FnOnce(Option<&str>) -> Result<OpenAiModel>,
+    ) -> Result<Option<Summarizer>> {
+        if !self.summarize {
+            return Ok(None);
+        }
+        let model = model(self.summary_model.as_deref())?;
+        let max = self.summary_max_tokens.unwrap_or(DEFAULT_SUMMARY_MAX_TOKENS);
+        Ok(Some(Summarizer::new(model).max_tokens(max)))
+    }
+
+    /// The summary model's name, required (for `serve`).
+    pub(crate) fn required_model(&self) -> Result<Option<&str>> {
+        match (self.summarize, self.summary_model.as_deref()) {
+            (false, _) => Ok(None),
+            (true, Some(m)) => Ok(Some(m)),
+            (true, None) => {
+                bail!("--summary-model is required with --summarize for serve (requests name their own model)")
+            }
+        }
+    }
+}
