@@ -347,7 +347,7 @@ async fn a_version_2_file_is_upgraded_and_then_keeps_a_summary() {
     );
     let summary = chatmem::Summary::new("u1 asked", 1, &chatmem::Heuristic);
     let commit = chatmem::Commit::on(&snap)
-        .summary(summary.clone())
+        .summary(summary.clone(), 0)
         .append(chatmem::Message::user("u3"), 6)
         .window_start(2)
         .build()

@@ -31,3 +31,17 @@ async fn sixteen_processes_share_one_file() {
         started.elapsed()
     );
 }
+
+/// The same with summaries on: evicted turns are summarized and dropped; no turn is lost (the
+/// summary plus what it does not cover is the whole transcript) and the summary never moves
+/// backwards.
+#[tokio::test(flavor = "multi_thread")]
+async fn sixteen_summarizing_processes_share_one_file() {
+    if stress::child_env().is_some() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("sqlite:{}", dir.path().join("stress-summary.db").display());
+    let store = SqliteStore::connect(&url).await.expect("connect");
+    stress::run_parent_summarizing(Arc::new(store), "stress_child", &url, stress::PROCESSES, stress::TURNS).await;
+}

@@ -721,7 +721,7 @@ async fn summary_round_trip(run: &Run) {
     let s1 = Summary::new("用户的订单 LC202610060018 未发货。\n\"quoted\" {json}", 2, &Heuristic);
     let c = Commit::on(&snap)
         .keep_unsummarized()
-        .summary(s1.clone())
+        .summary(s1.clone(), 0)
         .append(Message::user("u7"), 3)
         .window_start(5)
         .build()
@@ -751,7 +751,7 @@ async fn summary_round_trip(run: &Run) {
     let s2 = Summary::new("订单 LC202610060018; refund asked.", 4, &Heuristic);
     let c = Commit::on(&snap)
         .keep_unsummarized()
-        .summary(s2.clone())
+        .summary(s2.clone(), 2)
         .append(Message::user("u9"), 3)
         .build()
         .expect("valid");
@@ -764,7 +764,7 @@ async fn summary_round_trip(run: &Run) {
     let s3 = Summary::new("s3", 5, &Heuristic);
     let c = Commit::on(&snap)
         .keep_unsummarized()
-        .summary(s3.clone())
+        .summary(s3.clone(), 4)
         .append(Message::assistant("a10"), 3)
         .build()
         .expect("valid");

@@ -34,7 +34,9 @@
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use chatmem::{ChatMemory, ConversationId, Heuristic, Message, Retention, Role, Store, WindowPolicy};
+use chatmem::{ChatMemory, ConversationId, Heuristic, Message, Retention, Role, Store, Summarizer, WindowPolicy};
+
+use crate::Scribe;
 
 /// Environment variable holding the child's index (set only in child processes).
 pub const ENV_CHILD: &str = "CHATMEM_STRESS_CHILD";
@@ -44,6 +46,8 @@ pub const ENV_ID: &str = "CHATMEM_STRESS_ID";
 pub const ENV_URL: &str = "CHATMEM_STRESS_URL";
 /// Environment variable holding how many turns each child commits.
 pub const ENV_TURNS: &str = "CHATMEM_STRESS_TURNS";
+/// Environment variable set to `1` when the children summarize (see [`run_parent_summarizing`]).
+pub const ENV_SUMMARIZE: &str = "CHATMEM_STRESS_SUMMARIZE";
 
 /// The number of child processes the standard stress test spawns.
 pub const PROCESSES: usize = 16;
@@ -61,6 +65,8 @@ pub struct StressChild {
     pub url: String,
     /// How many turns to commit.
     pub turns: usize,
+    /// Whether to summarize what leaves the window (and drop it once summarized).
+    pub summarize: bool,
 }
 
 /// The child's instructions when this process was started as a stress child, else `None`.
@@ -75,6 +81,7 @@ pub fn child_env() -> Option<StressChild> {
         id: ConversationId::new(var(ENV_ID)).expect("stress child: bad conversation id"),
         url: var(ENV_URL),
         turns: var(ENV_TURNS).parse().expect("stress child: bad turn count"),
+        summarize: std::env::var(ENV_SUMMARIZE).is_ok_and(|v| v == "1"),
     })
 }
 
@@ -86,6 +93,19 @@ pub fn stress_memory(store: Arc<dyn Store>) -> ChatMemory<Arc<dyn Store>> {
         .retention(Retention::KeepHistory)
         .counter(Arc::new(Heuristic))
         .max_attempts(100_000)
+        .build()
+        .expect("valid memory settings")
+}
+
+/// The memory summarizing children write with: a 20-message window, evicted messages
+/// summarized by a [`Scribe`] (which keeps every line) and dropped once summarized.
+pub fn summarizing_memory(store: Arc<dyn Store>) -> ChatMemory<Arc<dyn Store>> {
+    ChatMemory::builder(store)
+        .policy(WindowPolicy::messages(20))
+        .retention(Retention::DropEvicted)
+        .counter(Arc::new(Heuristic))
+        .max_attempts(100_000)
+        .summarizer(Summarizer::new(Scribe::default()).max_tokens(u32::MAX))
         .build()
         .expect("valid memory settings")
 }
@@ -110,9 +130,27 @@ pub async fn write_turns(memory: &ChatMemory<Arc<dyn Store>>, id: &ConversationI
     }
 }
 
-/// The body of the child test: commits the child's turns through `store`.
+/// The body of the child test: commits the child's turns through `store`; a summarizing
+/// child also checks after each turn that the summary never moved backwards.
 pub async fn run_child(store: Arc<dyn Store>, child: &StressChild) {
-    write_turns(&stress_memory(store), &child.id, child.index, child.turns).await;
+    if !child.summarize {
+        write_turns(&stress_memory(store), &child.id, child.index, child.turns).await;
+        return;
+    }
+    let memory = summarizing_memory(store.clone());
+    let mut covered = 0;
+    for turn in 0..child.turns {
+        if let Err(e) = memory.add(&child.id, turn_messages(child.index, turn)).await {
+            panic!(
+                "writer {} turn {turn}: {e} ({:?})",
+                child.index,
+                std::error::Error::source(&e)
+            );
+        }
+        let now = store.load(&child.id).await.expect("load").summary.map_or(0, |s| s.upto);
+        assert!(now >= covered, "the summary moved backwards from {covered} to {now}");
+        covered = now;
+    }
 }
 
 /// Spawns `processes` copies of the current test binary running test `child_test` as
@@ -122,6 +160,10 @@ pub async fn run_child(store: Arc<dyn Store>, child: &StressChild) {
 /// When a child cannot be started, fails, or did not run exactly one test (a wrong
 /// `child_test` name would otherwise pass silently).
 pub fn spawn_children(child_test: &str, id: &ConversationId, url: &str, processes: usize, turns: usize) {
+    spawn(child_test, id, url, processes, turns, false);
+}
+
+fn spawn(child_test: &str, id: &ConversationId, url: &str, processes: usize, turns: usize, summarize: bool) {
     let exe = std::env::current_exe().expect("stress: no current_exe");
     let children: Vec<_> = (0..processes)
         .map(|index| {
@@ -131,6 +173,7 @@ pub fn spawn_children(child_test: &str, id: &ConversationId, url: &str, processe
                 .env(ENV_ID, id.as_str())
                 .env(ENV_URL, url)
                 .env(ENV_TURNS, turns.to_string())
+                .env(ENV_SUMMARIZE, if summarize { "1" } else { "0" })
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
@@ -163,15 +206,59 @@ pub fn spawn_children(child_test: &str, id: &ConversationId, url: &str, processe
 /// `store`, which is cleared afterwards.
 pub async fn run_parent(store: Arc<dyn Store>, child_test: &str, url: &str, processes: usize, turns: usize) {
     let id = crate::unique_id("stress");
-    let (child_test, url2, id2) = (child_test.to_owned(), url.to_owned(), id.clone());
-    tokio::task::spawn_blocking(move || spawn_children(&child_test, &id2, &url2, processes, turns))
-        .await
-        .expect("stress: the spawning task panicked");
+    spawn_and_wait(child_test, &id, url, processes, turns, false).await;
     let history = stress_memory(store.clone())
         .history(&id)
         .await
         .expect("stress: reading the history failed");
     check_stress_history(&history, processes, turns);
+    store.clear(&id).await.expect("stress: clearing failed");
+}
+
+async fn spawn_and_wait(
+    child_test: &str,
+    id: &ConversationId,
+    url: &str,
+    processes: usize,
+    turns: usize,
+    summarize: bool,
+) {
+    let (child_test, url, id) = (child_test.to_owned(), url.to_owned(), id.clone());
+    tokio::task::spawn_blocking(move || spawn(&child_test, &id, &url, processes, turns, summarize))
+        .await
+        .expect("stress: the spawning task panicked");
+}
+
+/// [`run_parent`] with summarizing children ([`summarizing_memory`]): evicted turns are
+/// summarized and dropped, so the transcript checked is the summary's lines (a [`Scribe`]
+/// keeps each message as `role: text`) followed by the messages it does not cover. Each
+/// child checks that the summary never moves backwards.
+pub async fn run_parent_summarizing(
+    store: Arc<dyn Store>,
+    child_test: &str,
+    url: &str,
+    processes: usize,
+    turns: usize,
+) {
+    let id = crate::unique_id("stress-summary");
+    spawn_and_wait(child_test, &id, url, processes, turns, true).await;
+    let snapshot = store.load(&id).await.expect("stress: load");
+    let summary = snapshot.summary.expect("stress: evicted turns were summarized");
+    let mut transcript: Vec<Message> = summary
+        .text
+        .lines()
+        .map(|line| match line.split_once(": ") {
+            Some(("user", text)) => Message::user(text),
+            Some(("assistant", text)) => Message::assistant(text),
+            _ => panic!("stress: unexpected summary line {line:?}"),
+        })
+        .collect();
+    let rest = store
+        .history(&id, summary.upto, usize::MAX)
+        .await
+        .expect("stress: history");
+    transcript.extend(rest.into_iter().map(|m| m.message));
+    check_stress_history(&transcript, processes, turns);
     store.clear(&id).await.expect("stress: clearing failed");
 }
 

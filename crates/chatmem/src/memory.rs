@@ -228,7 +228,7 @@ impl<S: Store> ChatMemory<S> {
         self.summarizer.as_ref()
     }
 
-    fn commit_options<'a>(&'a self, summary: Option<&'a Summary>) -> CommitOptions<'a> {
+    fn commit_options<'a>(&'a self, summary: Option<(&'a Summary, u64)>) -> CommitOptions<'a> {
         CommitOptions {
             retention: self.retention,
             ttl: self.ttl,
@@ -357,7 +357,7 @@ impl<S: Store> ChatMemory<S> {
             (Some(summarizer), Keep::Nothing | Keep::Copy) => self.summarize(id, summarizer, &loaded, batch).await,
             _ => None,
         };
-        let options = self.commit_options(summary.as_ref());
+        let options = self.commit_options(summary.as_ref().map(|(s, extends)| (s, *extends)));
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -398,16 +398,16 @@ impl<S: Store> ChatMemory<S> {
     }
 
     /// A new summary covering what `batch` on `loaded` leaves pending (evicted, not yet
-    /// summarized), oldest first and at most one chunk; `None` when nothing is pending or the
-    /// summary could not be made (then the messages stay stored and pending, for a later
-    /// turn: a summary never fails a turn).
+    /// summarized), oldest first and at most one chunk, with the `upto` of the summary it
+    /// extends; `None` when nothing is pending or the summary could not be made (then the
+    /// messages stay stored and pending, for a later turn: a summary never fails a turn).
     async fn summarize(
         &self,
         id: &ConversationId,
         summarizer: &Summarizer,
         loaded: &LoadedWindow,
         batch: &[(Message, u32)],
-    ) -> Option<Summary> {
+    ) -> Option<(Summary, u64)> {
         let snapshot = loaded.snapshot();
         let planned = plan_with(snapshot, batch, &self.policy, &self.commit_options(None)).ok()?;
         let commit = planned.commit.as_ref()?;
@@ -446,7 +446,7 @@ impl<S: Store> ChatMemory<S> {
             .summarize(snapshot.summary.as_ref(), chunk, upto, self.counter.as_ref())
             .await
         {
-            Ok(summary) => Some(summary),
+            Ok(summary) => Some((summary, covered)),
             Err(e) => {
                 tracing::warn!(conversation = %id, error = %e, "summary failed; the evicted messages stay stored for a later turn");
                 None

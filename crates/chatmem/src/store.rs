@@ -356,11 +356,28 @@ impl CommitBuilder {
         self
     }
 
-    /// Stores `summary` with the commit, if it covers more than the loaded summary does; a
-    /// summary that covers no more is dropped, so a summary never moves backwards (a writer
-    /// that lost a race to a newer summary keeps the newer one).
-    pub fn summary(mut self, summary: Summary) -> Self {
-        if summary.upto > self.loaded_covered {
+    /// Stores `summary`, made by extending the summary that covered up to `extends` (0: made
+    /// from no summary), if the loaded conversation's summary is still that one; otherwise it
+    /// is dropped. So a summary never moves backwards, and one made while another writer
+    /// moved the summary (and deleted what the new one covers) never replaces it: the
+    /// messages stay pending for the next turn.
+    ///
+    /// ```
+    /// use chatmem::{Commit, Heuristic, Message, Snapshot, Summary};
+    /// let mut loaded = Snapshot::empty();
+    /// (loaded.version, loaded.next_seq) = (3, 10);
+    /// loaded.summary = Some(Summary::new("up to 4", 4, &Heuristic));
+    /// let on = |s: Summary, extends| Commit::on(&loaded).summary(s, extends).append(Message::user("u"), 1).build();
+    /// // Extends the loaded summary: stored.
+    /// assert!(on(Summary::new("up to 8", 8, &Heuristic), 4)?.summary().is_some());
+    /// // Made from an older summary (another writer moved it meanwhile): dropped.
+    /// assert!(on(Summary::new("up to 8", 8, &Heuristic), 2)?.summary().is_none());
+    /// // Covers no more than the loaded one: dropped.
+    /// assert!(on(Summary::new("up to 3", 3, &Heuristic), 4)?.summary().is_none());
+    /// # Ok::<(), chatmem::StoreError>(())
+    /// ```
+    pub fn summary(mut self, summary: Summary, extends: u64) -> Self {
+        if extends == self.loaded_covered && summary.upto > self.loaded_covered {
             self.commit.summary = Some(summary);
         }
         self

@@ -149,8 +149,8 @@ pub(crate) struct CommitOptions<'a> {
     pub(crate) counter: &'a str,
     /// Keep evicted messages until a summary covers them (a memory that summarizes).
     pub(crate) keep_unsummarized: bool,
-    /// A new summary to commit with the batch.
-    pub(crate) summary: Option<&'a Summary>,
+    /// A new summary to commit with the batch, and the `upto` of the summary it extends.
+    pub(crate) summary: Option<(&'a Summary, u64)>,
 }
 
 /// [`plan`] with the commit's options.
@@ -187,8 +187,8 @@ pub(crate) fn plan_with(
     let selection = select(&all, slot, policy);
     let window_start = all.get(selection.start).map_or(draft.next_seq(), |m| m.seq);
     let commit = if changed {
-        if let Some(summary) = options.summary {
-            builder = builder.summary(summary.clone());
+        if let Some((summary, extends)) = options.summary {
+            builder = builder.summary(summary.clone(), extends);
         }
         Some(builder.window_start(window_start).build()?)
     } else {
