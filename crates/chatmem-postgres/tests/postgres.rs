@@ -389,6 +389,28 @@ async fn corrupt_rows_name_conversation_and_seq() {
     }
     let snap = store.load(&good).await.expect("others stay readable");
     assert_eq!(snap.messages.len(), 3);
+
+    // A summary that is not a summary's JSON: the load fails naming the conversation,
+    // history (which does not read the summary) still works.
+    let bad_summary = id("bad-summary");
+    store
+        .commit(&bad_summary, commit(0, vec![sm(1, "u")], 1, Retention::KeepHistory))
+        .await
+        .expect("commit");
+    raw.execute(
+        &format!("UPDATE \"{schema}\".chatmem_conversations SET summary = '{{\"text\":1}}' WHERE id = $1"),
+        &[&bad_summary.as_str()],
+    )
+    .await
+    .expect("corrupt summary");
+    let err = store.load(&bad_summary).await.expect_err("corrupt summary");
+    assert_eq!(err.kind(), StoreErrorKind::Corrupt, "{err}");
+    assert!(
+        err.to_string().contains(bad_summary.as_str()) && err.to_string().contains("summary"),
+        "{err}"
+    );
+    assert_eq!(store.history(&bad_summary, 0, 10).await.expect("history").len(), 1);
+
     let memory = ChatMemory::new(store.clone());
     let err = memory.get(&bad_role).await.expect_err("memory sees corruption");
     assert_eq!(err.store_error().map(|e| e.kind()), Some(StoreErrorKind::Corrupt));
