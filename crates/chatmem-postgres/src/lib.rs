@@ -95,13 +95,19 @@
 //!
 //! # Data layout
 //!
-//! Three tables in the configured schema, at schema version [`SCHEMA_VERSION`] (3):
+//! Three tables in the configured schema, at schema version [`SCHEMA_VERSION`] (4):
 //!
 //! - `chatmem_conversations`, one row per conversation: `id` (the primary key, `COLLATE
 //!   "C"` so that listing pages in byte order), `version`, `window_start`, `next_seq`,
 //!   `expires_at` (NULL: never), `commit_token` (the last commit's token, see
-//!   [*Outages*](#outages)), and the system message as `system_seq`, `system_tokens`,
-//!   `system_json` and `system_counted_by` (all NULL: no system message);
+//!   [*Outages*](#outages)), the system message as `system_seq`, `system_tokens`,
+//!   `system_json` and `system_counted_by` (all NULL: no system message), and `summary`,
+//!   the conversation's [`Summary`](chatmem::Summary) as the one JSON text
+//!   [`Summary::to_json`](chatmem::Summary::to_json) writes (NULL: none). A load returns
+//!   it in the same statement; a commit that carries a summary replaces it, one without
+//!   keeps it, and messages are deleted below
+//!   [`Commit::delete_below`](chatmem::Commit::delete_below), which is below the window
+//!   start while evicted messages wait for a summary;
 //! - `chatmem_messages`, the append-only message log keyed by (`conversation_id`, `seq`):
 //!   `tokens`, `counted_by` and `json`, the message as text exactly as serde_json wrote it
 //!   (JSONB would reorder keys). A load reads the messages from `window_start` on; deleting
@@ -115,9 +121,10 @@
 //! schema version 3, or a commit that named no counter.
 //!
 //! The migrations (`migrations/000N_*.sql`) run on connect, in one transaction under an
-//! advisory lock, so concurrent connects take turns. Versions 2 (`commit_token`) and 3
-//! (`counted_by`, `system_counted_by`) only add nullable columns: a catalog change, no table
-//! rewrite, and existing rows keep loading and taking commits. A schema newer than this code
+//! advisory lock, so concurrent connects take turns. Versions 2 (`commit_token`), 3
+//! (`counted_by`, `system_counted_by`) and 4 (`summary`) only add nullable columns: a catalog
+//! change, no table rewrite, and existing rows keep loading (without a summary) and taking
+//! commits. A schema newer than this code
 //! is refused with [`StoreErrorKind::SchemaTooNew`](chatmem::StoreErrorKind::SchemaTooNew).
 
 mod builder;

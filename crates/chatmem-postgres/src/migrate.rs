@@ -13,11 +13,12 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (1, include_str!("../migrations/0001_init.sql")),
     (2, include_str!("../migrations/0002_commit_token.sql")),
     (3, include_str!("../migrations/0003_counted_by.sql")),
+    (4, include_str!("../migrations/0004_summary.sql")),
 ];
 
 /// The schema version this code writes and reads. 2 added `commit_token`, 3 the
-/// `counted_by` columns.
-pub(crate) const LATEST: i32 = 3;
+/// `counted_by` columns, 4 `summary`.
+pub(crate) const LATEST: i32 = 4;
 
 /// Brings `schema` (`quoted`: the same name as a quoted identifier) to [`LATEST`].
 ///

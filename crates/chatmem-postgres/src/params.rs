@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use chatmem::{Commit, StoreError, StoreErrorKind, StoredMessage};
+use chatmem::{Commit, StoreError, StoreErrorKind, StoredMessage, Summary};
 
 /// The longest TTL written as an expiry: 100,000 years. PostgreSQL's timestamps end in
 /// 294276 AD, so a much longer one could not be stored; as `ChatMemory::ttl` documents, a
@@ -22,7 +22,8 @@ pub(crate) struct CommitParams<'a> {
     pub(crate) system_counted_by: Option<&'a str>,
     pub(crate) window_start: i64,
     pub(crate) next_seq: i64,
-    pub(crate) drop_evicted: bool,
+    /// [`Commit::delete_below`]: delete messages below this sequence; `None` deletes nothing.
+    pub(crate) delete_below: Option<i64>,
     pub(crate) ttl_micros: Option<i64>,
     pub(crate) seqs: Vec<i64>,
     pub(crate) tokens: Vec<i64>,
@@ -31,6 +32,8 @@ pub(crate) struct CommitParams<'a> {
     pub(crate) counted_by: Vec<Option<&'a str>>,
     /// [`Commit::token`] as the bigint with the same 64 bits.
     pub(crate) token: i64,
+    /// [`Commit::summary`] as [`Summary::to_json`] writes it; `None` keeps the stored one.
+    pub(crate) summary: Option<String>,
 }
 
 impl<'a> CommitParams<'a> {
@@ -53,13 +56,14 @@ impl<'a> CommitParams<'a> {
             system_counted_by: system.and_then(|s| s.counted_by.as_deref()),
             window_start: bigint(commit.window_start(), "window start")?,
             next_seq: bigint(commit.next_seq(), "next sequence")?,
-            drop_evicted: commit.delete_below().is_some(),
+            delete_below: commit.delete_below().map(|b| bigint(b, "delete bound")).transpose()?,
             ttl_micros: commit.ttl().and_then(ttl_micros),
             seqs,
             tokens,
             jsons,
             counted_by,
             token: token_bits(commit.token()),
+            summary: commit.summary().map(Summary::to_json),
         })
     }
 }

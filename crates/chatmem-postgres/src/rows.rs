@@ -3,7 +3,7 @@
 
 use deadpool_postgres::tokio_postgres::Row;
 
-use chatmem::{ConversationId, Snapshot, StoreError, StoredMessage};
+use chatmem::{ConversationId, Snapshot, StoreError, StoredMessage, Summary};
 
 /// The rows of the load statement: the conversation row, then its messages. No row at
 /// all: an unknown or expired conversation.
@@ -33,7 +33,11 @@ pub(crate) fn snapshot(id: &ConversationId, rows: &[Row]) -> Result<Snapshot, St
         window_start: read.u64(read.get::<Option<i64>>(head, 2)?.unwrap_or(-1), "window_start")?,
         next_seq: read.u64(read.get::<Option<i64>>(head, 3)?.unwrap_or(-1), "next_seq")?,
         messages: Vec::with_capacity(rows.len()),
-        summary: None, // TODO(summary): stored in the migration that adds it
+        // NULL: none yet, as for every conversation written before schema version 4.
+        summary: read
+            .get::<Option<&str>>(head, 8)?
+            .map(|json| Summary::from_json(id, json.as_bytes()))
+            .transpose()?,
     };
     let read = Reader {
         id,

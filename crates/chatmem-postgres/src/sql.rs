@@ -14,12 +14,13 @@ macro_rules! live {
 /// The conversation row (kind 0) followed by its messages from `window_start` on (kind 1),
 /// read from one snapshot. No row at all: unknown or expired. Columns: kind, version,
 /// window start, next seq (those three only in the conversation row), then seq, tokens,
-/// json, counted_by of the system message or of the message.
+/// json, counted_by of the system message or of the message, then the summary's JSON (only
+/// in the conversation row; NULL there: no summary).
 ///
 /// `$1` id.
 const LOAD: &str = concat!(
     "WITH c AS (
-    SELECT version, window_start, next_seq, system_seq, system_tokens, system_json, system_counted_by
+    SELECT version, window_start, next_seq, system_seq, system_tokens, system_json, system_counted_by, summary
     FROM {conv} AS c
     WHERE c.id = $1 AND ",
     live!("c"),
@@ -27,10 +28,10 @@ const LOAD: &str = concat!(
 )
 SELECT 0 AS kind, c.version, c.window_start, c.next_seq,
        c.system_seq AS seq, c.system_tokens AS tokens, c.system_json AS json,
-       c.system_counted_by AS counted_by
+       c.system_counted_by AS counted_by, c.summary
 FROM c
 UNION ALL
-SELECT 1, NULL, NULL, NULL, m.seq, m.tokens, m.json, m.counted_by
+SELECT 1, NULL, NULL, NULL, m.seq, m.tokens, m.json, m.counted_by, NULL
 FROM c JOIN {msgs} AS m ON m.conversation_id = $1 AND m.seq >= c.window_start
 ORDER BY kind, seq"
 );
@@ -69,15 +70,17 @@ LEFT JOIN (
 /// `version = $2`; under READ COMMITTED a concurrent commit that got there first makes it
 /// re-check the new row version and match nothing. The INSERT and DELETE read from its
 /// RETURNING, so they do nothing unless it matched (all parts of a statement share one
-/// snapshot, so they could not see its effect otherwise). Messages already below the new
-/// window start are not inserted under DropEvicted: the DELETE cannot see rows inserted by
-/// the same statement.
+/// snapshot, so they could not see its effect otherwise). Appended messages already below
+/// the delete bound are not inserted: the DELETE cannot see rows inserted by the same
+/// statement.
 ///
 /// `$1` id, `$2` expected version, `$3..$5` system seq/tokens/json (json NULL: keep),
-/// `$6` window start, `$7` next seq, `$8` drop evicted, `$9` TTL in µs (NULL: no expiry),
-/// `$10..$12` seqs, tokens, JSON texts of the appended messages, `$13` the commit's token
-/// (its u64 bits as a bigint), `$14` the system message's counter name, `$15` the appended
-/// messages' counter names (NULL elements: not recorded).
+/// `$6` window start, `$7` next seq, `$8` delete messages below this seq
+/// ([`Commit::delete_below`](chatmem::Commit::delete_below); NULL: delete nothing), `$9`
+/// TTL in µs (NULL: no expiry), `$10..$12` seqs, tokens, JSON texts of the appended
+/// messages, `$13` the commit's token (its u64 bits as a bigint), `$14` the system
+/// message's counter name, `$15` the appended messages' counter names (NULL elements: not
+/// recorded), `$16` the summary's JSON (NULL: keep the stored one).
 const COMMIT_UPDATE: &str = concat!(
     "WITH applied AS (
     UPDATE {conv} AS c SET
@@ -89,7 +92,8 @@ const COMMIT_UPDATE: &str = concat!(
         window_start = $6,
         next_seq = $7,
         expires_at = now() + $9 * INTERVAL '1 microsecond',
-        commit_token = $13
+        commit_token = $13,
+        summary = COALESCE($16, c.summary)
     WHERE c.id = $1 AND c.version = $2 AND ",
     live!("c"),
     "
@@ -100,11 +104,11 @@ ins AS (
     SELECT $1, m.seq, m.tokens, m.json, m.counted_by
     FROM applied,
          unnest($10::bigint[], $11::bigint[], $12::text[], $15::text[]) AS m(seq, tokens, json, counted_by)
-    WHERE NOT $8 OR m.seq >= $6
+    WHERE $8 IS NULL OR m.seq >= $8
 ),
 del AS (
     DELETE FROM {msgs} AS m USING applied
-    WHERE $8 AND m.conversation_id = $1 AND m.seq < $6
+    WHERE $8 IS NOT NULL AND m.conversation_id = $1 AND m.seq < $8
 )",
     "{result}"
 );
@@ -115,15 +119,16 @@ del AS (
 ///
 /// An expired row is reused in place, so its old messages go in the same statement: those
 /// with sequences this commit writes are overwritten (ON CONFLICT DO UPDATE), the rest
-/// deleted; the two sets are disjoint, so neither part depends on the other's order.
+/// deleted; the two sets are disjoint, so neither part depends on the other's order. Its
+/// old summary goes too: it takes the commit's, or none.
 ///
 /// Parameters as [`COMMIT_UPDATE`].
 const COMMIT_CREATE: &str = concat!(
     "WITH applied AS (
     INSERT INTO {conv} AS c
         (id, version, system_seq, system_tokens, system_json, window_start, next_seq, expires_at, commit_token,
-         system_counted_by)
-    SELECT $1, 1, $3, $4, $5, $6, $7, now() + $9 * INTERVAL '1 microsecond', $13, $14
+         system_counted_by, summary)
+    SELECT $1, 1, $3, $4, $5, $6, $7, now() + $9 * INTERVAL '1 microsecond', $13, $14, $16
     WHERE $2 = 0
     ON CONFLICT (id) DO UPDATE SET
         version = 1,
@@ -134,21 +139,22 @@ const COMMIT_CREATE: &str = concat!(
         next_seq = EXCLUDED.next_seq,
         expires_at = EXCLUDED.expires_at,
         commit_token = EXCLUDED.commit_token,
-        system_counted_by = EXCLUDED.system_counted_by
+        system_counted_by = EXCLUDED.system_counted_by,
+        summary = EXCLUDED.summary
     WHERE c.expires_at IS NOT NULL AND c.expires_at <= now()
     RETURNING c.version
 ),
 stale AS (
     DELETE FROM {msgs} AS m USING applied
     WHERE m.conversation_id = $1
-      AND NOT (m.seq = ANY($10::bigint[]) AND (NOT $8 OR m.seq >= $6))
+      AND NOT (m.seq = ANY($10::bigint[]) AND ($8 IS NULL OR m.seq >= $8))
 ),
 ins AS (
     INSERT INTO {msgs} (conversation_id, seq, tokens, json, counted_by)
     SELECT $1, m.seq, m.tokens, m.json, m.counted_by
     FROM applied,
          unnest($10::bigint[], $11::bigint[], $12::text[], $15::text[]) AS m(seq, tokens, json, counted_by)
-    WHERE NOT $8 OR m.seq >= $6
+    WHERE $8 IS NULL OR m.seq >= $8
     ON CONFLICT (conversation_id, seq) DO UPDATE SET
         tokens = EXCLUDED.tokens, json = EXCLUDED.json, counted_by = EXCLUDED.counted_by
 )",

@@ -32,7 +32,7 @@ pub const SCHEMA_VERSION: i32 = migrate::LATEST;
 /// new connection, before it fails (see [*Outages*](crate#outages)).
 ///
 /// Layout, per schema: `chatmem_conversations` (one row per conversation: version, system
-/// message, window start, next sequence, expiry, the last commit's token) and
+/// message, window start, next sequence, expiry, the last commit's token, the summary) and
 /// `chatmem_messages` (conversation id, sequence, token count and the counter that made it,
 /// the message JSON as text); see [*Data layout*](crate#data-layout). Expired conversations
 /// read as absent and are deleted by [`Store::purge_expired`].
@@ -262,7 +262,7 @@ impl Store for PostgresStore {
             &self.sql.commit_update
         };
         let id_text = id.as_str();
-        let params: [(&(dyn ToSql + Sync), Type); 15] = [
+        let params: [(&(dyn ToSql + Sync), Type); 16] = [
             (&id_text, Type::TEXT),
             (&p.expected, Type::INT8),
             (&p.system_seq, Type::INT8),
@@ -270,7 +270,7 @@ impl Store for PostgresStore {
             (&p.system_json, Type::TEXT),
             (&p.window_start, Type::INT8),
             (&p.next_seq, Type::INT8),
-            (&p.drop_evicted, Type::BOOL),
+            (&p.delete_below, Type::INT8),
             (&p.ttl_micros, Type::INT8),
             (&p.seqs, Type::INT8_ARRAY),
             (&p.tokens, Type::INT8_ARRAY),
@@ -278,6 +278,7 @@ impl Store for PostgresStore {
             (&p.token, Type::INT8),
             (&p.system_counted_by, Type::TEXT),
             (&p.counted_by, Type::TEXT_ARRAY),
+            (&p.summary, Type::TEXT),
         ];
         let outcome = match self.run(WHAT, sql, &params).await {
             Ok(rows) => commit_outcome(id, &rows, &commit)?,

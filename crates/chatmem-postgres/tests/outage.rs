@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use chatmem::{Message, Retention, Store, StoreErrorKind, StoredMessage};
+use chatmem::{Commit, Heuristic, Message, Retention, Store, StoreErrorKind, StoredMessage, Summary};
 use chatmem_postgres::PostgresStore;
 use common::Mode;
 
@@ -211,6 +211,39 @@ async fn a_commit_whose_reply_is_lost_is_applied_once() {
     let err = store.commit(&id, commit(3, 7)).await.expect_err("stale");
     assert!(err.is_conflict(), "{err}");
     assert_eq!(texts(&store, &id).await, expected_texts(4));
+
+    // A commit carrying a summary and a delete bound below its window start, its reply
+    // lost: recognised as applied, with its summary, the uncovered messages 5-6 kept.
+    let snap = store.load(&id).await.expect("load");
+    let summary = Summary::new("q, a, q, a", 4, &Heuristic);
+    let with_summary = turn(9)
+        .into_iter()
+        .fold(
+            Commit::on(&snap).keep_unsummarized().summary(summary.clone()),
+            |b, m| b.append(m.message, m.tokens),
+        )
+        .window_start(7)
+        .retention(Retention::DropEvicted)
+        .build()
+        .expect("a valid commit");
+    assert_eq!(with_summary.delete_below(), Some(5));
+    proxy.lose_next_reply(common::ReplyLoss::Close);
+    let version = store
+        .commit(&id, with_summary)
+        .await
+        .unwrap_or_else(|e| panic!("a commit that landed is reported as failed: {e}"));
+    assert!(proxy.reply_lost(), "the proxy did not see the reply");
+    assert_eq!(version, 5);
+    let snap = store.load(&id).await.expect("load");
+    assert_eq!((snap.version, snap.summary), (5, Some(summary)));
+    let kept: Vec<u64> = store
+        .history(&id, 0, 100)
+        .await
+        .expect("history")
+        .iter()
+        .map(|m| m.seq)
+        .collect();
+    assert_eq!(kept, [5, 6, 7, 8, 9, 10]);
     common::drop_schema(&url, &schema).await;
 }
 

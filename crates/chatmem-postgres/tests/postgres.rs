@@ -6,7 +6,10 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chatmem::{ChatMemory, Commit, ConversationId, Message, Retention, Snapshot, Store, StoreErrorKind, StoredMessage};
+use chatmem::{
+    ChatMemory, Commit, ConversationId, Heuristic, Message, Retention, Snapshot, Store, StoreErrorKind, StoredMessage,
+    Summary,
+};
 use chatmem_postgres::PostgresStore;
 
 fn sm(seq: u64, text: &str) -> StoredMessage {
@@ -54,10 +57,11 @@ async fn migrations_are_idempotent_under_concurrent_connects() {
 }
 
 /// The migrations as shipped, in order: an older schema is made with these themselves.
-const MIGRATIONS: [&str; 3] = [
+const MIGRATIONS: [&str; 4] = [
     include_str!("../migrations/0001_init.sql"),
     include_str!("../migrations/0002_commit_token.sql"),
     include_str!("../migrations/0003_counted_by.sql"),
+    include_str!("../migrations/0004_summary.sql"),
 ];
 
 /// A schema as chatmem-postgres wrote it at schema version `version`, with one
@@ -108,7 +112,7 @@ fn every_migration_is_listed_here() {
 #[tokio::test(flavor = "multi_thread")]
 async fn older_schemas_migrate_and_keep_their_conversations() {
     let Some(url) = common::pg_url() else { return };
-    assert_eq!(chatmem_postgres::SCHEMA_VERSION, 3);
+    assert_eq!(chatmem_postgres::SCHEMA_VERSION, 4);
     for old in 1..chatmem_postgres::SCHEMA_VERSION {
         let schema = common::fresh_schema(&format!("v{old}"));
         let conv = id(&format!("v{old}"));
@@ -124,11 +128,12 @@ async fn older_schemas_migrate_and_keep_their_conversations() {
             .await
             .expect("read versions");
         let versions: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
-        assert_eq!(versions, vec![1, 2, 3], "from version {old}");
+        assert_eq!(versions, vec![1, 2, 3, 4], "from version {old}");
 
         // The old conversation reads as before, its counts without a counter.
         let snap = store.load(&conv).await.expect("load an older conversation");
         assert_eq!((snap.version, snap.window_start, snap.next_seq), (3, 1, 3));
+        assert_eq!(snap.summary, None, "rows from before version 4 have no summary");
         assert_eq!(
             snap.system.as_ref().map(|s| (s.seq, s.tokens, s.counted_by.clone())),
             Some((1, 3, None))
@@ -180,9 +185,39 @@ async fn older_schemas_migrate_and_keep_their_conversations() {
             "the commit's token, all 64 bits"
         );
 
+        // Then it keeps a summary, in the new column as `Summary::to_json` wrote it, and
+        // deletes only what the summary covers (1-2), not everything below the window (3).
+        let summary = Summary::new("用户问了 u1，\"答\" a2", 2, &Heuristic);
+        let next = Commit::on(&snap)
+            .keep_unsummarized()
+            .summary(summary.clone())
+            .append(Message::user("u5"), 3)
+            .window_start(4)
+            .retention(Retention::DropEvicted)
+            .build()
+            .expect("a valid commit");
+        assert_eq!(next.delete_below(), Some(3));
+        assert_eq!(store.commit(&conv, next.clone()).await.expect("commit a summary"), 5);
+        assert_eq!(store.commit(&conv, next).await.expect("the same commit again"), 5);
+        let snap = store.load(&conv).await.expect("load after the summary");
+        assert_eq!(snap.summary.as_ref(), Some(&summary));
+        let seqs = |v: &[StoredMessage]| v.iter().map(|m| m.seq).collect::<Vec<_>>();
+        assert_eq!(seqs(&snap.messages), [4, 5]);
+        assert_eq!(seqs(&store.history(&conv, 0, 10).await.expect("history")), [3, 4, 5]);
+        let stored: Option<String> = raw
+            .query_one(
+                &format!("SELECT summary FROM \"{schema}\".chatmem_conversations WHERE id = $1"),
+                &[&conv.as_str()],
+            )
+            .await
+            .expect("read the summary")
+            .get(0);
+        assert_eq!(stored, Some(summary.to_json()), "one text value, the shared encoding");
+
         // Connecting again finds the schema current and changes nothing.
         common::store_in(&url, &schema).await;
-        assert_eq!(store.load(&conv).await.expect("load").version, 4);
+        let snap = store.load(&conv).await.expect("load");
+        assert_eq!((snap.version, snap.summary), (5, Some(summary)));
         common::drop_schema(&url, &schema).await;
     }
 }
@@ -354,6 +389,28 @@ async fn corrupt_rows_name_conversation_and_seq() {
     }
     let snap = store.load(&good).await.expect("others stay readable");
     assert_eq!(snap.messages.len(), 3);
+
+    // A summary that is not a summary's JSON: the load fails naming the conversation,
+    // history (which does not read the summary) still works.
+    let bad_summary = id("bad-summary");
+    store
+        .commit(&bad_summary, commit(0, vec![sm(1, "u")], 1, Retention::KeepHistory))
+        .await
+        .expect("commit");
+    raw.execute(
+        &format!("UPDATE \"{schema}\".chatmem_conversations SET summary = '{{\"text\":1}}' WHERE id = $1"),
+        &[&bad_summary.as_str()],
+    )
+    .await
+    .expect("corrupt summary");
+    let err = store.load(&bad_summary).await.expect_err("corrupt summary");
+    assert_eq!(err.kind(), StoreErrorKind::Corrupt, "{err}");
+    assert!(
+        err.to_string().contains(bad_summary.as_str()) && err.to_string().contains("summary"),
+        "{err}"
+    );
+    assert_eq!(store.history(&bad_summary, 0, 10).await.expect("history").len(), 1);
+
     let memory = ChatMemory::new(store.clone());
     let err = memory.get(&bad_role).await.expect_err("memory sees corruption");
     assert_eq!(err.store_error().map(|e| e.kind()), Some(StoreErrorKind::Corrupt));
@@ -403,6 +460,7 @@ async fn expired_conversation_restarts_without_purge() {
                 .system(Message::system("old rules"), 3),
             |b, s| b.append(sm(s, &format!("old {s}")).message, 3),
         )
+        .summary(Summary::new("old summary", 1, &Heuristic))
         .window_start(2)
         .retention(Retention::KeepHistory)
         .ttl(Some(Duration::from_millis(50)))
@@ -443,6 +501,7 @@ async fn expired_conversation_restarts_without_purge() {
     let snap = store.load(&conv).await.expect("load");
     assert_eq!((snap.version, snap.window_start, snap.next_seq), (1, 1, 3));
     assert_eq!(snap.system, Some(rules), "the old system message's counter is gone too");
+    assert_eq!(snap.summary, None, "and so is the old summary");
     assert_eq!(snap.messages, fresh);
     assert_eq!(store.history(&conv, 0, 100).await.expect("history"), fresh);
     assert_eq!(
@@ -554,6 +613,85 @@ async fn drop_evicted_never_stores_messages_below_the_window() {
     );
     let snap = store.load(&conv).await.expect("load");
     assert_eq!((snap.window_start, snap.next_seq), (13, 15));
+    common::drop_schema(&url, &schema).await;
+}
+
+/// The delete bound can lie below the window start (messages wait for a summary): one
+/// statement then keeps, and inserts, the uncovered messages below the window, on the
+/// create path and the update path alike.
+#[tokio::test(flavor = "multi_thread")]
+async fn uncovered_messages_below_the_window_wait_for_a_summary() {
+    let Some(url) = common::pg_url() else { return };
+    let schema = common::fresh_schema("pending");
+    let store = common::store_in(&url, &schema).await;
+    let seqs = |v: &[StoredMessage]| v.iter().map(|m| m.seq).collect::<Vec<_>>();
+    let batch = |from: u64, to: u64, b: chatmem::CommitBuilder| {
+        (from..=to).fold(b, |b, s| b.append(sm(s, &format!("m{s}")).message, 3))
+    };
+
+    // Created with a window from 7 and no summary: all ten stay.
+    let conv = id("pending");
+    let create = batch(1, 10, Commit::on(&Snapshot::empty()).keep_unsummarized())
+        .window_start(7)
+        .build()
+        .expect("a valid commit");
+    assert_eq!(create.delete_below(), Some(1));
+    store.commit(&conv, create).await.expect("create");
+    let snap = store.load(&conv).await.expect("load");
+    assert_eq!((seqs(&snap.messages), snap.summary.clone()), (vec![7, 8, 9, 10], None));
+    assert_eq!(
+        seqs(&store.history(&conv, 0, 100).await.expect("history")),
+        (1..=10).collect::<Vec<_>>()
+    );
+
+    // A summary up to 4 with the window moving to 13: 1-4 go, 5-12 wait, 11-12 are
+    // inserted below the window.
+    let s4 = Summary::new("m1-m4", 4, &Heuristic);
+    let next = batch(11, 14, Commit::on(&snap).keep_unsummarized().summary(s4.clone()))
+        .window_start(13)
+        .build()
+        .expect("a valid commit");
+    assert_eq!(next.delete_below(), Some(5));
+    store.commit(&conv, next).await.expect("commit");
+    let snap = store.load(&conv).await.expect("load");
+    assert_eq!((seqs(&snap.messages), snap.summary.as_ref()), (vec![13, 14], Some(&s4)));
+    assert_eq!(
+        seqs(&store.history(&conv, 0, 100).await.expect("history")),
+        (5..=14).collect::<Vec<_>>()
+    );
+
+    // The summary catches up to the window: everything below it goes.
+    let s12 = Summary::new("m1-m12", 12, &Heuristic);
+    let next = batch(15, 15, Commit::on(&snap).keep_unsummarized().summary(s12.clone()))
+        .build()
+        .expect("a valid commit");
+    assert_eq!(next.delete_below(), Some(13));
+    store.commit(&conv, next).await.expect("commit");
+    assert_eq!(
+        seqs(&store.history(&conv, 0, 100).await.expect("history")),
+        vec![13, 14, 15]
+    );
+    assert_eq!(store.load(&conv).await.expect("load").summary, Some(s12));
+
+    // Created with a summary that covers part of the batch: only the covered part is
+    // never stored.
+    let conv = id("pending-create");
+    let s3 = Summary::new("m1-m3", 3, &Heuristic);
+    let create = batch(
+        1,
+        10,
+        Commit::on(&Snapshot::empty()).keep_unsummarized().summary(s3.clone()),
+    )
+    .window_start(7)
+    .build()
+    .expect("a valid commit");
+    assert_eq!(create.delete_below(), Some(4));
+    store.commit(&conv, create).await.expect("create");
+    assert_eq!(
+        seqs(&store.history(&conv, 0, 100).await.expect("history")),
+        (4..=10).collect::<Vec<_>>()
+    );
+    assert_eq!(store.load(&conv).await.expect("load").summary, Some(s3));
     common::drop_schema(&url, &schema).await;
 }
 

@@ -6,7 +6,7 @@ mod common;
 
 use std::sync::Arc;
 
-use chatmem::{ChatMemory, Heuristic, Message, Retention, Store, StoredMessage, WindowPolicy};
+use chatmem::{ChatMemory, Commit, Heuristic, Message, Retention, Store, StoredMessage, Summary, WindowPolicy};
 use chatmem_postgres::PostgresStore;
 use chatmem_test::{commit, commit_full};
 
@@ -103,6 +103,22 @@ async fn load_and_commit_are_one_round_trip_each() {
         "ChatMemory turn: load = 1, commit = 1"
     );
     eprintln!("round trips: load = {load_trips}, commit = {commit_trips}");
+
+    // A commit that stores a summary and deletes below a bound, and the load that reads
+    // the summary back: still one each.
+    let (_, snap) = trips!(store.load(&id));
+    let summary = Summary::new("earlier turns", snap.window_start - 1, &Heuristic);
+    let with_summary = Commit::on(&snap)
+        .keep_unsummarized()
+        .summary(summary.clone())
+        .append(Message::user("q2"), 2)
+        .retention(Retention::DropEvicted)
+        .build()
+        .expect("a valid commit");
+    let (n, _) = trips!(store.commit(&id, with_summary));
+    assert_eq!(n, 1, "commit with a summary");
+    let (n, snap) = trips!(store.load(&id));
+    assert_eq!((n, snap.summary), (1, Some(summary)), "load with a summary");
 
     let (n, existed) = trips!(store.clear(&id));
     assert_eq!((n, existed), (1, true), "clear");
