@@ -30,7 +30,7 @@ impl Keys {
         format!("{}:ids", self.prefix)
     }
 
-    /// The hash of conversation `id`: version, window, system message, raw id.
+    /// The hash of conversation `id`: version, window, system message, summary, raw id.
     pub(crate) fn meta(&self, id: &ConversationId) -> String {
         format!("{}:{{{}}}:meta", self.prefix, tag(id))
     }

@@ -51,7 +51,10 @@
 //!   `next_seq`, `commit_token` (see *Outages*), and the system message as `sys_seq`,
 //!   `sys_tokens`, `sys_json` and `sys_counted_by` (the name of the token counter that
 //!   made `sys_tokens`, [`StoredMessage::counted_by`](chatmem::StoredMessage); absent when
-//!   none is recorded, and removed when a system message without one replaces it);
+//!   none is recorded, and removed when a system message without one replaces it), and
+//!   `summary`, the conversation's [`Summary`](chatmem::Summary) as
+//!   [`Summary::to_json`](chatmem::Summary::to_json) writes it (absent until a commit
+//!   carries one; a commit without one keeps it);
 //! - `chatmem:{<tag>}:msgs`, a sorted set scored by sequence whose members are
 //!   `<seq>:<tokens>[@<counter>]:<message JSON>`, `@<counter>` being the counter name when
 //!   one is recorded, with `%` and `:` in it written `%25` and `%3A` (so any name, the empty
@@ -72,6 +75,14 @@
 //! was already connected before the upgrade does not check again, so stop old processes
 //! before new ones connect: until then they report conversations written by new ones as
 //! corrupt.
+//!
+//! The `summary` field came later without a new layout version: data written before it
+//! has no such field and reads as a conversation without a summary, so there is nothing to
+//! convert, and layout 2 code from before it reads what this code writes (it ignores the
+//! field, and its commits keep it). Such older code neither shows the summary to the model
+//! nor waits for it: under `DropEvicted` it deletes every message below the window start,
+//! including evicted messages still waiting to be summarized. So switch summaries on once
+//! every process sharing the database runs a version that knows them.
 //!
 //! # Expiry
 //!

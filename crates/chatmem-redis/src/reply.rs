@@ -1,6 +1,6 @@
 //! Parsing script replies into a [`Snapshot`] and its [`StoredMessage`]s.
 
-use chatmem::{ConversationId, Snapshot, StoreError, StoredMessage};
+use chatmem::{ConversationId, Snapshot, StoreError, StoredMessage, Summary};
 use redis::Value;
 
 use crate::codec;
@@ -43,8 +43,9 @@ pub(crate) fn parse_snapshot(id: &ConversationId, reply: Value) -> Result<Snapsh
         sys_tokens,
         sys_json,
         sys_counted_by,
+        summary,
         records,
-    ] = <[Value; 8]>::try_from(items).map_err(|_| unexpected())?;
+    ] = <[Value; 9]>::try_from(items).map_err(|_| unexpected())?;
     let version = reply_num(&version).ok_or_else(|| bad_meta("version"))?;
     let window_start = reply_num(&window_start).ok_or_else(|| bad_meta("window_start"))?;
     let next_seq = reply_num(&next_seq).ok_or_else(|| bad_meta("next_seq"))?;
@@ -63,6 +64,10 @@ pub(crate) fn parse_snapshot(id: &ConversationId, reply: Value) -> Result<Snapsh
             Some(system)
         }
     };
+    // Missing (nil) until a commit stores one, and in data written before summaries.
+    let summary = reply_bytes(&summary)
+        .map(|json| Summary::from_json(id, &json))
+        .transpose()?;
     let records = match records {
         Value::Array(records) => records,
         Value::Nil => Vec::new(),
@@ -83,6 +88,6 @@ pub(crate) fn parse_snapshot(id: &ConversationId, reply: Value) -> Result<Snapsh
         window_start,
         next_seq,
         messages,
-        summary: None, // TODO(summary): kept in the meta hash
+        summary,
     })
 }

@@ -6,6 +6,9 @@
 //! version key. The version is bumped all the same because layout 1 code cannot read what
 //! layout 2 writes (it takes `3@cl100k_base` for a corrupt token count): it now refuses the
 //! database on connect with `SchemaTooNew` instead.
+//!
+//! The meta hash's `summary` field is not a new layout: a missing field reads as no summary,
+//! so older layout 2 data needs no conversion (see the crate docs for mixed versions).
 
 use chatmem::{StoreError, StoreErrorKind};
 

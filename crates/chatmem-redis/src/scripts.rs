@@ -10,11 +10,11 @@
 /// Reads the meta hash and the messages with `seq >= window_start`.
 ///
 /// Returns `{}` when the conversation does not exist, else
-/// `{version, window_start, next_seq, sys_seq, sys_tokens, sys_json, sys_counted_by, {records...}}`
-/// (missing system fields come back as nil).
+/// `{version, window_start, next_seq, sys_seq, sys_tokens, sys_json, sys_counted_by, summary, {records...}}`
+/// (missing system fields and a missing summary come back as nil).
 pub(crate) const LOAD: &str = r#"
 local m = redis.call('HMGET', KEYS[1], 'version', 'window_start', 'next_seq', 'sys_seq', 'sys_tokens', 'sys_json',
-  'sys_counted_by')
+  'sys_counted_by', 'summary')
 if not m[1] then
   return {}
 end
@@ -22,7 +22,7 @@ local ws = m[2]
 if not ws or not tonumber(ws) then
   ws = '1'
 end
-return {m[1], m[2], m[3], m[4], m[5], m[6], m[7], redis.call('ZRANGEBYSCORE', KEYS[2], ws, '+inf')}
+return {m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8], redis.call('ZRANGEBYSCORE', KEYS[2], ws, '+inf')}
 "#;
 
 /// Reads up to `ARGV[2]` messages with `seq > ARGV[1]` (no lower bound from the window:
@@ -42,11 +42,13 @@ return redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. ARGV[1], '+inf', 'LIMIT', 0, 
 ///
 /// `KEYS`: meta, msgs, and the index (single Redis only; without it the index is not
 /// touched). `ARGV`: 1 expected version, 2 raw id, 3 window start after the commit,
-/// 4 drop evicted (`1`/`0`), 5 TTL in ms (empty = no expiry), 6 system message (`0` none,
-/// `1` one without a counter name, `2` one counted by `ARGV[12]`), 7 system seq, 8 system
-/// tokens, 9 system record JSON, 10 next_seq after the commit, 11 a random commit token,
-/// 12 the system message's counter name (empty unless 6 is `2`), then `seq, member` pairs
-/// from 13 on.
+/// 4 delete messages with a seq below this (empty or `0` = delete nothing; may be below the
+/// window start while evicted messages wait for a summary), 5 TTL in ms (empty = no
+/// expiry), 6 system message (`0` none, `1` one without a counter name, `2` one counted by
+/// `ARGV[12]`), 7 system seq, 8 system tokens, 9 system record JSON, 10 next_seq after the
+/// commit, 11 a random commit token, 12 the system message's counter name (empty unless 6
+/// is `2`), 13 the new summary's JSON (empty = keep the stored one; a summary's JSON is
+/// never empty), then `seq, member` pairs from 14 on.
 ///
 /// Returns `{1, new_version}` (also when this very commit, recognised by its token, was
 /// already applied: a resend after a lost connection), `{0, current_version}` on a lost
@@ -73,7 +75,7 @@ if version == 0 then
 end
 local n = #ARGV
 -- ZADD in chunks: unpack() of a huge table overflows Lua's C stack.
-local i = 13
+local i = 14
 while i < n do
   local args = {}
   local j = i
@@ -85,20 +87,28 @@ while i < n do
   redis.call('ZADD', msgs, 'NX', unpack(args))
   i = j
 end
-if ARGV[6] == '2' then
-  redis.call('HSET', meta, 'id', ARGV[2], 'next_seq', ARGV[10], 'window_start', ARGV[3], 'commit_token', ARGV[11],
-    'sys_seq', ARGV[7], 'sys_tokens', ARGV[8], 'sys_json', ARGV[9], 'sys_counted_by', ARGV[12])
-elseif ARGV[6] == '1' then
-  redis.call('HSET', meta, 'id', ARGV[2], 'next_seq', ARGV[10], 'window_start', ARGV[3], 'commit_token', ARGV[11],
-    'sys_seq', ARGV[7], 'sys_tokens', ARGV[8], 'sys_json', ARGV[9])
-  -- The replaced system message's counter does not name this one's.
-  redis.call('HDEL', meta, 'sys_counted_by')
-else
-  redis.call('HSET', meta, 'id', ARGV[2], 'next_seq', ARGV[10], 'window_start', ARGV[3], 'commit_token', ARGV[11])
+-- One HSET for every field the commit sets.
+local fields = {'id', ARGV[2], 'next_seq', ARGV[10], 'window_start', ARGV[3], 'commit_token', ARGV[11]}
+if ARGV[6] ~= '0' then
+  for _, f in ipairs({'sys_seq', ARGV[7], 'sys_tokens', ARGV[8], 'sys_json', ARGV[9]}) do
+    fields[#fields + 1] = f
+  end
+  if ARGV[6] == '2' then
+    fields[#fields + 1] = 'sys_counted_by'
+    fields[#fields + 1] = ARGV[12]
+  else
+    -- The replaced system message's counter does not name this one's.
+    redis.call('HDEL', meta, 'sys_counted_by')
+  end
 end
+if ARGV[13] ~= '' then
+  fields[#fields + 1] = 'summary'
+  fields[#fields + 1] = ARGV[13]
+end
+redis.call('HSET', meta, unpack(fields))
 local new_version = redis.call('HINCRBY', meta, 'version', 1)
-if ARGV[4] == '1' then
-  redis.call('ZREMRANGEBYSCORE', msgs, '-inf', '(' .. ARGV[3])
+if ARGV[4] ~= '' and ARGV[4] ~= '0' then
+  redis.call('ZREMRANGEBYSCORE', msgs, '-inf', '(' .. ARGV[4])
 end
 if ARGV[5] ~= '' then
   redis.call('PEXPIRE', meta, ARGV[5])

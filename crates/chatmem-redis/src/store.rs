@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chatmem::{Commit, ConversationId, Page, Snapshot, Store, StoreError, StoredMessage};
+use chatmem::{Commit, ConversationId, Page, Snapshot, Store, StoreError, StoredMessage, Summary};
 use redis::{Script, Value};
 
 use crate::builder::{DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, RedisStoreBuilder};
@@ -121,8 +121,11 @@ impl Store for RedisStore {
         }
         inv.arg(commit.expected_version())
             .arg(id.as_str())
-            .arg(commit.window_start())
-            .arg(u8::from(commit.delete_below().is_some()));
+            .arg(commit.window_start());
+        match commit.delete_below() {
+            Some(below) => inv.arg(below),
+            None => inv.arg(""),
+        };
         match commit.ttl().and_then(ttl_millis) {
             Some(ms) => inv.arg(ms),
             None => inv.arg(""),
@@ -139,6 +142,8 @@ impl Store for RedisStore {
         // already applied.
         inv.arg(commit.token());
         inv.arg(system_counter.unwrap_or(""));
+        // Empty keeps the stored summary.
+        inv.arg(commit.summary().map(Summary::to_json).unwrap_or_default());
         for m in commit.appended() {
             inv.arg(m.seq).arg(codec::encode(m)?);
         }

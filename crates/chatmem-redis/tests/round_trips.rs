@@ -8,7 +8,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use chatmem::{ChatMemory, ConversationId, Message, Retention, Store, StoredMessage};
+use chatmem::{ChatMemory, Commit, ConversationId, Heuristic, Message, Retention, Store, StoredMessage, Summary};
 use chatmem_test::commit_full;
 use common::{cleanup, raw, store, unique_prefix, url};
 use redis::aio::MultiplexedConnection;
@@ -149,6 +149,48 @@ async fn load_and_commit_are_one_round_trip_each() {
             ("persist", 2),
         ]),
         "a ChatMemory turn = 2 round trips"
+    );
+
+    // With a summary: the commit stores it in the same HSET and deletes below a bound under
+    // the window start in the same ZREMRANGEBYSCORE; the load reads it in the same HMGET.
+    let (mut summarized, mut summary_loads) = (None, None);
+    for _ in 0..3 {
+        let snap = store.load(&id).await.unwrap();
+        let covered = snap.summary.as_ref().map_or(snap.window_start, |s| s.upto) + 1;
+        let c = Commit::on(&snap)
+            .retention(Retention::DropEvicted)
+            .keep_unsummarized()
+            .summary(Summary::new(format!("up to {covered}"), covered, &Heuristic))
+            .append(Message::user("q"), 2)
+            .window_start(snap.next_seq)
+            .build()
+            .unwrap();
+        assert!(
+            c.delete_below().is_some_and(|b| b < c.window_start()),
+            "a bound under the window start"
+        );
+        let before = command_calls(&mut conn).await;
+        store.commit(&id, c).await.unwrap();
+        summarized = fewest(summarized, delta(&before, &command_calls(&mut conn).await));
+        let before = command_calls(&mut conn).await;
+        assert!(store.load(&id).await.unwrap().summary.is_some());
+        summary_loads = fewest(summary_loads, delta(&before, &command_calls(&mut conn).await));
+    }
+    let (summarized, summary_loads) = (summarized.unwrap(), summary_loads.unwrap());
+    eprintln!("summarized commit commands: {summarized:?}\nload with a summary: {summary_loads:?}");
+    assert_eq!(summary_loads, loads, "a load with a summary = 1 round trip");
+    assert_eq!(
+        summarized,
+        map(&[
+            ("evalsha", 1),
+            ("hmget", 1),
+            ("zadd", 2),
+            ("hset", 1),
+            ("hincrby", 1),
+            ("zremrangebyscore", 1),
+            ("persist", 2),
+        ]),
+        "a commit with a summary = 1 round trip"
     );
     eprintln!("round trips: load = 1, commit = 1");
     cleanup(&url, &prefix).await;
