@@ -219,7 +219,9 @@ async fn a_commit_whose_reply_is_lost_is_applied_once() {
     let with_summary = turn(9)
         .into_iter()
         .fold(
-            Commit::on(&snap).keep_unsummarized().summary(summary.clone()),
+            Commit::on(&snap)
+                .keep_unsummarized()
+                .summary(summary.clone(), snap.summary.as_ref().map_or(0, |s| s.upto)),
             |b, m| b.append(m.message, m.tokens),
         )
         .window_start(7)

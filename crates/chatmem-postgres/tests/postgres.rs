@@ -190,7 +190,7 @@ async fn older_schemas_migrate_and_keep_their_conversations() {
         let summary = Summary::new("用户问了 u1，\"答\" a2", 2, &Heuristic);
         let next = Commit::on(&snap)
             .keep_unsummarized()
-            .summary(summary.clone())
+            .summary(summary.clone(), snap.summary.as_ref().map_or(0, |s| s.upto))
             .append(Message::user("u5"), 3)
             .window_start(4)
             .retention(Retention::DropEvicted)
@@ -460,7 +460,7 @@ async fn expired_conversation_restarts_without_purge() {
                 .system(Message::system("old rules"), 3),
             |b, s| b.append(sm(s, &format!("old {s}")).message, 3),
         )
-        .summary(Summary::new("old summary", 1, &Heuristic))
+        .summary(Summary::new("old summary", 1, &Heuristic), 0)
         .window_start(2)
         .retention(Retention::KeepHistory)
         .ttl(Some(Duration::from_millis(50)))
@@ -647,10 +647,16 @@ async fn uncovered_messages_below_the_window_wait_for_a_summary() {
     // A summary up to 4 with the window moving to 13: 1-4 go, 5-12 wait, 11-12 are
     // inserted below the window.
     let s4 = Summary::new("m1-m4", 4, &Heuristic);
-    let next = batch(11, 14, Commit::on(&snap).keep_unsummarized().summary(s4.clone()))
-        .window_start(13)
-        .build()
-        .expect("a valid commit");
+    let next = batch(
+        11,
+        14,
+        Commit::on(&snap)
+            .keep_unsummarized()
+            .summary(s4.clone(), snap.summary.as_ref().map_or(0, |s| s.upto)),
+    )
+    .window_start(13)
+    .build()
+    .expect("a valid commit");
     assert_eq!(next.delete_below(), Some(5));
     store.commit(&conv, next).await.expect("commit");
     let snap = store.load(&conv).await.expect("load");
@@ -662,9 +668,15 @@ async fn uncovered_messages_below_the_window_wait_for_a_summary() {
 
     // The summary catches up to the window: everything below it goes.
     let s12 = Summary::new("m1-m12", 12, &Heuristic);
-    let next = batch(15, 15, Commit::on(&snap).keep_unsummarized().summary(s12.clone()))
-        .build()
-        .expect("a valid commit");
+    let next = batch(
+        15,
+        15,
+        Commit::on(&snap)
+            .keep_unsummarized()
+            .summary(s12.clone(), snap.summary.as_ref().map_or(0, |s| s.upto)),
+    )
+    .build()
+    .expect("a valid commit");
     assert_eq!(next.delete_below(), Some(13));
     store.commit(&conv, next).await.expect("commit");
     assert_eq!(
@@ -680,7 +692,9 @@ async fn uncovered_messages_below_the_window_wait_for_a_summary() {
     let create = batch(
         1,
         10,
-        Commit::on(&Snapshot::empty()).keep_unsummarized().summary(s3.clone()),
+        Commit::on(&Snapshot::empty())
+            .keep_unsummarized()
+            .summary(s3.clone(), 0),
     )
     .window_start(7)
     .build()

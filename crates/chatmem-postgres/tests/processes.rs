@@ -47,6 +47,18 @@ async fn sixteen_processes_append_to_one_conversation() {
     );
 }
 
+/// The same with summaries on: evicted turns are summarized and dropped; no turn is lost and
+/// the summary never moves backwards.
+#[tokio::test(flavor = "multi_thread")]
+async fn sixteen_summarizing_processes_append_to_one_conversation() {
+    if stress::child_env().is_some() || std::env::var_os(ENV_RESTART_ID).is_some() {
+        return;
+    }
+    let Some(url) = common::pg_url() else { return };
+    let store = shared_store(&url, 4).await;
+    stress::run_parent_summarizing(Arc::new(store), "stress_child", &url, stress::PROCESSES, stress::TURNS).await;
+}
+
 fn restart_memory<S: chatmem::Store>(store: S) -> ChatMemory<S> {
     ChatMemory::builder(store)
         .policy(WindowPolicy::messages(4))

@@ -110,7 +110,7 @@ async fn load_and_commit_are_one_round_trip_each() {
     let summary = Summary::new("earlier turns", snap.window_start - 1, &Heuristic);
     let with_summary = Commit::on(&snap)
         .keep_unsummarized()
-        .summary(summary.clone())
+        .summary(summary.clone(), snap.summary.as_ref().map_or(0, |s| s.upto))
         .append(Message::user("q2"), 2)
         .retention(Retention::DropEvicted)
         .build()

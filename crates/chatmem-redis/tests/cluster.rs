@@ -367,6 +367,26 @@ async fn cluster_sixteen_processes_one_conversation() {
     cleanup(&url, &prefix).await;
 }
 
+/// The same with summaries on: no turn lost, the summary never moves backwards.
+#[tokio::test(flavor = "multi_thread")]
+async fn cluster_sixteen_summarizing_processes_one_conversation() {
+    if stress::child_env().is_some() {
+        return;
+    }
+    let Some(url) = cluster_url() else { return };
+    let prefix = unique_prefix("cluster-stress-summary");
+    let store = connect(&url, &prefix).await;
+    stress::run_parent_summarizing(
+        Arc::new(store),
+        "cluster_stress_child",
+        &format!("{url}#{prefix}"),
+        stress::PROCESSES,
+        stress::TURNS,
+    )
+    .await;
+    cleanup(&url, &prefix).await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn cluster_urls_fail_cleanly_without_a_cluster() {
     // Needs no server: nothing listens on port 1.

@@ -160,7 +160,10 @@ async fn load_and_commit_are_one_round_trip_each() {
         let c = Commit::on(&snap)
             .retention(Retention::DropEvicted)
             .keep_unsummarized()
-            .summary(Summary::new(format!("up to {covered}"), covered, &Heuristic))
+            .summary(
+                Summary::new(format!("up to {covered}"), covered, &Heuristic),
+                snap.summary.as_ref().map_or(0, |s| s.upto),
+            )
             .append(Message::user("q"), 2)
             .window_start(snap.next_seq)
             .build()

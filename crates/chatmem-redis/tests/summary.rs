@@ -46,7 +46,7 @@ async fn the_summary_is_one_json_field_of_the_meta_hash() {
     let c = Commit::on(&store.load(&id).await.unwrap())
         .retention(Retention::DropEvicted)
         .keep_unsummarized()
-        .summary(s.clone())
+        .summary(s.clone(), 0)
         .window_start(5)
         .build()
         .unwrap();
@@ -159,7 +159,7 @@ async fn data_written_before_summaries_loads_without_one_and_takes_one() {
     let c = Commit::on(&snap)
         .retention(Retention::DropEvicted)
         .keep_unsummarized()
-        .summary(s.clone())
+        .summary(s.clone(), 0)
         .append(Message::assistant("a8"), 3)
         .window_start(6)
         .build()

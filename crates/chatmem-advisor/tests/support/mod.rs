@@ -70,6 +70,7 @@ impl MockServer {
     }
 
     /// Starts a server that answers every request with `responder`.
+    #[allow(dead_code)] // used by the CLI's tests, which share this module
     pub(crate) async fn start_with(responder: Responder) -> Self {
         Self::start_shared(Shared {
             responder: Some(responder),
