@@ -16,6 +16,7 @@ use crate::error::ApiError;
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
+#[schema(as = Policy)]
 pub(crate) struct PolicyOverride {
     /// At most this many messages in the window, the system message included (at least 1).
     #[param(minimum = 1)]

@@ -277,3 +277,38 @@ async fn models_without_or_with_a_failing_upstream() {
         "{metrics}"
     );
 }
+
+/// An upstream that refuses a chat call: 502 naming its status, counted by kind, nothing
+/// committed.
+#[tokio::test]
+async fn a_failed_upstream_call_is_502_and_counted() {
+    let upstream = MockServer::start(vec![support::Reply::Status(400)]).await;
+    let base = serve(Arc::new(InMemoryStore::new()), &upstream).await;
+    let http = reqwest::Client::new();
+    let r = http
+        .post(format!("{base}/v1/chat/completions"))
+        .header("X-Chatmem-Conversation", "c1")
+        .json(&request("hi", false))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status(), 502);
+    let body: Value = r.json().await.expect("json");
+    assert!(
+        body["error"]["message"].as_str().is_some_and(|m| m.contains("400")),
+        "{body}"
+    );
+    let metrics = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        metrics.contains("chatmem_upstream_errors_total{kind=\"invalid_request\"} 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("chatmem_commits_total 0"), "{metrics}");
+}

@@ -191,7 +191,7 @@ impl<S: Store> ChatMemory<S> {
     /// ```
     /// use chatmem::{ChatMemory, Tokenizer, WindowPolicy};
     /// let memory = ChatMemory::in_memory();
-    /// let small = memory.clone().with_policy(WindowPolicy::try_tokens(500)?, Tokenizer::O200k.counter());
+    /// let small = memory.with_policy(WindowPolicy::try_tokens(500)?, Tokenizer::O200k.counter());
     /// assert_eq!(small.policy(), &WindowPolicy::tokens(500));
     /// assert_eq!(small.counter().name(), "o200k_base");
     /// # Ok::<(), chatmem::Error>(())
