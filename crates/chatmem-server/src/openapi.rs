@@ -169,3 +169,31 @@ fn chat_completions() {}
               (status = 503, description = "no upstream is configured", body = ErrorBody)))]
 #[allow(dead_code)]
 fn models() {}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+    use crate::app::route;
+
+    /// The router is built from `app::route`'s templates; each one is documented, and
+    /// nothing else is.
+    #[test]
+    fn every_route_template_is_documented() {
+        let doc = ApiDoc::openapi();
+        let documented: BTreeSet<&str> = doc.paths.paths.keys().map(String::as_str).collect();
+        let served = BTreeSet::from([
+            route::HEALTHZ,
+            route::METRICS,
+            route::OPENAPI,
+            route::MODELS,
+            route::COMPLETIONS,
+            route::CONVERSATIONS,
+            route::CONVERSATION,
+            route::MESSAGES,
+            route::HISTORY,
+        ]);
+        assert_eq!(documented, served);
+    }
+}
