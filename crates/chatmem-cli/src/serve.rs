@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use chatmem_server::{Auth, ServerConfig, Upstream, app};
+use chatmem_server::{Auth, ServerConfig, Upstream, app, metrics_app};
 
 /// Serve conversation memory over HTTP for applications in any language.
 #[derive(clap::Args, Debug)]
@@ -20,6 +20,11 @@ pub(crate) struct ServeArgs {
     /// (its key from CHATMEM_UPSTREAM_API_KEY, if it needs one).
     #[arg(long, value_name = "URL")]
     upstream_base_url: Option<String>,
+    /// Also serve GET /metrics, and nothing else, on this address without a bearer token, for
+    /// a Prometheus scraper (on the main address /metrics needs the token when --auth is set).
+    /// It shows counts only, never conversations.
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<SocketAddr>,
 }
 
 impl ServeArgs {
@@ -69,6 +74,19 @@ pub(crate) async fn serve(
         upstream,
         ..ServerConfig::default()
     };
+    if let Some(addr) = args.metrics_listen {
+        let scrape = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("listening on {addr} (--metrics-listen)"))?;
+        eprintln!("chatmem: serving metrics on http://{}/metrics", scrape.local_addr()?);
+        // Ends with the process: a scrape holds nothing to finish.
+        let router = metrics_app(config.metrics.clone());
+        tokio::spawn(async move {
+            if let Err(e) = axum::serve(scrape, router).await {
+                eprintln!("chatmem: the metrics listener stopped: {e}");
+            }
+        });
+    }
     eprintln!(
         "chatmem: serving conversation memory on http://{}",
         listener.local_addr()?

@@ -1,5 +1,5 @@
-//! `chatmem serve` as a process: the README's curl session through reqwest, the loopback rule,
-//! and a clean exit on SIGTERM.
+//! `chatmem serve` as a process: the README's curl session through reqwest, the metrics
+//! listener, the loopback rule, and a clean exit on SIGTERM.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -18,11 +18,14 @@ async fn serve_answers_the_memory_api_and_stops_on_sigterm() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = format!("sqlite:{}", dir.path().join("serve.db").display());
     let port = free_port();
+    let metrics_port = free_port();
     let child = Command::new(env!("CARGO_BIN_EXE_chatmem"))
         .args([
             "serve",
             "--listen",
             &format!("127.0.0.1:{port}"),
+            "--metrics-listen",
+            &format!("127.0.0.1:{metrics_port}"),
             "--store",
             &store,
             "--max-messages",
@@ -57,6 +60,26 @@ async fn serve_answers_the_memory_api_and_stops_on_sigterm() {
     assert_eq!(r.status(), 200);
     let window: Value = http.get(&url).send().await.expect("get").json().await.expect("json");
     assert_eq!(window["messages"].as_array().map(Vec::len), Some(3));
+
+    // The metrics listener shows what the main listener did; the document lists the routes.
+    let metrics = http
+        .get(format!("http://127.0.0.1:{metrics_port}/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(metrics.contains("chatmem_commits_total 1"), "{metrics}");
+    let doc: Value = http
+        .get(format!("{base}/openapi.json"))
+        .send()
+        .await
+        .expect("openapi")
+        .json()
+        .await
+        .expect("json");
+    assert!(doc["paths"]["/v1/conversations/{id}/messages"]["post"].is_object());
 
     let status = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])

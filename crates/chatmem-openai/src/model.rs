@@ -89,6 +89,21 @@ impl OpenAiModel {
         self.timeout
     }
 
+    /// The provider's `GET /models` answer as it came (OpenAI's `{"object": "list", "data":
+    /// [...]}`, with whatever fields the provider adds), for a proxy that passes it on. The
+    /// model name is not sent. Same timeout, retries and error mapping as a chat call.
+    ///
+    /// # Errors
+    /// A [`ModelError`] with the provider's HTTP status when it answered one.
+    pub async fn list_models(&self) -> Result<Value, ModelError> {
+        let models = self.client.models();
+        let call = models.list_byot::<Value>();
+        tokio::time::timeout(self.timeout, call)
+            .await
+            .map_err(|_| self.timed_out())?
+            .map_err(map)
+    }
+
     fn timed_out(&self) -> ModelError {
         ModelError::new(
             ModelErrorKind::Timeout,

@@ -1,11 +1,12 @@
 //! [`app`]: the router, its shared state, and what every request goes through (a request id,
-//! the body limit, a log span).
+//! the body limit, a log span, the request metrics).
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Request};
-use axum::http::HeaderValue;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::http::{HeaderValue, Method};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{get, post};
@@ -14,7 +15,27 @@ use tracing::Instrument;
 
 use crate::completions;
 use crate::config::ServerConfig;
+use crate::metered_store::MeteredStore;
+use crate::metrics::Metrics;
 use crate::routes;
+
+/// The route templates: the router's paths, and the `route` label of the request metrics.
+pub(crate) mod route {
+    pub(crate) const HEALTHZ: &str = "/healthz";
+    pub(crate) const METRICS: &str = "/metrics";
+    pub(crate) const OPENAPI: &str = "/openapi.json";
+    pub(crate) const MODELS: &str = "/v1/models";
+    pub(crate) const COMPLETIONS: &str = "/v1/chat/completions";
+    pub(crate) const CONVERSATIONS: &str = "/v1/conversations";
+    /// The one router path under which the three below are told apart by their suffix (ids
+    /// may hold `/`).
+    pub(crate) const ANY_CONVERSATION: &str = "/v1/conversations/{*rest}";
+    pub(crate) const CONVERSATION: &str = "/v1/conversations/{id}";
+    pub(crate) const MESSAGES: &str = "/v1/conversations/{id}/messages";
+    pub(crate) const HISTORY: &str = "/v1/conversations/{id}/history";
+    /// Any path no route serves.
+    pub(crate) const UNMATCHED: &str = "unmatched";
+}
 
 /// What the handlers share: the memory (store and policy) and the configuration.
 #[derive(Debug, Clone)]
@@ -28,25 +49,31 @@ pub struct AppState {
 pub(crate) struct RequestId(pub(crate) String);
 
 /// The server's router over `memory`, ready for `axum::serve` or for tests to drive with
-/// `tower::ServiceExt::oneshot`.
+/// `tower::ServiceExt::oneshot`. Its store calls are counted in `config.metrics`.
 pub fn app(memory: ChatMemory<Arc<dyn Store>>, config: ServerConfig) -> Router {
     let body_limit = config.limits.max_body_bytes;
+    let metered: Arc<dyn Store> = Arc::new(MeteredStore::new(Arc::clone(memory.store()), config.metrics.clone()));
+    let metrics = config.metrics.clone();
     let state = AppState {
-        memory: Arc::new(memory),
+        memory: Arc::new(memory.with_store(metered)),
         config: Arc::new(config),
     };
     Router::new()
-        .route("/healthz", get(routes::healthz))
-        .route("/v1/conversations", get(routes::list))
-        .route("/v1/chat/completions", post(completions::chat_completions))
+        .route(route::HEALTHZ, get(routes::healthz))
+        .route(route::METRICS, get(routes::metrics))
+        .route(route::OPENAPI, get(crate::openapi::serve))
+        .route(route::MODELS, get(completions::models))
+        .route(route::CONVERSATIONS, get(routes::list))
+        .route(route::COMPLETIONS, post(completions::chat_completions))
         .route(
-            "/v1/conversations/{*rest}",
+            route::ANY_CONVERSATION,
             get(routes::get_conversation)
                 .post(routes::post_conversation)
                 .delete(routes::delete_conversation),
         )
         .fallback(routes::not_found)
         .layer(DefaultBodyLimit::max(body_limit))
+        .layer(middleware::from_fn_with_state(metrics, observe))
         .layer(middleware::from_fn(request_id))
         .with_state(state)
 }
@@ -64,4 +91,71 @@ async fn request_id(mut request: Request, next: Next) -> Response {
         response.headers_mut().insert("x-request-id", value);
     }
     response
+}
+
+/// Counts the request by route template, method and status, and times it.
+async fn observe(State(metrics): State<Metrics>, request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let route = route_label(
+        request.extensions().get::<MatchedPath>().map(MatchedPath::as_str),
+        request.uri().path(),
+    );
+    let method = method_label(request.method());
+    let response = next.run(request).await;
+    metrics.request(route, method, response.status(), started.elapsed());
+    response
+}
+
+/// The route template of a request: the router's path, or for a conversation path the
+/// template its suffix selects. Never the raw path (ids are not labels).
+fn route_label(matched: Option<&str>, path: &str) -> &'static str {
+    use route::*;
+    match matched {
+        Some(HEALTHZ) => HEALTHZ,
+        Some(METRICS) => METRICS,
+        Some(OPENAPI) => OPENAPI,
+        Some(MODELS) => MODELS,
+        Some(COMPLETIONS) => COMPLETIONS,
+        Some(CONVERSATIONS) => CONVERSATIONS,
+        Some(ANY_CONVERSATION) => {
+            let rest = path.strip_prefix("/v1/conversations/").unwrap_or(path);
+            let rest = percent_encoding::percent_decode_str(rest).decode_utf8_lossy();
+            match routes::split_path(&rest).1 {
+                Some("messages") => MESSAGES,
+                Some("history") => HISTORY,
+                _ => CONVERSATION,
+            }
+        }
+        _ => UNMATCHED,
+    }
+}
+
+/// The method as a label; a method no route serves is `other`, so clients cannot add series.
+fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conversation_paths_are_labelled_by_template_not_id() {
+        let any = Some(route::ANY_CONVERSATION);
+        assert_eq!(route_label(any, "/v1/conversations/u-42/messages"), route::MESSAGES);
+        assert_eq!(route_label(any, "/v1/conversations/a/b/history"), route::HISTORY);
+        assert_eq!(route_label(any, "/v1/conversations/a%2Fb%2Fmessages"), route::MESSAGES);
+        assert_eq!(route_label(any, "/v1/conversations/u-42"), route::CONVERSATION);
+        assert_eq!(route_label(None, "/v1/secret-id"), route::UNMATCHED);
+        assert_eq!(route_label(Some(route::MODELS), "/v1/models"), route::MODELS);
+    }
 }

@@ -21,8 +21,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::app::{AppState, RequestId};
+use crate::config::Upstream;
 use crate::error::ApiError;
-use crate::routes::{body_bytes, conversation_key, parse_body, respond};
+use crate::metrics::Metrics;
+use crate::routes::{body_bytes, conversation_key, parse_body, respond, tenant};
 
 /// The header that names the conversation of a chat completion.
 pub const CONVERSATION_HEADER: &str = "x-chatmem-conversation";
@@ -68,13 +70,7 @@ pub(crate) async fn chat_completions(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let result = async {
-        let Some(upstream) = &state.config.upstream else {
-            return Err(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "no_upstream",
-                "this server has no upstream model (start it with --upstream-base-url)",
-            ));
-        };
+        let upstream = configured_upstream(&state)?;
         let id = headers
             .get(CONVERSATION_HEADER)
             .and_then(|v| v.to_str().ok())
@@ -93,17 +89,7 @@ pub(crate) async fn chat_completions(
         {
             return Err(ApiError::too_large("the request's messages are over the server's limits"));
         }
-        let mut builder = OpenAiModel::builder()
-            .base_url(upstream.base_url.clone())
-            .model(request.model.clone())
-            .timeout(limits.upstream_timeout);
-        builder = match &upstream.api_key {
-            Some(key) => builder.api_key(key.clone()),
-            None => builder.no_api_key(),
-        };
-        let model = builder
-            .build()
-            .map_err(|e| ApiError::invalid(format!("the upstream model cannot be used: {e}")))?;
+        let model = upstream_model(&state, upstream, &request.model)?;
         let advisor = MemoryAdvisor::new(model, (*state.memory).clone());
         let turn = TurnRequest {
             messages: request.messages,
@@ -124,9 +110,13 @@ pub(crate) async fn chat_completions(
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         if request.stream {
-            return Ok(stream(advisor, key, turn, completion_id, created, request.model));
+            let metrics = state.config.metrics.clone();
+            return Ok(stream(advisor, key, turn, completion_id, created, request.model, metrics));
         }
-        let done = advisor.call(&key, turn).await.map_err(advisor_error)?;
+        let done = advisor
+            .call(&key, turn)
+            .await
+            .map_err(|e| advisor_error(&state.config.metrics, e))?;
         Ok(Json(json!({
             "id": completion_id,
             "object": "chat.completion",
@@ -165,6 +155,7 @@ fn stream(
     id: String,
     created: u64,
     model: String,
+    metrics: Metrics,
 ) -> Response {
     let events = async_stream::stream! {
         let chunk = |delta: Value, finish: Option<String>, usage: Option<Usage>| {
@@ -177,7 +168,7 @@ fn stream(
         let mut turn_stream = match advisor.stream(&key, turn).await {
             Ok(s) => s,
             Err(e) => {
-                yield Ok::<Event, std::convert::Infallible>(error_event(&advisor_error(e)));
+                yield Ok::<Event, std::convert::Infallible>(error_event(&advisor_error(&metrics, e)));
                 return;
             }
         };
@@ -212,7 +203,7 @@ fn stream(
                 }
                 Ok(_) => {}
                 Err(e) => {
-                    yield Ok(error_event(&advisor_error(e)));
+                    yield Ok(error_event(&advisor_error(&metrics, e)));
                     return;
                 }
             }
@@ -226,21 +217,77 @@ fn error_event(e: &ApiError) -> Event {
 }
 
 /// An advisor error as the client sees it: its own bad request is 400, the upstream's
-/// failure 502, memory's failures as [`ApiError::from`] says.
-fn advisor_error(e: chatmem_advisor::Error) -> ApiError {
+/// failure 502 (counted), memory's failures as [`ApiError::from`] says.
+fn advisor_error(metrics: &Metrics, e: chatmem_advisor::Error) -> ApiError {
     use chatmem_advisor::Error;
     match e {
         Error::InvalidRequest(r) => ApiError::invalid(r),
         Error::Load(source) => ApiError::from(source),
         Error::Commit { source, .. } => ApiError::from(source),
-        Error::Model(m) => {
-            tracing::warn!(error = %m, "upstream model failed");
-            ApiError::new(
-                StatusCode::BAD_GATEWAY,
-                "upstream_error",
-                format!("the upstream model failed: {m}"),
-            )
+        Error::Model(m) => upstream_failed(metrics, &m),
+        other => {
+            metrics.upstream_error(chatmem::ModelErrorKind::Other);
+            ApiError::new(StatusCode::BAD_GATEWAY, "upstream_error", other.to_string())
         }
-        other => ApiError::new(StatusCode::BAD_GATEWAY, "upstream_error", other.to_string()),
     }
+}
+
+/// 502 for a failed upstream call, naming its HTTP status when it answered one (the
+/// [`chatmem::ModelError`]'s text does); counted in the metrics.
+fn upstream_failed(metrics: &Metrics, m: &chatmem::ModelError) -> ApiError {
+    metrics.upstream_error(m.kind());
+    tracing::warn!(error = %m, "upstream model failed");
+    ApiError::new(
+        StatusCode::BAD_GATEWAY,
+        "upstream_error",
+        format!("the upstream model failed: {m}"),
+    )
+}
+
+/// The configured upstream, or 503 when the server has none.
+fn configured_upstream(state: &AppState) -> Result<&Upstream, ApiError> {
+    state.config.upstream.as_ref().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no_upstream",
+            "this server has no upstream model (start it with --upstream-base-url)",
+        )
+    })
+}
+
+/// A client of `upstream` for `model`, with the server's upstream timeout.
+fn upstream_model(state: &AppState, upstream: &Upstream, model: &str) -> Result<OpenAiModel, ApiError> {
+    let builder = OpenAiModel::builder()
+        .base_url(upstream.base_url.clone())
+        .model(model)
+        .timeout(state.config.limits.upstream_timeout);
+    let builder = match &upstream.api_key {
+        Some(key) => builder.api_key(key.clone()),
+        None => builder.no_api_key(),
+    };
+    builder
+        .build()
+        .map_err(|e| ApiError::invalid(format!("the upstream model cannot be used: {e}")))
+}
+
+/// `GET /v1/models`: the upstream's model list as it came, for clients that list models
+/// before they chat. Same callers as every route (the bearer token with `--auth`).
+pub(crate) async fn models(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    headers: HeaderMap,
+) -> Response {
+    /// The builder wants a model name; listing never sends it.
+    const LISTING: &str = "(listing models)";
+    let result = async {
+        tenant(&state, &headers)?;
+        let upstream = configured_upstream(&state)?;
+        let model = upstream_model(&state, upstream, LISTING)?;
+        match model.list_models().await {
+            Ok(list) => Ok(Json(list).into_response()),
+            Err(e) => Err(upstream_failed(&state.config.metrics, &e)),
+        }
+    }
+    .await;
+    respond(&rid, result)
 }

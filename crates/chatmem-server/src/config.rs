@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::auth::Auth;
+use crate::metrics::Metrics;
 
 /// Bounds on what one request may carry; over them a request is answered 413 or 400, never
 /// processed.
@@ -67,6 +68,9 @@ pub struct ServerConfig {
     /// Bearer tokens and their tenants; `None` accepts every request as one tenant (then the
     /// server must listen on loopback only, which `chatmem serve` enforces).
     pub auth: Option<Auth>,
-    /// The model chat completions go to; `None` answers them 503.
+    /// The model chat completions and `GET /v1/models` go to; `None` answers them 503.
     pub upstream: Option<Upstream>,
+    /// Where the server counts requests, commits and errors (`GET /metrics`); the default is
+    /// a new registry, so each server counts its own.
+    pub metrics: Metrics,
 }

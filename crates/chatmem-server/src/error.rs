@@ -4,7 +4,6 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
 
 /// An error answered to a client: a status, a stable machine-readable `code` and a one-line
 /// `message` (escaped with [`chatmem::printable`], so it never carries raw control characters
@@ -100,9 +99,36 @@ impl From<chatmem::Error> for ApiError {
     }
 }
 
+/// The JSON body of every error. `ApiError` answers exactly this, and `/openapi.json`
+/// documents this type, so the documented shape is the real one.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[schema(as = Error)]
+pub(crate) struct ErrorBody {
+    error: ErrorDetail,
+}
+
+/// What went wrong.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub(crate) struct ErrorDetail {
+    /// A stable machine-readable code: `invalid_request`, `unauthorized`, `not_found`,
+    /// `too_large`, `contention`, `store_unavailable`, `store_timeout`, `store_error`,
+    /// `no_upstream`, `upstream_error`.
+    code: &'static str,
+    /// One line for people; it names the field when a request was invalid.
+    message: String,
+    /// The request's id (also in its `x-request-id` header and every log line of it).
+    request_id: Option<String>,
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({"error": {"code": self.code, "message": self.message, "request_id": self.request_id}});
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code,
+                message: self.message,
+                request_id: self.request_id,
+            },
+        };
         (self.status, Json(body)).into_response()
     }
 }

@@ -11,12 +11,15 @@
 //!
 //! | request | answer |
 //! |---|---|
-//! | `POST /v1/conversations/{id}/messages` with `{"messages": [...]}` | the batch committed atomically; `{"conversation", "messages"}` with the window after it |
-//! | `GET /v1/conversations/{id}/messages` | the window the model sees (404 for an unknown conversation) |
+//! | `POST /v1/conversations/{id}/messages` with `{"messages": [...]}` (and optionally `"policy": {"max_messages": N}` or `{"max_tokens": N, "tokenizer": "cl100k"}`, with `"evict_to"`) | the batch committed atomically; `{"conversation", "messages"}` with the window after it |
+//! | `GET /v1/conversations/{id}/messages` (optionally `?max_messages=N`, `?max_tokens=N&tokenizer=…`, `&evict_to=N`) | the window the model sees (404 for an unknown conversation) |
 //! | `GET /v1/conversations/{id}/history` | everything stored (404 for an unknown conversation) |
 //! | `DELETE /v1/conversations/{id}` | 204, or 404 |
 //! | `GET /v1/conversations?cursor=…&limit=…` | `{"conversations": [...], "next_cursor"}` |
 //! | `GET /healthz` | 200 when the store answers, 503 otherwise |
+//! | `GET /metrics` | [`Metrics`] as OpenMetrics text (bearer token as every route; [`metrics_app`] serves it without one on a second listener) |
+//! | `GET /openapi.json` | this API as OpenAPI 3.1, generated from the code |
+//! | `GET /v1/models` | the upstream's model list, as it came (502 naming the upstream's status when it fails) |
 //! | `POST /v1/chat/completions` with header `X-Chatmem-Conversation: {id}` | OpenAI's chat completion (JSON, or SSE with `"stream": true`) from the upstream model, called with the conversation's memory; the turn is committed on success |
 //!
 //! Ids may hold `/` (`/v1/conversations/a/b/messages` is conversation `a/b`) and any
@@ -38,6 +41,10 @@ mod auth;
 mod completions;
 mod config;
 mod error;
+mod metered_store;
+mod metrics;
+mod openapi;
+mod policy;
 mod routes;
 
 pub use crate::app::{AppState, app};
@@ -45,3 +52,4 @@ pub use crate::auth::{Auth, AuthError, Tenant};
 pub use crate::completions::CONVERSATION_HEADER;
 pub use crate::config::{Limits, ServerConfig, Upstream};
 pub use crate::error::ApiError;
+pub use crate::metrics::{Metrics, metrics_app};

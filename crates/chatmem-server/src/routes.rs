@@ -5,17 +5,17 @@ use std::future::Future;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Extension, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chatmem::{ConversationId, Message};
 use serde::Deserialize;
-use serde_json::json;
 
 use crate::app::{AppState, RequestId};
 use crate::auth::Tenant;
 use crate::error::ApiError;
+use crate::policy::PolicyOverride;
 
 /// Answers `result`, an error naming the request.
 pub(crate) fn respond(id: &RequestId, result: Result<Response, ApiError>) -> Response {
@@ -28,20 +28,27 @@ pub(crate) fn respond(id: &RequestId, result: Result<Response, ApiError>) -> Res
     }
 }
 
-/// Runs one store operation under the configured timeout.
-async fn timed<T>(state: &AppState, op: impl Future<Output = chatmem::Result<T>>) -> Result<T, ApiError> {
+/// Runs one store operation (`name`, for the metrics) under the configured timeout.
+async fn timed<T>(
+    state: &AppState,
+    name: &'static str,
+    op: impl Future<Output = chatmem::Result<T>>,
+) -> Result<T, ApiError> {
     match tokio::time::timeout(state.config.limits.store_timeout, op).await {
         Ok(r) => r.map_err(ApiError::from),
-        Err(_) => Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "store_timeout",
-            "the store did not answer in time",
-        )),
+        Err(_) => {
+            state.config.metrics.store_error(name, "timeout");
+            Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_timeout",
+                "the store did not answer in time",
+            ))
+        }
     }
 }
 
 /// The tenant the request speaks for.
-fn tenant(state: &AppState, headers: &HeaderMap) -> Result<Tenant, ApiError> {
+pub(crate) fn tenant(state: &AppState, headers: &HeaderMap) -> Result<Tenant, ApiError> {
     let Some(auth) = &state.config.auth else {
         return Ok(Tenant::open());
     };
@@ -56,7 +63,7 @@ fn tenant(state: &AppState, headers: &HeaderMap) -> Result<Tenant, ApiError> {
 }
 
 /// The conversation a path names, and what of it (`messages`, `history` or the conversation).
-fn split_path(rest: &str) -> (&str, Option<&str>) {
+pub(crate) fn split_path(rest: &str) -> (&str, Option<&str>) {
     for what in ["messages", "history"] {
         if let Some(id) = rest.strip_suffix(what).and_then(|r| r.strip_suffix('/')) {
             return (id, Some(what));
@@ -113,10 +120,31 @@ fn key(state: &AppState, tenant: &Tenant, id: &str) -> Result<ConversationId, Ap
 
 /// The answer of the message routes; written directly (not through a JSON value) so each
 /// message keeps its field order, `role` first.
-#[derive(serde::Serialize)]
-struct WindowBody<'a> {
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[schema(as = Window)]
+pub(crate) struct WindowBody<'a> {
+    /// The conversation id, as the client gave it.
     conversation: &'a str,
+    /// The system message (if any) first, then the window (or, for `/history`, everything
+    /// stored).
+    #[schema(value_type = Vec<crate::openapi::MessageSchema>)]
     messages: &'a [Message],
+}
+
+/// The answer of `GET /v1/conversations`.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub(crate) struct ConversationPage<'a> {
+    /// Ids, ascending.
+    conversations: &'a [&'a str],
+    /// Give it as `cursor` for the next page; null on the last page.
+    next_cursor: Option<&'a str>,
+}
+
+/// The answer of `GET /healthz`.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub(crate) struct Health {
+    /// `ok`.
+    status: &'static str,
 }
 
 fn window_json(id: &str, messages: &[Message]) -> Response {
@@ -128,14 +156,26 @@ fn window_json(id: &str, messages: &[Message]) -> Response {
 }
 
 pub(crate) async fn healthz(State(state): State<AppState>, Extension(rid): Extension<RequestId>) -> Response {
-    let result = timed(&state, async { state.memory.list(None, 1).await.map(drop) }).await;
-    respond(&rid, result.map(|()| Json(json!({"status": "ok"})).into_response()))
+    let result = timed(&state, "list", async { state.memory.list(None, 1).await.map(drop) }).await;
+    respond(&rid, result.map(|()| Json(Health { status: "ok" }).into_response()))
+}
+
+/// `GET /metrics`: the server's metrics as OpenMetrics text, for the same callers as every
+/// other route (a bearer token when the server has `--auth`; a scraper without one uses
+/// `chatmem serve --metrics-listen`).
+pub(crate) async fn metrics(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    headers: HeaderMap,
+) -> Response {
+    let result = tenant(&state, &headers).map(|_| crate::metrics::respond(&state.config.metrics));
+    respond(&rid, result)
 }
 
 pub(crate) async fn not_found(Extension(rid): Extension<RequestId>) -> Response {
     respond(
         &rid,
-        Err(ApiError::not_found("no such route; see GET /v1/conversations")),
+        Err(ApiError::not_found("no such route; GET /openapi.json lists them")),
     )
 }
 
@@ -144,20 +184,23 @@ pub(crate) async fn get_conversation(
     Extension(rid): Extension<RequestId>,
     headers: HeaderMap,
     Path(rest): Path<String>,
+    query: Result<Query<PolicyOverride>, QueryRejection>,
 ) -> Response {
     let result = async {
         let Target { id, what, key } = target(&state, &headers, &rest)?;
+        let Query(policy) = query.map_err(|e| ApiError::invalid(e.body_text()))?;
         let missing = || ApiError::not_found(format!("no conversation {id:?}"));
         match what {
             Some("messages") => {
-                let loaded = timed(&state, state.memory.load(&key)).await?;
+                let memory = policy.apply(&state.memory, "query")?;
+                let loaded = timed(&state, "load", memory.load(&key)).await?;
                 if !loaded.snapshot().exists() {
                     return Err(missing());
                 }
                 Ok(window_json(id, &loaded.into_messages()))
             }
             Some("history") => {
-                let all = timed(&state, state.memory.history(&key)).await?;
+                let all = timed(&state, "history", state.memory.history(&key)).await?;
                 if all.is_empty() {
                     return Err(missing());
                 }
@@ -171,10 +214,16 @@ pub(crate) async fn get_conversation(
 }
 
 /// The body of `POST …/messages`.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct PostMessages {
+pub(crate) struct PostMessages {
+    /// The batch, committed atomically (system message rules as in `chatmem add`).
+    #[schema(value_type = Vec<crate::openapi::MessageSchema>, min_items = 1)]
     messages: Vec<Message>,
+    /// A window policy for this request instead of the server's.
+    #[serde(default)]
+    #[schema(nullable = false)]
+    policy: Option<PolicyOverride>,
 }
 
 pub(crate) async fn post_conversation(
@@ -190,9 +239,10 @@ pub(crate) async fn post_conversation(
             return Err(ApiError::not_found("POST /v1/conversations/{id}/messages"));
         }
         let body = body_bytes(&state, body)?;
-        let messages = parse_messages(&state, &body)?;
-        let loaded = timed(&state, state.memory.load(&key)).await?;
-        let after = timed(&state, state.memory.commit(&key, loaded, messages)).await?;
+        let PostMessages { messages, policy } = parse_messages(&state, &body)?;
+        let memory = policy.unwrap_or_default().apply(&state.memory, "policy")?;
+        let loaded = timed(&state, "load", memory.load(&key)).await?;
+        let after = timed(&state, "commit", memory.commit(&key, loaded, messages)).await?;
         tracing::debug!(conversation = %key, "messages committed");
         Ok((StatusCode::OK, window_json(id, &after.into_messages())).into_response())
     }
@@ -219,10 +269,10 @@ pub(crate) fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8], what: &str
 }
 
 /// `{"messages": [...]}` checked against the limits; errors name the field.
-fn parse_messages(state: &AppState, body: &[u8]) -> Result<Vec<Message>, ApiError> {
+fn parse_messages(state: &AppState, body: &[u8]) -> Result<PostMessages, ApiError> {
     let limits = &state.config.limits;
     let parsed: PostMessages = parse_body(body, "request body")?;
-    let messages = parsed.messages;
+    let messages = &parsed.messages;
     if messages.is_empty() {
         return Err(ApiError::invalid("`messages` is empty"));
     }
@@ -244,7 +294,7 @@ fn parse_messages(state: &AppState, body: &[u8]) -> Result<Vec<Message>, ApiErro
             limits.max_message_bytes
         )));
     }
-    Ok(messages)
+    Ok(parsed)
 }
 
 pub(crate) async fn delete_conversation(
@@ -258,7 +308,7 @@ pub(crate) async fn delete_conversation(
         if what.is_some() {
             return Err(ApiError::not_found("DELETE /v1/conversations/{id}"));
         }
-        if timed(&state, state.memory.clear(&key)).await? {
+        if timed(&state, "clear", state.memory.clear(&key)).await? {
             Ok(StatusCode::NO_CONTENT.into_response())
         } else {
             Err(ApiError::not_found(format!("no conversation {id:?}")))
@@ -280,7 +330,7 @@ pub(crate) async fn list(
     State(state): State<AppState>,
     Extension(rid): Extension<RequestId>,
     headers: HeaderMap,
-    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+    query: Result<Query<ListQuery>, QueryRejection>,
 ) -> Response {
     let result = async {
         let tenant = tenant(&state, &headers)?;
@@ -296,12 +346,16 @@ pub(crate) async fn list(
             (None, "") => None,
             (None, prefix) => Some(ConversationId::new(prefix).map_err(|e| ApiError::invalid(e.to_string()))?),
         };
-        let page = timed(&state, state.memory.list(after.as_ref(), limit + 1)).await?;
+        let page = timed(&state, "list", state.memory.list(after.as_ref(), limit + 1)).await?;
         let mine: Vec<&str> = page.ids.iter().map_while(|k| tenant.client_id(k)).collect();
         let more = mine.len() > limit;
         let ids = &mine[..mine.len().min(limit)];
         let next = if more { ids.last().copied() } else { None };
-        Ok(Json(json!({"conversations": ids, "next_cursor": next})).into_response())
+        Ok(Json(ConversationPage {
+            conversations: ids,
+            next_cursor: next,
+        })
+        .into_response())
     }
     .await;
     respond(&rid, result)

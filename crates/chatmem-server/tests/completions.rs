@@ -1,5 +1,6 @@
 //! `POST /v1/chat/completions` through HTTP: the seed 003 after-sale scenario against a
-//! loopback upstream that speaks OpenAI's protocol, plain and streaming; the header rule.
+//! loopback upstream that speaks OpenAI's protocol, plain and streaming; the header rule;
+//! `GET /v1/models` passed through.
 
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../chatmem-advisor/tests/support/mod.rs"]
@@ -16,10 +17,6 @@ const SYSTEM: &str = "你是邻里仓售后。未发货可退。若对话历史�
 const ORDER: &str = "LC202610060018";
 
 async fn serve(store: Arc<dyn Store>, upstream: &MockServer) -> String {
-    let memory = ChatMemory::builder(store)
-        .policy(WindowPolicy::messages(6))
-        .build()
-        .expect("valid memory settings");
     let config = ServerConfig {
         upstream: Some(Upstream {
             base_url: upstream.base_url.clone(),
@@ -27,6 +24,14 @@ async fn serve(store: Arc<dyn Store>, upstream: &MockServer) -> String {
         }),
         ..ServerConfig::default()
     };
+    serve_with(store, config).await
+}
+
+async fn serve_with(store: Arc<dyn Store>, config: ServerConfig) -> String {
+    let memory = ChatMemory::builder(store)
+        .policy(WindowPolicy::messages(6))
+        .build()
+        .expect("valid memory settings");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(async move {
@@ -206,4 +211,104 @@ async fn an_openai_client_gets_memory_with_one_header() {
         turn2.iter().any(|(role, t)| role == "user" && t.contains(ORDER)),
         "memory reached the model"
     );
+}
+
+/// `GET /v1/models` is the upstream's list as it came, also through async-openai.
+#[tokio::test(flavor = "multi_thread")]
+async fn models_are_the_upstreams_list() {
+    use async_openai::Client;
+    use async_openai::config::OpenAIConfig;
+
+    let upstream = MockServer::start(Vec::new()).await;
+    let base = serve(Arc::new(InMemoryStore::new()), &upstream).await;
+    let r = reqwest::get(format!("{base}/v1/models")).await.expect("get");
+    assert_eq!(r.status(), 200);
+    let body: Value = r.json().await.expect("json");
+    assert_eq!(body["object"], "list");
+    assert_eq!(
+        body["data"][1]["owned_by"], "chatmem-test",
+        "the upstream's fields pass through"
+    );
+
+    let client = Client::with_config(OpenAIConfig::new().with_api_base(format!("{base}/v1")));
+    let list = client.models().list().await.expect("an OpenAI client lists models");
+    let ids: Vec<&str> = list.data.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(ids, ["mock-model", "mock-reasoner"]);
+}
+
+/// Without an upstream: 503; with an upstream that fails: 502 naming its status, counted
+/// in the metrics.
+#[tokio::test]
+async fn models_without_or_with_a_failing_upstream() {
+    let base = serve_with(Arc::new(InMemoryStore::new()), ServerConfig::default()).await;
+    let r = reqwest::get(format!("{base}/v1/models")).await.expect("get");
+    assert_eq!(r.status(), 503);
+    let body: Value = r.json().await.expect("json");
+    assert_eq!(body["error"]["code"], "no_upstream", "{body}");
+
+    let upstream = MockServer::start(Vec::new()).await;
+    let config = ServerConfig {
+        upstream: Some(Upstream {
+            base_url: upstream.base_url.clone(),
+            api_key: Some("a-key-the-upstream-refuses".into()),
+        }),
+        ..ServerConfig::default()
+    };
+    let base = serve_with(Arc::new(InMemoryStore::new()), config).await;
+    let r = reqwest::get(format!("{base}/v1/models")).await.expect("get");
+    assert_eq!(r.status(), 502);
+    let body: Value = r.json().await.expect("json");
+    assert_eq!(body["error"]["code"], "upstream_error", "{body}");
+    let message = body["error"]["message"].as_str().expect("message");
+    assert!(message.contains("401"), "the upstream's status is named: {message}");
+    assert!(!message.contains("a-key-the-upstream-refuses"), "{message}");
+    let metrics = reqwest::get(format!("{base}/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        metrics.contains("chatmem_upstream_errors_total{kind=\"auth\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(r#"chatmem_http_requests_total{route="/v1/models",method="GET",status="502"} 1"#),
+        "{metrics}"
+    );
+}
+
+/// An upstream that refuses a chat call: 502 naming its status, counted by kind, nothing
+/// committed.
+#[tokio::test]
+async fn a_failed_upstream_call_is_502_and_counted() {
+    let upstream = MockServer::start(vec![support::Reply::Status(400)]).await;
+    let base = serve(Arc::new(InMemoryStore::new()), &upstream).await;
+    let http = reqwest::Client::new();
+    let r = http
+        .post(format!("{base}/v1/chat/completions"))
+        .header("X-Chatmem-Conversation", "c1")
+        .json(&request("hi", false))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status(), 502);
+    let body: Value = r.json().await.expect("json");
+    assert!(
+        body["error"]["message"].as_str().is_some_and(|m| m.contains("400")),
+        "{body}"
+    );
+    let metrics = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        metrics.contains("chatmem_upstream_errors_total{kind=\"invalid_request\"} 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("chatmem_commits_total 0"), "{metrics}");
 }

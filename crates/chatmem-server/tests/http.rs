@@ -40,6 +40,16 @@ async fn error_code(response: reqwest::Response) -> String {
     error["code"].as_str().expect("code").to_owned()
 }
 
+/// The roles of a window answer's messages.
+fn roles_of(window: &Value) -> Vec<&str> {
+    window["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| m["role"].as_str().unwrap_or(""))
+        .collect()
+}
+
 async fn the_memory_api(store: Arc<dyn Store>, prefix: &str) {
     let base = serve(store, ServerConfig::default()).await;
     let http = reqwest::Client::new();
@@ -73,16 +83,54 @@ async fn the_memory_api(store: Arc<dyn Store>, prefix: &str) {
         .json()
         .await
         .expect("json");
-    let roles: Vec<&str> = window["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .map(|m| m["role"].as_str().unwrap_or(""))
-        .collect();
     assert_eq!(
-        roles,
+        roles_of(&window),
         ["system", "user", "assistant", "user", "assistant"],
         "a window of 6, starting on a user message"
+    );
+
+    // A request may ask for its own window: a smaller one on read...
+    let small: Value = http
+        .get(format!("{url}/messages?max_messages=3"))
+        .send()
+        .await
+        .expect("get")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(roles_of(&small), ["system", "user", "assistant"], "{small}");
+    assert_eq!(small["messages"][2]["content"], "三天。");
+    let tiny: Value = http
+        .get(format!("{url}/messages?max_tokens=1&tokenizer=heuristic"))
+        .send()
+        .await
+        .expect("get")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(roles_of(&tiny), ["system"], "the system message alone fills 1 token");
+    // ...and on write, where it moves the stored window start.
+    let r = http
+        .post(format!("{url}/messages"))
+        .json(&json!({"messages": [{"role": "user", "content": "还有别的单吗？"}, {"role": "assistant", "content": "没有了。"}],
+                      "policy": {"max_messages": 3}}))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status(), StatusCode::OK);
+    let after: Value = r.json().await.expect("json");
+    assert_eq!(roles_of(&after), ["system", "user", "assistant"], "{after}");
+    let window: Value = http
+        .get(format!("{url}/messages"))
+        .send()
+        .await
+        .expect("get")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        window["messages"], after["messages"],
+        "the server's policy reads what it left"
     );
 
     let history: Value = http
@@ -385,5 +433,62 @@ async fn a_tenant_sees_only_its_own_conversations() {
         let r = request.send().await.expect("get");
         assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{header:?}");
         assert_eq!(error_code(r).await, "unauthorized");
+    }
+}
+
+/// Invalid policies answer 400 naming the field, and write nothing.
+#[tokio::test]
+async fn an_invalid_policy_is_refused_naming_the_field() {
+    let base = serve(Arc::new(InMemoryStore::new()), ServerConfig::default()).await;
+    let http = reqwest::Client::new();
+    let url = format!("{base}/v1/conversations/c1/messages");
+    let pair = json!([{"role": "user", "content": "u"}, {"role": "assistant", "content": "a"}]);
+    for (policy, names) in [
+        (json!({"max_messages": 0}), "max_messages"),
+        (json!({"max_tokens": 0}), "max_tokens"),
+        (json!({"max_messages": -1}), "policy.max_messages"),
+        (json!({"max_messages": 5, "max_tokens": 100}), "not both"),
+        (json!({"max_messages": 5, "evict_to": 5}), "evict_to"),
+        (json!({"evict_to": 6}), "evict_to"),
+        (json!({"max_tokens": 100, "tokenizer": "gpt2"}), "tokenizer"),
+        (json!({"max_message": 3}), "max_message"),
+        (json!("small"), "policy"),
+    ] {
+        let r = http
+            .post(&url)
+            .json(&json!({"messages": pair, "policy": policy}))
+            .send()
+            .await
+            .expect("post");
+        assert_eq!(r.status(), StatusCode::BAD_REQUEST, "{policy}");
+        let body: Value = r.json().await.expect("json");
+        let message = body["error"]["message"].as_str().expect("message");
+        assert!(message.contains(names), "{policy}: {message}");
+    }
+    assert_eq!(
+        http.get(&url).send().await.expect("get").status(),
+        StatusCode::NOT_FOUND,
+        "nothing was written"
+    );
+    let ok = http
+        .post(&url)
+        .json(&json!({"messages": pair, "policy": {"max_tokens": 500, "tokenizer": "o200k", "evict_to": 100}}))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(ok.status(), StatusCode::OK);
+    for (query, names) in [
+        ("max_messages=0", "max_messages"),
+        ("max_messages=abc", "max_messages"),
+        ("evict_to=6", "evict_to"),
+        ("max_tokens=10&tokenizer=nope", "tokenizer"),
+        ("max_messages=2&max_tokens=2", "not both"),
+        ("colour=red", "colour"),
+    ] {
+        let r = http.get(format!("{url}?{query}")).send().await.expect("get");
+        assert_eq!(r.status(), StatusCode::BAD_REQUEST, "{query}");
+        let body: Value = r.json().await.expect("json");
+        let message = body["error"]["message"].as_str().expect("message");
+        assert!(message.contains(names), "{query}: {message}");
     }
 }

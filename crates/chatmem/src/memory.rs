@@ -223,6 +223,48 @@ impl<S: Store> ChatMemory<S> {
         &self.counter
     }
 
+    /// The same memory with another window policy and token counter, every other setting
+    /// kept: for one request that asks for its own window (the server's per-request policy).
+    /// A [`WindowPolicy`] is valid by construction, so this cannot fail.
+    ///
+    /// ```
+    /// use chatmem::{ChatMemory, Tokenizer, WindowPolicy};
+    /// let memory = ChatMemory::in_memory();
+    /// let small = memory.with_policy(WindowPolicy::try_tokens(500)?, Tokenizer::O200k.counter());
+    /// assert_eq!(small.policy(), &WindowPolicy::tokens(500));
+    /// assert_eq!(small.counter().name(), "o200k_base");
+    /// # Ok::<(), chatmem::Error>(())
+    /// ```
+    pub fn with_policy(mut self, policy: WindowPolicy, counter: Arc<dyn TokenCounter>) -> Self {
+        self.policy = policy;
+        self.counter = counter;
+        self
+    }
+
+    /// The same memory over another store, every setting kept: for wrapping the configured
+    /// store (to count its calls, say) without knowing how the memory was built.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use chatmem::{ChatMemory, InMemoryStore, Store, WindowPolicy};
+    /// let memory = ChatMemory::builder(InMemoryStore::new()).policy(WindowPolicy::messages(6)).build()?;
+    /// let shared: ChatMemory<Arc<dyn Store>> = memory.with_store(Arc::new(InMemoryStore::new()));
+    /// assert_eq!(shared.policy(), &WindowPolicy::messages(6));
+    /// # Ok::<(), chatmem::Error>(())
+    /// ```
+    pub fn with_store<T: Store>(self, store: T) -> ChatMemory<T> {
+        ChatMemory {
+            store,
+            policy: self.policy,
+            retention: self.retention,
+            ttl: self.ttl,
+            counter: self.counter,
+            max_attempts: self.max_attempts,
+            max_batch: self.max_batch,
+            summarizer: self.summarizer,
+        }
+    }
+
     /// The summarizer, if this memory summarizes.
     pub fn summarizer(&self) -> Option<&Summarizer> {
         self.summarizer.as_ref()

@@ -397,3 +397,42 @@ async fn a_batch_over_the_limit_writes_nothing_and_says_how_to_import() {
             .is_err()
     );
 }
+
+#[tokio::test]
+async fn with_store_and_with_policy_keep_every_other_setting() {
+    let configured = ChatMemory::builder(InMemoryStore::new())
+        .policy(WindowPolicy::messages(2))
+        .retention(Retention::KeepHistory)
+        .max_batch(3, 1_000)
+        .build()
+        .expect("valid memory settings");
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
+    let moved = configured.with_store(store.clone());
+    let c = id("moved");
+    moved
+        .add(&c, [Message::user("u1"), Message::assistant("a1"), Message::user("u2")])
+        .await
+        .unwrap();
+    assert_eq!(
+        texts(&moved.get(&c).await.unwrap()),
+        ["u2"],
+        "the policy of 2 came along"
+    );
+    assert_eq!(moved.history(&c).await.unwrap().len(), 3, "KeepHistory came along");
+    let four = (0..4).map(|i| Message::user(format!("m{i}")));
+    assert!(
+        matches!(moved.add(&c, four).await, Err(chatmem::Error::BatchTooLarge { .. })),
+        "max_batch came along"
+    );
+    assert!(store.load(&c).await.unwrap().exists(), "it writes to the new store");
+
+    let wide = moved.clone().with_policy(
+        WindowPolicy::try_messages(3).unwrap(),
+        chatmem::Tokenizer::Heuristic.counter(),
+    );
+    assert_eq!(wide.counter().name(), chatmem::Tokenizer::Heuristic.counter().name());
+    wide.add(&c, [Message::assistant("a2")]).await.unwrap();
+    assert_eq!(texts(&wide.get(&c).await.unwrap()), ["u2", "a2"]);
+    assert_eq!(wide.retention(), Retention::KeepHistory);
+    assert_eq!(moved.policy(), &WindowPolicy::messages(2), "the original is unchanged");
+}

@@ -1,5 +1,5 @@
 //! A real HTTP server on loopback speaking the OpenAI chat-completions protocol, answering
-//! from a per-test script and recording every request body.
+//! from a per-test script and recording every request body; `GET /v1/models` lists two models.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -11,7 +11,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use chatmem_openai::OpenAiModel;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
@@ -83,6 +83,7 @@ impl MockServer {
         let shared = Arc::new(shared);
         let app = Router::new()
             .route("/v1/chat/completions", post(chat))
+            .route("/v1/models", get(models))
             .with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -159,6 +160,20 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
         None => Reply::Text(echo(&request)),
     });
     answer(reply, request["stream"] == json!(true)).await
+}
+
+/// OpenAI's model list; 401 with OpenAI's error body for any key but the test's.
+async fn models(headers: HeaderMap) -> Response {
+    let key = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    if key != Some("Bearer test-key") {
+        let body = json!({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error", "code": "invalid_api_key"}});
+        return (StatusCode::UNAUTHORIZED, axum::Json(body)).into_response();
+    }
+    axum::Json(json!({"object": "list", "data": [
+        {"id": "mock-model", "object": "model", "created": 1_700_000_000, "owned_by": "chatmem-test"},
+        {"id": "mock-reasoner", "object": "model", "created": 1_700_000_000, "owned_by": "chatmem-test"},
+    ]}))
+    .into_response()
 }
 
 fn echo(request: &Value) -> String {
