@@ -72,12 +72,16 @@ impl From<Record> for StoredMessage {
 /// Reads line number `number` (from 1): a [`Line`] whose numbers are consistent, or an error
 /// naming the line and the field.
 pub(crate) fn parse(number: usize, text: &str) -> anyhow::Result<Line> {
+    // serde would also read a struct from an array of its fields: a line is an object.
+    if !text.trim_start().starts_with('{') {
+        bail!("line {number}: not a JSON object (one conversation per line)");
+    }
     let mut de = serde_json::Deserializer::from_str(text);
     let line: Line = serde_path_to_error::deserialize(&mut de)
         .map_err(|e| {
             let path = e.path().to_string();
-            if path == "." {
-                // Not even an object: serde_json's line and column help.
+            if path == "." || e.inner().classify() != serde_json::error::Category::Data {
+                // Not JSON (or not even an object): serde_json's column says where.
                 anyhow!("{}", e.inner())
             } else {
                 anyhow!("field `{path}`: {}", strip_position(&e.inner().to_string()))
@@ -171,20 +175,39 @@ mod tests {
     #[test]
     fn errors_name_the_line_and_the_field() {
         let cases = [
-            (GOOD.replace(r#""role":"assistant""#, r#""role":"wizard""#), "line 7: field `messages[1].message`"),
-            (GOOD.replace(r#""seq":2"#, r#""seq":3"#), "line 7: field `messages[1].seq`: expected 2"),
-            (GOOD.replace(r#""next_seq":3"#, r#""next_seq":9"#), "line 7: field `next_seq`: expected 3"),
-            (GOOD.replace(r#""window_start":2"#, r#""window_start":4"#), "line 7: field `window_start`"),
+            (
+                GOOD.replace(r#""role":"assistant""#, r#""role":"wizard""#),
+                "line 7: field `messages[1].message.role`: unknown variant `wizard`",
+            ),
+            (
+                GOOD.replace(r#""seq":2"#, r#""seq":3"#),
+                "line 7: field `messages[1].seq`: expected 2",
+            ),
+            (
+                GOOD.replace(r#""next_seq":3"#, r#""next_seq":9"#),
+                "line 7: field `next_seq`: expected 3",
+            ),
+            (
+                GOOD.replace(r#""window_start":2"#, r#""window_start":4"#),
+                "line 7: field `window_start`",
+            ),
             (GOOD.replace(r#""format":1"#, r#""format":2"#), "line 7: field `format`"),
             (GOOD.replace(r#""id":"c""#, r#""id":"""#), "line 7: field `id`"),
-            (GOOD.replace(r#""tokens":5"#, r#""tokens":-1"#), "line 7: field `system.tokens`"),
-            (GOOD.replace(r#""tokens":5,"#, r#""tokens":5,"extra":1,"#), "line 7: field `system.extra`"),
+            (
+                GOOD.replace(r#""tokens":5"#, r#""tokens":-1"#),
+                "line 7: field `system.tokens`",
+            ),
+            (
+                GOOD.replace(r#""tokens":5,"#, r#""tokens":5,"extra":1,"#),
+                "line 7: field `system.extra`",
+            ),
             (
                 GOOD.replace(r#""role":"user""#, r#""role":"system""#),
                 "line 7: field `messages[0].message.role`",
             ),
             (format!("{GOOD} {{}}"), "line 7: more than one JSON value"),
-            ("[1]".to_string(), "line 7: invalid type"),
+            ("[1]".to_string(), "line 7: not a JSON object"),
+            ("{]".to_string(), "line 7: key must be a string at line 1 column 2"),
         ];
         for (text, needle) in cases {
             let e = error(&text);

@@ -412,8 +412,8 @@ async fn export(args: ExportArgs) -> anyhow::Result<()> {
             // leaves no half file under the name asked for.
             let partial = partial_path(path);
             let result = async {
-                let file = std::fs::File::create(&partial)
-                    .with_context(|| format!("creating {}", partial.display()))?;
+                let file =
+                    std::fs::File::create(&partial).with_context(|| format!("creating {}", partial.display()))?;
                 let mut out = std::io::BufWriter::new(file);
                 export::run(&memory, &only, &mut out, &mut progress).await?;
                 out.into_inner()
