@@ -4,12 +4,17 @@
 //! Every failure prints one line on stderr and exits with code 2.
 
 mod chat;
+mod export;
+mod import;
+mod line_format;
+mod progress;
 mod report;
 mod serve;
 mod stores;
 mod summarize;
 
-use std::io::{Read, Write};
+use std::io::{BufRead, Read, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,6 +56,40 @@ enum Command {
     Chat(ChatCommand),
     /// Serve conversation memory over HTTP (REST API; see the README's Server section).
     Serve(ServeCommand),
+    /// Write conversations as JSON Lines, one conversation per line with all its messages
+    /// (see the README's "Export and import" section).
+    Export(ExportArgs),
+    /// Read conversations written by `chatmem export` into a store, each exactly as it was.
+    Import(ImportArgs),
+}
+
+#[derive(Args, Debug)]
+struct ExportArgs {
+    /// Export only this conversation (repeat for more) [default: every conversation].
+    #[arg(long = "conversation", value_name = "ID")]
+    conversations: Vec<String>,
+    /// Write to FILE (replaced only when the export is complete) instead of stdout.
+    #[arg(long, short, value_name = "FILE")]
+    output: Option<PathBuf>,
+    #[command(flatten)]
+    store: StoreArgs,
+}
+
+#[derive(Args, Debug)]
+struct ImportArgs {
+    /// Read FILE instead of stdin.
+    #[arg(long, short, value_name = "FILE")]
+    input: Option<PathBuf>,
+    /// Replace a conversation that exists in the store (it is deleted first) instead of
+    /// refusing to import it.
+    #[arg(long)]
+    replace: bool,
+    /// Expire each imported conversation this long after the import (e.g. 30m, 12h, 7days)
+    /// [default: never; an export does not carry expiry times].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    ttl: Option<Duration>,
+    #[command(flatten)]
+    store: StoreArgs,
 }
 
 #[derive(Args, Debug)]
@@ -342,6 +381,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let memory = args.options.memory(args.store.open().await?, summarizer)?;
             serve::serve(&args.serve, memory).await
         }
+        Command::Export(args) => export(args).await,
+        Command::Import(args) => import(args).await,
         Command::Purge(args) => {
             let memory = ChatMemory::new(args.open().await?);
             let purged = memory.purge_expired().await?;
@@ -365,6 +406,71 @@ async fn list(args: StoreArgs) -> anyhow::Result<()> {
             None => return Ok(()),
         }
     }
+}
+
+async fn export(args: ExportArgs) -> anyhow::Result<()> {
+    let only = args
+        .conversations
+        .iter()
+        .map(|id| ConversationId::new(id.as_str()).context("--conversation"))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let memory = ChatMemory::new(args.store.open().await?);
+    let mut progress = progress::Progress::new("exported");
+    match &args.output {
+        None => {
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            export::run(&memory, &only, &mut out, &mut progress).await?;
+            out.flush().context("writing to stdout")?;
+        }
+        Some(path) => {
+            // Written beside the file and renamed over it when complete: a failed export
+            // leaves no half file under the name asked for.
+            let partial = partial_path(path);
+            let result = async {
+                let file =
+                    std::fs::File::create(&partial).with_context(|| format!("creating {}", partial.display()))?;
+                let mut out = std::io::BufWriter::new(file);
+                export::run(&memory, &only, &mut out, &mut progress).await?;
+                out.into_inner()
+                    .map_err(std::io::IntoInnerError::into_error)
+                    .and_then(|f| f.sync_all())
+                    .with_context(|| format!("writing {}", partial.display()))?;
+                std::fs::rename(&partial, path).with_context(|| format!("renaming to {}", path.display()))
+            }
+            .await;
+            if result.is_err() {
+                let _ = std::fs::remove_file(&partial);
+            }
+            result?;
+        }
+    }
+    progress.finish();
+    Ok(())
+}
+
+/// `FILE.partial` beside `FILE`.
+fn partial_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".partial");
+    path.with_file_name(name)
+}
+
+async fn import(args: ImportArgs) -> anyhow::Result<()> {
+    let mut input: Box<dyn BufRead> = match &args.input {
+        None => Box::new(std::io::stdin().lock()),
+        Some(path) => Box::new(std::io::BufReader::new(
+            std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?,
+        )),
+    };
+    let memory = ChatMemory::new(args.store.open().await?);
+    let options = import::Options {
+        replace: args.replace,
+        ttl: args.ttl,
+    };
+    let mut progress = progress::Progress::new("imported");
+    import::run(&memory, &mut input, options, &mut progress).await?;
+    progress.finish();
+    Ok(())
 }
 
 fn read_messages() -> anyhow::Result<Vec<Message>> {

@@ -218,6 +218,17 @@ impl<S: Store> ChatMemory<S> {
         self.retention
     }
 
+    /// The most messages and bytes of text one commit may carry (see
+    /// [`ChatMemoryBuilder::max_batch`]): what a caller writing a large history splits it by.
+    ///
+    /// ```
+    /// let memory = chatmem::ChatMemory::in_memory();
+    /// assert_eq!(memory.max_batch(), (chatmem::DEFAULT_MAX_BATCH_MESSAGES, chatmem::DEFAULT_MAX_BATCH_BYTES));
+    /// ```
+    pub fn max_batch(&self) -> (usize, usize) {
+        self.max_batch
+    }
+
     /// The token counter.
     pub fn counter(&self) -> &Arc<dyn TokenCounter> {
         &self.counter

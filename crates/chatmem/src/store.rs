@@ -202,6 +202,8 @@ pub struct Commit {
     system: Option<StoredMessage>,
     append: Vec<StoredMessage>,
     window_start: u64,
+    /// Kept for [`Commit::then`]; stores delete by `delete_below`, never by this.
+    retention: Retention,
     delete_below: Option<u64>,
     summary: Option<Summary>,
     ttl: Option<Duration>,
@@ -222,6 +224,8 @@ pub struct CommitBuilder {
     loaded_covered: u64,
     keep_unsummarized: bool,
     counted_by: Option<String>,
+    /// Why [`build`](CommitBuilder::build) must fail, found while adding stored messages.
+    misplaced: Option<String>,
 }
 
 impl Commit {
@@ -237,6 +241,7 @@ impl Commit {
                 system: None,
                 append: Vec::new(),
                 window_start: loaded.window_start,
+                retention: Retention::default(),
                 delete_below: None,
                 summary: None,
                 ttl: None,
@@ -247,7 +252,61 @@ impl Commit {
             // A conversation with a summary keeps what waits for one, whoever writes to it.
             keep_unsummarized: loaded.summary.is_some(),
             counted_by: None,
+            misplaced: None,
         }
+    }
+
+    /// Starts the first commit that restores a conversation kept elsewhere (an export) into
+    /// one that does not exist: it expects version 0 and appends from `first_seq`, the seq of
+    /// the first kept message, instead of 1, so every message keeps its sequence number. The
+    /// window start may then be set anywhere from 1 to the end. Restore the messages with
+    /// [`append_stored`](CommitBuilder::append_stored) and the system message with
+    /// [`system_stored`](CommitBuilder::system_stored); a restore larger than one batch
+    /// continues with [`then`](Commit::then).
+    ///
+    /// ```
+    /// use chatmem::{Commit, Message, StoredMessage};
+    /// let commit = Commit::restore(41)
+    ///     .append_stored(StoredMessage::new(41, 3, Message::user("u41")))
+    ///     .append_stored(StoredMessage::new(42, 3, Message::assistant("a42")))
+    ///     .window_start(42)
+    ///     .build()?;
+    /// assert_eq!((commit.expected_version(), commit.first_seq(), commit.next_seq()), (0, 41, 43));
+    /// # Ok::<(), chatmem::StoreError>(())
+    /// ```
+    pub fn restore(first_seq: u64) -> CommitBuilder {
+        let mut builder = Commit::on(&Snapshot {
+            next_seq: first_seq,
+            ..Snapshot::empty()
+        });
+        builder.commit.window_start = first_seq;
+        builder
+    }
+
+    /// Starts the commit that follows this one once a store applied it (at
+    /// `expected_version() + 1`): it appends from this commit's `next_seq`, keeps its window
+    /// start, retention and TTL. For writing more than one batch, in order, without loading
+    /// between batches.
+    ///
+    /// ```
+    /// use chatmem::{Commit, Message, Retention, Snapshot};
+    /// let first = Commit::on(&Snapshot::empty()).append(Message::user("u1"), 3)
+    ///     .retention(Retention::KeepHistory).build()?;
+    /// let second = first.then().append(Message::assistant("a1"), 3).build()?;
+    /// assert_eq!((second.expected_version(), second.first_seq()), (1, 2));
+    /// assert_eq!(second.delete_below(), None); // history kept
+    /// # Ok::<(), chatmem::StoreError>(())
+    /// ```
+    pub fn then(&self) -> CommitBuilder {
+        Commit::on(&Snapshot {
+            version: self.expected_version + 1,
+            window_start: self.window_start,
+            next_seq: self.next_seq(),
+            summary: self.summary.clone(),
+            ..Snapshot::empty()
+        })
+        .retention(self.retention)
+        .ttl(self.ttl)
     }
 
     /// The version the writer loaded; the commit fails with a conflict if it changed.
@@ -338,6 +397,39 @@ impl CommitBuilder {
         self
     }
 
+    /// Appends a message exactly as another store kept it: its token count and counter name
+    /// (or none) stay as they are. Its `seq` must be the next sequence, or
+    /// [`build`](CommitBuilder::build) fails.
+    pub fn append_stored(mut self, message: StoredMessage) -> Self {
+        let next = self.commit.next_seq();
+        if message.seq != next && self.misplaced.is_none() {
+            self.misplaced = Some(format!("message seq {} is not the next sequence {next}", message.seq));
+        }
+        self.commit.append.push(StoredMessage { seq: next, ..message });
+        self
+    }
+
+    /// Replaces the system message with one as another store kept it: its seq (the sequence
+    /// at which it was set), token count and counter name stay as they are. A seq past the
+    /// commit's `next_seq` makes [`build`](CommitBuilder::build) fail.
+    ///
+    /// ```
+    /// use chatmem::{Commit, Message, StoredMessage};
+    /// let system = StoredMessage::new(2, 5, Message::system("be brief")).counted_by("o200k_base");
+    /// let commit = Commit::restore(1)
+    ///     .append_stored(StoredMessage::new(1, 3, Message::user("u1")))
+    ///     .system_stored(system.clone())
+    ///     .build()?;
+    /// assert_eq!(commit.system(), Some(&system));
+    /// let early = Commit::restore(1).system_stored(StoredMessage::new(9, 5, Message::system("s")));
+    /// assert!(early.build().is_err());
+    /// # Ok::<(), chatmem::StoreError>(())
+    /// ```
+    pub fn system_stored(mut self, message: StoredMessage) -> Self {
+        self.commit.system = Some(message);
+        self
+    }
+
     /// Moves the window start to `seq` (messages below it leave the window).
     pub fn window_start(mut self, seq: u64) -> Self {
         self.commit.window_start = seq;
@@ -401,9 +493,24 @@ impl CommitBuilder {
     ///
     /// # Errors
     /// [`StoreErrorKind::InvalidInput`] when the window start would move back or past the
-    /// end of the conversation.
+    /// end of the conversation, or a stored message or system message given by
+    /// [`append_stored`](CommitBuilder::append_stored) / [`system_stored`](CommitBuilder::system_stored)
+    /// does not fit its sequence.
     pub fn build(self) -> Result<Commit, StoreError> {
+        if let Some(reason) = self.misplaced {
+            return Err(StoreError::new(StoreErrorKind::InvalidInput, reason));
+        }
         let c = self.commit;
+        if let Some(system) = c.system.as_ref().filter(|s| s.seq > c.next_seq()) {
+            return Err(StoreError::new(
+                StoreErrorKind::InvalidInput,
+                format!(
+                    "system message seq {} is past the next sequence {}",
+                    system.seq,
+                    c.next_seq()
+                ),
+            ));
+        }
         if c.window_start < self.loaded_window_start {
             return Err(StoreError::new(
                 StoreErrorKind::InvalidInput,
@@ -432,6 +539,7 @@ impl CommitBuilder {
             ));
         }
         let mut c = c;
+        c.retention = self.retention;
         c.delete_below = match self.retention {
             Retention::KeepHistory => None,
             Retention::DropEvicted if self.keep_unsummarized => {
@@ -644,3 +752,62 @@ macro_rules! forward_store {
 }
 
 forward_store!(Arc<S>, Box<S>, &S);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::InMemoryStore;
+
+    fn stored(seq: u64, text: &str) -> StoredMessage {
+        StoredMessage::new(seq, 4, Message::user(text)).counted_by("heuristic")
+    }
+
+    /// A restore in two commits rebuilds the state exactly: seqs, counts, counters (none
+    /// included), the system message's seq, the window start; nothing is deleted on the way.
+    #[tokio::test]
+    async fn a_restore_in_two_commits_rebuilds_the_state() {
+        let store = InMemoryStore::new();
+        let id = ConversationId::new("restored").unwrap();
+        let legacy = StoredMessage::new(12, 9, Message::assistant("no counter recorded"));
+        let system = StoredMessage::new(5, 7, Message::system("rules")).counted_by("cl100k_base");
+        let first = Commit::restore(10)
+            .append_stored(stored(10, "u10"))
+            .append_stored(stored(11, "u11"))
+            .retention(Retention::KeepHistory)
+            .build()
+            .unwrap();
+        let second = first
+            .then()
+            .append_stored(legacy.clone())
+            .system_stored(system.clone())
+            .window_start(11)
+            .build()
+            .unwrap();
+        assert_eq!(store.commit(&id, first).await.unwrap(), 1);
+        assert_eq!(store.commit(&id, second).await.unwrap(), 2);
+
+        let loaded = store.load(&id).await.unwrap();
+        assert_eq!((loaded.version, loaded.window_start, loaded.next_seq), (2, 11, 13));
+        assert_eq!(loaded.system, Some(system));
+        assert_eq!(loaded.messages, [stored(11, "u11"), legacy.clone()]);
+        let all = store.history(&id, 0, 10).await.unwrap();
+        assert_eq!(all, [stored(10, "u10"), stored(11, "u11"), legacy]);
+    }
+
+    #[test]
+    fn a_stored_message_out_of_sequence_fails_the_build() {
+        let gap = Commit::restore(1)
+            .append_stored(stored(1, "u1"))
+            .append_stored(stored(3, "u3"))
+            .build()
+            .unwrap_err();
+        assert_eq!(gap.kind(), StoreErrorKind::InvalidInput);
+        assert!(
+            gap.to_string().contains("message seq 3 is not the next sequence 2"),
+            "{gap}"
+        );
+        // The window start of a restore may lie below its first message, never past the end.
+        assert!(Commit::restore(5).window_start(1).build().is_ok());
+        assert!(Commit::restore(5).window_start(6).build().is_err());
+    }
+}
