@@ -66,11 +66,26 @@ mod tests {
     fn out_of_range_settings_are_refused() {
         assert!(LoadConfig::default().validate().is_ok());
         for c in [
-            LoadConfig { connections: 0, ..LoadConfig::default() },
-            LoadConfig { conversations: 0, ..LoadConfig::default() },
-            LoadConfig { duration: Duration::ZERO, ..LoadConfig::default() },
-            LoadConfig { read_share: 1.5, ..LoadConfig::default() },
-            LoadConfig { read_share: f64::NAN, ..LoadConfig::default() },
+            LoadConfig {
+                connections: 0,
+                ..LoadConfig::default()
+            },
+            LoadConfig {
+                conversations: 0,
+                ..LoadConfig::default()
+            },
+            LoadConfig {
+                duration: Duration::ZERO,
+                ..LoadConfig::default()
+            },
+            LoadConfig {
+                read_share: 1.5,
+                ..LoadConfig::default()
+            },
+            LoadConfig {
+                read_share: f64::NAN,
+                ..LoadConfig::default()
+            },
         ] {
             assert!(matches!(c.validate(), Err(LoadError::InvalidConfig(_))), "{c:?}");
         }

@@ -43,11 +43,22 @@ mod tests {
 
     #[test]
     fn a_marker_reads_back_from_its_text() {
-        let m = Marker { conversation: 17, turn: 4_000_000, answer: true };
+        let m = Marker {
+            conversation: 17,
+            turn: 4_000_000,
+            answer: true,
+        };
         assert_eq!(Marker::parse(&format!("{m} 订单已发货")), Some(m));
         let u = Marker { answer: false, ..m };
         assert_eq!(Marker::parse(&u.to_string()), Some(u));
-        for text in ["", "hello", "[lt c1 t2 x] no", "[lt c1 t2 u no", "[lt c-1 t2 u]", "x[lt c1 t2 u]"] {
+        for text in [
+            "",
+            "hello",
+            "[lt c1 t2 x] no",
+            "[lt c1 t2 u no",
+            "[lt c-1 t2 u]",
+            "x[lt c1 t2 u]",
+        ] {
             assert_eq!(Marker::parse(text), None, "{text:?}");
         }
     }

@@ -108,7 +108,7 @@ impl LoadReport {
         let mut t = String::new();
         let _ = writeln!(
             t,
-            "store {}: {} connections, {} conversations, read share {:.2}, {:.1} s",
+            "store {} ({} connections, {} conversations, read share {:.2}, {:.1} s)",
             self.store, self.connections, self.conversations, self.read_share, self.seconds
         );
         let _ = writeln!(

@@ -182,7 +182,8 @@ async fn send(request: reqwest::RequestBuilder) -> Result<bytes::Bytes, String> 
     struct ErrorCode {
         code: String,
     }
-    let code = serde_json::from_slice::<ErrorBody>(&body).map_or_else(|_| "(no error body)".to_owned(), |b| b.error.code);
+    let code =
+        serde_json::from_slice::<ErrorBody>(&body).map_or_else(|_| "(no error body)".to_owned(), |b| b.error.code);
     Err(format!("status {} {code}", status.as_u16()))
 }
 
@@ -212,17 +213,30 @@ struct Messages {
 }
 
 /// Commits the next turn of `conversation` and records its outcome in the ledger.
-async fn commit_turn(client: &reqwest::Client, target: &Target, ledger: &Ledger, conversation: usize) -> Result<(), String> {
+async fn commit_turn(
+    client: &reqwest::Client,
+    target: &Target,
+    ledger: &Ledger,
+    conversation: usize,
+) -> Result<(), String> {
     let turn = ledger.next_turn(conversation);
     let chinese = fastrand::bool();
-    let marker = |answer| Marker { conversation, turn, answer };
+    let marker = |answer| Marker {
+        conversation,
+        turn,
+        answer,
+    };
     let messages = [
         Message::user(message_text(marker(false), USER_CHARS, chinese)),
         Message::assistant(message_text(marker(true), ANSWER_CHARS, chinese)),
     ];
-    let result = send(client.post(target.url(conversation, "messages")).json(&PostMessages { messages: &messages }))
-        .await
-        .map(drop);
+    let result = send(
+        client
+            .post(target.url(conversation, "messages"))
+            .json(&PostMessages { messages: &messages }),
+    )
+    .await
+    .map(drop);
     ledger.record(conversation, turn, result.is_ok());
     result
 }
@@ -372,7 +386,10 @@ mod tests {
         assert!((commits.max_ms - 120.0).abs() < 0.1, "{commits:?}");
         let reads = OpStats::new(&a.reads, a.read_errors, 1.0);
         assert_eq!((reads.requests, reads.errors), (1, 1));
-        assert!((reads.max_ms - 3_600_000.0).abs() < 3_600.0, "over an hour counts as an hour: {reads:?}");
+        assert!(
+            (reads.max_ms - 3_600_000.0).abs() < 3_600.0,
+            "over an hour counts as an hour: {reads:?}"
+        );
         assert_eq!(a.kinds.get("read: status 503 store_timeout"), Some(&1));
     }
 }

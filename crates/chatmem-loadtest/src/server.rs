@@ -43,7 +43,15 @@ impl ServerProcess {
     /// printed) when it exits or stays silent for a minute.
     pub fn spawn(program: &Path, store: &str) -> Result<Self, LoadError> {
         let mut child = Command::new(program)
-            .args(["serve", "--listen", "127.0.0.1:0", "--store", store, "--retention", "keep-history"])
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--store",
+                store,
+                "--retention",
+                "keep-history",
+            ])
             .env_remove("CHATMEM_STORE")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -104,7 +112,11 @@ impl ServerProcess {
 
     /// What the server printed on stderr so far.
     pub fn stderr(&self) -> String {
-        self.stderr.lock().unwrap_or_else(PoisonError::into_inner).trim().to_owned()
+        self.stderr
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .trim()
+            .to_owned()
     }
 
     /// Sends SIGTERM and waits for a clean exit (in-flight requests finish first).

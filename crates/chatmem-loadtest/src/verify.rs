@@ -103,7 +103,11 @@ mod tests {
     use super::*;
 
     fn m(turn: u32, answer: bool) -> Option<Marker> {
-        Some(Marker { conversation: 3, turn, answer })
+        Some(Marker {
+            conversation: 3,
+            turn,
+            answer,
+        })
     }
 
     fn entry(acked: &[u32], uncertain: &[u32]) -> Entry {
@@ -122,29 +126,54 @@ mod tests {
 
     #[test]
     fn a_complete_history_is_clean() {
-        let v = check(&entry(&[0, 1], &[2]), &[m(0, false), m(0, true), m(1, false), m(1, true)]);
+        let v = check(
+            &entry(&[0, 1], &[2]),
+            &[m(0, false), m(0, true), m(1, false), m(1, true)],
+        );
         assert!(v.is_clean(), "{v:?}");
-        assert_eq!((v.acknowledged_messages, v.stored_messages, v.uncertain_turns), (4, 4, 1));
+        assert_eq!(
+            (v.acknowledged_messages, v.stored_messages, v.uncertain_turns),
+            (4, 4, 1)
+        );
         assert_eq!(v.uncertain_landed, 0);
     }
 
     #[test]
     fn lost_duplicated_split_and_foreign_messages_are_counted() {
         // Turn 1 lost whole, turn 0's answer twice, turn 2 split by turn 3.
-        let history = [m(0, false), m(0, true), m(0, true), m(2, false), m(3, false), m(3, true), m(2, true)];
+        let history = [
+            m(0, false),
+            m(0, true),
+            m(0, true),
+            m(2, false),
+            m(3, false),
+            m(3, true),
+            m(2, true),
+        ];
         let v = check(&entry(&[0, 1, 2, 3], &[]), &history);
-        assert_eq!((v.lost, v.duplicated, v.split_turns, v.unexpected), (2, 1, 1, 0), "{v:?}");
+        assert_eq!(
+            (v.lost, v.duplicated, v.split_turns, v.unexpected),
+            (2, 1, 1, 0),
+            "{v:?}"
+        );
         assert!(!v.is_clean());
 
         // Another conversation's message, an unmarked one, a turn never sent.
-        let other = Some(Marker { conversation: 4, turn: 0, answer: false });
+        let other = Some(Marker {
+            conversation: 4,
+            turn: 0,
+            answer: false,
+        });
         let v = check(&entry(&[0], &[]), &[m(0, false), m(0, true), other, None, m(9, false)]);
         assert_eq!((v.lost, v.unexpected), (0, 3), "{v:?}");
     }
 
     #[test]
     fn uncertain_turns_may_land_or_not_but_never_by_half() {
-        let v = check(&entry(&[0], &[1, 2]), &[m(0, false), m(0, true), m(1, false), m(1, true)]);
+        let v = check(
+            &entry(&[0], &[1, 2]),
+            &[m(0, false), m(0, true), m(1, false), m(1, true)],
+        );
         assert!(v.is_clean(), "{v:?}");
         assert_eq!(v.uncertain_landed, 1);
         let v = check(&entry(&[0], &[1]), &[m(0, false), m(0, true), m(1, false)]);
