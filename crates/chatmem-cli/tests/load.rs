@@ -63,3 +63,35 @@ async fn load_smoke_loses_nothing_on_every_store() {
         assert_eq!(report.verification.conversations, config.conversations as u64);
     }
 }
+
+/// The verification is not a formality: a server that drops evicted messages (a 4-message
+/// window, history not kept) is caught losing them.
+#[tokio::test(flavor = "multi_thread")]
+async fn load_verification_catches_a_server_that_drops_messages() {
+    let server = ServerProcess::spawn_with(
+        env!("CARGO_BIN_EXE_chatmem").as_ref(),
+        &[
+            "--store",
+            "memory:",
+            "--retention",
+            "drop-evicted",
+            "--max-messages",
+            "4",
+        ],
+    )
+    .expect("server");
+    let config = LoadConfig {
+        duration: Duration::from_secs(1),
+        connections: 4,
+        conversations: 5,
+        read_share: 0.2,
+    };
+    let report = chatmem_loadtest::run(server.base_url(), "memory: dropping history", &config)
+        .await
+        .expect("run");
+    server.stop().expect("stop");
+    let table = report.table();
+    assert_eq!(report.errors(), 0, "{table}");
+    assert!(report.verification.lost > 0, "{table}");
+    assert!(!report.verification.is_clean() && !report.is_clean(), "{table}");
+}

@@ -42,16 +42,19 @@ impl ServerProcess {
     /// [`LoadError::Spawn`] when it cannot be started, [`LoadError::NotUp`] (with what it
     /// printed) when it exits or stays silent for a minute.
     pub fn spawn(program: &Path, store: &str) -> Result<Self, LoadError> {
+        Self::spawn_with(program, &["--store", store, "--retention", "keep-history"])
+    }
+
+    /// Starts `program serve --listen 127.0.0.1:0 <args>` and waits until it listens: for
+    /// other settings than [`ServerProcess::spawn`]'s (e.g. a server that drops history, to
+    /// see the verification catch it).
+    ///
+    /// # Errors
+    /// As [`ServerProcess::spawn`].
+    pub fn spawn_with(program: &Path, args: &[&str]) -> Result<Self, LoadError> {
         let mut child = Command::new(program)
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--store",
-                store,
-                "--retention",
-                "keep-history",
-            ])
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
             .env_remove("CHATMEM_STORE")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
