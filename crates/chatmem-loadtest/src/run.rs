@@ -53,7 +53,7 @@ pub async fn run(base_url: &str, store: &str, config: &LoadConfig) -> Result<Loa
     let ledger = Arc::new(Ledger::new(config.conversations));
 
     let seeded = for_each_conversation(config.conversations, config.connections, {
-        let (client, target, ledger) = (client()?, target.clone(), ledger.clone());
+        let (client, target, ledger) = (client(config.connections)?, target.clone(), ledger.clone());
         move |c| {
             let (client, target, ledger) = (client.clone(), target.clone(), ledger.clone());
             async move { commit_turn(&client, &target, &ledger, c).await }
@@ -72,7 +72,7 @@ pub async fn run(base_url: &str, store: &str, config: &LoadConfig) -> Result<Loa
     let mut workers = Vec::with_capacity(config.connections);
     for _ in 0..config.connections {
         let worker = Worker {
-            client: client()?,
+            client: client(1)?,
             target: target.clone(),
             ledger: ledger.clone(),
             conversations: config.conversations,
@@ -93,7 +93,7 @@ pub async fn run(base_url: &str, store: &str, config: &LoadConfig) -> Result<Loa
     report.verification = verify(&target, &ledger, config.conversations).await?;
     // Leave the store as it was; a failed delete changes no figure.
     for_each_conversation(config.conversations, AFTER_RUN_CONCURRENCY, {
-        let (client, target) = (client()?, target.clone());
+        let (client, target) = (client(AFTER_RUN_CONCURRENCY)?, target.clone());
         move |c| {
             let (client, url) = (client.clone(), target.url(c, ""));
             async move { send(client.delete(url.trim_end_matches('/'))).await.map(drop) }
@@ -121,11 +121,12 @@ impl Target {
     }
 }
 
-/// One HTTP client per connection: one request in flight, one pooled connection kept.
-fn client() -> Result<reqwest::Client, LoadError> {
+/// An HTTP client keeping up to `connections` connections open between requests (the
+/// measured phase gives each connection its own client with one).
+fn client(connections: usize) -> Result<reqwest::Client, LoadError> {
     reqwest::Client::builder()
         .timeout(REQUEST_TIMEOUT)
-        .pool_max_idle_per_host(1)
+        .pool_max_idle_per_host(connections)
         .no_proxy()
         .build()
         .map_err(LoadError::Client)
@@ -349,7 +350,7 @@ impl Tally {
 /// Reads every history back and checks it against the ledger.
 async fn verify(target: &Arc<Target>, ledger: &Ledger, conversations: usize) -> Result<Verification, LoadError> {
     let mut histories = for_each_conversation(conversations, AFTER_RUN_CONCURRENCY, {
-        let (client, target) = (client()?, target.clone());
+        let (client, target) = (client(AFTER_RUN_CONCURRENCY)?, target.clone());
         move |c| {
             let (client, url) = (client.clone(), target.url(c, "history"));
             async move { markers(&send(client.get(url)).await?) }
