@@ -264,7 +264,7 @@ impl Case {
 /// An id the server takes for any tenant: a valid conversation id within its 200-byte limit
 /// (and room for a tenant's prefix).
 fn valid_id(id: &str) -> bool {
-    id.len() <= 200 && chatmem::ConversationId::new(format!("acme/{id}")).is_ok()
+    !id.is_empty() && id.len() <= 200 && chatmem::ConversationId::new(format!("acme/{id}")).is_ok()
 }
 
 fn error_message(body: &Value) -> &str {
