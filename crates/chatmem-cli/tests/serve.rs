@@ -1,16 +1,45 @@
 //! `chatmem serve` as a process: the README's curl session through reqwest, the metrics
-//! listener, the loopback rule, and a clean exit on SIGTERM.
+//! listener, the loopback rule, a clean exit on SIGTERM, and the Python example
+//! (`examples/python/aftersale.py`, the official `openai` package) against a loopback upstream.
+
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../chatmem-advisor/tests/support/mod.rs"]
+mod support;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use support::{MockServer, roles_and_texts, text};
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("a free port")
+}
+
+/// Waits for the server at `base` to answer `/healthz`.
+async fn wait_until_up(base: &str) {
+    let http = reqwest::Client::new();
+    let started = Instant::now();
+    while http.get(format!("{base}/healthz")).send().await.is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the server did not come up"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Stops the server with SIGTERM and returns how it ended.
+fn stop(child: std::process::Child) -> std::process::Output {
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    child.wait_with_output().expect("wait")
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -37,15 +66,8 @@ async fn serve_answers_the_memory_api_and_stops_on_sigterm() {
         .spawn()
         .expect("spawn chatmem serve");
     let base = format!("http://127.0.0.1:{port}");
+    wait_until_up(&base).await;
     let http = reqwest::Client::new();
-    let started = Instant::now();
-    while http.get(format!("{base}/healthz")).send().await.is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "the server did not come up"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
     let url = format!("{base}/v1/conversations/app-user-42-aftersale/messages");
     let r = http
         .post(&url)
@@ -81,12 +103,7 @@ async fn serve_answers_the_memory_api_and_stops_on_sigterm() {
         .expect("json");
     assert!(doc["paths"]["/v1/conversations/{id}/messages"]["post"].is_object());
 
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
-    let out = child.wait_with_output().expect("wait");
+    let out = stop(child);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 
     // What the server stored, the CLI reads from the same file.
@@ -109,4 +126,70 @@ fn without_auth_only_loopback_is_allowed() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("without --auth"), "{err}");
+}
+
+/// `examples/python/aftersale.py` with the official `openai` package (in the venv that
+/// `examples/python/setup.sh` makes; `CHATMEM_TEST_PYTHON` is its python) against `chatmem
+/// serve`, which calls a loopback upstream: turn 2 ("that order") reaches the upstream with the
+/// order number from memory, and the example prints the answer.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_python_example_gets_memory_through_the_openai_package() {
+    let Some(python) = std::env::var_os("CHATMEM_TEST_PYTHON") else {
+        eprintln!(
+            "skipping: CHATMEM_TEST_PYTHON not set (the python of the venv `bash examples/python/setup.sh` prints)"
+        );
+        return;
+    };
+    const ORDER: &str = "LC202610060018";
+    let upstream = MockServer::start(vec![
+        text("订单 LC202610060018 尚未发货。"),
+        text("LC202610060018 未发货，可以退。"),
+    ])
+    .await;
+    let port = free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_chatmem"))
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--store", "memory:"])
+        .args(["--max-messages", "6", "--upstream-base-url", &upstream.base_url])
+        .env("CHATMEM_UPSTREAM_API_KEY", "test-key") // the key the loopback upstream checks
+        .env_remove("CHATMEM_STORE")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn chatmem serve");
+    let base = format!("http://127.0.0.1:{port}");
+    wait_until_up(&base).await;
+
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/python/aftersale.py");
+    let run = tokio::process::Command::new(&python)
+        .arg(example)
+        .env("CHATMEM_BASE_URL", format!("{base}/v1"))
+        .env("CHATMEM_MODEL", "mock-model")
+        .env("CHATMEM_CONVERSATION", "app-user-42-aftersale")
+        .env("NO_PROXY", "127.0.0.1,localhost") // loopback never goes through a proxy
+        .env("no_proxy", "127.0.0.1,localhost")
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(60), run)
+        .await
+        .expect("the example finished within 60 s")
+        .expect("run the venv's python");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("assistant: LC202610060018 未发货，可以退。"),
+        "the example printed the answer: {stdout}"
+    );
+
+    let requests = upstream.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    // Turn 2 brought only "那单能退吗？"; the upstream saw turn 1 from memory.
+    let turn2 = roles_and_texts(&requests[1]);
+    let roles: Vec<&str> = turn2.iter().map(|(r, _)| r.as_str()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "user"]);
+    assert!(turn2[1].1.contains(ORDER), "{turn2:?}");
+    assert_eq!(turn2[3].1, "那单能退吗？");
+    assert_eq!(requests[1]["stream"], true, "turn 2 streamed");
+
+    let out = stop(child);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 }

@@ -72,6 +72,7 @@ pub fn app(memory: ChatMemory<Arc<dyn Store>>, config: ServerConfig) -> Router {
                 .delete(routes::delete_conversation),
         )
         .fallback(routes::not_found)
+        .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(middleware::from_fn_with_state(metrics, observe))
         .layer(middleware::from_fn(request_id))

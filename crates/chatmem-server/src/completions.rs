@@ -71,23 +71,28 @@ pub(crate) async fn chat_completions(
 ) -> Response {
     let result = async {
         let upstream = configured_upstream(&state)?;
-        let id = headers
-            .get(CONVERSATION_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .ok_or_else(|| {
-                ApiError::invalid(
-                    "the X-Chatmem-Conversation header is required: it names the conversation whose memory the call uses",
-                )
-            })?
+        let header = headers.get(CONVERSATION_HEADER).ok_or_else(|| {
+            ApiError::invalid(
+                "the X-Chatmem-Conversation header is required: it names the conversation whose memory the call uses",
+            )
+        })?;
+        // UTF-8, not only visible ASCII: an id may be any text (`订单-LC202610060018`).
+        let id = std::str::from_utf8(header.as_bytes())
+            .map_err(|_| ApiError::invalid("the X-Chatmem-Conversation header is not UTF-8 text"))?
             .to_owned();
         let key = conversation_key(&state, &headers, &id)?;
         let body = body_bytes(&state, body)?;
         let request: CompletionRequest = parse_body(&body, "chat completion request")?;
         let limits = &state.config.limits;
         if request.messages.len() > limits.max_messages
-            || request.messages.iter().any(|m| m.payload_len() > limits.max_message_bytes)
+            || request
+                .messages
+                .iter()
+                .any(|m| m.payload_len() > limits.max_message_bytes)
         {
-            return Err(ApiError::too_large("the request's messages are over the server's limits"));
+            return Err(ApiError::too_large(
+                "the request's messages are over the server's limits",
+            ));
         }
         let model = upstream_model(&state, upstream, &request.model)?;
         let advisor = MemoryAdvisor::new(model, (*state.memory).clone());
@@ -106,12 +111,18 @@ pub(crate) async fn chat_completions(
             },
         };
         let completion_id = format!("chatcmpl-{}", rid.0);
-        let created = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        let created = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
         if request.stream {
             let metrics = state.config.metrics.clone();
-            return Ok(stream(advisor, key, turn, completion_id, created, request.model, metrics));
+            return Ok(stream(
+                advisor,
+                key,
+                turn,
+                completion_id,
+                created,
+                request.model,
+                metrics,
+            ));
         }
         let done = advisor
             .call(&key, turn)

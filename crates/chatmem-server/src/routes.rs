@@ -5,7 +5,7 @@ use std::future::Future;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{Extension, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -70,6 +70,13 @@ pub(crate) fn split_path(rest: &str) -> (&str, Option<&str>) {
         }
     }
     (rest, None)
+}
+
+/// The path after `/v1/conversations/`, percent-decoded; one that decodes to bytes that are not
+/// UTF-8 is refused in the one error shape (axum's own rejection is plain text).
+fn conversation_path(rest: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+    rest.map(|Path(rest)| rest)
+        .map_err(|e| ApiError::invalid(format!("the conversation path cannot be read: {}", e.body_text())))
 }
 
 /// What a conversation path names: the client's id, the part asked for, and the stored key.
@@ -179,14 +186,27 @@ pub(crate) async fn not_found(Extension(rid): Extension<RequestId>) -> Response 
     )
 }
 
+/// A known route with another method: the one error shape too (axum's own 405 has no body).
+pub(crate) async fn method_not_allowed(Extension(rid): Extension<RequestId>) -> Response {
+    respond(
+        &rid,
+        Err(ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            "this route does not take that method; the Allow header lists those it takes",
+        )),
+    )
+}
+
 pub(crate) async fn get_conversation(
     State(state): State<AppState>,
     Extension(rid): Extension<RequestId>,
     headers: HeaderMap,
-    Path(rest): Path<String>,
+    rest: Result<Path<String>, PathRejection>,
     query: Result<Query<PolicyOverride>, QueryRejection>,
 ) -> Response {
     let result = async {
+        let rest = conversation_path(rest)?;
         let Target { id, what, key } = target(&state, &headers, &rest)?;
         let Query(policy) = query.map_err(|e| ApiError::invalid(e.body_text()))?;
         let missing = || ApiError::not_found(format!("no conversation {id:?}"));
@@ -230,10 +250,11 @@ pub(crate) async fn post_conversation(
     State(state): State<AppState>,
     Extension(rid): Extension<RequestId>,
     headers: HeaderMap,
-    Path(rest): Path<String>,
+    rest: Result<Path<String>, PathRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let result = async {
+        let rest = conversation_path(rest)?;
         let Target { id, what, key } = target(&state, &headers, &rest)?;
         if what != Some("messages") {
             return Err(ApiError::not_found("POST /v1/conversations/{id}/messages"));
@@ -301,9 +322,10 @@ pub(crate) async fn delete_conversation(
     State(state): State<AppState>,
     Extension(rid): Extension<RequestId>,
     headers: HeaderMap,
-    Path(rest): Path<String>,
+    rest: Result<Path<String>, PathRejection>,
 ) -> Response {
     let result = async {
+        let rest = conversation_path(rest)?;
         let Target { id, what, key } = target(&state, &headers, &rest)?;
         if what.is_some() {
             return Err(ApiError::not_found("DELETE /v1/conversations/{id}"));

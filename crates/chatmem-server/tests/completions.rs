@@ -143,6 +143,48 @@ async fn a_request_without_the_header_is_refused_naming_it() {
     assert!(upstream.requests().is_empty(), "nothing reached the model");
 }
 
+/// Found by the `server_request` fuzz target: a header holding a UTF-8 id (any text is an id)
+/// was refused as missing. It names the conversation now; bytes that are not UTF-8 are refused
+/// saying so.
+#[tokio::test]
+async fn the_header_takes_any_id_as_utf8() {
+    let upstream = MockServer::start(vec![text("收到。")]).await;
+    let base = serve(Arc::new(InMemoryStore::new()), &upstream).await;
+    let http = reqwest::Client::new();
+    let post = |header: &[u8]| {
+        http.post(format!("{base}/v1/chat/completions"))
+            .header(
+                "X-Chatmem-Conversation",
+                reqwest::header::HeaderValue::from_bytes(header).expect("a header value"),
+            )
+            .json(&request("hi", false))
+            .send()
+    };
+    let r = post(b"\xff\xfe").await.expect("post");
+    assert_eq!(r.status(), 400);
+    let body: Value = r.json().await.expect("json");
+    assert_eq!(
+        body["error"]["message"], "the X-Chatmem-Conversation header is not UTF-8 text",
+        "{body}"
+    );
+    assert!(upstream.requests().is_empty());
+
+    let r = post("订单-LC202610060018".as_bytes()).await.expect("post");
+    assert_eq!(r.status(), 200);
+    let window: Value = http
+        .get(format!(
+            "{base}/v1/conversations/%E8%AE%A2%E5%8D%95-LC202610060018/messages"
+        ))
+        .send()
+        .await
+        .expect("get")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(window["conversation"], "订单-LC202610060018");
+    assert_eq!(window["messages"].as_array().map(Vec::len), Some(3), "{window}");
+}
+
 /// The official-protocol client (async-openai) pointed at `chatmem serve`: only the base URL
 /// and one header change, and turn 2 still knows the order.
 #[tokio::test(flavor = "multi_thread")]

@@ -276,6 +276,24 @@ async fn bad_requests_get_one_error_shape() {
     let r = http.get(format!("{base}/nowhere")).send().await.expect("get");
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
     assert_eq!(error_code(r).await, "not_found");
+    // Found by the `server_request` fuzz target: a known route with another method answered
+    // axum's bare 405 (no body); a path that percent-decodes to bytes that are not UTF-8
+    // answered axum's plain-text 400. Both are the one error shape now.
+    let r = http.put(&url).send().await.expect("put");
+    assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert!(r.headers().contains_key("allow"), "{:?}", r.headers());
+    assert_eq!(error_code(r).await, "method_not_allowed");
+    for method in [reqwest::Method::GET, reqwest::Method::POST, reqwest::Method::DELETE] {
+        let r = http
+            .request(method.clone(), format!("{base}/v1/conversations/%FF%FE/messages"))
+            .header("content-type", "application/json")
+            .body(aftersale().to_string())
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(r.status(), StatusCode::BAD_REQUEST, "{method}");
+        assert_eq!(error_code(r).await, "invalid_request", "{method}");
+    }
     let r = http
         .get(format!("{base}/v1/conversations?limit=0"))
         .send()

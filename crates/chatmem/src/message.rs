@@ -74,7 +74,7 @@ impl ToolCall {
 
 /// An image referenced by URL (or data URL) in a user message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "an object with `url` and, optionally, `detail`")]
 pub struct ImageUrl {
     /// The URL.
     pub url: String,

@@ -42,10 +42,17 @@ pub fn parse_messages(json: &str) -> Result<Vec<Message>> {
                 reason: e.inner().to_string(),
             };
         }
+        // A syntax error's line and column find it in the input; a data error's path says more.
+        let inner = e.inner();
+        let reason = if inner.is_syntax() || inner.is_eof() {
+            inner.to_string()
+        } else {
+            strip_position(&inner.to_string())
+        };
         // Both may quote the input (a key, a role): escaped, never raw control characters.
         Error::InvalidMessages {
             path: crate::printable(&path).into_owned(),
-            reason: crate::printable(&strip_position(&e.inner().to_string())).into_owned(),
+            reason: crate::printable(&reason).into_owned(),
         }
     })?;
     // Anything but white space after the array is an error, not silently ignored.
@@ -67,15 +74,20 @@ fn strip_position(reason: &str) -> String {
 // ---------------------------------------------------------------------------------------------
 // JSON
 
+// Each wire type says what it expects in the client's words: serde's default names the Rust
+// type ("expected struct WireIn").
 #[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a function object with `name` and `arguments`")]
 struct WireFunction {
     name: String,
     arguments: String,
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a tool call object with `id`, `type` and `function`"
+)]
 struct WireToolCallIn {
     id: String,
     #[serde(rename = "type", default)]
@@ -84,7 +96,7 @@ struct WireToolCallIn {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a message object with `role`")]
 struct WireIn {
     role: Role,
     #[serde(default, deserialize_with = "unique_keys_opt")]
@@ -563,6 +575,44 @@ mod tests {
             err(r#"[{"role":"tool","tool_call_id":"","content":"x"}]"#),
             "invalid message at [0]: field `tool_call_id` is empty"
         );
+    }
+
+    /// Found by the `messages` fuzz target: a syntax error inside the array said only
+    /// "invalid message at [3]: expected value", dropping where it was.
+    #[test]
+    fn a_syntax_error_inside_a_message_keeps_its_position() {
+        assert_eq!(
+            err("[{\"role\":\"user\",\"content\":\"a\"},\n\u{e0}{}]"),
+            "invalid message at [1]: expected value at line 2 column 1"
+        );
+        assert_eq!(
+            err(r#"[{"role":"user","content":"a"#),
+            "invalid message at [0].content: EOF while parsing a string at line 1 column 28"
+        );
+    }
+
+    /// Found by the `messages` fuzz target: a message that was not an object was refused as
+    /// "expected struct WireIn", a Rust type name the client has never seen.
+    #[test]
+    fn errors_say_what_was_expected_in_the_clients_words() {
+        for (input, expected) in [
+            (r#"["x"]"#, "expected a message object with `role`"),
+            (
+                r#"[{"role":"assistant","tool_calls":[1]}]"#,
+                "expected a tool call object with `id`, `type` and `function`",
+            ),
+            (
+                r#"[{"role":"assistant","tool_calls":[{"id":"c","function":[]}]}]"#,
+                "expected a function object with `name` and `arguments`",
+            ),
+            (
+                r#"[{"role":"user","content":[{"type":"image_url","image_url":"u"}]}]"#,
+                "expected an object with `url` and, optionally, `detail`",
+            ),
+        ] {
+            let e = err(input);
+            assert!(e.contains(expected), "{input}: {e}");
+        }
     }
 
     #[test]
