@@ -361,3 +361,42 @@ fn control_characters_in_input_are_escaped_in_errors() {
     );
     assert!(err.contains("\\u{1b}"), "{err:?}");
 }
+
+#[test]
+fn summary_flags_are_checked_before_anything_runs() {
+    // serve: requests name their own model, so the summary model must be named.
+    fails(&["serve", "--store", "memory:", "--summarize"], "", "--summary-model");
+    fails(
+        &["serve", "--store", "memory:", "--summarize", "--summary-model", "m"],
+        "",
+        "--upstream-base-url",
+    );
+    // The summary flags mean nothing without --summarize.
+    fails(
+        &[
+            "chat",
+            "--conversation",
+            "c",
+            "--store",
+            "memory:",
+            "--summary-model",
+            "m",
+        ],
+        "",
+        "--summarize",
+    );
+    fails(
+        &[
+            "chat",
+            "--conversation",
+            "c",
+            "--store",
+            "memory:",
+            "--summarize",
+            "--summary-max-tokens",
+            "0",
+        ],
+        "",
+        "at least 1",
+    );
+}
