@@ -93,10 +93,11 @@ impl ToolExecutor for Lookup {
 }
 
 /// An advisor whose memory keeps evicted messages, so that the store's history is the whole
-/// conversation to compare the counts with (the window of 4 evicts on purpose).
+/// conversation to compare the counts with (the 60-token window evicts on purpose; a token
+/// window, since a message-count window counts nothing).
 fn advisor(counter: Arc<Recording>, mode: WriteMode) -> MemoryAdvisor<Scripted, InMemoryStore> {
     let memory = ChatMemory::builder(InMemoryStore::new())
-        .policy(WindowPolicy::messages(4))
+        .policy(WindowPolicy::tokens(60))
         .retention(chatmem::Retention::KeepHistory)
         .counter(counter)
         .build()
@@ -168,7 +169,39 @@ async fn call_and_stream_count_each_new_message_once() {
         // 6 user messages, 6 answers, 2 tool calls and 2 results, 1 system message.
         assert_eq!(counter.counted.lock().unwrap().len(), 17, "{mode:?}");
         assert_counted_once(&advisor, &[&id], &counter).await;
+        let window = advisor.memory().get(&id).await.expect("get");
+        assert!(window.len() < 16, "the window evicted: {} messages", window.len());
     }
+}
+
+/// A message-count window needs no token counts: nothing is tokenized, and a token window
+/// that later reads the conversation counts what it loads.
+#[tokio::test]
+async fn a_message_window_tokenizes_nothing() {
+    let counter = Arc::new(Recording::default());
+    let store = Arc::new(InMemoryStore::new());
+    let memory = ChatMemory::builder(store.clone())
+        .policy(WindowPolicy::messages(4))
+        .counter(counter.clone())
+        .build()
+        .expect("valid memory settings");
+    let advisor = MemoryAdvisor::new(Scripted::default(), memory).with_tool_executor(Lookup);
+    let id = ConversationId::new("message-window").unwrap();
+    for n in 0..4 {
+        advisor
+            .call(&id, TurnRequest::user(format!("question {n}")).with_system("be brief"))
+            .await
+            .expect("call");
+    }
+    assert!(counter.counted.lock().unwrap().is_empty(), "nothing tokenized");
+
+    let tokens = ChatMemory::builder(store)
+        .policy(WindowPolicy::tokens(10_000))
+        .counter(counter.clone())
+        .build()
+        .expect("valid memory settings");
+    let loaded = tokens.load(&id).await.expect("load");
+    assert_eq!(loaded.tokens() as usize, counter.count_messages(&loaded.messages()));
 }
 
 #[tokio::test]

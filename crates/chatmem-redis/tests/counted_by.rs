@@ -81,8 +81,12 @@ async fn a_layout_1_database_is_upgraded_and_keeps_its_data() {
     );
     assert_eq!(store.history(&id, 0, 10).await.unwrap(), snap.messages);
 
-    // A memory writes on top of it; the old members stay as they were.
-    let memory = ChatMemory::builder(store.clone()).counter(Heuristic).build().unwrap();
+    // A memory with a token window writes on top of it; the old members stay as they were.
+    let memory = ChatMemory::builder(store.clone())
+        .policy(chatmem::WindowPolicy::tokens(4000))
+        .counter(Heuristic)
+        .build()
+        .unwrap();
     memory
         .add(&id, [Message::user("u2"), Message::assistant("a2")])
         .await

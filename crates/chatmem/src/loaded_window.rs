@@ -32,12 +32,14 @@ pub struct LoadedWindow {
 }
 
 impl LoadedWindow {
-    /// The window of `snapshot` under `policy`, by counts of `counter`: a message counted by
-    /// a counter of another name is recounted first (so the budget holds for the counter in
-    /// use), a message whose counter is not recorded is taken as it is.
+    /// The window of `snapshot` under `policy`, by counts of `counter`. Under a token budget a
+    /// message counted by a counter of another name (or [not counted](crate::UNCOUNTED)) is
+    /// recounted first, so the budget holds for the counter in use; a message whose counter is
+    /// not recorded is taken as it is. A message-count window needs no counts.
     pub(crate) fn new(mut snapshot: Snapshot, policy: &WindowPolicy, counter: &dyn TokenCounter) -> Self {
         let name = counter.name();
-        let stale = |m: &StoredMessage| m.counted_by.as_deref().is_some_and(|by| by != name);
+        let counts = policy.counts_tokens();
+        let stale = |m: &StoredMessage| counts && m.counted_by.as_deref().is_some_and(|by| by != name);
         let mut recounted = 0usize;
         for m in snapshot.system.iter_mut().chain(snapshot.messages.iter_mut()) {
             if stale(m) {
@@ -124,7 +126,9 @@ impl LoadedWindow {
         self.len() == 0
     }
 
-    /// The token count of the window by the cached counts, list overhead included.
+    /// The token count of the window by the cached counts, list overhead included. Messages a
+    /// message-count window stored [uncounted](crate::UNCOUNTED) add 0: count
+    /// [`messages`](LoadedWindow::messages) with a [`TokenCounter`] for an exact figure.
     pub fn tokens(&self) -> u64 {
         let slot = system_slot(self.snapshot.system.as_ref(), self.snapshot.summary.as_ref());
         let system = u64::from(slot.unwrap_or(0));

@@ -285,7 +285,11 @@ impl<S: Store> ChatMemory<S> {
         CommitOptions {
             retention: self.retention,
             ttl: self.ttl,
-            counter: self.counter.name(),
+            counter: if self.policy.counts_tokens() {
+                self.counter.name()
+            } else {
+                crate::tokens::UNCOUNTED
+            },
             keep_unsummarized: self.summarizer.is_some(),
             summary,
         }

@@ -20,6 +20,25 @@ use crate::message::{Body, ContentPart, Message, UserContent};
 pub const PER_MESSAGE: usize = 3;
 /// Tokens a message list costs on top of its messages.
 pub const PER_LIST: usize = 3;
+
+/// The counter name stored with a message that was not counted: a memory whose window counts
+/// messages, not tokens, does not tokenize what it adds (its count is stored as 0). A memory
+/// with a token window recounts such a message when it loads it, as it would a message
+/// counted by another tokenizer.
+///
+/// ```
+/// use chatmem::{ChatMemory, ConversationId, Message, UNCOUNTED, WindowPolicy};
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// let memory = ChatMemory::builder(chatmem::InMemoryStore::new()).policy(WindowPolicy::messages(6)).build()?;
+/// let id = ConversationId::new("c1")?;
+/// memory.add(&id, [Message::user("hi")]).await?;
+/// let loaded = memory.load(&id).await?;
+/// let stored = &loaded.snapshot().messages[0];
+/// assert_eq!((stored.tokens, stored.counted_by.as_deref()), (0, Some(UNCOUNTED)));
+/// # Ok::<(), chatmem::Error>(())
+/// # }).unwrap();
+/// ```
+pub const UNCOUNTED: &str = "uncounted";
 /// Extra tokens for a message's `name`.
 pub const PER_NAME: usize = 1;
 /// Tokens an image part costs.

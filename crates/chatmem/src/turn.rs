@@ -58,9 +58,14 @@ impl Turn {
         }
     }
 
-    /// Adds a message to the turn, counting its tokens (the only time they are counted).
+    /// Adds a message to the turn, counting its tokens when the window is a token budget (the
+    /// only time they are counted; a message-count window stores it [uncounted](crate::UNCOUNTED)).
     pub fn push(&mut self, message: Message) {
-        let tokens = u32::try_from(self.counter.count_message(&message)).unwrap_or(u32::MAX);
+        let tokens = if self.policy.counts_tokens() {
+            u32::try_from(self.counter.count_message(&message)).unwrap_or(u32::MAX)
+        } else {
+            0
+        };
         self.new.push((message, tokens));
     }
 

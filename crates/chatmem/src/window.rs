@@ -206,6 +206,18 @@ impl WindowPolicy {
     pub fn boundary(&self) -> TurnBoundary {
         self.boundary
     }
+
+    /// Whether the window needs token counts (a token budget); a message-count window does
+    /// not, so memory never tokenizes for it.
+    ///
+    /// ```
+    /// use chatmem::WindowPolicy;
+    /// assert!(WindowPolicy::tokens(4000).counts_tokens());
+    /// assert!(!WindowPolicy::messages(20).counts_tokens());
+    /// ```
+    pub fn counts_tokens(&self) -> bool {
+        matches!(self.budget, Budget::Tokens(_))
+    }
 }
 
 /// The outcome of [`select`].
