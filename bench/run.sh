@@ -40,10 +40,10 @@ trap cleanup EXIT
 
 bash "$here/setup.sh"
 export TIKTOKEN_CACHE_DIR="$here/.tiktoken-cache"
-# Its own target dir: the main workspace's build never compiles the peers.
-export CARGO_TARGET_DIR="${BENCH_TARGET_DIR:-$here/target}"
-(cd "$here/chatmem-side" && nice -n 10 cargo build --release --locked -q)
-(cd "$here/peers" && nice -n 10 cargo build --release --locked -q)
+# Target dirs of their own (one per workspace): the main workspace's build never compiles the peers.
+target="${BENCH_TARGET_DIR:-$here/target}"
+(cd "$here/chatmem-side" && CARGO_TARGET_DIR="$target/chatmem-side" nice -n 10 cargo build --release --locked -q)
+(cd "$here/peers" && CARGO_TARGET_DIR="$target/peers" nice -n 10 cargo build --release --locked -q)
 
 out="$here/results/$mode"
 mkdir -p "$out"
@@ -67,9 +67,9 @@ json.dump({
 }, open(sys.argv[1], "w"), indent=1)
 PY
 echo "bench: chatmem side" >&2
-nice -n 10 "$CARGO_TARGET_DIR/release/bench-chatmem" "${args[@]}" > "$out/chatmem.jsonl"
+nice -n 10 "$target/chatmem-side/release/bench-chatmem" "${args[@]}" > "$out/chatmem.jsonl"
 echo "bench: Rust peers" >&2
-nice -n 10 "$CARGO_TARGET_DIR/release/bench-peers" "${args[@]}" > "$out/peers.jsonl"
+nice -n 10 "$target/peers/release/bench-peers" "${args[@]}" > "$out/peers.jsonl"
 echo "bench: Python peers" >&2
 nice -n 10 "$py" -u "$here/python/peers.py" "${args[@]}" > "$out/python.jsonl"
 "$py" "$here/python/report.py" "$out" > /dev/null

@@ -192,6 +192,15 @@ if own:
     plt.close(fig)
     md.append("")
 
+ph = sel("W3-phases")
+if ph:
+    md.append("### Where a chatmem W3 turn goes (history 100, each phase timed alone, median)\n")
+    md.append("| store | load | turn + prompt | commit_turn |")
+    md.append("|---|---:|---:|---:|")
+    for r in ph:
+        md.append(f"| {r['store']} | {us(r['load_median_us'])} | {us(r['plan_median_us'])} | {us(r['commit_median_us'])} |")
+    md.append("")
+
 rt = sel("RT")
 if rt:
     md.append("### Store round trips and bytes read per turn (history 1,000, counted by a loopback TCP proxy)\n")

@@ -168,6 +168,9 @@ async fn bench_store<S: Store + Clone + 'static>(plan: &Plan, run: &str, name: &
             b::progress(&format!("chatmem W3 {name} history {h} done"));
         }
     }
+    if plan.runs("W3") {
+        phases(plan, run, name, &m, &store).await?;
+    }
     if plan.runs("W4") {
         let cid = id(&format!("bench-{run}-w4-shared"));
         let (mm, c) = (Arc::clone(&m), cid.clone());
@@ -203,6 +206,39 @@ async fn bench_store<S: Store + Clone + 'static>(plan: &Plan, run: &str, name: &
     Ok(())
 }
 
+/// Where a W3 turn's time goes at history 100: `load`, planning (`turn` + `prompt`), and
+/// `commit_turn`, each timed alone.
+async fn phases<S: Store>(plan: &Plan, run: &str, name: &str, m: &ChatMemory<S>, store: &S) -> Res<()> {
+    let cid = id(&format!("bench-{run}-phases"));
+    seed(store, &cid, 100).await?;
+    let (mut load, mut prep, mut commit) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..plan.store_turns.min(100) + 5 {
+        let t0 = std::time::Instant::now();
+        let loaded = m.load(&cid).await.map_err(|e| e.to_string())?;
+        let t1 = std::time::Instant::now();
+        let mut t = m.turn(loaded, [Message::user(b::user_text(i, ""))]);
+        black_box(t.prompt());
+        t.push(Message::assistant(b::answer_text(i, "")));
+        let t2 = std::time::Instant::now();
+        m.commit_turn(&cid, t).await.map_err(|e| e.to_string())?;
+        let t3 = std::time::Instant::now();
+        if i >= 5 {
+            load.push((t1 - t0).as_secs_f64() * 1e6);
+            prep.push((t2 - t1).as_secs_f64() * 1e6);
+            commit.push((t3 - t2).as_secs_f64() * 1e6);
+        }
+    }
+    let med = |v: &[f64]| b::summarize(v).median_us;
+    b::emit(
+        "W3-phases",
+        SYS,
+        name,
+        json!({"history": 100, "turns": load.len(), "load_median_us": med(&load), "plan_median_us": med(&prep), "commit_median_us": med(&commit)}),
+    );
+    let _ = m.clear(&cid).await;
+    Ok(())
+}
+
 /// Round trips and bytes read per turn at a history of 1,000 messages, through the proxy.
 async fn round_trips<S: Store + Clone>(plan: &Plan, run: &str, name: &str, store: S, counts: &b::Counts) -> Res<()> {
     let m = store_memory(store.clone())?;
@@ -228,6 +264,7 @@ async fn round_trips<S: Store + Clone>(plan: &Plan, run: &str, name: &str, store
 fn main() {
     let plan = Plan::from_args();
     let run = b::run_id();
+    b::progress("start");
     let result = b::runtime().block_on(async {
         in_memory(&plan).await?;
         stores(&plan, &run).await

@@ -436,6 +436,7 @@ async fn stores(plan: &Plan, run: &str) -> Res<()> {
 fn main() {
     let plan = Plan::from_args();
     let run = b::run_id();
+    b::progress("start");
     let result = b::runtime().block_on(async {
         in_memory(&plan).await?;
         stores(&plan, &run).await
