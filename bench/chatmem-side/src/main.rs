@@ -29,15 +29,28 @@ fn id(s: &str) -> ConversationId {
 /// One turn on `id` as the advisor runs it; the system message joins the first turn only.
 async fn turn<S: Store>(m: &ChatMemory<S>, id: &ConversationId, user: String, answer: String) -> Res<()> {
     let loaded = m.load(id).await.map_err(|e| e.to_string())?;
-    let first = if loaded.system().is_none() { Some(Message::system(b::SYSTEM)) } else { None };
+    let first = if loaded.system().is_none() {
+        Some(Message::system(b::SYSTEM))
+    } else {
+        None
+    };
     let mut t = m.turn(loaded, first.into_iter().chain([Message::user(user)]));
     black_box(t.prompt());
     t.push(Message::assistant(answer));
     m.commit_turn(id, t).await.map_err(|e| e.to_string())
 }
 
-async fn run_turns<S: Store>(m: &ChatMemory<S>, id: &ConversationId, warmup: usize, max: usize, cap: Duration) -> Res<Vec<f64>> {
-    b::measure(warmup, max, cap, |i| turn(m, id, b::user_text(i, ""), b::answer_text(i, ""))).await
+async fn run_turns<S: Store>(
+    m: &ChatMemory<S>,
+    id: &ConversationId,
+    warmup: usize,
+    max: usize,
+    cap: Duration,
+) -> Res<Vec<f64>> {
+    b::measure(warmup, max, cap, |i| {
+        turn(m, id, b::user_text(i, ""), b::answer_text(i, ""))
+    })
+    .await
 }
 
 /// The token budget that leaves `budget` for the turns after the system message (the
@@ -51,7 +64,8 @@ async fn in_memory(plan: &Plan) -> Res<()> {
     let long = plan.memory_cap;
     if plan.runs("W1") {
         for (label, heuristic) in [("cl100k counter (default)", false), ("heuristic counter", true)] {
-            let mut builder = ChatMemory::builder(InMemoryStore::new()).policy(WindowPolicy::messages(b::W1_MESSAGES + 1));
+            let mut builder =
+                ChatMemory::builder(InMemoryStore::new()).policy(WindowPolicy::messages(b::W1_MESSAGES + 1));
             if heuristic {
                 builder = builder.counter(Heuristic);
             }
@@ -64,7 +78,10 @@ async fn in_memory(plan: &Plan) -> Res<()> {
         b::progress("chatmem W1 done");
     }
     if plan.runs("W2") {
-        let m = ChatMemory::builder(InMemoryStore::new()).policy(tokens_for(b::W2_TOKENS)).build().map_err(|e| e.to_string())?;
+        let m = ChatMemory::builder(InMemoryStore::new())
+            .policy(tokens_for(b::W2_TOKENS))
+            .build()
+            .map_err(|e| e.to_string())?;
         let s = run_turns(&m, &id("w2"), 100, plan.memory_turns, long).await?;
         let mut f = b::summary_fields(&s, false);
         f["window_messages"] = json!(m.load(&id("w2")).await.map_err(|e| e.to_string())?.len());
@@ -72,7 +89,10 @@ async fn in_memory(plan: &Plan) -> Res<()> {
         b::progress("chatmem W2 done");
     }
     if plan.runs("W2L") {
-        let m = ChatMemory::builder(InMemoryStore::new()).policy(tokens_for(b::W2L_TOKENS)).build().map_err(|e| e.to_string())?;
+        let m = ChatMemory::builder(InMemoryStore::new())
+            .policy(tokens_for(b::W2L_TOKENS))
+            .build()
+            .map_err(|e| e.to_string())?;
         let s = run_turns(&m, &id("w2l"), 0, plan.long_turns, long).await?;
         let mut f = b::summary_fields(&s, true);
         f["window_messages"] = json!(m.load(&id("w2l")).await.map_err(|e| e.to_string())?.len());
@@ -92,14 +112,20 @@ async fn seed<S: Store>(store: &S, id: &ConversationId, history: usize) -> Res<(
     let mut i = 0;
     while i < history {
         let last = (i + BATCH).min(history);
-        let mut commit = Commit::on(&base).retention(Retention::KeepHistory).counted_by(counter.name());
+        let mut commit = Commit::on(&base)
+            .retention(Retention::KeepHistory)
+            .counted_by(counter.name());
         if base.version == 0 {
             let sys = Message::system(b::SYSTEM);
             let tokens = counter.count_message(&sys) as u32;
             commit = commit.system(sys, tokens);
         }
         for k in i..last {
-            let msg = if k % 2 == 0 { Message::user(b::user_text(k / 2, "")) } else { Message::assistant(b::answer_text(k / 2, "")) };
+            let msg = if k % 2 == 0 {
+                Message::user(b::user_text(k / 2, ""))
+            } else {
+                Message::assistant(b::answer_text(k / 2, ""))
+            };
             let tokens = counter.count_message(&msg) as u32;
             commit = commit.append(msg, tokens);
         }
@@ -124,7 +150,9 @@ fn store_memory<S: Store>(store: S) -> Res<ChatMemory<S>> {
 async fn stores(plan: &Plan, run: &str) -> Res<()> {
     let dir = std::env::temp_dir().join(format!("chatmem-bench-{run}"));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let sqlite = SqliteStore::open(dir.join("chatmem.db")).await.map_err(|e| e.to_string())?;
+    let sqlite = SqliteStore::open(dir.join("chatmem.db"))
+        .await
+        .map_err(|e| e.to_string())?;
     bench_store(plan, run, "sqlite", sqlite).await?;
     let _ = std::fs::remove_dir_all(&dir);
     match std::env::var("CHATMEM_TEST_PG_URL") {
@@ -132,8 +160,12 @@ async fn stores(plan: &Plan, run: &str) -> Res<()> {
             let pg = PostgresStore::connect(&url).await.map_err(|e| e.to_string())?;
             bench_store(plan, run, "postgres", pg).await?;
             if plan.runs("RT") {
-                let (addr, counts) = b::counting_proxy(b::socket_of(&url, 5432)).await.map_err(|e| e.to_string())?;
-                let pg = PostgresStore::connect(&b::via(&url, addr)).await.map_err(|e| e.to_string())?;
+                let (addr, counts) = b::counting_proxy(b::socket_of(&url, 5432))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let pg = PostgresStore::connect(&b::via(&url, addr))
+                    .await
+                    .map_err(|e| e.to_string())?;
                 round_trips(plan, run, "postgres", pg, &counts).await?;
             }
         }
@@ -144,8 +176,12 @@ async fn stores(plan: &Plan, run: &str) -> Res<()> {
             let redis = RedisStore::connect(&url).await.map_err(|e| e.to_string())?;
             bench_store(plan, run, "redis", redis).await?;
             if plan.runs("RT") {
-                let (addr, counts) = b::counting_proxy(b::socket_of(&url, 6379)).await.map_err(|e| e.to_string())?;
-                let redis = RedisStore::connect(&b::via(&url, addr)).await.map_err(|e| e.to_string())?;
+                let (addr, counts) = b::counting_proxy(b::socket_of(&url, 6379))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let redis = RedisStore::connect(&b::via(&url, addr))
+                    .await
+                    .map_err(|e| e.to_string())?;
                 round_trips(plan, run, "redis", redis, &counts).await?;
             }
         }
@@ -176,7 +212,15 @@ async fn bench_store<S: Store + Clone + 'static>(plan: &Plan, run: &str, name: &
         let (mm, c) = (Arc::clone(&m), cid.clone());
         let (wall, err) = b::run_workers(b::W4_SHARED_WORKERS, plan.w4_turns, move |w, t| {
             let (m, c) = (Arc::clone(&mm), c.clone());
-            async move { turn(&m, &c, b::user_text(t, &b::tag(w, t, 'u')), b::answer_text(t, &b::tag(w, t, 'a'))).await }
+            async move {
+                turn(
+                    &m,
+                    &c,
+                    b::user_text(t, &b::tag(w, t, 'u')),
+                    b::answer_text(t, &b::tag(w, t, 'a')),
+                )
+                .await
+            }
         })
         .await;
         let texts: Vec<String> = m
@@ -197,7 +241,12 @@ async fn bench_store<S: Store + Clone + 'static>(plan: &Plan, run: &str, name: &
             async move { turn(&m, &c, b::user_text(t, ""), b::answer_text(t, "")).await }
         })
         .await;
-        b::emit("W4-own", SYS, name, b::throughput_fields(b::W4_OWN_WORKERS, plan.w4_own_turns, wall, err));
+        b::emit(
+            "W4-own",
+            SYS,
+            name,
+            b::throughput_fields(b::W4_OWN_WORKERS, plan.w4_own_turns, wall, err),
+        );
         for w in 0..b::W4_OWN_WORKERS {
             let _ = m.clear(&id(&format!("bench-{run}-w4-own-{w}"))).await;
         }

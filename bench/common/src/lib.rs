@@ -114,7 +114,11 @@ pub fn user_text(i: usize, tag: &str) -> String {
 
 /// The answer of turn `i` (≈600 characters), tagged like [`user_text`].
 pub fn answer_text(i: usize, tag: &str) -> String {
-    let body = if i % 2 == 0 { cut(ZH_A, i, 600) } else { cut(EN_A, i, 600) };
+    let body = if i % 2 == 0 {
+        cut(ZH_A, i, 600)
+    } else {
+        cut(EN_A, i, 600)
+    };
     format!("{tag}{body}")
 }
 
@@ -199,7 +203,10 @@ pub fn summary_fields(samples: &[f64], keep: bool) -> Value {
 
 /// Logs progress on stderr (stdout holds the results).
 pub fn progress(msg: &str) {
-    eprintln!("[{:>8.1}s] {msg}", START.get_or_init(Instant::now).elapsed().as_secs_f64());
+    eprintln!(
+        "[{:>8.1}s] {msg}",
+        START.get_or_init(Instant::now).elapsed().as_secs_f64()
+    );
 }
 static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
 
@@ -216,7 +223,10 @@ pub struct Counts {
 impl Counts {
     /// (round trips, bytes from the server) so far.
     pub fn read(&self) -> (u64, u64) {
-        (self.round_trips.load(Ordering::SeqCst), self.bytes_down.load(Ordering::SeqCst))
+        (
+            self.round_trips.load(Ordering::SeqCst),
+            self.bytes_down.load(Ordering::SeqCst),
+        )
     }
 }
 
@@ -229,7 +239,9 @@ pub async fn counting_proxy(target: SocketAddr) -> std::io::Result<(SocketAddr, 
     let c = Arc::clone(&counts);
     tokio::spawn(async move {
         while let Ok((client, _)) = listener.accept().await {
-            let Ok(server) = TcpStream::connect(target).await else { continue };
+            let Ok(server) = TcpStream::connect(target).await else {
+                continue;
+            };
             c.connections.fetch_add(1, Ordering::SeqCst);
             let _ = client.set_nodelay(true);
             let _ = server.set_nodelay(true);
@@ -287,7 +299,10 @@ pub fn via(url: &str, addr: SocketAddr) -> String {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, ""),
     };
-    let auth = auth_host.rsplit_once('@').map(|(a, _)| format!("{a}@")).unwrap_or_default();
+    let auth = auth_host
+        .rsplit_once('@')
+        .map(|(a, _)| format!("{a}@"))
+        .unwrap_or_default();
     format!("{scheme}://{auth}{addr}{path}")
 }
 
@@ -301,8 +316,14 @@ pub fn socket_of(url: &str, default_port: u16) -> SocketAddr {
         Some((h, p)) => (h, p.parse().unwrap_or(default_port)),
         None => (host_port, default_port),
     };
-    let host = if host == "localhost" || host.is_empty() { "127.0.0.1" } else { host };
-    format!("{host}:{port}").parse().unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], port)))
+    let host = if host == "localhost" || host.is_empty() {
+        "127.0.0.1"
+    } else {
+        host
+    };
+    format!("{host}:{port}")
+        .parse()
+        .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], port)))
 }
 
 /// What the W4 shared-conversation check found in a conversation's stored messages.
@@ -327,7 +348,10 @@ pub fn check_w4(texts: &[String], workers: usize, turns: usize) -> W4Check {
             seen.entry(t[..=end].to_string()).or_default().push(pos);
         }
     }
-    let mut out = W4Check { expected_turns: workers * turns, ..Default::default() };
+    let mut out = W4Check {
+        expected_turns: workers * turns,
+        ..Default::default()
+    };
     for w in 0..workers {
         for t in 0..turns {
             let u = seen.get(&tag(w, t, 'u'));

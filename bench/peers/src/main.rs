@@ -56,7 +56,10 @@ impl Turner for Rig {
     fn turn(&mut self, user: String, answer: String) -> BoxFut<'_> {
         Box::pin(async move {
             black_box(self.mem.load(&self.id).await.map_err(err)?);
-            let pair = vec![rig_core::completion::Message::user(user), rig_core::completion::Message::assistant(answer)];
+            let pair = vec![
+                rig_core::completion::Message::user(user),
+                rig_core::completion::Message::assistant(answer),
+            ];
             self.mem.append(&self.id, pair).await.map_err(err)
         })
     }
@@ -87,14 +90,16 @@ fn rig_text(message: &rig_core::completion::Message) -> usize {
 
 fn rig_messages(n: usize) -> Rig {
     Rig {
-        mem: InMemoryConversationMemory::new().with_filter(rig_memory::SlidingWindowMemory::last_messages(n).into_filter()),
+        mem: InMemoryConversationMemory::new()
+            .with_filter(rig_memory::SlidingWindowMemory::last_messages(n).into_filter()),
         id: rig_core::id::ConversationId::new("c"),
     }
 }
 
 fn rig_tokens(budget: usize) -> Rig {
     Rig {
-        mem: InMemoryConversationMemory::new().with_filter(rig_memory::TokenWindowMemory::new(budget, rig_text).into_filter()),
+        mem: InMemoryConversationMemory::new()
+            .with_filter(rig_memory::TokenWindowMemory::new(budget, rig_text).into_filter()),
         id: rig_core::id::ConversationId::new("c"),
     }
 }
@@ -129,8 +134,14 @@ impl<M: daimon::memory::Memory> Turner for Dm<M> {
         Box::pin(async move {
             let all = self.mem.get_messages().await.map_err(err)?;
             black_box(last(&all, self.window));
-            self.mem.add_message(&daimon::model::types::Message::user(user)).await.map_err(err)?;
-            self.mem.add_message(&daimon::model::types::Message::assistant(answer)).await.map_err(err)
+            self.mem
+                .add_message(&daimon::model::types::Message::user(user))
+                .await
+                .map_err(err)?;
+            self.mem
+                .add_message(&daimon::model::types::Message::assistant(answer))
+                .await
+                .map_err(err)
         })
     }
 }
@@ -155,8 +166,20 @@ async fn in_memory(plan: &Plan) -> Res<()> {
         let w = b::W1_MESSAGES;
         let cases: Vec<(&str, Box<dyn Turner>)> = vec![
             ("rig-memory", Box::new(rig_messages(w))),
-            ("langchain-rust", Box::new(Lc { mem: langchain_rust::memory::WindowBufferMemory::new(w), window: None })),
-            ("daimon", Box::new(Dm { mem: daimon::memory::SlidingWindowMemory::new(w), window: None })),
+            (
+                "langchain-rust",
+                Box::new(Lc {
+                    mem: langchain_rust::memory::WindowBufferMemory::new(w),
+                    window: None,
+                }),
+            ),
+            (
+                "daimon",
+                Box::new(Dm {
+                    mem: daimon::memory::SlidingWindowMemory::new(w),
+                    window: None,
+                }),
+            ),
         ];
         for (name, mut t) in cases {
             let s = timed(t.as_mut(), 100, n, long).await?;
@@ -164,21 +187,39 @@ async fn in_memory(plan: &Plan) -> Res<()> {
         }
         b::progress("peers W1 done");
     }
-    for (workload, budget, turns, keep, warmup) in
-        [("W2", b::W2_TOKENS, n, false, 100), ("W2L", b::W2L_TOKENS, plan.long_turns, true, 0)]
-    {
+    for (workload, budget, turns, keep, warmup) in [
+        ("W2", b::W2_TOKENS, n, false, 100),
+        ("W2L", b::W2L_TOKENS, plan.long_turns, true, 0),
+    ] {
         if !plan.runs(workload) {
             continue;
         }
         let cases: Vec<(&str, &str, Box<dyn Turner>)> = vec![
             ("rig-memory", "cl100k (tiktoken-rs)", Box::new(rig_tokens(budget))),
-            ("langchain-rust", "cl100k (built in)", Box::new(Lc { mem: langchain_rust::memory::TokenBufferMemory::new(budget), window: None })),
+            (
+                "langchain-rust",
+                "cl100k (built in)",
+                Box::new(Lc {
+                    mem: langchain_rust::memory::TokenBufferMemory::new(budget),
+                    window: None,
+                }),
+            ),
             (
                 "daimon",
                 "cl100k (tiktoken-rs)",
-                Box::new(Dm { mem: daimon::memory::TokenWindowMemory::new(budget).with_token_counter(daimon_cl100k), window: None }),
+                Box::new(Dm {
+                    mem: daimon::memory::TokenWindowMemory::new(budget).with_token_counter(daimon_cl100k),
+                    window: None,
+                }),
             ),
-            ("daimon", "default estimate (4 chars/token)", Box::new(Dm { mem: daimon::memory::TokenWindowMemory::new(budget), window: None })),
+            (
+                "daimon",
+                "default estimate (4 chars/token)",
+                Box::new(Dm {
+                    mem: daimon::memory::TokenWindowMemory::new(budget),
+                    window: None,
+                }),
+            ),
         ];
         for (name, variant, mut t) in cases {
             let s = timed(t.as_mut(), warmup, turns, long).await?;
@@ -220,18 +261,26 @@ impl StorePeer {
     async fn make(&self, conv: &str) -> Res<Box<dyn Turner>> {
         let window = Some(b::W3_MESSAGES);
         Ok(match self {
-            StorePeer::LcSqlite(pool) => {
-                Box::new(Lc { mem: langchain_rust::memory::SqliteMessageHistory::new(pool.clone(), conv), window })
-            }
-            StorePeer::LcPostgres(pool) => {
-                Box::new(Lc { mem: langchain_rust::memory::PostgresMessageHistory::new(pool.clone(), conv), window })
-            }
-            StorePeer::LcRedis(url) => {
-                Box::new(Lc { mem: langchain_rust::memory::RedisMessageHistory::from_url(url, conv).await.map_err(err)?, window })
-            }
-            StorePeer::DaimonRedis(url) => {
-                Box::new(Dm { mem: daimon::memory::RedisMemory::new(url, format!("daimon:{conv}")).await.map_err(err)?, window })
-            }
+            StorePeer::LcSqlite(pool) => Box::new(Lc {
+                mem: langchain_rust::memory::SqliteMessageHistory::new(pool.clone(), conv),
+                window,
+            }),
+            StorePeer::LcPostgres(pool) => Box::new(Lc {
+                mem: langchain_rust::memory::PostgresMessageHistory::new(pool.clone(), conv),
+                window,
+            }),
+            StorePeer::LcRedis(url) => Box::new(Lc {
+                mem: langchain_rust::memory::RedisMessageHistory::from_url(url, conv)
+                    .await
+                    .map_err(err)?,
+                window,
+            }),
+            StorePeer::DaimonRedis(url) => Box::new(Dm {
+                mem: daimon::memory::RedisMemory::new(url, format!("daimon:{conv}"))
+                    .await
+                    .map_err(err)?,
+                window,
+            }),
         })
     }
 
@@ -252,20 +301,28 @@ impl StorePeer {
         match self {
             StorePeer::LcSqlite(pool) => {
                 // Creates the table as the history would.
-                langchain_rust::memory::SqliteMessageHistory::new(pool.clone(), conv).messages().await.map_err(err)?;
+                langchain_rust::memory::SqliteMessageHistory::new(pool.clone(), conv)
+                    .messages()
+                    .await
+                    .map_err(err)?;
                 let mut tx = pool.begin().await.map_err(err)?;
                 for k in 0..history {
-                    sqlx::query(sqlx::AssertSqlSafe(format!("INSERT INTO {table} (session_id, message) VALUES (?, ?)")))
-                        .bind(conv)
-                        .bind(lc(k)?)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(err)?;
+                    sqlx::query(sqlx::AssertSqlSafe(format!(
+                        "INSERT INTO {table} (session_id, message) VALUES (?, ?)"
+                    )))
+                    .bind(conv)
+                    .bind(lc(k)?)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(err)?;
                 }
                 tx.commit().await.map_err(err)
             }
             StorePeer::LcPostgres(pool) => {
-                langchain_rust::memory::PostgresMessageHistory::new(pool.clone(), conv).messages().await.map_err(err)?;
+                langchain_rust::memory::PostgresMessageHistory::new(pool.clone(), conv)
+                    .messages()
+                    .await
+                    .map_err(err)?;
                 for chunk in (0..history).collect::<Vec<_>>().chunks(5_000) {
                     let rows = chunk.iter().map(|&k| lc(k)).collect::<Res<Vec<String>>>()?;
                     sqlx::query(sqlx::AssertSqlSafe(format!(
@@ -304,7 +361,12 @@ impl StorePeer {
                             }
                         })
                         .collect::<Res<Vec<String>>>()?;
-                    redis::cmd("RPUSH").arg(&key).arg(rows).query_async::<()>(&mut conn).await.map_err(err)?;
+                    redis::cmd("RPUSH")
+                        .arg(&key)
+                        .arg(rows)
+                        .query_async::<()>(&mut conn)
+                        .await
+                        .map_err(err)?;
                 }
                 Ok(())
             }
@@ -316,19 +378,43 @@ impl StorePeer {
         Ok(match self {
             StorePeer::LcSqlite(pool) => {
                 let h = langchain_rust::memory::SqliteMessageHistory::new(pool.clone(), conv);
-                h.messages().await.map_err(err)?.into_iter().map(|m| m.content).collect()
+                h.messages()
+                    .await
+                    .map_err(err)?
+                    .into_iter()
+                    .map(|m| m.content)
+                    .collect()
             }
             StorePeer::LcPostgres(pool) => {
                 let h = langchain_rust::memory::PostgresMessageHistory::new(pool.clone(), conv);
-                h.messages().await.map_err(err)?.into_iter().map(|m| m.content).collect()
+                h.messages()
+                    .await
+                    .map_err(err)?
+                    .into_iter()
+                    .map(|m| m.content)
+                    .collect()
             }
             StorePeer::LcRedis(url) => {
-                let h = langchain_rust::memory::RedisMessageHistory::from_url(url, conv).await.map_err(err)?;
-                h.messages().await.map_err(err)?.into_iter().map(|m| m.content).collect()
+                let h = langchain_rust::memory::RedisMessageHistory::from_url(url, conv)
+                    .await
+                    .map_err(err)?;
+                h.messages()
+                    .await
+                    .map_err(err)?
+                    .into_iter()
+                    .map(|m| m.content)
+                    .collect()
             }
             StorePeer::DaimonRedis(url) => {
-                let h = daimon::memory::RedisMemory::new(url, format!("daimon:{conv}")).await.map_err(err)?;
-                h.get_messages().await.map_err(err)?.into_iter().filter_map(|m| m.content).collect()
+                let h = daimon::memory::RedisMemory::new(url, format!("daimon:{conv}"))
+                    .await
+                    .map_err(err)?;
+                h.get_messages()
+                    .await
+                    .map_err(err)?
+                    .into_iter()
+                    .filter_map(|m| m.content)
+                    .collect()
             }
         })
     }
@@ -358,7 +444,16 @@ async fn bench_store(plan: &Plan, run: &str, peer: StorePeer) -> Res<()> {
         let ts = Arc::new(turners);
         let (wall, e) = b::run_workers(b::W4_SHARED_WORKERS, plan.w4_turns, move |w, t| {
             let ts = Arc::clone(&ts);
-            async move { ts[w].lock().await.turn(b::user_text(t, &b::tag(w, t, 'u')), b::answer_text(t, &b::tag(w, t, 'a'))).await }
+            async move {
+                ts[w]
+                    .lock()
+                    .await
+                    .turn(
+                        b::user_text(t, &b::tag(w, t, 'u')),
+                        b::answer_text(t, &b::tag(w, t, 'a')),
+                    )
+                    .await
+            }
         })
         .await;
         let texts = peer.texts(&conv).await?;
@@ -367,15 +462,28 @@ async fn bench_store(plan: &Plan, run: &str, peer: StorePeer) -> Res<()> {
 
         let mut turners = Vec::new();
         for w in 0..b::W4_OWN_WORKERS {
-            turners.push(Arc::new(Mutex::new(peer.make(&format!("bench-{run}-w4-own-{w}")).await?)));
+            turners.push(Arc::new(Mutex::new(
+                peer.make(&format!("bench-{run}-w4-own-{w}")).await?,
+            )));
         }
         let ts = Arc::new(turners);
         let (wall, e) = b::run_workers(b::W4_OWN_WORKERS, plan.w4_own_turns, move |w, t| {
             let ts = Arc::clone(&ts);
-            async move { ts[w].lock().await.turn(b::user_text(t, ""), b::answer_text(t, "")).await }
+            async move {
+                ts[w]
+                    .lock()
+                    .await
+                    .turn(b::user_text(t, ""), b::answer_text(t, ""))
+                    .await
+            }
         })
         .await;
-        b::emit("W4-own", sys, store, b::throughput_fields(b::W4_OWN_WORKERS, plan.w4_own_turns, wall, e));
+        b::emit(
+            "W4-own",
+            sys,
+            store,
+            b::throughput_fields(b::W4_OWN_WORKERS, plan.w4_own_turns, wall, e),
+        );
         b::progress(&format!("{sys} W4 {store} done"));
     }
     Ok(())
@@ -405,7 +513,10 @@ async fn stores(plan: &Plan, run: &str) -> Res<()> {
     let dir = std::env::temp_dir().join(format!("peers-bench-{run}"));
     std::fs::create_dir_all(&dir).map_err(err)?;
     let url = format!("sqlite://{}?mode=rwc", dir.join("langchain.db").display());
-    let pool = sqlx::sqlite::SqlitePoolOptions::new().connect(&url).await.map_err(err)?;
+    let pool = sqlx::sqlite::SqlitePoolOptions::new()
+        .connect(&url)
+        .await
+        .map_err(err)?;
     bench_store(plan, run, StorePeer::LcSqlite(pool)).await?;
     let _ = std::fs::remove_dir_all(&dir);
     if let Ok(url) = std::env::var("CHATMEM_TEST_PG_URL") {
@@ -413,7 +524,10 @@ async fn stores(plan: &Plan, run: &str) -> Res<()> {
         bench_store(plan, run, StorePeer::LcPostgres(pool)).await?;
         if plan.runs("RT") {
             let (addr, counts) = b::counting_proxy(b::socket_of(&url, 5432)).await.map_err(err)?;
-            let pool = sqlx::postgres::PgPoolOptions::new().connect(&b::via(&url, addr)).await.map_err(err)?;
+            let pool = sqlx::postgres::PgPoolOptions::new()
+                .connect(&b::via(&url, addr))
+                .await
+                .map_err(err)?;
             round_trips(plan, run, StorePeer::LcPostgres(pool), &counts).await?;
         }
     } else {
