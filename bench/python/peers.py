@@ -227,13 +227,14 @@ def seed_messages(n):
 
 
 def threads(workers, turns, fn):
-    errors = []
+    errors, done = [], [0] * workers
 
     def body(w):
         try:
             for t in range(turns):
                 fn(w, t)
-        except Exception as e:  # the first error is reported with the result
+                done[w] += 1
+        except Exception as e:  # a worker stops at its first error, reported with the result
             errors.append(repr(e))
 
     ts = [threading.Thread(target=body, args=(w,)) for w in range(workers)]
@@ -242,7 +243,7 @@ def threads(workers, turns, fn):
         t.start()
     for t in ts:
         t.join()
-    return time.perf_counter() - started, (errors[0] if errors else None)
+    return time.perf_counter() - started, (errors[0] if errors else None), sum(done)
 
 
 def per_worker(cache, w, make):
@@ -291,7 +292,7 @@ def bench_store(st):
             h = per_worker(shared_h, w, lambda: st.make(conv))
             lc_turn(h, trim)(t, user_text(t, tag(w, t, "u")), answer_text(t, tag(w, t, "a")))
 
-        wall, err = threads(SHARED_WORKERS, W4_TURNS, shared)
+        wall, err, _ = threads(SHARED_WORKERS, W4_TURNS, shared)
         texts = [m.content for m in st.make(conv).messages]
         emit("W4-shared", st.system, st.store, workers=SHARED_WORKERS, seconds=wall, error=err, **check_w4(texts, SHARED_WORKERS, W4_TURNS))
 
@@ -299,8 +300,7 @@ def bench_store(st):
             h = per_worker(own_h, w, lambda: st.make(f"bench-{RUN}-w4-own-{w}"))
             lc_turn(h, trim)(t)
 
-        wall, err = threads(OWN_WORKERS, W4_OWN_TURNS, own)
-        n = OWN_WORKERS * W4_OWN_TURNS
+        wall, err, n = threads(OWN_WORKERS, W4_OWN_TURNS, own)
         emit("W4-own", st.system, st.store, workers=OWN_WORKERS, turns=n, seconds=wall, turns_per_s=n / wall, error=err)
         progress(f"W4 {st.store} done")
 

@@ -210,7 +210,7 @@ async fn bench_store<S: Store + Clone + 'static>(plan: &Plan, run: &str, name: &
     if plan.runs("W4") {
         let cid = id(&format!("bench-{run}-w4-shared"));
         let (mm, c) = (Arc::clone(&m), cid.clone());
-        let (wall, err) = b::run_workers(b::W4_SHARED_WORKERS, plan.w4_turns, move |w, t| {
+        let (wall, err, done) = b::run_workers(b::W4_SHARED_WORKERS, plan.w4_turns, move |w, t| {
             let (m, c) = (Arc::clone(&mm), c.clone());
             async move {
                 turn(
@@ -231,12 +231,17 @@ async fn bench_store<S: Store + Clone + 'static>(plan: &Plan, run: &str, name: &
             .filter_map(|msg| msg.text().map(|t| t.into_owned()))
             .collect();
         let check = b::check_w4(&texts, b::W4_SHARED_WORKERS, plan.w4_turns);
-        b::emit("W4-shared", SYS, name, b::w4_fields(check, wall, err));
+        b::emit(
+            "W4-shared",
+            SYS,
+            name,
+            b::w4_fields(check, wall, err.map(|e| format!("{e} ({done} turns completed)"))),
+        );
         let _ = m.clear(&cid).await;
 
         let mm = Arc::clone(&m);
         let run2 = run.to_string();
-        let (wall, err) = b::run_workers(b::W4_OWN_WORKERS, plan.w4_own_turns, move |w, t| {
+        let (wall, err, done) = b::run_workers(b::W4_OWN_WORKERS, plan.w4_own_turns, move |w, t| {
             let (m, c) = (Arc::clone(&mm), id(&format!("bench-{run2}-w4-own-{w}")));
             async move { turn(&m, &c, b::user_text(t, ""), b::answer_text(t, "")).await }
         })
@@ -245,7 +250,7 @@ async fn bench_store<S: Store + Clone + 'static>(plan: &Plan, run: &str, name: &
             "W4-own",
             SYS,
             name,
-            b::throughput_fields(b::W4_OWN_WORKERS, plan.w4_own_turns, wall, err),
+            b::throughput_fields(b::W4_OWN_WORKERS, done, wall, err),
         );
         for w in 0..b::W4_OWN_WORKERS {
             let _ = m.clear(&id(&format!("bench-{run}-w4-own-{w}"))).await;

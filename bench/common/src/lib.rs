@@ -373,8 +373,8 @@ pub fn check_w4(texts: &[String], workers: usize, turns: usize) -> W4Check {
 }
 
 /// Runs `workers` tasks each doing `turns` turns via `turn(worker, turn)`, returning the wall
-/// time and the first error.
-pub async fn run_workers<F, Fut>(workers: usize, turns: usize, turn: F) -> (Duration, Option<String>)
+/// time, the first error (a worker stops at its first) and how many turns completed.
+pub async fn run_workers<F, Fut>(workers: usize, turns: usize, turn: F) -> (Duration, Option<String>, usize)
 where
     F: Fn(usize, usize) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<(), String>> + Send + 'static,
@@ -386,19 +386,22 @@ where
         let turn = Arc::clone(&turn);
         tasks.push(tokio::spawn(async move {
             for t in 0..turns {
-                turn(w, t).await?;
+                if let Err(e) = turn(w, t).await {
+                    return (t, Some(e));
+                }
             }
-            Ok::<(), String>(())
+            (turns, None)
         }));
     }
-    let mut first_err = None;
+    let (mut first_err, mut completed) = (None, 0);
     for task in tasks {
-        let r = task.await.map_err(|e| e.to_string()).and_then(|r| r);
-        if let Err(e) = r {
+        let (done, e) = task.await.unwrap_or_else(|e| (0, Some(e.to_string())));
+        completed += done;
+        if let Some(e) = e {
             first_err.get_or_insert(e);
         }
     }
-    (started.elapsed(), first_err)
+    (started.elapsed(), first_err, completed)
 }
 
 /// The W4 result fields for a shared-conversation run.
@@ -414,13 +417,13 @@ pub fn w4_fields(check: W4Check, wall: Duration, error: Option<String>) -> Value
     })
 }
 
-/// The W4 result fields for an own-conversations run.
-pub fn throughput_fields(workers: usize, turns: usize, wall: Duration, error: Option<String>) -> Value {
+/// The W4 result fields for an own-conversations run: turns/s counts completed turns only.
+pub fn throughput_fields(workers: usize, completed: usize, wall: Duration, error: Option<String>) -> Value {
     json!({
         "workers": workers,
-        "turns": workers * turns,
+        "turns": completed,
         "seconds": wall.as_secs_f64(),
-        "turns_per_s": (workers * turns) as f64 / wall.as_secs_f64(),
+        "turns_per_s": completed as f64 / wall.as_secs_f64(),
         "error": error,
     })
 }

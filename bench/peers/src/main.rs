@@ -442,7 +442,7 @@ async fn bench_store(plan: &Plan, run: &str, peer: StorePeer) -> Res<()> {
             turners.push(Arc::new(Mutex::new(peer.make(&conv).await?)));
         }
         let ts = Arc::new(turners);
-        let (wall, e) = b::run_workers(b::W4_SHARED_WORKERS, plan.w4_turns, move |w, t| {
+        let (wall, e, done) = b::run_workers(b::W4_SHARED_WORKERS, plan.w4_turns, move |w, t| {
             let ts = Arc::clone(&ts);
             async move {
                 ts[w]
@@ -458,7 +458,12 @@ async fn bench_store(plan: &Plan, run: &str, peer: StorePeer) -> Res<()> {
         .await;
         let texts = peer.texts(&conv).await?;
         let check = b::check_w4(&texts, b::W4_SHARED_WORKERS, plan.w4_turns);
-        b::emit("W4-shared", sys, store, b::w4_fields(check, wall, e));
+        b::emit(
+            "W4-shared",
+            sys,
+            store,
+            b::w4_fields(check, wall, e.map(|e| format!("{e} ({done} turns completed)"))),
+        );
 
         let mut turners = Vec::new();
         for w in 0..b::W4_OWN_WORKERS {
@@ -467,7 +472,7 @@ async fn bench_store(plan: &Plan, run: &str, peer: StorePeer) -> Res<()> {
             )));
         }
         let ts = Arc::new(turners);
-        let (wall, e) = b::run_workers(b::W4_OWN_WORKERS, plan.w4_own_turns, move |w, t| {
+        let (wall, e, done) = b::run_workers(b::W4_OWN_WORKERS, plan.w4_own_turns, move |w, t| {
             let ts = Arc::clone(&ts);
             async move {
                 ts[w]
@@ -482,7 +487,7 @@ async fn bench_store(plan: &Plan, run: &str, peer: StorePeer) -> Res<()> {
             "W4-own",
             sys,
             store,
-            b::throughput_fields(b::W4_OWN_WORKERS, plan.w4_own_turns, wall, e),
+            b::throughput_fields(b::W4_OWN_WORKERS, done, wall, e),
         );
         b::progress(&format!("{sys} W4 {store} done"));
     }
