@@ -211,13 +211,44 @@ if rt:
     md.append("")
 
 md.append("### The issue's targets, from this run\n")
-md.append("| target | chatmem | fastest peer | ratio (chatmem ÷ peer; for turns/s peer ÷ chatmem) |")
-md.append("|---|---:|---:|---:|")
+md.append("| target | chatmem | fastest peer | ratio | met |")
+md.append("|---|---:|---:|---:|:---:|")
+
+
+def row(name, cm, peer, ratio, met):
+    md.append(f"| {name} | {cm} | {peer} | {ratio} | {'yes' if met else '**no**'} |")
+
+
 for name, cm, best in targets:
-    if "turns_per_s" in cm:
-        md.append(f"| {name} | {cm['turns_per_s']:,.0f} | {label(best)} {best['turns_per_s']:,.0f} | {best['turns_per_s'] / cm['turns_per_s']:.2f} |")
+    if name.startswith("W4 own"):
+        r = cm["turns_per_s"] / best["turns_per_s"]
+        row(name + ": chatmem ≥ best peer", f"{cm['turns_per_s']:,.0f}/s", f"{label(best)} {best['turns_per_s']:,.0f}/s", f"chatmem ÷ peer {r:.2f}", r >= 1)
+    elif name in ("W2", "W2L"):
+        r = best["median_us"] / cm["median_us"]
+        row(name + ": ≥ 3× faster than the fastest real-tokenizer peer", us(cm["median_us"]), f"{label(best)} {us(best['median_us'])}", f"peer ÷ chatmem {r:.2f}", r >= 3)
+    elif name.endswith("history 10000"):
+        r = best["median_us"] / cm["median_us"]
+        row(name.replace("history 10000", "history 10,000") + ": ≥ 10× faster", us(cm["median_us"]), f"{label(best)} {us(best['median_us'])}", f"peer ÷ chatmem {r:.1f}", r >= 10)
     else:
-        md.append(f"| {name} | {us(cm['median_us'])} | {label(best)} {us(best['median_us'])} | {cm['median_us'] / best['median_us']:.2f} |")
+        r = cm["median_us"] / best["median_us"]
+        row(name + ": no slower than the fastest peer", us(cm["median_us"]), f"{label(best)} {us(best['median_us'])}", f"chatmem ÷ peer {r:.2f}", r <= 1)
+for r in sel("W2L", system=CHATMEM):
+    s = r.get("samples_us", [])
+    if len(s) >= 2000:
+        t100, t2000 = statistics.median(s[90:111]), statistics.median(s[-21:])
+        row("W2L: turn 2,000 costs what turn 100 does", f"{us(t100)} → {us(t2000)}", "—", f"{t2000 / t100:.2f}", t2000 / t100 < 1.15)
+for store in stores:
+    pts = sorted((r for r in w3 if r["store"] == store and r["system"] == CHATMEM), key=lambda r: r["history"])
+    if len(pts) > 1:
+        f = pts[-1]["median_us"] / pts[0]["median_us"]
+        row(f"W3 {store}: flat from {pts[0]['history']:,} to {pts[-1]['history']:,}", f"{us(pts[0]['median_us'])} → {us(pts[-1]['median_us'])}", "—", f"{f:.2f}", f < 1.5)
+for r in sorted(shared, key=lambda r: r["store"]):
+    if r["system"] == CHATMEM:
+        bad = r["lost"] + r["duplicated"] + r["interleaved"]
+        row(f"W4 {r['store']}: 0 lost, duplicated, interleaved", f"{r['lost']}/{r['duplicated']}/{r['interleaved']} of {r['expected_turns']}", "—", "—", bad == 0 and not r.get("error"))
+for r in sorted(rt, key=lambda r: r["store"]):
+    if r["system"] == CHATMEM:
+        row(f"Round trips {r['store']}: ≤ 2 per turn", f"{r['round_trips_per_turn']:.1f}", "—", "—", r["round_trips_per_turn"] <= 2.0)
 md.append("")
 
 with open(os.path.join(out, "tables.md"), "w") as f:
