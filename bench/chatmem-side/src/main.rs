@@ -21,6 +21,8 @@ use serde_json::json;
 
 type Res<T> = Result<T, String>;
 const SYS: &str = "chatmem";
+/// chatmem's tables live in a schema of their own, apart from the test suite's.
+const PG_SCHEMA: &str = "chatmem_bench";
 
 fn id(s: &str) -> ConversationId {
     ConversationId::new(s).expect("bench ids are valid")
@@ -157,13 +159,19 @@ async fn stores(plan: &Plan, run: &str) -> Res<()> {
     let _ = std::fs::remove_dir_all(&dir);
     match std::env::var("CHATMEM_TEST_PG_URL") {
         Ok(url) => {
-            let pg = PostgresStore::connect(&url).await.map_err(|e| e.to_string())?;
+            let pg = PostgresStore::builder(&url)
+                .schema(PG_SCHEMA)
+                .connect()
+                .await
+                .map_err(|e| e.to_string())?;
             bench_store(plan, run, "postgres", pg).await?;
             if plan.runs("RT") {
                 let (addr, counts) = b::counting_proxy(b::socket_of(&url, 5432))
                     .await
                     .map_err(|e| e.to_string())?;
-                let pg = PostgresStore::connect(&b::via(&url, addr))
+                let pg = PostgresStore::builder(&b::via(&url, addr))
+                    .schema(PG_SCHEMA)
+                    .connect()
                     .await
                     .map_err(|e| e.to_string())?;
                 round_trips(plan, run, "postgres", pg, &counts).await?;
