@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The side-by-side benchmark against the peers, in one command:
-#   bash bench/run.sh           # the full run (about an hour on 2 cores), results in bench/results/full/
+#   bash bench/run.sh           # the full run (about 15 minutes on 2 cores), results in bench/results/full/
 #   bash bench/run.sh --quick   # the smoke run (a few minutes after the build), bench/results/quick/
 # Sets up bench/.venv (Python peers, matplotlib), builds the two Rust binaries (chatmem's side
 # and the peers' side are separate workspaces: rusqlite and sqlx both link sqlite3), runs the
