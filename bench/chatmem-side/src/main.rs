@@ -123,7 +123,7 @@ async fn seed<S: Store>(store: &S, id: &ConversationId, history: usize) -> Res<(
             commit = commit.system(sys, tokens);
         }
         for k in i..last {
-            let msg = if k % 2 == 0 {
+            let msg = if k.is_multiple_of(2) {
                 Message::user(b::user_text(k / 2, ""))
             } else {
                 Message::assistant(b::answer_text(k / 2, ""))

@@ -108,13 +108,17 @@ fn cut(pattern: &str, seed: usize, n: usize) -> String {
 /// The user message of turn `i` (≈200 characters; even turns Chinese, odd turns English),
 /// tagged `tag` at its start when given.
 pub fn user_text(i: usize, tag: &str) -> String {
-    let body = if i % 2 == 0 { cut(ZH, i, 200) } else { cut(EN, i, 200) };
+    let body = if i.is_multiple_of(2) {
+        cut(ZH, i, 200)
+    } else {
+        cut(EN, i, 200)
+    };
     format!("{tag}{body}")
 }
 
 /// The answer of turn `i` (≈600 characters), tagged like [`user_text`].
 pub fn answer_text(i: usize, tag: &str) -> String {
-    let body = if i % 2 == 0 {
+    let body = if i.is_multiple_of(2) {
         cut(ZH_A, i, 600)
     } else {
         cut(EN_A, i, 600)

@@ -290,7 +290,7 @@ impl StorePeer {
             return Ok(());
         }
         let lc = |k: usize| {
-            let m = if k % 2 == 0 {
+            let m = if k.is_multiple_of(2) {
                 langchain_rust::schemas::Message::new_human_message(b::user_text(k / 2, ""))
             } else {
                 langchain_rust::schemas::Message::new_ai_message(b::answer_text(k / 2, ""))
@@ -350,7 +350,7 @@ impl StorePeer {
                         .iter()
                         .map(|&k| {
                             if daimon {
-                                let m = if k % 2 == 0 {
+                                let m = if k.is_multiple_of(2) {
                                     daimon::model::types::Message::user(b::user_text(k / 2, ""))
                                 } else {
                                     daimon::model::types::Message::assistant(b::answer_text(k / 2, ""))
