@@ -1,0 +1,338 @@
+//! chatmem's side of the peer benchmark: every workload through the public API, a turn being
+//! the advisor's path (`ChatMemory::load`, `turn` + `prompt`, the answer pushed, one
+//! `commit_turn`). Prints one JSON line per result on stdout; `bench/run.sh` runs it.
+//!
+//! Run with: `cargo run --release -- [--quick]` (from bench/chatmem-side, with
+//! CHATMEM_TEST_PG_URL and CHATMEM_TEST_REDIS_URL set for the stores).
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bench_common::{self as b, Plan};
+use chatmem::{
+    ChatMemory, Cl100k, Commit, ConversationId, Heuristic, InMemoryStore, Message, Retention, Snapshot, Store,
+    TokenCounter, WindowPolicy,
+};
+use chatmem_postgres::PostgresStore;
+use chatmem_redis::RedisStore;
+use chatmem_sqlite::SqliteStore;
+use serde_json::json;
+
+type Res<T> = Result<T, String>;
+const SYS: &str = "chatmem";
+/// chatmem's tables live in a schema of their own, apart from the test suite's.
+const PG_SCHEMA: &str = "chatmem_bench";
+
+fn id(s: &str) -> ConversationId {
+    ConversationId::new(s).expect("bench ids are valid")
+}
+
+/// One turn on `id` as the advisor runs it; the system message joins the first turn only.
+async fn turn<S: Store>(m: &ChatMemory<S>, id: &ConversationId, user: String, answer: String) -> Res<()> {
+    let loaded = m.load(id).await.map_err(|e| e.to_string())?;
+    let first = if loaded.system().is_none() {
+        Some(Message::system(b::SYSTEM))
+    } else {
+        None
+    };
+    let mut t = m.turn(loaded, first.into_iter().chain([Message::user(user)]));
+    black_box(t.prompt());
+    t.push(Message::assistant(answer));
+    m.commit_turn(id, t).await.map_err(|e| e.to_string())
+}
+
+async fn run_turns<S: Store>(
+    m: &ChatMemory<S>,
+    id: &ConversationId,
+    warmup: usize,
+    max: usize,
+    cap: Duration,
+) -> Res<Vec<f64>> {
+    b::measure(warmup, max, cap, |i| {
+        turn(m, id, b::user_text(i, ""), b::answer_text(i, ""))
+    })
+    .await
+}
+
+/// The token budget that leaves `budget` for the turns after the system message (the
+/// system message and the list overhead count toward chatmem's budget, not the peers').
+fn tokens_for(budget: usize) -> WindowPolicy {
+    let sys = Cl100k.count_message(&Message::system(b::SYSTEM));
+    WindowPolicy::try_tokens(budget + sys + chatmem::PER_LIST).expect("valid budget")
+}
+
+async fn in_memory(plan: &Plan) -> Res<()> {
+    let long = plan.memory_cap;
+    if plan.runs("W1") {
+        for (label, heuristic) in [("cl100k counter (default)", false), ("heuristic counter", true)] {
+            let mut builder =
+                ChatMemory::builder(InMemoryStore::new()).policy(WindowPolicy::messages(b::W1_MESSAGES + 1));
+            if heuristic {
+                builder = builder.counter(Heuristic);
+            }
+            let m = builder.build().map_err(|e| e.to_string())?;
+            let s = run_turns(&m, &id("w1"), 100, plan.memory_turns, long).await?;
+            let mut f = b::summary_fields(&s, false);
+            f["variant"] = json!(label);
+            b::emit("W1", SYS, "memory", f);
+        }
+        b::progress("chatmem W1 done");
+    }
+    if plan.runs("W2") {
+        let m = ChatMemory::builder(InMemoryStore::new())
+            .policy(tokens_for(b::W2_TOKENS))
+            .build()
+            .map_err(|e| e.to_string())?;
+        let s = run_turns(&m, &id("w2"), 100, plan.memory_turns, long).await?;
+        let mut f = b::summary_fields(&s, false);
+        f["window_messages"] = json!(m.load(&id("w2")).await.map_err(|e| e.to_string())?.len());
+        b::emit("W2", SYS, "memory", f);
+        b::progress("chatmem W2 done");
+    }
+    if plan.runs("W2L") {
+        let m = ChatMemory::builder(InMemoryStore::new())
+            .policy(tokens_for(b::W2L_TOKENS))
+            .build()
+            .map_err(|e| e.to_string())?;
+        let s = run_turns(&m, &id("w2l"), 0, plan.long_turns, long).await?;
+        let mut f = b::summary_fields(&s, true);
+        f["window_messages"] = json!(m.load(&id("w2l")).await.map_err(|e| e.to_string())?.len());
+        b::emit("W2L", SYS, "memory", f);
+        b::progress("chatmem W2L done");
+    }
+    Ok(())
+}
+
+/// Seeds `history` messages (alternating user and answer, the system message first) into a
+/// new conversation with large commits, each message counted as `ChatMemory` would.
+async fn seed<S: Store>(store: &S, id: &ConversationId, history: usize) -> Res<()> {
+    const BATCH: usize = 5_000;
+    let window = (b::W3_MESSAGES + 1) as u64;
+    let mut base = Snapshot::empty();
+    let counter = Cl100k;
+    let mut i = 0;
+    while i < history {
+        let last = (i + BATCH).min(history);
+        let mut commit = Commit::on(&base)
+            .retention(Retention::KeepHistory)
+            .counted_by(counter.name());
+        if base.version == 0 {
+            let sys = Message::system(b::SYSTEM);
+            let tokens = counter.count_message(&sys) as u32;
+            commit = commit.system(sys, tokens);
+        }
+        for k in i..last {
+            let msg = if k.is_multiple_of(2) {
+                Message::user(b::user_text(k / 2, ""))
+            } else {
+                Message::assistant(b::answer_text(k / 2, ""))
+            };
+            let tokens = counter.count_message(&msg) as u32;
+            commit = commit.append(msg, tokens);
+        }
+        let next = last as u64 + 1;
+        let start = (next.saturating_sub(window).max(1) | 1).max(base.window_start);
+        let commit = commit.window_start(start).build().map_err(|e| e.to_string())?;
+        (base.window_start, base.next_seq) = (commit.window_start(), commit.next_seq());
+        base.version = store.commit(id, commit).await.map_err(|e| e.to_string())?;
+        i = last;
+    }
+    Ok(())
+}
+
+fn store_memory<S: Store>(store: S) -> Res<ChatMemory<S>> {
+    ChatMemory::builder(store)
+        .policy(WindowPolicy::messages(b::W3_MESSAGES + 1))
+        .retention(Retention::KeepHistory)
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+async fn stores(plan: &Plan, run: &str) -> Res<()> {
+    let dir = std::env::temp_dir().join(format!("chatmem-bench-{run}"));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let sqlite = SqliteStore::open(dir.join("chatmem.db"))
+        .await
+        .map_err(|e| e.to_string())?;
+    bench_store(plan, run, "sqlite", sqlite).await?;
+    let _ = std::fs::remove_dir_all(&dir);
+    match std::env::var("CHATMEM_TEST_PG_URL") {
+        Ok(url) => {
+            let pg = PostgresStore::builder(&url)
+                .schema(PG_SCHEMA)
+                .connect()
+                .await
+                .map_err(|e| e.to_string())?;
+            bench_store(plan, run, "postgres", pg).await?;
+            if plan.runs("RT") {
+                let (addr, counts) = b::counting_proxy(b::socket_of(&url, 5432))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let pg = PostgresStore::builder(&b::via(&url, addr))
+                    .schema(PG_SCHEMA)
+                    .connect()
+                    .await
+                    .map_err(|e| e.to_string())?;
+                round_trips(plan, run, "postgres", pg, &counts).await?;
+            }
+        }
+        Err(_) => b::progress("chatmem: CHATMEM_TEST_PG_URL not set, PostgreSQL skipped"),
+    }
+    match std::env::var("CHATMEM_TEST_REDIS_URL") {
+        Ok(url) => {
+            let redis = RedisStore::connect(&url).await.map_err(|e| e.to_string())?;
+            bench_store(plan, run, "redis", redis).await?;
+            if plan.runs("RT") {
+                let (addr, counts) = b::counting_proxy(b::socket_of(&url, 6379))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let redis = RedisStore::connect(&b::via(&url, addr))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                round_trips(plan, run, "redis", redis, &counts).await?;
+            }
+        }
+        Err(_) => b::progress("chatmem: CHATMEM_TEST_REDIS_URL not set, Redis skipped"),
+    }
+    Ok(())
+}
+
+async fn bench_store<S: Store + Clone + 'static>(plan: &Plan, run: &str, name: &str, store: S) -> Res<()> {
+    let m = Arc::new(store_memory(store.clone())?);
+    if plan.runs("W3") {
+        for &h in &plan.histories {
+            let cid = id(&format!("bench-{run}-w3-{h}"));
+            seed(&store, &cid, h).await?;
+            let s = run_turns(&m, &cid, 5, plan.store_turns, plan.store_cap).await?;
+            let mut f = b::summary_fields(&s, false);
+            f["history"] = json!(h);
+            b::emit("W3", SYS, name, f);
+            let _ = m.clear(&cid).await;
+            b::progress(&format!("chatmem W3 {name} history {h} done"));
+        }
+    }
+    if plan.runs("W3") {
+        phases(plan, run, name, &m, &store).await?;
+    }
+    if plan.runs("W4") {
+        let cid = id(&format!("bench-{run}-w4-shared"));
+        let (mm, c) = (Arc::clone(&m), cid.clone());
+        let (wall, err, done) = b::run_workers(b::W4_SHARED_WORKERS, plan.w4_turns, move |w, t| {
+            let (m, c) = (Arc::clone(&mm), c.clone());
+            async move {
+                turn(
+                    &m,
+                    &c,
+                    b::user_text(t, &b::tag(w, t, 'u')),
+                    b::answer_text(t, &b::tag(w, t, 'a')),
+                )
+                .await
+            }
+        })
+        .await;
+        let texts: Vec<String> = m
+            .history(&cid)
+            .await
+            .map_err(|e| e.to_string())?
+            .iter()
+            .filter_map(|msg| msg.text().map(|t| t.into_owned()))
+            .collect();
+        let check = b::check_w4(&texts, b::W4_SHARED_WORKERS, plan.w4_turns);
+        b::emit(
+            "W4-shared",
+            SYS,
+            name,
+            b::w4_fields(check, wall, err.map(|e| format!("{e} ({done} turns completed)"))),
+        );
+        let _ = m.clear(&cid).await;
+
+        let mm = Arc::clone(&m);
+        let run2 = run.to_string();
+        let (wall, err, done) = b::run_workers(b::W4_OWN_WORKERS, plan.w4_own_turns, move |w, t| {
+            let (m, c) = (Arc::clone(&mm), id(&format!("bench-{run2}-w4-own-{w}")));
+            async move { turn(&m, &c, b::user_text(t, ""), b::answer_text(t, "")).await }
+        })
+        .await;
+        b::emit(
+            "W4-own",
+            SYS,
+            name,
+            b::throughput_fields(b::W4_OWN_WORKERS, done, wall, err),
+        );
+        for w in 0..b::W4_OWN_WORKERS {
+            let _ = m.clear(&id(&format!("bench-{run}-w4-own-{w}"))).await;
+        }
+        b::progress(&format!("chatmem W4 {name} done"));
+    }
+    Ok(())
+}
+
+/// Where a W3 turn's time goes at history 100: `load`, planning (`turn` + `prompt`), and
+/// `commit_turn`, each timed alone.
+async fn phases<S: Store>(plan: &Plan, run: &str, name: &str, m: &ChatMemory<S>, store: &S) -> Res<()> {
+    let cid = id(&format!("bench-{run}-phases"));
+    seed(store, &cid, 100).await?;
+    let (mut load, mut prep, mut commit) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..plan.store_turns.min(100) + 5 {
+        let t0 = std::time::Instant::now();
+        let loaded = m.load(&cid).await.map_err(|e| e.to_string())?;
+        let t1 = std::time::Instant::now();
+        let mut t = m.turn(loaded, [Message::user(b::user_text(i, ""))]);
+        black_box(t.prompt());
+        t.push(Message::assistant(b::answer_text(i, "")));
+        let t2 = std::time::Instant::now();
+        m.commit_turn(&cid, t).await.map_err(|e| e.to_string())?;
+        let t3 = std::time::Instant::now();
+        if i >= 5 {
+            load.push((t1 - t0).as_secs_f64() * 1e6);
+            prep.push((t2 - t1).as_secs_f64() * 1e6);
+            commit.push((t3 - t2).as_secs_f64() * 1e6);
+        }
+    }
+    let med = |v: &[f64]| b::summarize(v).median_us;
+    b::emit(
+        "W3-phases",
+        SYS,
+        name,
+        json!({"history": 100, "turns": load.len(), "load_median_us": med(&load), "plan_median_us": med(&prep), "commit_median_us": med(&commit)}),
+    );
+    let _ = m.clear(&cid).await;
+    Ok(())
+}
+
+/// Round trips and bytes read per turn at a history of 1,000 messages, through the proxy.
+async fn round_trips<S: Store + Clone>(plan: &Plan, run: &str, name: &str, store: S, counts: &b::Counts) -> Res<()> {
+    let m = store_memory(store.clone())?;
+    let cid = id(&format!("bench-{run}-rt"));
+    seed(&store, &cid, 1_000).await?;
+    run_turns(&m, &cid, 3, 0, Duration::ZERO).await?;
+    let (rt0, bytes0) = counts.read();
+    let n = plan.rt_turns;
+    for i in 0..n {
+        turn(&m, &cid, b::user_text(i, ""), b::answer_text(i, "")).await?;
+    }
+    let (rt1, bytes1) = counts.read();
+    b::emit(
+        "RT",
+        SYS,
+        name,
+        json!({"history": 1000, "turns": n, "round_trips_per_turn": (rt1 - rt0) as f64 / n as f64, "bytes_read_per_turn": (bytes1 - bytes0) as f64 / n as f64}),
+    );
+    let _ = m.clear(&cid).await;
+    Ok(())
+}
+
+fn main() {
+    let plan = Plan::from_args();
+    let run = b::run_id();
+    b::progress("start");
+    let result = b::runtime().block_on(async {
+        in_memory(&plan).await?;
+        stores(&plan, &run).await
+    });
+    if let Err(e) = result {
+        eprintln!("chatmem bench failed: {e}");
+        std::process::exit(1);
+    }
+}

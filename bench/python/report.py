@@ -1,0 +1,256 @@
+"""Collects the JSON lines of the three bench sides into one results file, draws the PNG plots
+and writes the markdown tables (with every ratio the issue's targets name) that BENCHMARKS.md
+quotes.
+
+Run with: bench/.venv/bin/python bench/python/report.py bench/results/<mode>
+"""
+
+import json
+import os
+import statistics
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+out = sys.argv[1]
+rows = []
+for name in ("chatmem.jsonl", "peers.jsonl", "python.jsonl"):
+    path = os.path.join(out, name)
+    if os.path.exists(path):
+        with open(path) as f:
+            rows += [json.loads(line) for line in f if line.startswith("{")]
+meta_path = os.path.join(out, "machine.json")
+meta = json.load(open(meta_path)) if os.path.exists(meta_path) else {}
+with open(os.path.join(out, "results.json"), "w") as f:
+    json.dump({"machine": meta, "results": rows}, f, indent=1, ensure_ascii=False)
+
+CHATMEM = "chatmem"
+REAL = ("cl100k", "tiktoken")  # variants that count with a real tokenizer
+
+
+def label(r):
+    return r["system"] + (f" ({r['variant']})" if r.get("variant") else "")
+
+
+def us(x):
+    return f"{x:,.1f} µs" if x < 1000 else f"{x / 1000:,.2f} ms"
+
+
+def sel(workload, **kw):
+    return [r for r in rows if r["workload"] == workload and all(r.get(k) == v for k, v in kw.items())]
+
+
+md = []
+targets = []
+
+
+def per_turn_table(workload, title, real_only_target=False):
+    rs = sel(workload)
+    if not rs:
+        return
+    md.append(f"### {title}\n")
+    cm = [r for r in rs if r["system"] == CHATMEM]
+    base = next((r for r in cm if "default" in r.get("variant", "default")), cm[0] if cm else None)
+    md.append("| system | median per turn | p90 | turns measured | chatmem ÷ this |")
+    md.append("|---|---:|---:|---:|---:|")
+    for r in sorted(rs, key=lambda r: r["median_us"]):
+        ratio = f"{base['median_us'] / r['median_us']:.2f}" if base else "—"
+        md.append(f"| {label(r)} | {us(r['median_us'])} | {us(r['p90_us'])} | {r['turns']} | {ratio} |")
+    md.append("")
+    peers = [r for r in rs if r["system"] != CHATMEM]
+    if real_only_target:
+        peers = [r for r in peers if any(k in r.get("variant", "") for k in REAL)]
+    if base and peers:
+        best = min(peers, key=lambda r: r["median_us"])
+        targets.append((workload, base, best))
+
+
+per_turn_table("W1", "W1: in memory, 20-message window (chatmem: 21 with its system message)")
+per_turn_table("W2", "W2: in memory, 4,000-token window, cl100k", True)
+per_turn_table("W2L", "W2L: one conversation, 100,000-token window, 2,000 turns", True)
+
+# W2L: turn 100 against the last turns.
+w2l = sel("W2L")
+if w2l:
+    md.append("W2L cost by turn number (median of 21 turns around each):\n")
+    md.append("| system | turn 100 | turn 1,000 | last turn measured | last ÷ turn 100 |")
+    md.append("|---|---:|---:|---:|---:|")
+    for r in w2l:
+        s = r.get("samples_us", [])
+        around = lambda i: statistics.median(s[max(0, i - 10): i + 11]) if len(s) > i else None
+        t100, t1000, tl = around(100), around(1000), statistics.median(s[-21:]) if s else None
+        fmt = lambda x: us(x) if x is not None else "—"
+        ratio = f"{tl / t100:.2f}" if t100 and tl else "—"
+        md.append(f"| {label(r)} | {fmt(t100)} | {fmt(t1000)} | {fmt(tl)} (turn {len(s)}) | {ratio} |")
+    md.append("")
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for r in w2l:
+        s = r.get("samples_us", [])
+        if not s:
+            continue
+        k = 25
+        xs = list(range(0, len(s), k))
+        ys = [statistics.median(s[i: i + k]) / 1000 for i in xs]
+        ax.plot([x + 1 for x in xs], ys, label=label(r), linewidth=2 if r["system"] == CHATMEM else 1)
+    ax.set_yscale("log")
+    ax.set_xlabel("turn number")
+    ax.set_ylabel("ms per turn (median of 25 turns, log)")
+    ax.set_title("W2L: cost vs turn number, 100,000-token window")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "w2l_cost_vs_turn.png"), dpi=110)
+    plt.close(fig)
+
+# W3: per store, cost vs history.
+w3 = sel("W3")
+stores = [s for s in ("sqlite", "postgres", "redis") if any(r["store"] == s for r in w3)]
+if w3:
+    fig, axes = plt.subplots(1, len(stores), figsize=(5 * len(stores), 4.5), squeeze=False)
+    for ax, store in zip(axes[0], stores):
+        rs = [r for r in w3 if r["store"] == store]
+        systems = sorted({r["system"] for r in rs}, key=lambda s: (s != CHATMEM, s))
+        hs = sorted({r["history"] for r in rs})
+        md.append(f"### W3 {store}: median per turn by history (messages)\n")
+        md.append("| history | " + " | ".join(systems) + " | chatmem ÷ fastest peer |")
+        md.append("|---:|" + "---:|" * (len(systems) + 1))
+        by = {(r["system"], r["history"]): r for r in rs}
+        for h in hs:
+            cells = [us(by[(s, h)]["median_us"]) + ("" if by[(s, h)]["turns"] >= 20 else f" ({by[(s, h)]['turns']} turns)") if (s, h) in by else "—" for s in systems]
+            peers = [by[(s, h)] for s in systems if s != CHATMEM and (s, h) in by]
+            ratio = "—"
+            if (CHATMEM, h) in by and peers:
+                best = min(peers, key=lambda r: r["median_us"])
+                ratio = f"{by[(CHATMEM, h)]['median_us'] / best['median_us']:.2f} ({best['system']})"
+                if h in (10, 10000):
+                    targets.append((f"W3 {store} history {h}", by[(CHATMEM, h)], best))
+            md.append(f"| {h:,} | " + " | ".join(cells) + f" | {ratio} |")
+        flat = []
+        for s in systems:
+            pts = [by[(s, h)] for h in hs if (s, h) in by]
+            if len(pts) > 1:
+                flat.append(f"{s} {pts[-1]['median_us'] / pts[0]['median_us']:.2f}×")
+        md.append(f"\nLargest ÷ smallest history: {', '.join(flat)}.\n")
+        for s in systems:
+            pts = sorted((r for r in rs if r["system"] == s), key=lambda r: r["history"])
+            ax.plot([p["history"] for p in pts], [p["median_us"] / 1000 for p in pts], marker="o", label=s, linewidth=2 if s == CHATMEM else 1)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("history (messages)")
+        ax.set_ylabel("ms per turn (median, log)")
+        ax.set_title(f"W3 {store}")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "w3_cost_vs_history.png"), dpi=110)
+    plt.close(fig)
+
+# W4.
+shared = sel("W4-shared")
+if shared:
+    md.append("### W4: 16 workers × turns on one conversation\n")
+    md.append("| store | system | turns | lost | duplicated | interleaved | error |")
+    md.append("|---|---|---:|---:|---:|---:|---|")
+    for r in sorted(shared, key=lambda r: (r["store"], r["system"] != CHATMEM, r["system"])):
+        md.append(f"| {r['store']} | {r['system']} | {r['expected_turns']} | {r['lost']} | {r['duplicated']} | {r['interleaved']} | {r.get('error') or ''} |")
+    md.append("")
+own = sel("W4-own")
+if own:
+    md.append("### W4: 64 workers on their own conversations, turns/s\n")
+    md.append("| store | system | turns | turns/s | chatmem ÷ this |")
+    md.append("|---|---|---:|---:|---:|")
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    ostores = [s for s in ("sqlite", "postgres", "redis") if any(r["store"] == s for r in own)]
+    systems = sorted({r["system"] for r in own}, key=lambda s: (s != CHATMEM, s))
+    width = 0.8 / max(1, len(systems))
+    for store in ostores:
+        rs = [r for r in own if r["store"] == store]
+        cm = next((r for r in rs if r["system"] == CHATMEM), None)
+        for r in sorted(rs, key=lambda r: -r["turns_per_s"]):
+            ratio = f"{cm['turns_per_s'] / r['turns_per_s']:.2f}" if cm else "—"
+            md.append(f"| {store} | {r['system']} | {r['turns']} | {r['turns_per_s']:,.0f} | {ratio} |")
+        peers = [r for r in rs if r["system"] != CHATMEM]
+        if cm and peers:
+            best = max(peers, key=lambda r: r["turns_per_s"])
+            targets.append((f"W4 own {store} (turns/s)", cm, best))
+    for i, s in enumerate(systems):
+        xs, ys = [], []
+        for j, store in enumerate(ostores):
+            r = next((r for r in own if r["store"] == store and r["system"] == s), None)
+            if r:
+                xs.append(j + i * width)
+                ys.append(r["turns_per_s"])
+        ax.bar(xs, ys, width, label=s)
+    ax.set_xticks([j + width * (len(systems) - 1) / 2 for j in range(len(ostores))], ostores)
+    ax.set_yscale("log")
+    ax.set_ylabel("turns/s (log)")
+    ax.set_title("W4: 64 workers on their own conversations")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "w4_throughput.png"), dpi=110)
+    plt.close(fig)
+    md.append("")
+
+ph = sel("W3-phases")
+if ph:
+    md.append("### Where a chatmem W3 turn goes (history 100, each phase timed alone, median)\n")
+    md.append("| store | load | turn + prompt | commit_turn |")
+    md.append("|---|---:|---:|---:|")
+    for r in ph:
+        md.append(f"| {r['store']} | {us(r['load_median_us'])} | {us(r['plan_median_us'])} | {us(r['commit_median_us'])} |")
+    md.append("")
+
+rt = sel("RT")
+if rt:
+    md.append("### Store round trips and bytes read per turn (history 1,000, counted by a loopback TCP proxy)\n")
+    md.append("| store | system | round trips per turn | bytes read per turn |")
+    md.append("|---|---|---:|---:|")
+    for r in sorted(rt, key=lambda r: (r["store"], r["system"] != CHATMEM)):
+        md.append(f"| {r['store']} | {r['system']} | {r['round_trips_per_turn']:.1f} | {r['bytes_read_per_turn']:,.0f} |")
+    md.append("")
+
+md.append("### The issue's targets, from this run\n")
+md.append("| target | chatmem | fastest peer | ratio | met |")
+md.append("|---|---:|---:|---:|:---:|")
+
+
+def row(name, cm, peer, ratio, met):
+    md.append(f"| {name} | {cm} | {peer} | {ratio} | {'yes' if met else '**no**'} |")
+
+
+for name, cm, best in targets:
+    if name.startswith("W4 own"):
+        r = cm["turns_per_s"] / best["turns_per_s"]
+        row(name + ": chatmem ≥ best peer", f"{cm['turns_per_s']:,.0f}/s", f"{label(best)} {best['turns_per_s']:,.0f}/s", f"chatmem ÷ peer {r:.2f}", r >= 1)
+    elif name in ("W2", "W2L"):
+        r = best["median_us"] / cm["median_us"]
+        row(name + ": ≥ 3× faster than the fastest real-tokenizer peer", us(cm["median_us"]), f"{label(best)} {us(best['median_us'])}", f"peer ÷ chatmem {r:.2f}", r >= 3)
+    elif name.endswith("history 10000"):
+        r = best["median_us"] / cm["median_us"]
+        row(name.replace("history 10000", "history 10,000") + ": ≥ 10× faster", us(cm["median_us"]), f"{label(best)} {us(best['median_us'])}", f"peer ÷ chatmem {r:.1f}", r >= 10)
+    else:
+        r = cm["median_us"] / best["median_us"]
+        row(name + ": no slower than the fastest peer", us(cm["median_us"]), f"{label(best)} {us(best['median_us'])}", f"chatmem ÷ peer {r:.2f}", r <= 1)
+for r in sel("W2L", system=CHATMEM):
+    s = r.get("samples_us", [])
+    if len(s) >= 2000:
+        t100, t2000 = statistics.median(s[90:111]), statistics.median(s[-21:])
+        row("W2L: turn 2,000 costs what turn 100 does", f"{us(t100)} → {us(t2000)}", "—", f"{t2000 / t100:.2f}", t2000 / t100 < 1.15)
+for store in stores:
+    pts = sorted((r for r in w3 if r["store"] == store and r["system"] == CHATMEM), key=lambda r: r["history"])
+    if len(pts) > 1:
+        f = pts[-1]["median_us"] / pts[0]["median_us"]
+        row(f"W3 {store}: flat from {pts[0]['history']:,} to {pts[-1]['history']:,}", f"{us(pts[0]['median_us'])} → {us(pts[-1]['median_us'])}", "—", f"{f:.2f}", f < 1.5)
+for r in sorted(shared, key=lambda r: r["store"]):
+    if r["system"] == CHATMEM:
+        bad = r["lost"] + r["duplicated"] + r["interleaved"]
+        row(f"W4 {r['store']}: 0 lost, duplicated, interleaved", f"{r['lost']}/{r['duplicated']}/{r['interleaved']} of {r['expected_turns']}", "—", "—", bad == 0 and not r.get("error"))
+for r in sorted(rt, key=lambda r: r["store"]):
+    if r["system"] == CHATMEM:
+        row(f"Round trips {r['store']}: ≤ 2 per turn", f"{r['round_trips_per_turn']:.1f}", "—", "—", r["round_trips_per_turn"] <= 2.0)
+md.append("")
+
+with open(os.path.join(out, "tables.md"), "w") as f:
+    f.write("\n".join(md) + "\n")
+print("\n".join(md))

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The side-by-side benchmark against the peers, in one command:
+#   bash bench/run.sh           # the full run (about 15 minutes on 2 cores), results in bench/results/full/
+#   bash bench/run.sh --quick   # the smoke run (a few minutes after the build), bench/results/quick/
+# Sets up bench/.venv (Python peers, matplotlib), builds the two Rust binaries (chatmem's side
+# and the peers' side are separate workspaces: rusqlite and sqlx both link sqlite3), runs the
+# three sides one after another, then writes results.json, tables.md and the PNG plots.
+# PostgreSQL and Redis come from CHATMEM_TEST_PG_URL / CHATMEM_TEST_REDIS_URL (defaults: the
+# loopback servers .ci/run uses); a store whose server does not answer is skipped.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+mode=full
+args=()
+if [ "${1:-}" = "--quick" ]; then mode=quick; args=(--quick); fi
+
+export CHATMEM_TEST_PG_URL="${CHATMEM_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/test}"
+export CHATMEM_TEST_REDIS_URL="${CHATMEM_TEST_REDIS_URL:-redis://127.0.0.1:6379}"
+if ! pg_isready -q -d "$CHATMEM_TEST_PG_URL" 2>/dev/null; then
+  echo "bench: PostgreSQL does not answer at $CHATMEM_TEST_PG_URL; skipping it" >&2
+  unset CHATMEM_TEST_PG_URL
+fi
+if ! redis-cli -u "$CHATMEM_TEST_REDIS_URL" ping 2>/dev/null | grep -q PONG; then
+  echo "bench: Redis does not answer at $CHATMEM_TEST_REDIS_URL; skipping it" >&2
+  unset CHATMEM_TEST_REDIS_URL
+fi
+
+# The peers keep their rows and keys (chatmem's side clears its own): remove them at exit.
+cleanup() {
+  if [ -n "${CHATMEM_TEST_PG_URL:-}" ]; then
+    psql -q "$CHATMEM_TEST_PG_URL" -c "DELETE FROM langchain_message_history WHERE session_id LIKE 'bench-%'" \
+      -c "DROP TABLE IF EXISTS bench_chat_history" >/dev/null 2>&1 || true
+  fi
+  if [ -n "${CHATMEM_TEST_REDIS_URL:-}" ]; then
+    for pattern in 'langchain:message_history:bench-*' 'daimon:bench-*' 'message_store:bench-*'; do
+      redis-cli -u "$CHATMEM_TEST_REDIS_URL" --scan --pattern "$pattern" | xargs -r -n 500 redis-cli -u "$CHATMEM_TEST_REDIS_URL" del >/dev/null 2>&1 || true
+    done
+  fi
+}
+trap cleanup EXIT
+
+bash "$here/setup.sh"
+export TIKTOKEN_CACHE_DIR="$here/.tiktoken-cache"
+# Target dirs of their own (one per workspace): the main workspace's build never compiles the peers.
+target="${BENCH_TARGET_DIR:-$here/target}"
+(cd "$here/chatmem-side" && CARGO_TARGET_DIR="$target/chatmem-side" nice -n 10 cargo build --release --locked -q)
+(cd "$here/peers" && CARGO_TARGET_DIR="$target/peers" nice -n 10 cargo build --release --locked -q)
+
+out="$here/results/$mode"
+mkdir -p "$out"
+py="$here/.venv/bin/python"
+"$py" - "$out/machine.json" <<'PY'
+import json, os, platform, subprocess, sys, time
+def sh(c):
+    try: return subprocess.run(c, shell=True, capture_output=True, text=True).stdout.strip()
+    except Exception: return ""
+json.dump({
+    "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+    "cpu": sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2").strip(),
+    "cores": os.cpu_count(),
+    "memory": sh("free -h | awk '/Mem:/{print $2}'"),
+    "kernel": platform.release(),
+    "rustc": sh("rustc --version"),
+    "python": platform.python_version(),
+    "postgres": sh("psql --version"),
+    "redis": sh("redis-server --version | cut -d' ' -f3"),
+    "load_before": os.getloadavg(),
+}, open(sys.argv[1], "w"), indent=1)
+PY
+echo "bench: chatmem side" >&2
+nice -n 10 "$target/chatmem-side/release/bench-chatmem" "${args[@]}" > "$out/chatmem.jsonl"
+echo "bench: Rust peers" >&2
+nice -n 10 "$target/peers/release/bench-peers" "${args[@]}" > "$out/peers.jsonl"
+echo "bench: Python peers" >&2
+nice -n 10 "$py" -u "$here/python/peers.py" "${args[@]}" > "$out/python.jsonl"
+"$py" "$here/python/report.py" "$out" > /dev/null
+echo "bench: results in $out (results.json, tables.md, *.png)" >&2
