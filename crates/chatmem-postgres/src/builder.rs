@@ -6,7 +6,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use deadpool_postgres::tokio_postgres::{Config, NoTls};
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use deadpool_postgres::{Hook, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 
 use chatmem::{StoreError, StoreErrorKind, redact_url};
 
@@ -175,7 +175,16 @@ impl PostgresStoreBuilder {
                 recycling_method: RecyclingMethod::Fast,
             },
         );
+        let sql = std::sync::Arc::new(Statements::new(&quoted));
+        let warm = std::sync::Arc::clone(&sql);
         let pool = Pool::builder(manager)
+            .post_create(Hook::async_fn(move |client, _| {
+                let warm = std::sync::Arc::clone(&warm);
+                Box::pin(async move {
+                    warm.prepare_all(client).await;
+                    Ok(())
+                })
+            }))
             .max_size(self.pool_size)
             .runtime(Runtime::Tokio1)
             .wait_timeout(Some(timeouts.pool))
@@ -192,12 +201,17 @@ impl PostgresStoreBuilder {
         let store = PostgresStore {
             pool,
             config,
-            sql: std::sync::Arc::new(Statements::new(&quoted)),
+            sql,
             timeouts,
             target,
             schema: self.schema,
         };
         store.migrate(&quoted).await?;
+        // The connection that ran the migration opened before the tables existed: prepare the
+        // statements on it now, as every later connection does when it opens.
+        if let Ok(client) = store.pool.get().await {
+            store.sql.prepare_all(&client).await;
+        }
         Ok(store)
     }
 

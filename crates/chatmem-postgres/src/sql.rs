@@ -1,8 +1,12 @@
 //! The SQL texts, with the schema's tables filled in once when the store is built.
 //!
-//! Every store operation is exactly one of these statements, sent with
-//! `query_typed` (Parse/Bind/Describe/Execute/Sync in one write): one round trip each. Only
-//! a commit that got no answer is sent again (see `PostgresStore::commit`).
+//! Every store operation is exactly one of these statements: one round trip each. Each is
+//! prepared once per pooled connection (a turn's statements when the connection opens,
+//! the others at their first use) and then sent as Bind/Execute/Sync, so the server does not
+//! parse and plan it again on every call. Only a commit that got no answer is sent again, on a
+//! connection of its own, with `query_typed` (see `PostgresStore::commit`).
+
+use deadpool_postgres::tokio_postgres::types::Type;
 
 /// A conversation is live while it has no expiry or its expiry is still ahead.
 macro_rules! live {
@@ -195,6 +199,30 @@ LIMIT $2"
 const PURGE: &str = "WITH d AS (DELETE FROM {conv} WHERE expires_at <= now() RETURNING 1)
 SELECT count(*) FROM d";
 
+/// The parameter types of `load`.
+pub(crate) const LOAD_TYPES: &[Type] = &[Type::TEXT];
+
+/// The parameter types of `commit_create` and `commit_update`, in order (`$1` … `$16`, as
+/// `PostgresStore::commit` binds them).
+pub(crate) const COMMIT_TYPES: &[Type] = &[
+    Type::TEXT,
+    Type::INT8,
+    Type::INT8,
+    Type::INT8,
+    Type::TEXT,
+    Type::INT8,
+    Type::INT8,
+    Type::INT8,
+    Type::INT8,
+    Type::INT8_ARRAY,
+    Type::INT8_ARRAY,
+    Type::TEXT_ARRAY,
+    Type::INT8,
+    Type::TEXT,
+    Type::TEXT_ARRAY,
+    Type::TEXT,
+];
+
 /// The statements for one schema.
 #[derive(Debug, Clone)]
 pub(crate) struct Statements {
@@ -208,6 +236,24 @@ pub(crate) struct Statements {
 }
 
 impl Statements {
+    /// Prepares every statement on a new connection, all at once (pipelined), so that each
+    /// is parsed and planned once per connection rather than on every call, and every
+    /// operation stays one round trip. A statement whose types differ from these at its call
+    /// site is prepared at its first use instead (the round-trip tests would see it).
+    /// Failures are left for the first use to report (before the schema exists, on the
+    /// connection that creates it, nothing can be prepared).
+    pub(crate) async fn prepare_all(&self, client: &deadpool_postgres::ClientWrapper) {
+        let _ = tokio::join!(
+            client.prepare_typed_cached(&self.load, LOAD_TYPES),
+            client.prepare_typed_cached(&self.commit_create, COMMIT_TYPES),
+            client.prepare_typed_cached(&self.commit_update, COMMIT_TYPES),
+            client.prepare_typed_cached(&self.history, &[Type::TEXT, Type::INT8, Type::INT8]),
+            client.prepare_typed_cached(&self.clear, &[Type::TEXT]),
+            client.prepare_typed_cached(&self.list, &[Type::TEXT, Type::INT8]),
+            client.prepare_typed_cached(&self.purge, &[]),
+        );
+    }
+
     /// The statements for the schema named by the already quoted identifier `schema`.
     pub(crate) fn new(schema: &str) -> Self {
         let conv = format!("{schema}.chatmem_conversations");

@@ -15,7 +15,7 @@ use crate::error::{connection_lost, db_error, outcome_unknown, pool_error, state
 use crate::migrate;
 use crate::params::{CommitParams, token_bits};
 use crate::rows::{self, Reader};
-use crate::sql::Statements;
+use crate::sql::{COMMIT_TYPES, LOAD_TYPES, Statements};
 
 /// The schema version this crate writes; a database at a higher one is refused with
 /// [`StoreErrorKind::SchemaTooNew`].
@@ -120,9 +120,21 @@ impl PostgresStore {
             maybe_applied: false,
             error: pool_error(e, what, &self.target),
         })?;
-        match timeout(self.timeouts.statement, client.query_typed(sql, params)).await {
+        let types: Vec<Type> = params.iter().map(|(_, t)| t.clone()).collect();
+        let values: Vec<&(dyn ToSql + Sync)> = params.iter().map(|(v, _)| *v).collect();
+        let statement = async {
+            // Prepared once per connection (usually when it opened), then only bound and run.
+            let prepared = client.prepare_typed_cached(sql, &types).await.map_err(|e| (e, false))?;
+            client.query(&prepared, &values).await.map_err(|e| (e, true))
+        };
+        match timeout(self.timeouts.statement, statement).await {
             Ok(Ok(rows)) => Ok(rows),
-            Ok(Err(e)) => Err(Failed {
+            Ok(Err((e, false))) => Err(Failed {
+                // Preparing failed: nothing was run.
+                maybe_applied: false,
+                error: db_error(e, what, &self.target),
+            }),
+            Ok(Err((e, _))) => Err(Failed {
                 // The server's own error (a SQLSTATE) means the statement did not apply; a
                 // lost connection may have lost only the answer.
                 maybe_applied: connection_lost(&e),
@@ -248,7 +260,11 @@ fn commit_outcome(id: &ConversationId, rows: &[Row], commit: &Commit) -> Result<
 impl Store for PostgresStore {
     async fn load(&self, id: &ConversationId) -> Result<Snapshot, StoreError> {
         let rows = self
-            .query("loading a conversation", &self.sql.load, &[(&id.as_str(), Type::TEXT)])
+            .query(
+                "loading a conversation",
+                &self.sql.load,
+                &[(&id.as_str(), LOAD_TYPES[0].clone())],
+            )
             .await?;
         rows::snapshot(id, &rows)
     }
@@ -262,24 +278,26 @@ impl Store for PostgresStore {
             &self.sql.commit_update
         };
         let id_text = id.as_str();
-        let params: [(&(dyn ToSql + Sync), Type); 16] = [
-            (&id_text, Type::TEXT),
-            (&p.expected, Type::INT8),
-            (&p.system_seq, Type::INT8),
-            (&p.system_tokens, Type::INT8),
-            (&p.system_json, Type::TEXT),
-            (&p.window_start, Type::INT8),
-            (&p.next_seq, Type::INT8),
-            (&p.delete_below, Type::INT8),
-            (&p.ttl_micros, Type::INT8),
-            (&p.seqs, Type::INT8_ARRAY),
-            (&p.tokens, Type::INT8_ARRAY),
-            (&p.jsons, Type::TEXT_ARRAY),
-            (&p.token, Type::INT8),
-            (&p.system_counted_by, Type::TEXT),
-            (&p.counted_by, Type::TEXT_ARRAY),
-            (&p.summary, Type::TEXT),
+        let values: [&(dyn ToSql + Sync); 16] = [
+            &id_text,
+            &p.expected,
+            &p.system_seq,
+            &p.system_tokens,
+            &p.system_json,
+            &p.window_start,
+            &p.next_seq,
+            &p.delete_below,
+            &p.ttl_micros,
+            &p.seqs,
+            &p.tokens,
+            &p.jsons,
+            &p.token,
+            &p.system_counted_by,
+            &p.counted_by,
+            &p.summary,
         ];
+        // The types the statements were prepared with (see `sql::COMMIT_TYPES`).
+        let params: Vec<(&(dyn ToSql + Sync), Type)> = values.into_iter().zip(COMMIT_TYPES.iter().cloned()).collect();
         let outcome = match self.run(WHAT, sql, &params).await {
             Ok(rows) => commit_outcome(id, &rows, &commit)?,
             Err(failed) if failed.maybe_applied => {
