@@ -199,12 +199,9 @@ LIMIT $2"
 const PURGE: &str = "WITH d AS (DELETE FROM {conv} WHERE expires_at <= now() RETURNING 1)
 SELECT count(*) FROM d";
 
-/// The parameter types of `load`.
-pub(crate) const LOAD_TYPES: &[Type] = &[Type::TEXT];
-
-/// The parameter types of `commit_create` and `commit_update`, in order (`$1` … `$16`, as
-/// `PostgresStore::commit` binds them).
-pub(crate) const COMMIT_TYPES: &[Type] = &[
+/// The parameter types of `commit_create` and `commit_update`, `$1` … `$16` as
+/// `PostgresStore::commit` binds them.
+const COMMIT_TYPES: &[Type] = &[
     Type::TEXT,
     Type::INT8,
     Type::INT8,
@@ -223,34 +220,40 @@ pub(crate) const COMMIT_TYPES: &[Type] = &[
     Type::TEXT,
 ];
 
+/// One statement: its text for the schema and the types of its parameters, which it is
+/// prepared and sent with (one place, so a call cannot bind other types than were prepared).
+#[derive(Debug, Clone)]
+pub(crate) struct Statement {
+    pub(crate) text: String,
+    pub(crate) types: &'static [Type],
+}
+
 /// The statements for one schema.
 #[derive(Debug, Clone)]
 pub(crate) struct Statements {
-    pub(crate) load: String,
-    pub(crate) commit_update: String,
-    pub(crate) commit_create: String,
-    pub(crate) history: String,
-    pub(crate) clear: String,
-    pub(crate) list: String,
-    pub(crate) purge: String,
+    pub(crate) load: Statement,
+    pub(crate) commit_update: Statement,
+    pub(crate) commit_create: Statement,
+    pub(crate) history: Statement,
+    pub(crate) clear: Statement,
+    pub(crate) list: Statement,
+    pub(crate) purge: Statement,
 }
 
 impl Statements {
     /// Prepares every statement on a new connection, all at once (pipelined), so that each
     /// is parsed and planned once per connection rather than on every call, and every
-    /// operation stays one round trip. A statement whose types differ from these at its call
-    /// site is prepared at its first use instead (the round-trip tests would see it).
-    /// Failures are left for the first use to report (before the schema exists, on the
+    /// operation stays one round trip. Failures are left for the first use to report (before the schema exists, on the
     /// connection that creates it, nothing can be prepared).
     pub(crate) async fn prepare_all(&self, client: &deadpool_postgres::ClientWrapper) {
         let _ = tokio::join!(
-            client.prepare_typed_cached(&self.load, LOAD_TYPES),
-            client.prepare_typed_cached(&self.commit_create, COMMIT_TYPES),
-            client.prepare_typed_cached(&self.commit_update, COMMIT_TYPES),
-            client.prepare_typed_cached(&self.history, &[Type::TEXT, Type::INT8, Type::INT8]),
-            client.prepare_typed_cached(&self.clear, &[Type::TEXT]),
-            client.prepare_typed_cached(&self.list, &[Type::TEXT, Type::INT8]),
-            client.prepare_typed_cached(&self.purge, &[]),
+            client.prepare_typed_cached(&self.load.text, self.load.types),
+            client.prepare_typed_cached(&self.commit_create.text, self.commit_create.types),
+            client.prepare_typed_cached(&self.commit_update.text, self.commit_update.types),
+            client.prepare_typed_cached(&self.history.text, self.history.types),
+            client.prepare_typed_cached(&self.clear.text, self.clear.types),
+            client.prepare_typed_cached(&self.list.text, self.list.types),
+            client.prepare_typed_cached(&self.purge.text, self.purge.types),
         );
     }
 
@@ -258,20 +261,21 @@ impl Statements {
     pub(crate) fn new(schema: &str) -> Self {
         let conv = format!("{schema}.chatmem_conversations");
         let msgs = format!("{schema}.chatmem_messages");
-        let fill = |template: &str| {
-            template
+        let fill = |template: &str, types| Statement {
+            text: template
                 .replace("{result}", COMMIT_RESULT)
                 .replace("{conv}", &conv)
-                .replace("{msgs}", &msgs)
+                .replace("{msgs}", &msgs),
+            types,
         };
         Self {
-            load: fill(LOAD),
-            commit_update: fill(COMMIT_UPDATE),
-            commit_create: fill(COMMIT_CREATE),
-            history: fill(HISTORY),
-            clear: fill(CLEAR),
-            list: fill(LIST),
-            purge: fill(PURGE),
+            load: fill(LOAD, &[Type::TEXT]),
+            commit_update: fill(COMMIT_UPDATE, COMMIT_TYPES),
+            commit_create: fill(COMMIT_CREATE, COMMIT_TYPES),
+            history: fill(HISTORY, &[Type::TEXT, Type::INT8, Type::INT8]),
+            clear: fill(CLEAR, &[Type::TEXT]),
+            list: fill(LIST, &[Type::TEXT, Type::INT8]),
+            purge: fill(PURGE, &[]),
         }
     }
 }
@@ -291,7 +295,9 @@ mod tests {
             &s.clear,
             &s.list,
             &s.purge,
-        ] {
+        ]
+        .map(|s| &s.text)
+        {
             assert!(!sql.contains('{'), "{sql}");
             assert!(sql.contains("\"s\".chatmem_conversations"), "{sql}");
         }

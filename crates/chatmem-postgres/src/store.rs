@@ -15,7 +15,7 @@ use crate::error::{connection_lost, db_error, outcome_unknown, pool_error, state
 use crate::migrate;
 use crate::params::{CommitParams, token_bits};
 use crate::rows::{self, Reader};
-use crate::sql::{COMMIT_TYPES, LOAD_TYPES, Statements};
+use crate::sql::{Statement, Statements};
 
 /// The schema version this crate writes; a database at a higher one is refused with
 /// [`StoreErrorKind::SchemaTooNew`].
@@ -98,36 +98,37 @@ impl PostgresStore {
         }
     }
 
-    /// Runs one statement: the only way this store talks to the server, so every
-    /// operation is exactly one round trip. `query_typed` sends parse, bind, execute and
-    /// sync in one write, with no separate prepare.
+    /// Runs one statement with `values` bound to its parameters: the only way this store
+    /// talks to the server, so every operation is exactly one round trip (the statement was
+    /// prepared when the pooled connection opened; only Bind/Execute/Sync are sent).
     ///
     /// Getting the connection is bounded by the pool's own timeouts (pool wait, connect).
     async fn query(
         &self,
         what: &str,
-        sql: &str,
-        params: &[(&(dyn ToSql + Sync), Type)],
+        statement: &Statement,
+        values: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, StoreError> {
-        self.run(what, sql, params).await.map_err(|failed| failed.error)
+        self.run(what, statement, values).await.map_err(|failed| failed.error)
     }
 
     /// [`query`](Self::query), telling a statement that may have been applied from one that
     /// was not.
-    async fn run(&self, what: &str, sql: &str, params: &[(&(dyn ToSql + Sync), Type)]) -> Result<Vec<Row>, Failed> {
+    async fn run(&self, what: &str, statement: &Statement, values: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, Failed> {
         let client = self.pool.get().await.map_err(|e| Failed {
             // No connection, nothing sent.
             maybe_applied: false,
             error: pool_error(e, what, &self.target),
         })?;
-        let types: Vec<Type> = params.iter().map(|(_, t)| t.clone()).collect();
-        let values: Vec<&(dyn ToSql + Sync)> = params.iter().map(|(v, _)| *v).collect();
-        let statement = async {
-            // Prepared once per connection (usually when it opened), then only bound and run.
-            let prepared = client.prepare_typed_cached(sql, &types).await.map_err(|e| (e, false))?;
-            client.query(&prepared, &values).await.map_err(|e| (e, true))
+        let sent = async {
+            // A cache hit (prepared when the connection opened) sends nothing.
+            let prepared = client
+                .prepare_typed_cached(&statement.text, statement.types)
+                .await
+                .map_err(|e| (e, false))?;
+            client.query(&prepared, values).await.map_err(|e| (e, true))
         };
-        match timeout(self.timeouts.statement, statement).await {
+        match timeout(self.timeouts.statement, sent).await {
             Ok(Ok(rows)) => Ok(rows),
             Ok(Err((e, false))) => Err(Failed {
                 // Preparing failed: nothing was run.
@@ -165,9 +166,12 @@ impl PostgresStore {
         &self,
         id: &ConversationId,
         commit: &Commit,
-        sql: &str,
-        params: &[(&(dyn ToSql + Sync), Type)],
+        statement: &Statement,
+        values: &[&(dyn ToSql + Sync)],
     ) -> Result<Outcome, StoreError> {
+        // A connection of its own, used once: sent unprepared (parsed with the same types).
+        let params: Vec<(&(dyn ToSql + Sync), Type)> =
+            values.iter().copied().zip(statement.types.iter().cloned()).collect();
         const WHAT: &str = "resending a commit";
         let (client, connection) = match timeout(self.timeouts.connect, self.config.connect(NoTls)).await {
             Ok(Ok(pair)) => pair,
@@ -192,7 +196,7 @@ impl PostgresStore {
             let mut outcome = Outcome::Conflict { stale: true };
             for _ in 0..2 {
                 let rows = client
-                    .query_typed(sql, params)
+                    .query_typed(&statement.text, &params)
                     .await
                     .map_err(|e| db_error(e, WHAT, &self.target))?;
                 outcome = commit_outcome(id, &rows, commit)?;
@@ -260,11 +264,7 @@ fn commit_outcome(id: &ConversationId, rows: &[Row], commit: &Commit) -> Result<
 impl Store for PostgresStore {
     async fn load(&self, id: &ConversationId) -> Result<Snapshot, StoreError> {
         let rows = self
-            .query(
-                "loading a conversation",
-                &self.sql.load,
-                &[(&id.as_str(), LOAD_TYPES[0].clone())],
-            )
+            .query("loading a conversation", &self.sql.load, &[&id.as_str()])
             .await?;
         rows::snapshot(id, &rows)
     }
@@ -272,7 +272,7 @@ impl Store for PostgresStore {
     async fn commit(&self, id: &ConversationId, commit: Commit) -> Result<u64, StoreError> {
         const WHAT: &str = "committing to a conversation";
         let p = CommitParams::new(&commit)?;
-        let sql = if commit.expected_version() == 0 {
+        let statement = if commit.expected_version() == 0 {
             &self.sql.commit_create
         } else {
             &self.sql.commit_update
@@ -296,15 +296,13 @@ impl Store for PostgresStore {
             &p.counted_by,
             &p.summary,
         ];
-        // The types the statements were prepared with (see `sql::COMMIT_TYPES`).
-        let params: Vec<(&(dyn ToSql + Sync), Type)> = values.into_iter().zip(COMMIT_TYPES.iter().cloned()).collect();
-        let outcome = match self.run(WHAT, sql, &params).await {
+        let outcome = match self.run(WHAT, statement, &values).await {
             Ok(rows) => commit_outcome(id, &rows, &commit)?,
             Err(failed) if failed.maybe_applied => {
                 // The commit may have landed with only its answer lost: the token makes the
                 // same statement, sent again, answer with the version it made.
                 tracing::debug!(server = %self.target, error = %failed.error, "no answer to a commit; resending it once");
-                self.resend_commit(id, &commit, sql, &params)
+                self.resend_commit(id, &commit, statement, &values)
                     .await
                     .map_err(|e| outcome_unknown(e, WHAT, &self.target))?
             }
@@ -326,7 +324,7 @@ impl Store for PostgresStore {
             .query(
                 "reading a conversation's history",
                 &self.sql.history,
-                &[(&id.as_str(), Type::TEXT), (&after, Type::INT8), (&limit, Type::INT8)],
+                &[&id.as_str(), &after, &limit],
             )
             .await?;
         rows::history(id, &rows)
@@ -334,11 +332,7 @@ impl Store for PostgresStore {
 
     async fn clear(&self, id: &ConversationId) -> Result<bool, StoreError> {
         let rows = self
-            .query(
-                "clearing a conversation",
-                &self.sql.clear,
-                &[(&id.as_str(), Type::TEXT)],
-            )
+            .query("clearing a conversation", &self.sql.clear, &[&id.as_str()])
             .await?;
         let read = Reader {
             id,
@@ -355,11 +349,7 @@ impl Store for PostgresStore {
         let fetch = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
         let after = after.map(ConversationId::as_str);
         let rows = self
-            .query(
-                "listing conversations",
-                &self.sql.list,
-                &[(&after, Type::TEXT), (&fetch, Type::INT8)],
-            )
+            .query("listing conversations", &self.sql.list, &[&after, &fetch])
             .await?;
         let mut ids = Vec::with_capacity(rows.len());
         for row in &rows {
