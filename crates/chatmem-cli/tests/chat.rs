@@ -169,12 +169,7 @@ fn after_sale_upstream(fail_summaries: Arc<AtomicBool>) -> Responder {
                 return Reply::Status(500);
             }
             let input = &texts.last().expect("a summary request has input").1;
-            let (old, new) = input
-                .split_once("\n\nMessages leaving the context:\n")
-                .expect("summary input");
-            let old = old.trim_start_matches("Current summary:\n");
-            let lines: Vec<&str> = old.lines().filter(|l| *l != "(none)").chain(new.lines()).collect();
-            return text(&lines.join("\n"));
+            return text(&chatmem_test::scribe_summary(input).expect("a summary request"));
         }
         let order = texts.iter().find_map(|(_, t)| {
             let at = t.find("LC")?;

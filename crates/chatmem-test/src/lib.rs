@@ -34,7 +34,7 @@ mod summary_models;
 
 pub use crate::conformance::{commit, commit_full};
 pub use crate::stress::check_stress_history;
-pub use crate::summary_models::{Failing, Scribe};
+pub use crate::summary_models::{Failing, Scribe, scribe_summary};
 
 /// A fresh conversation id `"{prefix}-{millis}-{random}"`, unique across runs and processes.
 ///

@@ -38,18 +38,30 @@ impl ChatModel for Scribe {
             .and_then(|m| m.text())
             .unwrap_or_default()
             .into_owned();
-        let (old, new) = input
-            .split_once("\n\nMessages leaving the context:\n")
+        let summary = scribe_summary(&input)
             .ok_or_else(|| ModelError::new(ModelErrorKind::InvalidRequest, "not a summary request"))?;
-        let old = old.trim_start_matches("Current summary:\n");
-        let old = if old == "(none)" { "" } else { old };
-        let lines: Vec<&str> = old.lines().chain(new.lines()).filter(|l| !l.is_empty()).collect();
         Ok(ChatResponse {
-            message: Message::assistant(lines.join("\n")),
+            message: Message::assistant(summary),
             usage: None,
             finish_reason: Some("stop".into()),
         })
     }
+}
+
+/// What [`Scribe`] answers to the input of a summary request (the user message
+/// [`chatmem::Summarizer`] sends): the old summary's lines, then one line per message; `None`
+/// when `input` is not a summary request. For loopback model servers in tests.
+///
+/// ```
+/// let input = "Current summary:\n(none)\n\nMessages leaving the context:\nuser: hi\n";
+/// assert_eq!(chatmem_test::scribe_summary(input).as_deref(), Some("user: hi"));
+/// ```
+pub fn scribe_summary(input: &str) -> Option<String> {
+    let (old, new) = input.split_once("\n\nMessages leaving the context:\n")?;
+    let old = old.trim_start_matches("Current summary:\n");
+    let old = if old == "(none)" { "" } else { old };
+    let lines: Vec<&str> = old.lines().chain(new.lines()).filter(|l| !l.is_empty()).collect();
+    Some(lines.join("\n"))
 }
 
 /// A summarizer model that always fails (a provider outage).
