@@ -6,9 +6,10 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 
+use crate::commit::Commit;
 use crate::error::StoreError;
 use crate::id::ConversationId;
-use crate::store::{Commit, Page, Snapshot, Store, StoredMessage};
+use crate::store::{Page, Snapshot, Store, StoredMessage};
 use crate::summary::Summary;
 
 /// Conversations kept in this process's memory.

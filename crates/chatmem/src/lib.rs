@@ -21,6 +21,7 @@
 //! # }).unwrap();
 //! ```
 
+mod commit;
 mod error;
 mod id;
 mod in_memory_store;
@@ -36,6 +37,7 @@ mod tokens;
 mod turn;
 pub mod window;
 
+pub use crate::commit::{Commit, CommitBuilder};
 pub use crate::error::{Error, Result, StoreError, StoreErrorKind};
 pub use crate::id::{ConversationId, InvalidConversationId, MAX_ID_BYTES};
 pub use crate::in_memory_store::InMemoryStore;
@@ -50,7 +52,7 @@ pub use crate::model::{
 };
 pub use crate::printable::{is_invisible_or_separator, printable};
 pub use crate::redact::{HIDDEN_URL, redact_url};
-pub use crate::store::{Commit, CommitBuilder, Page, Retention, Snapshot, Store, StoredMessage};
+pub use crate::store::{Page, Retention, Snapshot, Store, StoredMessage};
 pub use crate::summary::{
     DEFAULT_SUMMARY_MAX_TOKENS, DEFAULT_SUMMARY_PROMPT, SUMMARY_HEADING, Summarizer, Summary, render_system,
 };

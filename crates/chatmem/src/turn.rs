@@ -9,10 +9,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::commit::Commit;
 use crate::error::StoreError;
 use crate::loaded_window::LoadedWindow;
 use crate::message::Message;
-use crate::store::{Commit, Retention, Snapshot, StoredMessage};
+use crate::store::{Retention, Snapshot, StoredMessage};
 use crate::summary::{Summary, system_slot};
 use crate::tokens::TokenCounter;
 use crate::window::{Selection, WindowPolicy, select};
