@@ -44,13 +44,10 @@ EN_A = "Hello, I have checked order LC202610060018 for you: the warehouse shows 
 
 
 def cut(pattern, seed, n):
+    # One slice of the pattern repeated: making the text is timed with each turn, for every
+    # system alike, so it must cost next to nothing (a per-character loop was most of a turn).
     start = (seed * 7) % len(pattern)
-    out = []
-    i = start
-    while len(out) < n:
-        out.append(pattern[i % len(pattern)])
-        i += 1
-    return "".join(out)
+    return (pattern * (n // len(pattern) + 2))[start : start + n]
 
 
 def user_text(i, tag=""):

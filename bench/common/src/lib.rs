@@ -6,8 +6,8 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -99,10 +99,47 @@ const ZH_A: &str = "您好，已为您查询订单LC202610060018：仓库显示�
 const EN_A: &str = "Hello, I have checked order LC202610060018 for you: the warehouse shows it is waiting for a stock transfer and has not left yet; it should ship tomorrow afternoon. If you would rather not wait, tap Request refund on the order page and the money returns to your original payment method within one to three working days. The coupon is returned to your account automatically once the refund completes, with its original expiry date. ";
 
 /// `n` characters of `pattern` repeated, starting at an offset that depends on `seed`.
-fn cut(pattern: &str, seed: usize, n: usize) -> String {
-    let chars: Vec<char> = pattern.chars().collect();
-    let start = (seed * 7) % chars.len();
-    chars.iter().cycle().skip(start).take(n).collect()
+///
+/// The text of a turn is made inside the timed turn, for every system alike, so it must cost
+/// next to nothing: each pattern is repeated once (with its char offsets) and a cut is one
+/// slice and one copy. (Collecting chars one by one was more than a third of a chatmem W1 turn.)
+fn cut(pattern: &'static str, seed: usize, n: usize) -> String {
+    /// The longest cut made (the answers).
+    const LONGEST: usize = 600;
+    struct Cycled {
+        text: String,
+        /// The byte offset of each char of `text`, and its end.
+        at: Vec<usize>,
+        chars: usize,
+    }
+    static TABLES: OnceLock<Vec<(&'static str, Cycled)>> = OnceLock::new();
+    let tables = TABLES.get_or_init(|| {
+        [ZH, EN, ZH_A, EN_A]
+            .into_iter()
+            .map(|p| {
+                let chars = p.chars().count();
+                let text = p.repeat(LONGEST / chars + 2);
+                let at = text.char_indices().map(|(i, _)| i).chain([text.len()]).collect();
+                (p, Cycled { text, at, chars })
+            })
+            .collect()
+    });
+    let Some((_, t)) = tables.iter().find(|(p, _)| *p == pattern) else {
+        unreachable!("cut is called with the patterns above")
+    };
+    let start = (seed * 7) % t.chars;
+    t.text[t.at[start]..t.at[(start + n).min(t.at.len() - 1)]].to_owned()
+}
+
+/// `body`, tagged `tag` at its start when given.
+fn tagged(tag: &str, body: String) -> String {
+    if tag.is_empty() {
+        return body;
+    }
+    let mut s = String::with_capacity(tag.len() + body.len());
+    s.push_str(tag);
+    s.push_str(&body);
+    s
 }
 
 /// The user message of turn `i` (≈200 characters; even turns Chinese, odd turns English),
@@ -113,7 +150,7 @@ pub fn user_text(i: usize, tag: &str) -> String {
     } else {
         cut(EN, i, 200)
     };
-    format!("{tag}{body}")
+    tagged(tag, body)
 }
 
 /// The answer of turn `i` (≈600 characters), tagged like [`user_text`].
@@ -123,7 +160,7 @@ pub fn answer_text(i: usize, tag: &str) -> String {
     } else {
         cut(EN_A, i, 600)
     };
-    format!("{tag}{body}")
+    tagged(tag, body)
 }
 
 /// The W4 tag of worker `w`'s turn `t`, `u` for the user message and `a` for the answer.
@@ -449,4 +486,25 @@ pub fn run_id() -> String {
         .map(|d| d.as_millis())
         .unwrap_or(0);
     format!("{t:x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cut_is_the_pattern_repeated_from_the_seeds_offset() {
+        for pattern in [ZH, EN, ZH_A, EN_A] {
+            let chars: Vec<char> = pattern.chars().collect();
+            for seed in [0, 1, 2, 17, 999, 123_456] {
+                for n in [0, 1, 200, 600] {
+                    let start = (seed * 7) % chars.len();
+                    let slow: String = chars.iter().cycle().skip(start).take(n).collect();
+                    assert_eq!(cut(pattern, seed, n), slow, "seed {seed}, n {n}");
+                }
+            }
+        }
+        assert_eq!(user_text(3, "<t>").chars().count(), 203);
+        assert!(answer_text(4, "").starts_with(&cut(ZH_A, 4, 5)));
+    }
 }
