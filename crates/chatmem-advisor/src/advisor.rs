@@ -264,7 +264,7 @@ fn already_stored(stored: &[StoredMessage], new: &[Message]) -> usize {
         .find(|&j| {
             stored[stored.len() - j..]
                 .iter()
-                .map(|s| &s.message)
+                .map(|s| &*s.message)
                 .eq(new[..j].iter())
         })
         .unwrap_or(0)

@@ -132,13 +132,13 @@ impl HistoryAll for InMemoryStore {
     async fn history_all(&self, id: &ConversationId) -> Vec<Message> {
         use chatmem::Store;
         let snapshot = self.load(id).await.expect("load");
-        let mut out: Vec<Message> = snapshot.system.into_iter().map(|s| s.message).collect();
+        let mut out: Vec<Message> = snapshot.system.into_iter().map(|s| s.into_message()).collect();
         out.extend(
             self.history(id, 0, 10_000)
                 .await
                 .expect("history")
                 .into_iter()
-                .map(|m| m.message),
+                .map(|m| m.into_message()),
         );
         out
     }

@@ -57,8 +57,8 @@ impl From<StoredMessage> for Record {
         Self {
             seq: m.seq,
             tokens: m.tokens,
-            counted_by: m.counted_by,
-            message: m.message,
+            counted_by: m.counted_by.as_deref().map(str::to_owned),
+            message: m.into_message(),
         }
     }
 }
@@ -68,8 +68,8 @@ impl From<Record> for StoredMessage {
         StoredMessage {
             seq: r.seq,
             tokens: r.tokens,
-            counted_by: r.counted_by,
-            message: r.message,
+            counted_by: r.counted_by.map(Into::into),
+            message: r.message.into(),
         }
     }
 }

@@ -104,7 +104,7 @@ impl Reader<'_> {
         counted_by: Option<String>,
     ) -> Result<StoredMessage, StoreError> {
         let mut message = StoredMessage::from_columns(self.id, seq, tokens, json.as_bytes())?;
-        message.counted_by = counted_by;
+        message.counted_by = counted_by.map(Into::into);
         Ok(message)
     }
 }

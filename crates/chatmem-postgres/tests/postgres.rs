@@ -442,7 +442,7 @@ async fn message_json_is_stored_exactly_as_serde_wrote_it() {
         .expect("row");
     assert_eq!(row.get::<_, String>(0), expected);
     assert_eq!(row.get::<_, i64>(1), 9);
-    assert_eq!(store.load(&conv).await.expect("load").messages[0].message, m);
+    assert_eq!(store.load(&conv).await.expect("load").messages[0].message, m.into());
     common::drop_schema(&url, &schema).await;
 }
 

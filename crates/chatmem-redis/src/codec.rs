@@ -48,7 +48,7 @@ pub(crate) fn decode(id: &ConversationId, record: &[u8], position: usize) -> Res
         })
         .transpose()?;
     let mut m = StoredMessage::from_json(id, seq, tokens, json)?;
-    m.counted_by = counted_by;
+    m.counted_by = counted_by.map(Into::into);
     Ok(m)
 }
 

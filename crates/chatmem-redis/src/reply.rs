@@ -59,7 +59,11 @@ pub(crate) fn parse_snapshot(id: &ConversationId, reply: Value) -> Result<Snapsh
             let mut system = StoredMessage::from_json(id, seq, tokens, &json)?;
             // Missing (nil) for a system message stored without a counter name.
             system.counted_by = reply_bytes(&sys_counted_by)
-                .map(|by| String::from_utf8(by).map_err(|_| bad_meta("sys_counted_by")))
+                .map(|by| {
+                    String::from_utf8(by)
+                        .map(Into::into)
+                        .map_err(|_| bad_meta("sys_counted_by"))
+                })
                 .transpose()?;
             Some(system)
         }

@@ -150,7 +150,7 @@ async fn counter_names_of_any_shape_round_trip() {
         );
         assert_eq!(counters(&snap.messages), [Some(name); 2], "{name:?}");
         assert_eq!(snap.messages[1].tokens, 4);
-        assert_eq!(snap.messages[1].message, Message::assistant("a@1"));
+        assert_eq!(*snap.messages[1].message, Message::assistant("a@1"));
         assert_eq!(store.history(&id, 0, 10).await.unwrap(), snap.messages, "{name:?}");
     }
     cleanup(&url, &prefix).await;

@@ -336,12 +336,12 @@ async fn counted_by_round_trip(run: &Run) {
     let by = |m: &StoredMessage| m.counted_by.clone();
     assert_eq!(
         snap.system.as_ref().and_then(by),
-        Some("heuristic".to_string()),
+        Some("heuristic".into()),
         "system counted_by"
     );
     assert_eq!(
         snap.messages.iter().map(by).collect::<Vec<_>>(),
-        vec![Some("heuristic".to_string()); 2],
+        vec![Some("heuristic".into()); 2],
         "counted_by of each message"
     );
     assert_eq!(
@@ -613,7 +613,7 @@ async fn json_round_trip(run: &Run) {
     assert_eq!(snap.system, Some(system));
     assert_eq!(snap.messages, append);
     assert_eq!(run.history(&id, 0, 100).await, append);
-    let loaded: Vec<Message> = snap.messages.into_iter().map(|m| m.message).collect();
+    let loaded: Vec<Message> = snap.messages.into_iter().map(StoredMessage::into_message).collect();
     assert_eq!(as_values(&loaded), values[1..].to_vec());
 }
 

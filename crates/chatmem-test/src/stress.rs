@@ -34,7 +34,9 @@
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use chatmem::{ChatMemory, ConversationId, Heuristic, Message, Retention, Role, Store, Summarizer, WindowPolicy};
+use chatmem::{
+    ChatMemory, ConversationId, Heuristic, Message, Retention, Role, Store, StoredMessage, Summarizer, WindowPolicy,
+};
 
 use crate::Scribe;
 
@@ -257,7 +259,7 @@ pub async fn run_parent_summarizing(
         .history(&id, summary.upto, usize::MAX)
         .await
         .expect("stress: history");
-    transcript.extend(rest.into_iter().map(|m| m.message));
+    transcript.extend(rest.into_iter().map(StoredMessage::into_message));
     check_stress_history(&transcript, processes, turns);
     store.clear(&id).await.expect("stress: clearing failed");
 }

@@ -1,6 +1,7 @@
 //! [`Commit`]: one atomic, version-checked write, built only through [`Commit::on`] (or
 //! [`Commit::restore`]) so that it is never invalid; the one place the commit rules live.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{StoreError, StoreErrorKind};
@@ -68,7 +69,7 @@ pub struct CommitBuilder {
     /// The sequence the loaded summary covers up to (0: none).
     loaded_covered: u64,
     keep_unsummarized: bool,
-    counted_by: Option<String>,
+    counted_by: Option<Arc<str>>,
     /// Why [`build`](CommitBuilder::build) must fail, found while adding stored messages.
     misplaced: Option<String>,
 }
@@ -219,13 +220,13 @@ impl Commit {
 impl CommitBuilder {
     /// Records that the token counts of the messages given after this were made by the
     /// counter named `counter` (see [`StoredMessage::counted_by`]).
-    pub fn counted_by(mut self, counter: impl Into<String>) -> Self {
+    pub fn counted_by(mut self, counter: impl Into<Arc<str>>) -> Self {
         self.counted_by = Some(counter.into());
         self
     }
 
     /// Replaces the system message; it takes the sequence the next appended message would.
-    pub fn system(mut self, message: Message, tokens: u32) -> Self {
+    pub fn system(mut self, message: impl Into<Arc<Message>>, tokens: u32) -> Self {
         let seq = self.commit.next_seq();
         let mut stored = StoredMessage::new(seq, tokens, message);
         stored.counted_by.clone_from(&self.counted_by);
@@ -234,7 +235,7 @@ impl CommitBuilder {
     }
 
     /// Appends a message with its token count; it gets the next sequence.
-    pub fn append(mut self, message: Message, tokens: u32) -> Self {
+    pub fn append(mut self, message: impl Into<Arc<Message>>, tokens: u32) -> Self {
         let seq = self.commit.next_seq();
         let mut stored = StoredMessage::new(seq, tokens, message);
         stored.counted_by.clone_from(&self.counted_by);

@@ -1,5 +1,7 @@
 //! [`LoadedWindow`]: a conversation as loaded from its store, with the window chosen from it.
 
+use std::sync::OnceLock;
+
 use crate::message::Message;
 use crate::store::{Snapshot, StoredMessage};
 use crate::summary::{Summary, render_system, system_slot};
@@ -25,10 +27,20 @@ use crate::window::{Selection, WindowPolicy, select};
 /// # Ok::<(), chatmem::Error>(())
 /// # }).unwrap();
 /// ```
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct LoadedWindow {
     snapshot: Snapshot,
-    selection: Selection,
+    policy: WindowPolicy,
+    /// Chosen when first asked for: a turn plans its own window, so the advisor's path
+    /// (load, turn, prompt, commit) never needs this one.
+    selection: OnceLock<Selection>,
+}
+
+/// Equal when the snapshots and policies are: the selection is a function of the two.
+impl PartialEq for LoadedWindow {
+    fn eq(&self, other: &Self) -> bool {
+        self.snapshot == other.snapshot && self.policy == other.policy
+    }
 }
 
 impl LoadedWindow {
@@ -44,7 +56,7 @@ impl LoadedWindow {
         for m in snapshot.system.iter_mut().chain(snapshot.messages.iter_mut()) {
             if stale(m) {
                 m.tokens = u32::try_from(counter.count_message(&m.message)).unwrap_or(u32::MAX);
-                m.counted_by = Some(name.to_owned());
+                m.counted_by = Some(name.into());
                 recounted += 1;
             }
         }
@@ -58,15 +70,21 @@ impl LoadedWindow {
                 "recounted messages counted by another tokenizer"
             );
         }
-        let slot = system_slot(snapshot.system.as_ref(), snapshot.summary.as_ref());
-        let selection = select(&snapshot.messages, slot, policy);
-        Self { snapshot, selection }
+        Self {
+            snapshot,
+            policy: *policy,
+            selection: OnceLock::new(),
+        }
+    }
+
+    fn selection(&self) -> &Selection {
+        self.selection.get_or_init(|| choose(&self.snapshot, &self.policy))
     }
 
     /// The stored system message, if any (without the summary: see
     /// [`messages`](LoadedWindow::messages) for what the model sees).
     pub fn system(&self) -> Option<&Message> {
-        self.snapshot.system.as_ref().map(|s| &s.message)
+        self.snapshot.system.as_ref().map(|s| &*s.message)
     }
 
     /// The conversation's summary of what left the window, if any.
@@ -81,12 +99,12 @@ impl LoadedWindow {
 
     /// The non-system messages in the window, oldest first.
     pub fn turns(&self) -> impl Iterator<Item = &Message> + '_ {
-        self.selected().map(|s| &s.message)
+        self.selected().map(|s| &*s.message)
     }
 
     /// The stored messages in the window, oldest first.
     pub(crate) fn selected(&self) -> impl Iterator<Item = &StoredMessage> + '_ {
-        self.selection.indices.iter().map(|&i| &self.snapshot.messages[i])
+        self.selection().indices.iter().map(|&i| &self.snapshot.messages[i])
     }
 
     /// What the model sees: the system message (with the summary) first, then the window.
@@ -98,27 +116,33 @@ impl LoadedWindow {
     }
 
     /// What the model sees, taking the messages out of the window (no copy).
-    pub fn into_messages(self) -> Vec<Message> {
+    pub fn into_messages(mut self) -> Vec<Message> {
+        let selection = self
+            .selection
+            .take()
+            .unwrap_or_else(|| choose(&self.snapshot, &self.policy));
         let Snapshot {
             system,
             messages,
             summary,
             ..
         } = self.snapshot;
-        let system = render_system(system.as_ref().map(|s| &s.message), summary.as_ref());
+        let system = render_system(system.as_ref().map(|s| &*s.message), summary.as_ref());
         let mut slots: Vec<Option<StoredMessage>> = messages.into_iter().map(Some).collect();
-        let turns = self
-            .selection
+        let turns = selection
             .indices
             .iter()
             .filter_map(|&i| slots.get_mut(i).and_then(Option::take));
-        system.into_iter().chain(turns.map(|s| s.message)).collect()
+        system
+            .into_iter()
+            .chain(turns.map(StoredMessage::into_message))
+            .collect()
     }
 
     /// The number of messages in [`messages`](LoadedWindow::messages).
     pub fn len(&self) -> usize {
         let slot = system_slot(self.snapshot.system.as_ref(), self.snapshot.summary.as_ref());
-        usize::from(slot.is_some()) + self.selection.indices.len()
+        usize::from(slot.is_some()) + self.selection().indices.len()
     }
 
     /// Whether the window is empty.
@@ -140,4 +164,10 @@ impl LoadedWindow {
     pub fn snapshot(&self) -> &Snapshot {
         &self.snapshot
     }
+}
+
+/// The window `policy` chooses from `snapshot`, by its cached counts.
+fn choose(snapshot: &Snapshot, policy: &WindowPolicy) -> Selection {
+    let slot = system_slot(snapshot.system.as_ref(), snapshot.summary.as_ref());
+    select(&snapshot.messages, slot, policy)
 }

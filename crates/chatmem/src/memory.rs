@@ -8,7 +8,7 @@ use crate::id::ConversationId;
 use crate::in_memory_store::InMemoryStore;
 use crate::loaded_window::LoadedWindow;
 use crate::message::Message;
-use crate::store::{Page, Retention, Snapshot, Store};
+use crate::store::{Page, Retention, Snapshot, Store, StoredMessage};
 use crate::summary::{Summarizer, Summary};
 use crate::tokens::{Cl100k, TokenCounter};
 use crate::turn::{CommitOptions, Plan, Turn, plan_with};
@@ -396,7 +396,7 @@ impl<S: Store> ChatMemory<S> {
         &self,
         id: &ConversationId,
         mut loaded: LoadedWindow,
-        batch: &[(Message, u32)],
+        batch: &[(Arc<Message>, u32)],
         keep: Keep,
     ) -> Result<Committed> {
         let store_err = |source| Error::Store { id: id.clone(), source };
@@ -463,7 +463,7 @@ impl<S: Store> ChatMemory<S> {
         id: &ConversationId,
         summarizer: &Summarizer,
         loaded: &LoadedWindow,
-        batch: &[(Message, u32)],
+        batch: &[(Arc<Message>, u32)],
     ) -> Option<(Summary, u64)> {
         let snapshot = loaded.snapshot();
         let planned = plan_with(snapshot, batch, &self.policy, &self.commit_options(None)).ok()?;
@@ -532,14 +532,14 @@ impl<S: Store> ChatMemory<S> {
         const PAGE: usize = 1000;
         let store_err = |source| Error::Store { id: id.clone(), source };
         let snapshot = self.store.load(id).await.map_err(store_err)?;
-        let mut out: Vec<Message> = snapshot.system.into_iter().map(|s| s.message).collect();
+        let mut out: Vec<Message> = snapshot.system.into_iter().map(StoredMessage::into_message).collect();
         let mut after = 0;
         loop {
             let page = self.store.history(id, after, PAGE).await.map_err(store_err)?;
             let Some(last) = page.last() else { break };
             after = last.seq;
             let full = page.len() == PAGE;
-            out.extend(page.into_iter().map(|m| m.message));
+            out.extend(page.into_iter().map(StoredMessage::into_message));
             if !full {
                 break;
             }

@@ -42,24 +42,35 @@ pub struct StoredMessage {
     /// The [name](crate::TokenCounter::name) of the counter that made `tokens`; `None` for
     /// data written before chatmem recorded it (taken as is). A memory whose counter has
     /// another name recounts the message when it loads it.
-    pub counted_by: Option<String>,
-    /// The message.
-    pub message: Message,
+    pub counted_by: Option<Arc<str>>,
+    /// The message, shared: a snapshot, a window and a plan hold the same message without
+    /// copying it (clone it out with `Message::clone(&stored.message)` to own one).
+    pub message: Arc<Message>,
 }
 
 impl StoredMessage {
     /// A stored message whose counter is not recorded.
-    pub fn new(seq: u64, tokens: u32, message: Message) -> Self {
+    pub fn new(seq: u64, tokens: u32, message: impl Into<Arc<Message>>) -> Self {
         Self {
             seq,
             tokens,
             counted_by: None,
-            message,
+            message: message.into(),
         }
     }
 
+    /// The message, owned: taken out when nothing else shares it, copied otherwise.
+    ///
+    /// ```
+    /// let stored = chatmem::StoredMessage::new(1, 2, chatmem::Message::user("hi"));
+    /// assert_eq!(stored.into_message(), chatmem::Message::user("hi"));
+    /// ```
+    pub fn into_message(self) -> Message {
+        Arc::unwrap_or_clone(self.message)
+    }
+
     /// The same message, its count made by the counter named `counter`.
-    pub fn counted_by(mut self, counter: impl Into<String>) -> Self {
+    pub fn counted_by(mut self, counter: impl Into<Arc<str>>) -> Self {
         self.counted_by = Some(counter.into());
         self
     }
@@ -70,7 +81,7 @@ impl StoredMessage {
     /// # Errors
     /// [`StoreErrorKind::InvalidInput`] if the message cannot be written as JSON.
     pub fn message_json(&self) -> Result<String, StoreError> {
-        serde_json::to_string(&self.message).map_err(|e| {
+        serde_json::to_string(&*self.message).map_err(|e| {
             StoreError::new(
                 StoreErrorKind::InvalidInput,
                 format!("message seq {} cannot be written as JSON", self.seq),

@@ -44,7 +44,7 @@ use crate::window::{Selection, WindowPolicy, select};
 #[derive(Debug, Clone)]
 pub struct Turn {
     loaded: LoadedWindow,
-    new: Vec<(Message, u32)>,
+    new: Vec<(Arc<Message>, u32)>,
     counter: Arc<dyn TokenCounter>,
     policy: WindowPolicy,
 }
@@ -67,7 +67,7 @@ impl Turn {
         } else {
             0
         };
-        self.new.push((message, tokens));
+        self.new.push((Arc::new(message), tokens));
     }
 
     /// The window the turn started from.
@@ -77,7 +77,7 @@ impl Turn {
 
     /// The turn's messages so far, in order.
     pub fn messages(&self) -> impl Iterator<Item = &Message> + '_ {
-        self.new.iter().map(|(m, _)| m)
+        self.new.iter().map(|(m, _)| &**m)
     }
 
     /// Whether the turn has no messages.
@@ -91,7 +91,11 @@ impl Turn {
     /// turn's messages other than a system message.
     pub fn prompt(&self) -> Vec<Message> {
         let old = self.loaded.snapshot().messages.len();
-        let new = self.new.iter().map(|(m, _)| m).filter(|m| !m.is_system()).cloned();
+        let new = self
+            .new
+            .iter()
+            .filter(|(m, _)| !m.is_system())
+            .map(|(m, _)| Message::clone(m));
         let Ok(plan) = plan(self.loaded.snapshot(), &self.new, &self.policy, self.counter.name()) else {
             // An inconsistent snapshot (its commit will fail too): the loaded window as it is.
             return self.loaded.messages().into_iter().chain(new).collect();
@@ -101,16 +105,20 @@ impl Turn {
             .indices
             .iter()
             .filter(|&&i| i < old)
-            .map(|&i| self.loaded.snapshot().messages[i].message.clone());
+            .map(|&i| Message::clone(&self.loaded.snapshot().messages[i].message));
         let summary = self.loaded.snapshot().summary.as_ref();
-        crate::summary::render_system(plan.system.as_ref().map(|s| &s.message), summary)
-            .into_iter()
-            .chain(history)
-            .chain(new)
-            .collect()
+        // Sized once: the prompt can be the whole window, and growing it step by step copies it.
+        let mut prompt = Vec::with_capacity(1 + plan.selection.indices.len());
+        prompt.extend(crate::summary::render_system(
+            plan.system.as_ref().map(|s| &*s.message),
+            summary,
+        ));
+        prompt.extend(history);
+        prompt.extend(new);
+        prompt
     }
 
-    pub(crate) fn into_parts(self) -> (LoadedWindow, Vec<(Message, u32)>) {
+    pub(crate) fn into_parts(self) -> (LoadedWindow, Vec<(Arc<Message>, u32)>) {
         (self.loaded, self.new)
     }
 }
@@ -135,7 +143,7 @@ pub(crate) struct Plan {
 /// a store's corrupt data can cause: [`StoreErrorKind::InvalidInput`](crate::StoreErrorKind).
 pub(crate) fn plan(
     snapshot: &Snapshot,
-    batch: &[(Message, u32)],
+    batch: &[(Arc<Message>, u32)],
     policy: &WindowPolicy,
     counter: &str,
 ) -> Result<Plan, StoreError> {
@@ -162,7 +170,7 @@ pub(crate) struct CommitOptions<'a> {
 /// [`plan`] with the commit's options.
 pub(crate) fn plan_with(
     snapshot: &Snapshot,
-    batch: &[(Message, u32)],
+    batch: &[(Arc<Message>, u32)],
     policy: &WindowPolicy,
     options: &CommitOptions<'_>,
 ) -> Result<Plan, StoreError> {
@@ -180,9 +188,9 @@ pub(crate) fn plan_with(
             if current.is_some_and(|s| s.message.text() == message.text()) {
                 continue;
             }
-            builder = builder.system(message.clone(), *tokens);
+            builder = builder.system(Arc::clone(message), *tokens);
         } else {
-            builder = builder.append(message.clone(), *tokens);
+            builder = builder.append(Arc::clone(message), *tokens);
         }
         changed = true;
     }

@@ -314,7 +314,9 @@ pub fn select<M: Borrow<StoredMessage>>(
     policy: &WindowPolicy,
 ) -> Selection {
     let keep = repair(messages);
-    let kept: Vec<usize> = (0..messages.len()).filter(|&i| keep[i]).collect();
+    // Built with room for all: a filtered collect would grow (and copy) the vector step by step.
+    let mut kept = Vec::with_capacity(messages.len());
+    kept.extend((0..messages.len()).filter(|&i| keep[i]));
     let mut first = earliest_within_budget(messages, &kept, system_tokens, policy.budget);
     // Block eviction: `messages` begins at the stored window start. While all of it fits the
     // start stays; once it overflows, it moves until the window fits the low-water mark.
@@ -327,12 +329,15 @@ pub fn select<M: Borrow<StoredMessage>>(
         };
         first = earliest_within_budget(messages, &kept, system_tokens, low);
     }
-    let valid = valid_starts(messages, &kept, policy.boundary);
-    match (first..kept.len()).find(|&p| valid[p]) {
-        Some(p) => Selection {
-            start: kept[p],
-            indices: kept[p..].to_vec(),
-        },
+    match first_valid_start(messages, &kept, first, policy.boundary) {
+        Some(p) => {
+            // The window is `kept[p..]`: reuse `kept`'s allocation for it.
+            kept.drain(..p);
+            Selection {
+                start: kept.first().copied().unwrap_or(messages.len()),
+                indices: kept,
+            }
+        }
         None => Selection {
             start: messages.len(),
             indices: Vec::new(),
@@ -373,13 +378,18 @@ fn earliest_within_budget<M: Borrow<StoredMessage>>(
     }
 }
 
-/// For each position in `kept`: may the run start there? It may when the message suits the
+/// The first position `p >= from` in `kept` where the run may start: the message suits the
 /// boundary and no kept tool result at or after it answers a call before it.
-fn valid_starts<M: Borrow<StoredMessage>>(messages: &[M], kept: &[usize], boundary: TurnBoundary) -> Vec<bool> {
+fn first_valid_start<M: Borrow<StoredMessage>>(
+    messages: &[M],
+    kept: &[usize],
+    from: usize,
+    boundary: TurnBoundary,
+) -> Option<usize> {
     let n = kept.len();
     // Positions inside (call, result] of some pair are not valid starts: a difference array
-    // marks those intervals in one pass.
-    let mut cuts = vec![0i64; n + 1];
+    // marks those intervals in one pass (allocated only when a kept result answers a call).
+    let mut cuts: Vec<i64> = Vec::new();
     let mut call_pos: HashMap<&str, usize> = HashMap::new();
     for (p, &i) in kept.iter().enumerate() {
         let m = &messages[i].borrow().message;
@@ -389,24 +399,23 @@ fn valid_starts<M: Borrow<StoredMessage>>(messages: &[M], kept: &[usize], bounda
         if let Some(id) = m.tool_call_id()
             && let Some(&c) = call_pos.get(id)
         {
-            {
-                cuts[c + 1] += 1;
-                cuts[p + 1] -= 1;
+            if cuts.is_empty() {
+                cuts = vec![0; n + 1];
             }
+            cuts[c + 1] += 1;
+            cuts[p + 1] -= 1;
         }
     }
     let mut inside = 0i64;
-    (0..n)
-        .map(|p| {
-            inside += cuts[p];
-            let m: &Message = &messages[kept[p]].borrow().message;
-            let kind_ok = match boundary {
-                TurnBoundary::User => m.role() == Role::User,
-                TurnBoundary::PairSafe => m.role() != Role::Tool,
-            };
-            kind_ok && inside == 0
-        })
-        .collect()
+    (0..n).find(|&p| {
+        inside += cuts.get(p).copied().unwrap_or(0);
+        let m: &Message = &messages[kept[p]].borrow().message;
+        let kind_ok = match boundary {
+            TurnBoundary::User => m.role() == Role::User,
+            TurnBoundary::PairSafe => m.role() != Role::Tool,
+        };
+        p >= from && kind_ok && inside == 0
+    })
 }
 
 #[cfg(test)]
