@@ -93,7 +93,7 @@ struct Prepared {
     /// base; the model's messages join it as they come.
     turn: Turn,
     /// System, window, new messages.
-    prompt: Vec<Message>,
+    prompt: Vec<Arc<Message>>,
     /// The turn's new messages (for [`TurnResponse::messages`]).
     new: Vec<Message>,
 }

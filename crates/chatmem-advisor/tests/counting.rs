@@ -64,7 +64,11 @@ struct Scripted {
 #[async_trait]
 impl ChatModel for Scripted {
     async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
-        let last = request.messages.last().cloned().unwrap_or_else(|| Message::user(""));
+        let last = request
+            .messages
+            .last()
+            .map(|m| Message::clone(m))
+            .unwrap_or_else(|| Message::user(""));
         let text = last.text().unwrap_or_default().into_owned();
         if last.role() == chatmem::Role::User && text.contains("wait") {
             self.gate.notified().await;

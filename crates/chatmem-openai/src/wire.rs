@@ -89,7 +89,7 @@ struct WireToolFunction<'a> {
 pub(crate) fn request<'a>(model: &'a str, request: &'a ChatRequest, stream: bool) -> WireRequest<'a> {
     WireRequest {
         model,
-        messages: request.messages.iter().map(message).collect(),
+        messages: request.messages.iter().map(|m| message(m)).collect(),
         tools: request.tools.iter().map(tool).collect(),
         temperature: request.options.temperature,
         top_p: request.options.top_p,

@@ -5,6 +5,7 @@
 
 use std::fmt;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures_core::Stream;
@@ -51,8 +52,9 @@ pub struct SamplingOptions {
 /// ```
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ChatRequest {
-    /// The prompt: system message first, then the conversation.
-    pub messages: Vec<Message>,
+    /// The prompt: system message first, then the conversation. Shared, not copied: the
+    /// window memory loaded and every round of a tool loop send the same messages.
+    pub messages: Vec<Arc<Message>>,
     /// Tools the model may call.
     pub tools: Vec<ToolDefinition>,
     /// Sampling options.
@@ -60,10 +62,10 @@ pub struct ChatRequest {
 }
 
 impl ChatRequest {
-    /// A request with `messages` and no tools.
-    pub fn new(messages: Vec<Message>) -> Self {
+    /// A request with `messages` (owned or shared) and no tools.
+    pub fn new<M: Into<Arc<Message>>>(messages: impl IntoIterator<Item = M>) -> Self {
         Self {
-            messages,
+            messages: messages.into_iter().map(Into::into).collect(),
             ..Self::default()
         }
     }

@@ -147,6 +147,15 @@ pub fn render_system(system: Option<&Message>, summary: Option<&Summary>) -> Opt
     Some(rendered)
 }
 
+/// [`render_system`] for a shared system message: without a summary to add it is the same
+/// message, not a copy.
+pub(crate) fn render_shared(system: Option<&Arc<Message>>, summary: Option<&Summary>) -> Option<Arc<Message>> {
+    if summary.is_none_or(|s| s.text.is_empty()) {
+        return system.cloned();
+    }
+    render_system(system.map(|m| &**m), summary).map(Arc::new)
+}
+
 /// The budget the system slot takes: the system message's tokens plus the summary's; `None`
 /// when there is neither (see [`window::select`](crate::window::select)).
 pub(crate) fn system_slot(system: Option<&StoredMessage>, summary: Option<&Summary>) -> Option<u32> {

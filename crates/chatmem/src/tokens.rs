@@ -10,6 +10,7 @@
 //! Counts are computed once, when a message is added to memory, and stored beside it, so a
 //! turn tokenizes only its new messages.
 
+use std::borrow::Borrow;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -112,9 +113,13 @@ pub trait TokenCounter: Send + Sync + fmt::Debug {
         n
     }
 
-    /// Tokens of a whole list: the messages plus [`PER_LIST`].
-    fn count_messages(&self, messages: &[Message]) -> usize {
-        PER_LIST + messages.iter().map(|m| self.count_message(m)).sum::<usize>()
+    /// Tokens of a whole list (owned messages or shared ones, as a prompt holds them): the
+    /// messages plus [`PER_LIST`].
+    fn count_messages<M: Borrow<Message>>(&self, messages: &[M]) -> usize
+    where
+        Self: Sized,
+    {
+        PER_LIST + messages.iter().map(|m| self.count_message(m.borrow())).sum::<usize>()
     }
 }
 

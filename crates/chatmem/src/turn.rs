@@ -14,7 +14,7 @@ use crate::error::StoreError;
 use crate::loaded_window::LoadedWindow;
 use crate::message::Message;
 use crate::store::{Retention, Snapshot, StoredMessage};
-use crate::summary::{Summary, system_slot};
+use crate::summary::{Summary, render_shared, system_slot};
 use crate::tokens::TokenCounter;
 use crate::window::{Selection, WindowPolicy, select};
 
@@ -89,30 +89,27 @@ impl Turn {
     /// one), then the part of the loaded window that memory will still hold once the turn's
     /// messages are added (so the model never sees more than the policy allows), then the
     /// turn's messages other than a system message.
-    pub fn prompt(&self) -> Vec<Message> {
+    pub fn prompt(&self) -> Vec<Arc<Message>> {
         let old = self.loaded.snapshot().messages.len();
         let new = self
             .new
             .iter()
             .filter(|(m, _)| !m.is_system())
-            .map(|(m, _)| Message::clone(m));
+            .map(|(m, _)| Arc::clone(m));
         let Ok(plan) = plan(self.loaded.snapshot(), &self.new, &self.policy, self.counter.name()) else {
             // An inconsistent snapshot (its commit will fail too): the loaded window as it is.
-            return self.loaded.messages().into_iter().chain(new).collect();
+            return self.loaded.shared_messages().chain(new).collect();
         };
         let history = plan
             .selection
             .indices
             .iter()
             .filter(|&&i| i < old)
-            .map(|&i| Message::clone(&self.loaded.snapshot().messages[i].message));
+            .map(|&i| Arc::clone(&self.loaded.snapshot().messages[i].message));
         let summary = self.loaded.snapshot().summary.as_ref();
         // Sized once: the prompt can be the whole window, and growing it step by step copies it.
         let mut prompt = Vec::with_capacity(1 + plan.selection.indices.len());
-        prompt.extend(crate::summary::render_system(
-            plan.system.as_ref().map(|s| &*s.message),
-            summary,
-        ));
+        prompt.extend(render_shared(plan.system.as_ref().map(|s| &s.message), summary));
         prompt.extend(history);
         prompt.extend(new);
         prompt

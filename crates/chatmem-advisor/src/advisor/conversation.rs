@@ -46,7 +46,7 @@ impl<M, S> Conversation<M, S> {
 impl<M: ChatModel, S: Store> ChatModel for Conversation<M, S> {
     async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
         let turn = TurnRequest {
-            messages: request.messages,
+            messages: request.messages.into_iter().map(Arc::unwrap_or_clone).collect(),
             tools: request.tools,
             options: request.options,
         };

@@ -22,7 +22,7 @@ pub(super) struct TurnLoop {
     /// The turn's new messages (for [`TurnResponse::messages`]).
     new: Vec<Message>,
     /// What the next request sends: the prepared prompt, then every generated message.
-    prompt: Vec<Message>,
+    prompt: Vec<Arc<Message>>,
     /// The model's messages and the tool results, in order.
     generated: Vec<Message>,
     tools: Vec<ToolDefinition>,
@@ -84,7 +84,7 @@ impl TurnLoop {
         self.rounds += 1;
         self.usage = add_usage(self.usage, response.usage);
         let calls = response.message.tool_calls().to_vec();
-        self.prompt.push(response.message.clone());
+        self.prompt.push(Arc::new(response.message.clone()));
         self.generated.push(response.message.clone());
         self.turn.push(response.message.clone());
         // Without an executor a tool-call answer is the final answer: the caller runs the tools.
@@ -106,7 +106,7 @@ impl TurnLoop {
             None => Vec::new(),
         };
         let start = self.generated.len();
-        self.prompt.extend(results.iter().cloned());
+        self.prompt.extend(results.iter().cloned().map(Arc::new));
         for r in &results {
             self.turn.push(r.clone());
         }
