@@ -2,6 +2,8 @@
 # The side-by-side benchmark against the peers, in one command:
 #   bash bench/run.sh           # the full run (about 15 minutes on 2 cores), results in bench/results/full/
 #   bash bench/run.sh --quick   # the smoke run (a few minutes after the build), bench/results/quick/
+#   BENCH_SIDES=chatmem,python bash bench/run.sh --quick   # what .ci/run runs: all but the Rust
+#                                                          # peers (their cold build is ~20 min)
 # Sets up bench/.venv (Python peers, matplotlib), builds the two Rust binaries (chatmem's side
 # and the peers' side are separate workspaces: rusqlite and sqlx both link sqlite3), runs the
 # three sides one after another, then writes results.json, tables.md and the PNG plots.
@@ -12,6 +14,8 @@ here="$(cd "$(dirname "$0")" && pwd)"
 mode=full
 args=()
 if [ "${1:-}" = "--quick" ]; then mode=quick; args=(--quick); fi
+sides=",${BENCH_SIDES:-chatmem,rust,python},"
+runs() { [[ "$sides" == *",$1,"* ]]; }
 
 export CHATMEM_TEST_PG_URL="${CHATMEM_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/test}"
 export CHATMEM_TEST_REDIS_URL="${CHATMEM_TEST_REDIS_URL:-redis://127.0.0.1:6379}"
@@ -42,11 +46,16 @@ bash "$here/setup.sh"
 export TIKTOKEN_CACHE_DIR="$here/.tiktoken-cache"
 # Target dirs of their own (one per workspace): the main workspace's build never compiles the peers.
 target="${BENCH_TARGET_DIR:-$here/target}"
-(cd "$here/chatmem-side" && CARGO_TARGET_DIR="$target/chatmem-side" nice -n 10 cargo build --release --locked -q)
-(cd "$here/peers" && CARGO_TARGET_DIR="$target/peers" nice -n 10 cargo build --release --locked -q)
+if runs chatmem; then
+  (cd "$here/chatmem-side" && CARGO_TARGET_DIR="$target/chatmem-side" nice -n 10 cargo build --release --locked -q)
+fi
+if runs rust; then
+  (cd "$here/peers" && CARGO_TARGET_DIR="$target/peers" nice -n 10 cargo build --release --locked -q)
+fi
 
 out="$here/results/$mode"
 mkdir -p "$out"
+rm -f "$out"/*.jsonl
 py="$here/.venv/bin/python"
 "$py" - "$out/machine.json" <<'PY'
 import json, os, platform, subprocess, sys, time
@@ -66,11 +75,17 @@ json.dump({
     "load_before": os.getloadavg(),
 }, open(sys.argv[1], "w"), indent=1)
 PY
-echo "bench: chatmem side" >&2
-nice -n 10 "$target/chatmem-side/release/bench-chatmem" "${args[@]}" > "$out/chatmem.jsonl"
-echo "bench: Rust peers" >&2
-nice -n 10 "$target/peers/release/bench-peers" "${args[@]}" > "$out/peers.jsonl"
-echo "bench: Python peers" >&2
-nice -n 10 "$py" -u "$here/python/peers.py" "${args[@]}" > "$out/python.jsonl"
+if runs chatmem; then
+  echo "bench: chatmem side" >&2
+  nice -n 10 "$target/chatmem-side/release/bench-chatmem" "${args[@]}" > "$out/chatmem.jsonl"
+fi
+if runs rust; then
+  echo "bench: Rust peers" >&2
+  nice -n 10 "$target/peers/release/bench-peers" "${args[@]}" > "$out/peers.jsonl"
+fi
+if runs python; then
+  echo "bench: Python peers" >&2
+  nice -n 10 "$py" -u "$here/python/peers.py" "${args[@]}" > "$out/python.jsonl"
+fi
 "$py" "$here/python/report.py" "$out" > /dev/null
 echo "bench: results in $out (results.json, tables.md, *.png)" >&2

@@ -40,7 +40,7 @@ use std::borrow::Borrow;
 use std::collections::HashMap;
 
 use crate::error::{Error, Result};
-use crate::message::{Message, Role};
+use crate::message::{Body, Message, Role};
 use crate::store::StoredMessage;
 use crate::tokens::PER_LIST;
 
@@ -313,10 +313,15 @@ pub fn select<M: Borrow<StoredMessage>>(
     system_tokens: Option<u32>,
     policy: &WindowPolicy,
 ) -> Selection {
-    let keep = repair(messages);
     // Built with room for all: a filtered collect would grow (and copy) the vector step by step.
     let mut kept = Vec::with_capacity(messages.len());
-    kept.extend((0..messages.len()).filter(|&i| keep[i]));
+    if messages.iter().all(|m| is_plain(&m.borrow().message)) {
+        // Nothing for repair to drop (no system message, no tool call, no tool result).
+        kept.extend(0..messages.len());
+    } else {
+        let keep = repair(messages);
+        kept.extend((0..messages.len()).filter(|&i| keep[i]));
+    }
     let mut first = earliest_within_budget(messages, &kept, system_tokens, policy.budget);
     // Block eviction: `messages` begins at the stored window start. While all of it fits the
     // start stays; once it overflows, it moves until the window fits the low-water mark.
@@ -342,6 +347,16 @@ pub fn select<M: Borrow<StoredMessage>>(
             start: messages.len(),
             indices: Vec::new(),
         },
+    }
+}
+
+/// A user or assistant message without tool calls: [`repair`] always keeps it, and it opens or
+/// closes no tool-call pair.
+fn is_plain(m: &Message) -> bool {
+    match &m.body {
+        Body::User { .. } => true,
+        Body::Assistant { tool_calls, .. } => tool_calls.is_empty(),
+        Body::System { .. } | Body::Tool { .. } => false,
     }
 }
 
@@ -390,14 +405,15 @@ fn first_valid_start<M: Borrow<StoredMessage>>(
     // Positions inside (call, result] of some pair are not valid starts: a difference array
     // marks those intervals in one pass (allocated only when a kept result answers a call).
     let mut cuts: Vec<i64> = Vec::new();
-    let mut call_pos: HashMap<&str, usize> = HashMap::new();
+    // Made at the first tool call: most windows have none.
+    let mut call_pos: Option<HashMap<&str, usize>> = None;
     for (p, &i) in kept.iter().enumerate() {
         let m = &messages[i].borrow().message;
         for call in m.tool_calls() {
-            call_pos.insert(call.id.as_str(), p);
+            call_pos.get_or_insert_with(HashMap::new).insert(call.id.as_str(), p);
         }
         if let Some(id) = m.tool_call_id()
-            && let Some(&c) = call_pos.get(id)
+            && let Some(&c) = call_pos.as_ref().and_then(|calls| calls.get(id))
         {
             if cuts.is_empty() {
                 cuts = vec![0; n + 1];
