@@ -89,6 +89,10 @@ impl Turn {
     /// one), then the part of the loaded window that memory will still hold once the turn's
     /// messages are added (so the model never sees more than the policy allows), then the
     /// turn's messages other than a system message.
+    ///
+    /// The messages are shared with the loaded window and the turn, not copied: building a
+    /// prompt copies no message text, only references, and
+    /// [`ChatRequest::new`](crate::ChatRequest::new) takes them as they are.
     pub fn prompt(&self) -> Vec<Arc<Message>> {
         let old = self.loaded.snapshot().messages.len();
         let new = self
