@@ -134,7 +134,7 @@ impl Summary {
 /// assert_eq!(render_system(None, None), None);
 /// ```
 pub fn render_system(system: Option<&Message>, summary: Option<&Summary>) -> Option<Message> {
-    let Some(summary) = summary.filter(|s| !s.text.is_empty()) else {
+    let Some(summary) = shown(summary) else {
         return system.cloned();
     };
     let Some(system) = system else {
@@ -150,16 +150,21 @@ pub fn render_system(system: Option<&Message>, summary: Option<&Summary>) -> Opt
 /// [`render_system`] for a shared system message: without a summary to add it is the same
 /// message, not a copy.
 pub(crate) fn render_shared(system: Option<&Arc<Message>>, summary: Option<&Summary>) -> Option<Arc<Message>> {
-    if summary.is_none_or(|s| s.text.is_empty()) {
+    if shown(summary).is_none() {
         return system.cloned();
     }
     render_system(system.map(|m| &**m), summary).map(Arc::new)
 }
 
+/// The summary as the model sees it: an empty one is none (it adds nothing, costs nothing).
+fn shown(summary: Option<&Summary>) -> Option<&Summary> {
+    summary.filter(|s| !s.text.is_empty())
+}
+
 /// The budget the system slot takes: the system message's tokens plus the summary's; `None`
 /// when there is neither (see [`window::select`](crate::window::select)).
 pub(crate) fn system_slot(system: Option<&StoredMessage>, summary: Option<&Summary>) -> Option<u32> {
-    let summary = summary.filter(|s| !s.text.is_empty()).map(|s| s.tokens);
+    let summary = shown(summary).map(|s| s.tokens);
     match (system.map(|s| s.tokens), summary) {
         (None, None) => None,
         (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
@@ -289,7 +294,7 @@ impl Summarizer {
     /// The request for a new summary of `old` plus `messages`.
     pub(crate) fn request(&self, old: Option<&Summary>, messages: &[StoredMessage]) -> ChatRequest {
         let mut input = String::from("Current summary:\n");
-        match old.filter(|s| !s.text.is_empty()) {
+        match shown(old) {
             Some(s) => input.push_str(&s.text),
             None => input.push_str("(none)"),
         }
