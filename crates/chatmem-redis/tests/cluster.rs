@@ -12,7 +12,7 @@ use std::time::Duration;
 use chatmem::{ConversationId, Message, Retention, Store, StoredMessage};
 use chatmem_redis::RedisStore;
 use chatmem_test::{commit_full, stress};
-use common::{hex, unique_prefix};
+use common::{hex, meta_key, unique_prefix};
 use redis::aio::MultiplexedConnection;
 
 /// The variable naming the test cluster.
@@ -234,7 +234,7 @@ async fn cluster_index_is_kept_without_cross_slot_scripts() {
     // conversation is gone. It fails here because a meta key written behind the store's
     // back (and never indexed) holds another version.
     let bad = ConversationId::new("bad").unwrap();
-    let bad_meta = format!("{prefix}:{{{}}}:meta", hex("bad"));
+    let bad_meta = meta_key(&prefix, "bad");
     let () = redis::cmd("HSET")
         .arg(&bad_meta)
         .arg("version")

@@ -5,7 +5,7 @@
 mod common;
 
 use chatmem::{ChatMemory, Commit, ConversationId, Heuristic, Message, Retention, Snapshot, Store, StoredMessage};
-use common::{cleanup, hex, raw, store, unique_prefix, url};
+use common::{cleanup, meta_key, msgs_key, raw, store, unique_prefix, url};
 
 /// The counter names of `messages`, in order.
 fn counters(messages: &[StoredMessage]) -> Vec<Option<&str>> {
@@ -17,10 +17,7 @@ async fn a_layout_1_database_is_upgraded_and_keeps_its_data() {
     let Some(url) = url() else { return };
     let prefix = unique_prefix("layout-1");
     let mut conn = raw(&url).await;
-    let (meta, msgs) = (
-        format!("{prefix}:{{{}}}:meta", hex("old")),
-        format!("{prefix}:{{{}}}:msgs", hex("old")),
-    );
+    let (meta, msgs) = (meta_key(&prefix, "old"), msgs_key(&prefix, "old"));
     // What chatmem-redis with layout 1 wrote for one conversation.
     redis::pipe()
         .cmd("SET")
@@ -184,7 +181,7 @@ async fn the_system_counter_follows_the_system_message() {
     assert_eq!(snap.system.as_ref().map(|s| s.tokens), Some(3));
     assert_eq!(system_counter(&snap), None);
     let mut conn = raw(&url).await;
-    let meta = format!("{prefix}:{{{}}}:meta", hex("sys"));
+    let meta = meta_key(&prefix, "sys");
     let kept: bool = redis::cmd("HEXISTS")
         .arg(&meta)
         .arg("sys_counted_by")

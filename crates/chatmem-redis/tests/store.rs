@@ -9,7 +9,7 @@ use std::time::Duration;
 use chatmem::{Commit, ConversationId, Message, Retention, Snapshot, Store, StoreErrorKind, StoredMessage};
 use chatmem_redis::RedisStore;
 use chatmem_test::commit_full;
-use common::{cleanup, hex, raw, store, unique_prefix, url};
+use common::{cleanup, hex, meta_key, msgs_key, raw, store, unique_prefix, url};
 
 /// `texts` as alternating user/assistant messages stored from `from`.
 fn turns(from: u64, texts: &[&str]) -> Vec<StoredMessage> {
@@ -71,8 +71,8 @@ async fn keys_share_a_hash_tag_and_ttl_covers_both() {
     assert_eq!(store.commit(&id, c).await.unwrap(), 1);
 
     let mut conn = raw(&url).await;
-    let meta = format!("{prefix}:{{{}}}:meta", hex("a{b}c"));
-    let msgs = format!("{prefix}:{{{}}}:msgs", hex("a{b}c"));
+    let meta = meta_key(&prefix, "a{b}c");
+    let msgs = msgs_key(&prefix, "a{b}c");
     let raw_id: String = redis::cmd("HGET")
         .arg(&meta)
         .arg("id")
@@ -267,7 +267,7 @@ async fn a_conversation_without_meta_does_not_exist() {
         .await
         .unwrap();
     let () = redis::cmd("DEL")
-        .arg(format!("{prefix}:{{{}}}:meta", hex("evicted")))
+        .arg(meta_key(&prefix, "evicted"))
         .query_async(&mut conn)
         .await
         .unwrap();
@@ -338,8 +338,8 @@ async fn chat_memory_refuses_a_batch_over_the_bound() {
     assert!(store.list(None, 10).await.unwrap().ids.is_empty(), "not even listed");
     let mut conn = raw(&url).await;
     let keys: i64 = redis::cmd("EXISTS")
-        .arg(format!("{prefix}:{{{}}}:meta", hex("bulk")))
-        .arg(format!("{prefix}:{{{}}}:msgs", hex("bulk")))
+        .arg(meta_key(&prefix, "bulk"))
+        .arg(msgs_key(&prefix, "bulk"))
         .query_async(&mut conn)
         .await
         .unwrap();
@@ -385,7 +385,7 @@ async fn corrupt_records_name_conversation_and_seq() {
             .unwrap();
     }
     let mut conn = raw(&url).await;
-    let msgs = format!("{prefix}:{{{}}}:msgs", hex("bad one"));
+    let msgs = msgs_key(&prefix, "bad one");
     redis::cmd("ZREMRANGEBYSCORE")
         .arg(&msgs)
         .arg(2)
@@ -414,7 +414,7 @@ async fn corrupt_records_name_conversation_and_seq() {
         .await
         .unwrap();
     assert_corrupt(&store.history(&bad, 2, 10).await.unwrap_err(), &bad, "seq:tokens:json");
-    let meta = format!("{prefix}:{{{}}}:meta", hex("bad one"));
+    let meta = meta_key(&prefix, "bad one");
     redis::cmd("HSET")
         .arg(&meta)
         .arg("sys_seq")

@@ -5,13 +5,13 @@
 mod common;
 
 use chatmem::{Commit, ConversationId, Heuristic, Message, Retention, Store, StoreErrorKind, StoredMessage, Summary};
-use common::{cleanup, hex, raw, store, unique_prefix, url};
+use common::{cleanup, meta_key, msgs_key, raw, store, unique_prefix, url};
 use redis::aio::MultiplexedConnection;
 
 /// The `summary` field of `id`'s meta hash, as stored.
 async fn summary_field(conn: &mut MultiplexedConnection, prefix: &str, id: &str) -> Option<String> {
     redis::cmd("HGET")
-        .arg(format!("{prefix}:{{{}}}:meta", hex(id)))
+        .arg(meta_key(prefix, id))
         .arg("summary")
         .query_async(conn)
         .await
@@ -78,7 +78,7 @@ async fn the_summary_is_one_json_field_of_the_meta_hash() {
 
     // A damaged summary fails the load as corrupt, naming the conversation.
     let () = redis::cmd("HSET")
-        .arg(format!("{prefix}:{{{}}}:meta", hex("s")))
+        .arg(meta_key(&prefix, "s"))
         .arg("summary")
         .arg("{not a summary")
         .query_async(&mut conn)
@@ -100,10 +100,7 @@ async fn data_written_before_summaries_loads_without_one_and_takes_one() {
     let Some(url) = url() else { return };
     let prefix = unique_prefix("pre-summary");
     let mut conn = raw(&url).await;
-    let (meta, msgs) = (
-        format!("{prefix}:{{{}}}:meta", hex("old")),
-        format!("{prefix}:{{{}}}:msgs", hex("old")),
-    );
+    let (meta, msgs) = (meta_key(&prefix, "old"), msgs_key(&prefix, "old"));
     // What chatmem-redis with layout 2 wrote before summaries: no `summary` field.
     let mut pipe = redis::pipe();
     pipe.cmd("SET")

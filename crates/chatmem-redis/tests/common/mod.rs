@@ -73,6 +73,16 @@ pub fn hex(s: &str) -> String {
     s.bytes().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The key of conversation `id`'s meta hash under key prefix `prefix`, as the store writes it.
+pub fn meta_key(prefix: &str, id: &str) -> String {
+    format!("{prefix}:{{{}}}:meta", hex(id))
+}
+
+/// The key of conversation `id`'s message sorted set under `prefix`.
+pub fn msgs_key(prefix: &str, id: &str) -> String {
+    format!("{prefix}:{{{}}}:msgs", hex(id))
+}
+
 /// A conversation whose `:meta` hash is gone while its `:msgs` remain (evicted under
 /// `maxmemory`, or deleted by hand) does not exist for any operation: checked on `store`
 /// (key prefix `prefix`) by deleting meta keys through `conn`, a raw connection to the same
@@ -90,12 +100,7 @@ pub async fn a_conversation_without_meta_does_not_exist(
             StoredMessage::new(seq + 1, 1, Message::assistant(format!("a-{text}"))),
         ]
     };
-    let keys = |name: &str| {
-        (
-            format!("{prefix}:{{{}}}:meta", hex(name)),
-            format!("{prefix}:{{{}}}:msgs", hex(name)),
-        )
-    };
+    let keys = |name: &str| (meta_key(prefix, name), msgs_key(prefix, name));
     async fn exists(conn: &mut impl redis::aio::ConnectionLike, key: &str) -> bool {
         redis::cmd("EXISTS")
             .arg(key)
