@@ -324,15 +324,8 @@ async fn round_trips<S: Store + Clone>(plan: &Plan, run: &str, name: &str, store
 }
 
 fn main() {
-    let plan = Plan::from_args();
-    let run = b::run_id();
-    b::progress("start");
-    let result = b::runtime().block_on(async {
+    b::main("chatmem", |plan, run| async move {
         in_memory(&plan).await?;
         stores(&plan, &run).await
     });
-    if let Err(e) = result {
-        eprintln!("chatmem bench failed: {e}");
-        std::process::exit(1);
-    }
 }

@@ -479,6 +479,22 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .expect("tokio runtime")
 }
 
+/// A bench binary's `main`: the plan from the arguments, a run id, `run` on the 2-worker
+/// runtime; on an error, `<side> bench failed: ...` and exit code 1 (so `bench/run.sh` and CI fail).
+pub fn main<F, Fut>(side: &str, run: F)
+where
+    F: FnOnce(Plan, String) -> Fut,
+    Fut: Future<Output = Result<(), String>>,
+{
+    let plan = Plan::from_args();
+    let id = run_id();
+    progress("start");
+    if let Err(e) = runtime().block_on(run(plan, id)) {
+        eprintln!("{side} bench failed: {e}");
+        std::process::exit(1);
+    }
+}
+
 /// A unique-enough run id so repeated runs never meet each other's data.
 pub fn run_id() -> String {
     let t = std::time::SystemTime::now()

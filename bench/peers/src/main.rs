@@ -553,15 +553,8 @@ async fn stores(plan: &Plan, run: &str) -> Res<()> {
 }
 
 fn main() {
-    let plan = Plan::from_args();
-    let run = b::run_id();
-    b::progress("start");
-    let result = b::runtime().block_on(async {
+    b::main("peers", |plan, run| async move {
         in_memory(&plan).await?;
         stores(&plan, &run).await
     });
-    if let Err(e) = result {
-        eprintln!("peers bench failed: {e}");
-        std::process::exit(1);
-    }
 }
