@@ -227,20 +227,34 @@ impl CommitBuilder {
 
     /// Replaces the system message; it takes the sequence the next appended message would.
     pub fn system(mut self, message: impl Into<Arc<Message>>, tokens: u32) -> Self {
-        let seq = self.commit.next_seq();
-        let mut stored = StoredMessage::new(seq, tokens, message);
-        stored.counted_by.clone_from(&self.counted_by);
-        self.commit.system = Some(stored);
+        self.set_system(message.into(), tokens);
         self
     }
 
     /// Appends a message with its token count; it gets the next sequence.
     pub fn append(mut self, message: impl Into<Arc<Message>>, tokens: u32) -> Self {
-        let seq = self.commit.next_seq();
-        let mut stored = StoredMessage::new(seq, tokens, message);
-        stored.counted_by.clone_from(&self.counted_by);
-        self.commit.append.push(stored);
+        self.push(message.into(), tokens);
         self
+    }
+
+    /// [`system`](CommitBuilder::system) in place: a planner adding a whole batch would
+    /// otherwise move the builder through every call.
+    pub(crate) fn set_system(&mut self, message: Arc<Message>, tokens: u32) {
+        let stored = self.stored(message, tokens);
+        self.commit.system = Some(stored);
+    }
+
+    /// [`append`](CommitBuilder::append) in place.
+    pub(crate) fn push(&mut self, message: Arc<Message>, tokens: u32) {
+        let stored = self.stored(message, tokens);
+        self.commit.append.push(stored);
+    }
+
+    /// `message` at the next sequence, counted by this builder's counter.
+    fn stored(&self, message: Arc<Message>, tokens: u32) -> StoredMessage {
+        let mut stored = StoredMessage::new(self.commit.next_seq(), tokens, message);
+        stored.counted_by.clone_from(&self.counted_by);
+        stored
     }
 
     /// Appends a message exactly as another store kept it: its token count and counter name

@@ -1,10 +1,10 @@
 //! [`LoadedWindow`]: a conversation as loaded from its store, with the window chosen from it.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use crate::message::Message;
 use crate::store::{Snapshot, StoredMessage};
-use crate::summary::{Summary, render_shared, render_system, system_slot};
+use crate::summary::{Summary, render_system, system_slot};
 use crate::tokens::TokenCounter;
 use crate::window::{Selection, WindowPolicy, select};
 
@@ -113,14 +113,6 @@ impl LoadedWindow {
             .into_iter()
             .chain(self.turns().cloned())
             .collect()
-    }
-
-    /// What the model sees, shared with the window (no copy).
-    pub(crate) fn shared_messages(&self) -> impl Iterator<Item = Arc<Message>> + '_ {
-        let system = render_shared(self.snapshot.system.as_ref().map(|s| &s.message), self.summary());
-        system
-            .into_iter()
-            .chain(self.selected().map(|s| Arc::clone(&s.message)))
     }
 
     /// What the model sees, taking the messages out of the window (no copy).

@@ -64,9 +64,21 @@ pub struct ChatMemory<S = InMemoryStore> {
     retention: Retention,
     ttl: Option<Duration>,
     counter: Arc<dyn TokenCounter>,
+    /// The counter name stored with new messages, made once (see [`counted_by`]).
+    counted_by: Arc<str>,
     max_attempts: u32,
     max_batch: (usize, usize),
     summarizer: Option<Summarizer>,
+}
+
+/// The counter name stored with messages added under `policy`: the counter's, or
+/// [`UNCOUNTED`](crate::UNCOUNTED) when the window counts messages and nothing is tokenized.
+fn counted_by(policy: &WindowPolicy, counter: &dyn TokenCounter) -> Arc<str> {
+    Arc::from(if policy.counts_tokens() {
+        counter.name()
+    } else {
+        crate::tokens::UNCOUNTED
+    })
 }
 
 /// Builds a [`ChatMemory`]; see [`ChatMemory::builder`].
@@ -169,7 +181,9 @@ impl<S: Store> ChatMemoryBuilder<S> {
         if self.inner.ttl.is_some_and(|t| t.is_zero()) {
             return Err(Error::InvalidConfig("ttl must be longer than zero".into()));
         }
-        Ok(self.inner)
+        let mut memory = self.inner;
+        memory.counted_by = counted_by(&memory.policy, memory.counter.as_ref());
+        Ok(memory)
     }
 }
 
@@ -184,11 +198,13 @@ impl<S: Store> ChatMemory<S> {
     /// A memory over `store` with the default policy: 20 messages, start on a user message,
     /// evicted messages deleted, no TTL, `cl100k_base` token counts.
     pub fn new(store: S) -> Self {
+        let policy = WindowPolicy::default();
         Self {
             store,
-            policy: WindowPolicy::default(),
+            policy,
             retention: Retention::default(),
             ttl: None,
+            counted_by: counted_by(&policy, &Cl100k),
             counter: Arc::new(Cl100k),
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             max_batch: (DEFAULT_MAX_BATCH_MESSAGES, DEFAULT_MAX_BATCH_BYTES),
@@ -247,6 +263,7 @@ impl<S: Store> ChatMemory<S> {
     /// # Ok::<(), chatmem::Error>(())
     /// ```
     pub fn with_policy(mut self, policy: WindowPolicy, counter: Arc<dyn TokenCounter>) -> Self {
+        self.counted_by = counted_by(&policy, counter.as_ref());
         self.policy = policy;
         self.counter = counter;
         self
@@ -270,6 +287,7 @@ impl<S: Store> ChatMemory<S> {
             retention: self.retention,
             ttl: self.ttl,
             counter: self.counter,
+            counted_by: self.counted_by,
             max_attempts: self.max_attempts,
             max_batch: self.max_batch,
             summarizer: self.summarizer,
@@ -285,11 +303,7 @@ impl<S: Store> ChatMemory<S> {
         CommitOptions {
             retention: self.retention,
             ttl: self.ttl,
-            counter: if self.policy.counts_tokens() {
-                self.counter.name()
-            } else {
-                crate::tokens::UNCOUNTED
-            },
+            counter: Some(&self.counted_by),
             keep_unsummarized: self.summarizer.is_some(),
             summary,
         }

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::commit::Commit;
+use crate::commit::{Commit, CommitBuilder};
 use crate::error::StoreError;
 use crate::loaded_window::LoadedWindow;
 use crate::message::Message;
@@ -100,20 +100,16 @@ impl Turn {
             .iter()
             .filter(|(m, _)| !m.is_system())
             .map(|(m, _)| Arc::clone(m));
-        let Ok(plan) = plan(self.loaded.snapshot(), &self.new, &self.policy, self.counter.name()) else {
-            // An inconsistent snapshot (its commit will fail too): the loaded window as it is.
-            return self.loaded.shared_messages().chain(new).collect();
-        };
-        let history = plan
-            .selection
-            .indices
+        let (system, selection) = plan_window(self.loaded.snapshot(), &self.new, &self.policy);
+        // The indices ascend, so the loaded messages' are a prefix (a slice extends in one go).
+        let loaded = &selection.indices[..selection.indices.partition_point(|&i| i < old)];
+        let history = loaded
             .iter()
-            .filter(|&&i| i < old)
             .map(|&i| Arc::clone(&self.loaded.snapshot().messages[i].message));
         let summary = self.loaded.snapshot().summary.as_ref();
         // Sized once: the prompt can be the whole window, and growing it step by step copies it.
-        let mut prompt = Vec::with_capacity(1 + plan.selection.indices.len());
-        prompt.extend(render_shared(plan.system.as_ref().map(|s| &s.message), summary));
+        let mut prompt = Vec::with_capacity(1 + selection.indices.len());
+        prompt.extend(render_shared(system.as_ref().map(|s| &s.message), summary));
         prompt.extend(history);
         prompt.extend(new);
         prompt
@@ -131,8 +127,19 @@ pub(crate) struct Plan {
     pub(crate) system: Option<StoredMessage>,
     /// The commit; `None` when nothing would change (only repeated system messages).
     pub(crate) commit: Option<Commit>,
-    /// The window over the loaded messages followed by the appended ones.
-    pub(crate) selection: Selection,
+}
+
+/// How a planned commit is written beyond its messages.
+#[derive(Debug, Default)]
+pub(crate) struct CommitOptions<'a> {
+    pub(crate) retention: Retention,
+    pub(crate) ttl: Option<Duration>,
+    /// The name of the counter of the batch's token counts (shared: a plan runs every turn).
+    pub(crate) counter: Option<&'a Arc<str>>,
+    /// Keep evicted messages until a summary covers them (a memory that summarizes).
+    pub(crate) keep_unsummarized: bool,
+    /// A new summary to commit with the batch, and the `upto` of the summary it extends.
+    pub(crate) summary: Option<(&'a Summary, u64)>,
 }
 
 /// Plans adding `batch` (messages with their token counts) to `snapshot`: a system message
@@ -142,65 +149,21 @@ pub(crate) struct Plan {
 /// # Errors
 /// Only when the snapshot itself is inconsistent (a message below its window start), which
 /// a store's corrupt data can cause: [`StoreErrorKind::InvalidInput`](crate::StoreErrorKind).
-pub(crate) fn plan(
-    snapshot: &Snapshot,
-    batch: &[(Arc<Message>, u32)],
-    policy: &WindowPolicy,
-    counter: &str,
-) -> Result<Plan, StoreError> {
-    let options = CommitOptions {
-        counter,
-        ..CommitOptions::default()
-    };
-    plan_with(snapshot, batch, policy, &options)
-}
-
-/// How a planned commit is written beyond its messages.
-#[derive(Debug, Default)]
-pub(crate) struct CommitOptions<'a> {
-    pub(crate) retention: Retention,
-    pub(crate) ttl: Option<Duration>,
-    /// The name of the counter of the batch's token counts.
-    pub(crate) counter: &'a str,
-    /// Keep evicted messages until a summary covers them (a memory that summarizes).
-    pub(crate) keep_unsummarized: bool,
-    /// A new summary to commit with the batch, and the `upto` of the summary it extends.
-    pub(crate) summary: Option<(&'a Summary, u64)>,
-}
-
-/// [`plan`] with the commit's options.
 pub(crate) fn plan_with(
     snapshot: &Snapshot,
     batch: &[(Arc<Message>, u32)],
     policy: &WindowPolicy,
     options: &CommitOptions<'_>,
 ) -> Result<Plan, StoreError> {
-    let mut builder = Commit::on(snapshot)
-        .retention(options.retention)
-        .ttl(options.ttl)
-        .counted_by(options.counter);
+    let mut builder = Commit::on(snapshot).retention(options.retention).ttl(options.ttl);
+    if let Some(counter) = options.counter {
+        builder = builder.counted_by(Arc::clone(counter));
+    }
     if options.keep_unsummarized {
         builder = builder.keep_unsummarized();
     }
-    let mut changed = false;
-    for (message, tokens) in batch {
-        if message.is_system() {
-            let current = builder.draft().system().or(snapshot.system.as_ref());
-            if current.is_some_and(|s| s.message.text() == message.text()) {
-                continue;
-            }
-            builder = builder.system(Arc::clone(message), *tokens);
-        } else {
-            builder = builder.append(Arc::clone(message), *tokens);
-        }
-        changed = true;
-    }
-    let draft = builder.draft();
-    let system = draft.system().or(snapshot.system.as_ref()).cloned();
-    let all: Vec<&StoredMessage> = snapshot.messages.iter().chain(draft.appended()).collect();
-    let slot = system_slot(system.as_ref(), snapshot.summary.as_ref());
-    let selection = select(&all, slot, policy);
-    let window_start = all.get(selection.start).map_or(draft.next_seq(), |m| m.seq);
+    let changed = add_batch(&mut builder, snapshot, batch);
+    let (system, _, window_start) = window_of(snapshot, builder.draft(), policy);
     let commit = if changed {
         if let Some((summary, extends)) = options.summary {
             builder = builder.summary(summary.clone(), extends);
@@ -209,9 +172,52 @@ pub(crate) fn plan_with(
     } else {
         None
     };
-    Ok(Plan {
-        system,
-        commit,
-        selection,
-    })
+    Ok(Plan { system, commit })
+}
+
+/// The system message and the window [`plan_with`] would give, without the commit: what the
+/// prompt needs before the model answers.
+pub(crate) fn plan_window(
+    snapshot: &Snapshot,
+    batch: &[(Arc<Message>, u32)],
+    policy: &WindowPolicy,
+) -> (Option<StoredMessage>, Selection) {
+    let mut builder = Commit::on(snapshot);
+    add_batch(&mut builder, snapshot, batch);
+    let (system, selection, _) = window_of(snapshot, builder.draft(), policy);
+    (system, selection)
+}
+
+/// Adds `batch` to `builder` by the system message rule: a system message with the current
+/// text is ignored, a different one replaces it; every other message is appended. Returns
+/// whether anything changed.
+fn add_batch(builder: &mut CommitBuilder, snapshot: &Snapshot, batch: &[(Arc<Message>, u32)]) -> bool {
+    let mut changed = false;
+    for (message, tokens) in batch {
+        if message.is_system() {
+            let current = builder.draft().system().or(snapshot.system.as_ref());
+            if current.is_some_and(|s| s.message.text() == message.text()) {
+                continue;
+            }
+            builder.set_system(Arc::clone(message), *tokens);
+        } else {
+            builder.push(Arc::clone(message), *tokens);
+        }
+        changed = true;
+    }
+    changed
+}
+
+/// The system message after `draft`, the window over the loaded messages followed by the
+/// appended ones, and the sequence the window starts at.
+fn window_of(snapshot: &Snapshot, draft: &Commit, policy: &WindowPolicy) -> (Option<StoredMessage>, Selection, u64) {
+    let system = draft.system().or(snapshot.system.as_ref()).cloned();
+    // Two slice extends, not a chained collect: that pushes one reference at a time.
+    let mut all: Vec<&StoredMessage> = Vec::with_capacity(snapshot.messages.len() + draft.appended().len());
+    all.extend(&snapshot.messages);
+    all.extend(draft.appended());
+    let slot = system_slot(system.as_ref(), snapshot.summary.as_ref());
+    let selection = select(&all, slot, policy);
+    let window_start = all.get(selection.start).map_or(draft.next_seq(), |m| m.seq);
+    (system, selection, window_start)
 }

@@ -315,7 +315,8 @@ pub fn select<M: Borrow<StoredMessage>>(
 ) -> Selection {
     // Built with room for all: a filtered collect would grow (and copy) the vector step by step.
     let mut kept = Vec::with_capacity(messages.len());
-    if messages.iter().all(|m| is_plain(&m.borrow().message)) {
+    let plain = messages.iter().all(|m| is_plain(&m.borrow().message));
+    if plain {
         // Nothing for repair to drop (no system message, no tool call, no tool result).
         kept.extend(0..messages.len());
     } else {
@@ -334,7 +335,13 @@ pub fn select<M: Borrow<StoredMessage>>(
         };
         first = earliest_within_budget(messages, &kept, system_tokens, low);
     }
-    match first_valid_start(messages, &kept, first, policy.boundary) {
+    let start = if plain {
+        // No tool-call pair to stay out of: the first message that suits the boundary.
+        (first..kept.len()).find(|&p| suits(&messages[kept[p]].borrow().message, policy.boundary))
+    } else {
+        first_valid_start(messages, &kept, first, policy.boundary)
+    };
+    match start {
         Some(p) => {
             // The window is `kept[p..]`: reuse `kept`'s allocation for it.
             kept.drain(..p);
@@ -425,13 +432,16 @@ fn first_valid_start<M: Borrow<StoredMessage>>(
     let mut inside = 0i64;
     (0..n).find(|&p| {
         inside += cuts.get(p).copied().unwrap_or(0);
-        let m: &Message = &messages[kept[p]].borrow().message;
-        let kind_ok = match boundary {
-            TurnBoundary::User => m.role() == Role::User,
-            TurnBoundary::PairSafe => m.role() != Role::Tool,
-        };
-        p >= from && kind_ok && inside == 0
+        p >= from && inside == 0 && suits(&messages[kept[p]].borrow().message, boundary)
     })
+}
+
+/// Whether a window may start on `m` by the boundary alone.
+fn suits(m: &Message, boundary: TurnBoundary) -> bool {
+    match boundary {
+        TurnBoundary::User => m.role() == Role::User,
+        TurnBoundary::PairSafe => m.role() != Role::Tool,
+    }
 }
 
 #[cfg(test)]
