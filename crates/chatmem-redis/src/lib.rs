@@ -86,9 +86,9 @@
 //!
 //! # Expiry
 //!
-//! Every commit sets `PEXPIRE` on both keys of the conversation to the commit's TTL, or
-//! `PERSIST`s them when the TTL is `None`, inside the commit script (so both keys always
-//! carry the same deadline). TTLs are rounded up to whole milliseconds (Redis's unit). A
+//! Every commit sets `PEXPIRE` on both keys of the conversation to the commit's TTL, or,
+//! when the TTL is `None` and the keys carry one (`PTTL`), `PERSIST`s them, inside the
+//! commit script (so both keys always carry the same deadline). TTLs are rounded up to whole milliseconds (Redis's unit). A
 //! TTL longer than 2^45 ms (about 1,100 years) is too long to pass to Redis safely and, as
 //! chatmem documents for a TTL a store cannot represent, never expires. An expired
 //! conversation's keys are gone, so it reads as empty at once. Its index entry stays until

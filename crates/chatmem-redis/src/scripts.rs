@@ -72,6 +72,11 @@ end
 if version == 0 then
   -- A conversation that does not exist has no messages, whatever was left behind.
   redis.call('DEL', msgs)
+  -- Listed when created; an existing one is listed already (whoever unlists an id checks
+  -- that its meta hash is gone, in the same script), so steady-state commits skip it.
+  if index then
+    redis.call('ZADD', index, 0, ARGV[2])
+  end
 end
 local n = #ARGV
 -- ZADD in chunks: unpack() of a huge table overflows Lua's C stack.
@@ -88,7 +93,9 @@ while i < n do
   i = j
 end
 -- One HSET for every field the commit sets.
-local fields = {'id', ARGV[2], 'next_seq', ARGV[10], 'window_start', ARGV[3], 'commit_token', ARGV[11]}
+local new_version = version + 1
+local fields = {'id', ARGV[2], 'version', new_version, 'next_seq', ARGV[10], 'window_start', ARGV[3],
+  'commit_token', ARGV[11]}
 if ARGV[6] ~= '0' then
   for _, f in ipairs({'sys_seq', ARGV[7], 'sys_tokens', ARGV[8], 'sys_json', ARGV[9]}) do
     fields[#fields + 1] = f
@@ -106,19 +113,16 @@ if ARGV[13] ~= '' then
   fields[#fields + 1] = ARGV[13]
 end
 redis.call('HSET', meta, unpack(fields))
-local new_version = redis.call('HINCRBY', meta, 'version', 1)
 if ARGV[4] ~= '' and ARGV[4] ~= '0' then
   redis.call('ZREMRANGEBYSCORE', msgs, '-inf', '(' .. ARGV[4])
 end
 if ARGV[5] ~= '' then
   redis.call('PEXPIRE', meta, ARGV[5])
   redis.call('PEXPIRE', msgs, ARGV[5])
-else
+elseif redis.call('PTTL', meta) ~= -1 then
+  -- An earlier commit set a TTL (both keys always carry the same one): this one has none.
   redis.call('PERSIST', meta)
   redis.call('PERSIST', msgs)
-end
-if index then
-  redis.call('ZADD', index, 0, ARGV[2])
 end
 return {1, new_version}
 "#;
