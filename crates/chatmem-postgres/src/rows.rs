@@ -22,7 +22,7 @@ pub(crate) fn snapshot(id: &ConversationId, rows: &[Row]) -> Result<Snapshot, St
             else {
                 return Err(StoreError::corrupt(id, "the system message has no seq or token count"));
             };
-            let counted_by = read.get::<Option<String>>(head, 7)?;
+            let counted_by = read.get::<Option<&str>>(head, 7)?;
             Some(read.message(seq, tokens, &json, counted_by)?)
         }
         None => None,
@@ -47,7 +47,7 @@ pub(crate) fn snapshot(id: &ConversationId, rows: &[Row]) -> Result<Snapshot, St
         let seq = read.get::<i64>(row, 4)?;
         let tokens = read.get::<i64>(row, 5)?;
         let json = read.get::<&str>(row, 6)?;
-        let counted_by = read.get::<Option<String>>(row, 7)?;
+        let counted_by = read.get::<Option<&str>>(row, 7)?;
         snapshot.messages.push(read.message(seq, tokens, json, counted_by)?);
     }
     Ok(snapshot)
@@ -65,7 +65,7 @@ pub(crate) fn history(id: &ConversationId, rows: &[Row]) -> Result<Vec<StoredMes
                 read.get::<i64>(row, 0)?,
                 read.get::<i64>(row, 1)?,
                 read.get::<&str>(row, 2)?,
-                read.get::<Option<String>>(row, 3)?,
+                read.get::<Option<&str>>(row, 3)?,
             )
         })
         .collect()
@@ -101,7 +101,7 @@ impl Reader<'_> {
         seq: i64,
         tokens: i64,
         json: &str,
-        counted_by: Option<String>,
+        counted_by: Option<&str>,
     ) -> Result<StoredMessage, StoreError> {
         let mut message = StoredMessage::from_columns(self.id, seq, tokens, json.as_bytes())?;
         message.counted_by = counted_by.map(Into::into);

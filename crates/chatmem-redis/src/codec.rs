@@ -7,6 +7,8 @@
 //! the member still splits at its first two `:`. The JSON itself is chatmem's one message
 //! encoding ([`StoredMessage::message_json`] / [`StoredMessage::from_json`]).
 
+use std::borrow::Cow;
+
 use chatmem::{ConversationId, StoreError, StoredMessage};
 
 /// The member for `m`.
@@ -69,8 +71,11 @@ fn escape_into(out: &mut String, name: &str) {
 }
 
 /// The counter name written by [`escape_into`]; `None` for anything it never writes (an
-/// unknown escape, invalid UTF-8).
-fn unescape(bytes: &[u8]) -> Option<String> {
+/// unknown escape, invalid UTF-8). Borrowed when nothing was escaped (chatmem's own names).
+fn unescape(bytes: &[u8]) -> Option<Cow<'_, str>> {
+    if !bytes.contains(&b'%') {
+        return std::str::from_utf8(bytes).ok().map(Cow::Borrowed);
+    }
     let mut out = Vec::with_capacity(bytes.len());
     let mut rest = bytes;
     while let Some((&b, tail)) = rest.split_first() {
@@ -87,7 +92,7 @@ fn unescape(bytes: &[u8]) -> Option<String> {
             rest = tail;
         }
     }
-    String::from_utf8(out).ok()
+    String::from_utf8(out).ok().map(Cow::Owned)
 }
 
 #[cfg(test)]

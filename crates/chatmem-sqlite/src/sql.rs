@@ -3,7 +3,9 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use chatmem::{Commit, ConversationId, Page, Snapshot, StoreError, StoreErrorKind, StoredMessage, Summary};
+use chatmem::{
+    Commit, ConversationId, CounterName, Page, Snapshot, StoreError, StoreErrorKind, StoredMessage, Summary,
+};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 /// The schema version this code writes and understands.
@@ -237,7 +239,7 @@ pub(crate) fn load(conn: &Connection, id: &ConversationId) -> Result<Snapshot, S
                         let seq: i64 = row.get(3).map_err(err)?;
                         let json = json_bytes(json, id, seq)?;
                         let mut system = StoredMessage::from_columns(id, seq, tokens, json)?;
-                        system.counted_by = row.get(9).map_err(err)?;
+                        system.counted_by = counter_name(row, 9).map_err(err)?;
                         Some(system)
                     }
                 };
@@ -264,7 +266,7 @@ pub(crate) fn load(conn: &Connection, id: &ConversationId) -> Result<Snapshot, S
             let tokens: i64 = row.get(7).map_err(err)?;
             let json = json_bytes(row.get_ref(8).map_err(err)?, id, seq)?;
             let mut m = StoredMessage::from_columns(id, seq, tokens, json)?;
-            m.counted_by = row.get(10).map_err(err)?;
+            m.counted_by = counter_name(row, 10).map_err(err)?;
             snap.messages.push(m);
         }
     }
@@ -424,7 +426,7 @@ pub(crate) fn history(
         let tokens: i64 = row.get(1).map_err(err)?;
         let json = json_bytes(row.get_ref(2).map_err(err)?, id, seq)?;
         let mut m = StoredMessage::from_columns(id, seq, tokens, json)?;
-        m.counted_by = row.get(3).map_err(err)?;
+        m.counted_by = counter_name(row, 3).map_err(err)?;
         out.push(m);
     }
     Ok(out)
@@ -510,4 +512,11 @@ pub(crate) fn purge_expired(conn: &mut Connection) -> Result<u64, StoreError> {
         .map_err(err)?;
     tx.commit().map_err(err)?;
     Ok(n as u64)
+}
+
+/// The counter name in column `i` (NULL: none recorded), read without copying it when it
+/// names one of chatmem's counters.
+fn counter_name(row: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Option<CounterName>> {
+    let name = row.get_ref(i)?.as_str_or_null()?;
+    Ok(name.map(CounterName::from))
 }

@@ -10,6 +10,7 @@ use crate::message::Message;
 use crate::store::Store;
 use crate::store::{Retention, Snapshot, StoredMessage};
 use crate::summary::Summary;
+use crate::tokens::CounterName;
 
 /// One atomic write: what [`Store::commit`] applies if the version still matches.
 ///
@@ -69,7 +70,7 @@ pub struct CommitBuilder {
     /// The sequence the loaded summary covers up to (0: none).
     loaded_covered: u64,
     keep_unsummarized: bool,
-    counted_by: Option<Arc<str>>,
+    counted_by: Option<CounterName>,
     /// Why [`build`](CommitBuilder::build) must fail, found while adding stored messages.
     misplaced: Option<String>,
 }
@@ -220,7 +221,7 @@ impl Commit {
 impl CommitBuilder {
     /// Records that the token counts of the messages given after this were made by the
     /// counter named `counter` (see [`StoredMessage::counted_by`]).
-    pub fn counted_by(mut self, counter: impl Into<Arc<str>>) -> Self {
+    pub fn counted_by(mut self, counter: impl Into<CounterName>) -> Self {
         self.counted_by = Some(counter.into());
         self
     }

@@ -57,7 +57,8 @@ pub use crate::summary::{
     DEFAULT_SUMMARY_MAX_TOKENS, DEFAULT_SUMMARY_PROMPT, SUMMARY_HEADING, Summarizer, Summary, render_system,
 };
 pub use crate::tokens::{
-    Cl100k, Heuristic, O200k, PER_IMAGE, PER_LIST, PER_MESSAGE, PER_NAME, TokenCounter, Tokenizer, UNCOUNTED,
+    Cl100k, CounterName, Heuristic, O200k, PER_IMAGE, PER_LIST, PER_MESSAGE, PER_NAME, TokenCounter, Tokenizer,
+    UNCOUNTED,
 };
 pub use crate::turn::Turn;
 pub use crate::window::{Budget, TurnBoundary, WindowPolicy};

@@ -10,7 +10,7 @@ use crate::loaded_window::LoadedWindow;
 use crate::message::Message;
 use crate::store::{Page, Retention, Snapshot, Store, StoredMessage};
 use crate::summary::{Summarizer, Summary};
-use crate::tokens::{Cl100k, TokenCounter};
+use crate::tokens::{Cl100k, CounterName, TokenCounter};
 use crate::turn::{CommitOptions, Plan, Turn, plan_with};
 use crate::window::WindowPolicy;
 
@@ -65,7 +65,7 @@ pub struct ChatMemory<S = InMemoryStore> {
     ttl: Option<Duration>,
     counter: Arc<dyn TokenCounter>,
     /// The counter name stored with new messages, made once (see [`counted_by`]).
-    counted_by: Arc<str>,
+    counted_by: CounterName,
     max_attempts: u32,
     max_batch: (usize, usize),
     summarizer: Option<Summarizer>,
@@ -73,8 +73,8 @@ pub struct ChatMemory<S = InMemoryStore> {
 
 /// The counter name stored with messages added under `policy`: the counter's, or
 /// [`UNCOUNTED`](crate::UNCOUNTED) when the window counts messages and nothing is tokenized.
-fn counted_by(policy: &WindowPolicy, counter: &dyn TokenCounter) -> Arc<str> {
-    Arc::from(if policy.counts_tokens() {
+fn counted_by(policy: &WindowPolicy, counter: &dyn TokenCounter) -> CounterName {
+    CounterName::from(if policy.counts_tokens() {
         counter.name()
     } else {
         crate::tokens::UNCOUNTED

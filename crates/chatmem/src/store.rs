@@ -15,6 +15,7 @@ use crate::error::{StoreError, StoreErrorKind};
 use crate::id::ConversationId;
 use crate::message::Message;
 use crate::summary::Summary;
+use crate::tokens::CounterName;
 
 /// A message as stored: its sequence number and its token count, computed once when added.
 ///
@@ -42,7 +43,7 @@ pub struct StoredMessage {
     /// The [name](crate::TokenCounter::name) of the counter that made `tokens`; `None` for
     /// data written before chatmem recorded it (taken as is). A memory whose counter has
     /// another name recounts the message when it loads it.
-    pub counted_by: Option<Arc<str>>,
+    pub counted_by: Option<CounterName>,
     /// The message, shared: a snapshot, a window and a plan hold the same message without
     /// copying it (clone it out with `Message::clone(&stored.message)` to own one).
     pub message: Arc<Message>,
@@ -70,7 +71,7 @@ impl StoredMessage {
     }
 
     /// The same message, its count made by the counter named `counter`.
-    pub fn counted_by(mut self, counter: impl Into<Arc<str>>) -> Self {
+    pub fn counted_by(mut self, counter: impl Into<CounterName>) -> Self {
         self.counted_by = Some(counter.into());
         self
     }

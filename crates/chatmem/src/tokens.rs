@@ -40,6 +40,141 @@ pub const PER_LIST: usize = 3;
 /// # }).unwrap();
 /// ```
 pub const UNCOUNTED: &str = "uncounted";
+/// The name of the counter that made a stored token count ([`StoredMessage::counted_by`]):
+/// a string that is free to copy.
+///
+/// Every stored message carries one, and a load hands a whole window of them out, so the
+/// names chatmem's own counters use ([`Cl100k`], [`O200k`], [`Heuristic`], [`UNCOUNTED`])
+/// are held as `&'static str` (copying one touches no reference count, unlike an `Arc`
+/// shared by every message); any other name is shared behind an `Arc<str>`. Either way it
+/// reads as a `str`.
+///
+/// ```
+/// use chatmem::CounterName;
+/// let name = CounterName::from("cl100k_base");
+/// assert_eq!(&*name, "cl100k_base");
+/// assert_eq!(name, CounterName::from(String::from("cl100k_base")));
+/// let custom = CounterName::from("words");
+/// assert_eq!(Some(custom).as_deref(), Some("words"));
+/// ```
+///
+/// [`StoredMessage::counted_by`]: crate::StoredMessage::counted_by
+#[derive(Clone)]
+pub struct CounterName(NameRepr);
+
+#[derive(Clone)]
+enum NameRepr {
+    Known(&'static str),
+    Other(Arc<str>),
+}
+
+const CL100K_BASE: &str = "cl100k_base";
+const O200K_BASE: &str = "o200k_base";
+const HEURISTIC: &str = "heuristic";
+/// The names [`CounterName`] holds without a reference count: chatmem's own counters'.
+const KNOWN_NAMES: [&str; 4] = [CL100K_BASE, O200K_BASE, HEURISTIC, UNCOUNTED];
+
+impl CounterName {
+    fn known(name: &str) -> Option<Self> {
+        KNOWN_NAMES
+            .iter()
+            .find(|known| **known == name)
+            .map(|known| Self(NameRepr::Known(known)))
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        match &self.0 {
+            NameRepr::Known(s) => s,
+            NameRepr::Other(s) => s,
+        }
+    }
+}
+
+impl std::ops::Deref for CounterName {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<str> for CounterName {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl Borrow<str> for CounterName {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl From<&str> for CounterName {
+    fn from(name: &str) -> Self {
+        Self::known(name).unwrap_or_else(|| Self(NameRepr::Other(Arc::from(name))))
+    }
+}
+
+impl From<String> for CounterName {
+    fn from(name: String) -> Self {
+        Self::known(&name).unwrap_or_else(|| Self(NameRepr::Other(Arc::from(name))))
+    }
+}
+
+impl From<std::borrow::Cow<'_, str>> for CounterName {
+    fn from(name: std::borrow::Cow<'_, str>) -> Self {
+        match name {
+            std::borrow::Cow::Borrowed(name) => Self::from(name),
+            std::borrow::Cow::Owned(name) => Self::from(name),
+        }
+    }
+}
+
+impl From<Arc<str>> for CounterName {
+    fn from(name: Arc<str>) -> Self {
+        Self::known(&name).unwrap_or(Self(NameRepr::Other(name)))
+    }
+}
+
+impl PartialEq for CounterName {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for CounterName {}
+
+impl PartialEq<str> for CounterName {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for CounterName {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl std::hash::Hash for CounterName {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl fmt::Debug for CounterName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl fmt::Display for CounterName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Extra tokens for a message's `name`.
 pub const PER_NAME: usize = 1;
 /// Tokens an image part costs.
@@ -148,7 +283,7 @@ pub struct Heuristic;
 
 impl TokenCounter for Heuristic {
     fn name(&self) -> &str {
-        "heuristic"
+        HEURISTIC
     }
     fn count_text(&self, text: &str) -> usize {
         let ascii = text.bytes().filter(u8::is_ascii).count();
@@ -165,7 +300,7 @@ pub struct Cl100k;
 
 impl TokenCounter for Cl100k {
     fn name(&self) -> &str {
-        "cl100k_base"
+        CL100K_BASE
     }
     fn count_text(&self, text: &str) -> usize {
         bpe_openai::cl100k_base().count(text)
@@ -178,7 +313,7 @@ pub struct O200k;
 
 impl TokenCounter for O200k {
     fn name(&self) -> &str {
-        "o200k_base"
+        O200K_BASE
     }
     fn count_text(&self, text: &str) -> usize {
         bpe_openai::o200k_base().count(text)
@@ -233,6 +368,21 @@ impl FromStr for Tokenizer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_builtin_counters_names_are_held_without_a_reference_count() {
+        for counter in [Tokenizer::Cl100k, Tokenizer::O200k, Tokenizer::Heuristic].map(Tokenizer::counter) {
+            let name = CounterName::from(counter.name());
+            assert!(matches!(name.0, NameRepr::Known(_)), "{name:?}");
+            assert_eq!(name, *counter.name());
+        }
+        assert!(matches!(CounterName::from(UNCOUNTED).0, NameRepr::Known(_)));
+        let custom = CounterName::from(String::from("words"));
+        assert!(matches!(custom.0, NameRepr::Other(_)));
+        assert_eq!(custom, CounterName::from(Arc::<str>::from("words")));
+        assert_ne!(custom, CounterName::from("cl100k_base"));
+        assert_eq!(format!("{custom} {custom:?}"), "words \"words\"");
+    }
     use crate::message::{ImageUrl, ToolCall};
 
     #[test]

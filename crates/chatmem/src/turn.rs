@@ -15,7 +15,7 @@ use crate::loaded_window::LoadedWindow;
 use crate::message::Message;
 use crate::store::{Retention, Snapshot, StoredMessage};
 use crate::summary::{Summary, render_shared, system_slot};
-use crate::tokens::TokenCounter;
+use crate::tokens::{CounterName, TokenCounter};
 use crate::window::{Selection, WindowPolicy, select};
 
 /// A turn being prepared on a [`LoadedWindow`]: the turn's new messages, each counted once
@@ -135,7 +135,7 @@ pub(crate) struct CommitOptions<'a> {
     pub(crate) retention: Retention,
     pub(crate) ttl: Option<Duration>,
     /// The name of the counter of the batch's token counts (shared: a plan runs every turn).
-    pub(crate) counter: Option<&'a Arc<str>>,
+    pub(crate) counter: Option<&'a CounterName>,
     /// Keep evicted messages until a summary covers them (a memory that summarizes).
     pub(crate) keep_unsummarized: bool,
     /// A new summary to commit with the batch, and the `upto` of the summary it extends.
@@ -157,7 +157,7 @@ pub(crate) fn plan_with(
 ) -> Result<Plan, StoreError> {
     let mut builder = Commit::on(snapshot).retention(options.retention).ttl(options.ttl);
     if let Some(counter) = options.counter {
-        builder = builder.counted_by(Arc::clone(counter));
+        builder = builder.counted_by(counter.clone());
     }
     if options.keep_unsummarized {
         builder = builder.keep_unsummarized();
