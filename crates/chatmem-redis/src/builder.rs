@@ -103,6 +103,7 @@ impl RedisStoreBuilder {
                 prune: Script::new(scripts::PRUNE),
                 schema: Script::new(scripts::SCHEMA),
             }),
+            hints: Arc::default(),
             response_timeout: self.response_timeout,
             url: url.into(),
         };

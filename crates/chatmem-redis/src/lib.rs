@@ -2,8 +2,11 @@
 //! application that talks to one Redis, expiring natively with Redis TTLs.
 //!
 //! [`RedisStore`] implements [`chatmem::Store`]. A load is one round trip and a commit is
-//! one atomic round trip (each a Lua script run with `EVALSHA`); the per-turn cost does not
-//! grow with the length of the conversation's history. It runs on a single Redis (or a
+//! one atomic round trip (a Lua script run with `EVALSHA`); the per-turn cost does not
+//! grow with the length of the conversation's history. A load of a conversation the store
+//! has loaded or committed before is a `MULTI`/`EXEC` of `HMGET` and `ZRANGEBYSCORE` from
+//! the window start it saw, its first load the load script: a script's reply passes through
+//! Lua, which costs Redis about ten times the commands for a window of messages. It runs on a single Redis (or a
 //! primary with replicas) and on Redis Cluster (see *Redis Cluster* below). This crate is
 //! not a cache in front of another database.
 //!
@@ -216,6 +219,7 @@ mod builder;
 mod codec;
 mod conn;
 mod error;
+mod hints;
 mod index;
 mod keys;
 mod reply;

@@ -7,14 +7,26 @@
 //! store leaves `KEYS[3]` out and updates the index with separate commands (see the crate
 //! docs).
 
-/// Reads the meta hash and the messages with `seq >= window_start`.
+/// The meta hash fields a load reads, in the order [`parse_snapshot`](crate::reply::parse_snapshot)
+/// takes them: given to the load script as its `ARGV`, and read by the pipelined load.
+pub(crate) const LOAD_FIELDS: [&str; 8] = [
+    "version",
+    "window_start",
+    "next_seq",
+    "sys_seq",
+    "sys_tokens",
+    "sys_json",
+    "sys_counted_by",
+    "summary",
+];
+
+/// Reads the meta hash fields named in `ARGV` ([`LOAD_FIELDS`]) and the messages with
+/// `seq >= window_start`.
 ///
-/// Returns `{}` when the conversation does not exist, else
-/// `{version, window_start, next_seq, sys_seq, sys_tokens, sys_json, sys_counted_by, summary, {records...}}`
-/// (missing system fields and a missing summary come back as nil).
+/// Returns `{}` when the conversation does not exist, else the fields' values (missing ones
+/// as nil) followed by `{records...}`.
 pub(crate) const LOAD: &str = r#"
-local m = redis.call('HMGET', KEYS[1], 'version', 'window_start', 'next_seq', 'sys_seq', 'sys_tokens', 'sys_json',
-  'sys_counted_by', 'summary')
+local m = redis.call('HMGET', KEYS[1], unpack(ARGV))
 if not m[1] then
   return {}
 end
@@ -22,7 +34,8 @@ local ws = m[2]
 if not ws or not tonumber(ws) then
   ws = '1'
 end
-return {m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8], redis.call('ZRANGEBYSCORE', KEYS[2], ws, '+inf')}
+m[#m + 1] = redis.call('ZRANGEBYSCORE', KEYS[2], ws, '+inf')
+return m
 "#;
 
 /// Reads up to `ARGV[2]` messages with `seq > ARGV[1]` (no lower bound from the window:

@@ -12,9 +12,11 @@ use redis::{Script, Value};
 use crate::builder::{DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, RedisStoreBuilder};
 use crate::codec;
 use crate::conn::Conn;
+use crate::hints::WindowHints;
 use crate::index::{INDEX_BATCH, index_id};
 use crate::keys::Keys;
 use crate::reply::parse_snapshot;
+use crate::scripts::LOAD_FIELDS;
 
 /// Longest TTL passed to Redis, in milliseconds (about 1,100 years): `PEXPIRE` fails when
 /// now plus the TTL overflows. A longer TTL never expires, as chatmem documents for a TTL a
@@ -43,8 +45,53 @@ pub struct RedisStore {
     pub(crate) conn: Conn,
     pub(crate) keys: Keys,
     pub(crate) scripts: Arc<Scripts>,
+    /// Window starts seen, for loads without the script (shared by clones).
+    pub(crate) hints: Arc<WindowHints>,
     pub(crate) response_timeout: Duration,
     pub(crate) url: Arc<str>,
+}
+
+impl RedisStore {
+    /// The snapshot of `id` read with `HMGET` and `ZRANGEBYSCORE` from `hint` in one
+    /// `MULTI`/`EXEC` (one round trip, no script); `None` when the stored window starts
+    /// below `hint` (the conversation was created again), so the script must read it.
+    async fn load_from(&self, id: &ConversationId, hint: u64) -> Result<Option<Snapshot>, StoreError> {
+        let mut pipe = redis::pipe();
+        pipe.atomic().cmd("HMGET").arg(self.keys.meta(id));
+        for field in LOAD_FIELDS {
+            pipe.arg(field);
+        }
+        pipe.cmd("ZRANGEBYSCORE").arg(self.keys.msgs(id)).arg(hint).arg("+inf");
+        let pipe = &pipe;
+        let (mut meta, records): (Vec<Value>, Value) = self
+            .run("loading", |mut conn| async move { pipe.query_async(&mut conn).await })
+            .await
+            .map_err(|e| e.for_conversation(id))?;
+        if meta.first().is_none_or(|version| matches!(version, Value::Nil)) {
+            // No meta hash: no conversation, whatever messages were left behind.
+            self.hints.forget(id);
+            return Ok(Some(Snapshot::empty()));
+        }
+        meta.push(records);
+        let mut snapshot = parse_snapshot(id, Value::Array(meta))?;
+        if snapshot.window_start < hint {
+            return Ok(None);
+        }
+        // Read from an earlier start: the messages that left the window since are dropped.
+        let evicted = snapshot.messages.partition_point(|m| m.seq < snapshot.window_start);
+        snapshot.messages.drain(..evicted);
+        Ok(Some(snapshot))
+    }
+
+    /// Records `snapshot`'s window start as `id`'s hint, or forgets `id` when it does not
+    /// exist.
+    fn remember(&self, id: &ConversationId, snapshot: &Snapshot) {
+        if snapshot.version == 0 {
+            self.hints.forget(id);
+        } else {
+            self.hints.set(id, snapshot.window_start);
+        }
+    }
 }
 
 /// The Lua scripts of [`crate::scripts`], made once per store and run with `EVALSHA`.
@@ -99,14 +146,29 @@ impl RedisStore {
 #[async_trait]
 impl Store for RedisStore {
     async fn load(&self, id: &ConversationId) -> Result<Snapshot, StoreError> {
+        // On a single Redis, a conversation loaded or committed before is read with plain
+        // commands from its last seen window start (see `hints`); on Cluster, and otherwise,
+        // with the load script.
+        if !self.conn.is_cluster()
+            && let Some(hint) = self.hints.get(id)
+            && let Some(snapshot) = self.load_from(id, hint).await?
+        {
+            self.hints.set(id, snapshot.window_start);
+            return Ok(snapshot);
+        }
         let mut inv = self.scripts.load.prepare_invoke();
         inv.key(self.keys.meta(id)).key(self.keys.msgs(id));
+        for field in LOAD_FIELDS {
+            inv.arg(field);
+        }
         let inv = &inv;
         let reply: Value = self
             .run("loading", |mut conn| async move { inv.invoke_async(&mut conn).await })
             .await
             .map_err(|e| e.for_conversation(id))?;
-        parse_snapshot(id, reply)
+        let snapshot = parse_snapshot(id, reply)?;
+        self.remember(id, &snapshot);
+        Ok(snapshot)
     }
 
     async fn commit(&self, id: &ConversationId, commit: Commit) -> Result<u64, StoreError> {
@@ -166,6 +228,7 @@ impl Store for RedisStore {
             1 => {
                 let version = u64::try_from(n)
                     .map_err(|_| StoreError::corrupt(id, format!("the commit returned version {n}")))?;
+                self.hints.set(id, commit.window_start());
                 if cluster && creates {
                     // Again after the commit: a concurrent `list` or `clear` may have removed
                     // the entry while the conversation did not exist yet.
@@ -216,6 +279,7 @@ impl Store for RedisStore {
         }
         inv.arg(id.as_str());
         let inv = &inv;
+        self.hints.forget(id);
         let existed: i64 = self
             .run("clearing", |mut conn| async move { inv.invoke_async(&mut conn).await })
             .await

@@ -1,5 +1,6 @@
 //! Counts the commands a load and a commit send, from `INFO commandstats` deltas: one
-//! `EVALSHA` each, plus exactly the commands that script runs inside Redis (commandstats
+//! `EVALSHA` each (or, for a load of a conversation the store has seen, one `MULTI`/`EXEC`
+//! transaction), plus exactly the commands that script runs inside Redis (commandstats
 //! counts those too), so any extra client command would show. Kept alone in its test
 //! binary so no parallel test of this crate adds commands while it measures. The
 //! Cluster variant sums the deltas over all primaries of the test cluster.
@@ -78,13 +79,18 @@ async fn load_and_commit_are_one_round_trip_each() {
         .unwrap();
     store.load(&id).await.unwrap();
 
-    let (mut loads, mut commits, mut turns) = (None, None, None);
+    let (mut loads, mut first_loads, mut commits, mut turns) = (None, None, None, None);
     let memory = ChatMemory::new(store.clone());
     let mut next = 3;
     for _ in 0..5 {
         let before = command_calls(&mut conn).await;
         store.load(&id).await.unwrap();
         loads = fewest(loads, delta(&before, &command_calls(&mut conn).await));
+        // A store that has not seen the conversation yet.
+        let fresh = common::store(&url, &prefix).await;
+        let before = command_calls(&mut conn).await;
+        fresh.load(&id).await.unwrap();
+        first_loads = fewest(first_loads, delta(&before, &command_calls(&mut conn).await));
 
         let c = commit_full(
             version,
@@ -110,15 +116,24 @@ async fn load_and_commit_are_one_round_trip_each() {
         version = after.snapshot().version;
         next = after.snapshot().next_seq;
     }
-    let (loads, commits, turns) = (loads.unwrap(), commits.unwrap(), turns.unwrap());
-    eprintln!("load commands: {loads:?}\ncommit commands: {commits:?}\nChatMemory turn commands: {turns:?}");
+    let (loads, first_loads, commits, turns) = (loads.unwrap(), first_loads.unwrap(), commits.unwrap(), turns.unwrap());
+    eprintln!(
+        "load commands: {loads:?}\nfirst load commands: {first_loads:?}\ncommit commands: {commits:?}\nChatMemory turn commands: {turns:?}"
+    );
     let map =
         |pairs: &[(&str, u64)]| -> BTreeMap<String, u64> { pairs.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect() };
-    // One EVALSHA from the client; HMGET + ZRANGEBYSCORE run inside the script.
+    // A conversation this store has seen: HMGET + ZRANGEBYSCORE from its window start in one
+    // MULTI/EXEC, sent together (no script).
     assert_eq!(
         loads,
-        map(&[("evalsha", 1), ("hmget", 1), ("zrangebyscore", 1)]),
+        map(&[("multi", 1), ("hmget", 1), ("zrangebyscore", 1), ("exec", 1)]),
         "load = 1 round trip"
+    );
+    // One it has not: one EVALSHA; HMGET + ZRANGEBYSCORE run inside the script.
+    assert_eq!(
+        first_loads,
+        map(&[("evalsha", 1), ("hmget", 1), ("zrangebyscore", 1)]),
+        "first load = 1 round trip"
     );
     // One EVALSHA; inside: version check, append, meta with the new version, eviction, TTL
     // on both keys (the index entry was made when the conversation was).
@@ -134,12 +149,14 @@ async fn load_and_commit_are_one_round_trip_each() {
         ]),
         "commit = 1 round trip"
     );
-    // A ChatMemory turn: the load script and the commit script. The memory has no TTL and
-    // the store's commit before it set one: PTTL finds it and both keys are PERSISTed.
+    // A ChatMemory turn: the load's transaction and the commit script. The memory has no TTL
+    // and the store's commit before it set one: PTTL finds it and both keys are PERSISTed.
     assert_eq!(
         turns,
         map(&[
-            ("evalsha", 2),
+            ("multi", 1),
+            ("exec", 1),
+            ("evalsha", 1),
             ("hmget", 2),
             ("zrangebyscore", 1),
             ("zadd", 1),
