@@ -77,8 +77,11 @@ impl InMemoryStore {
         map: &'a mut BTreeMap<ConversationId, Conversation>,
         id: &ConversationId,
     ) -> Option<&'a mut Conversation> {
-        let now = Instant::now();
-        if map.get(id).is_some_and(|c| c.expired(now)) {
+        // Only a conversation with a TTL reads the clock.
+        if map
+            .get(id)
+            .is_some_and(|c| c.expires_at.is_some() && c.expired(Instant::now()))
+        {
             map.remove(id);
         }
         map.get_mut(id)

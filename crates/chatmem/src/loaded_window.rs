@@ -50,14 +50,16 @@ impl LoadedWindow {
     /// not recorded is taken as it is. A message-count window needs no counts.
     pub(crate) fn new(mut snapshot: Snapshot, policy: &WindowPolicy, counter: &dyn TokenCounter) -> Self {
         let name = counter.name();
-        let counts = policy.counts_tokens();
-        let stale = |m: &StoredMessage| counts && m.counted_by.as_deref().is_some_and(|by| by != name);
+        let stale = |m: &StoredMessage| m.counted_by.as_deref().is_some_and(|by| by != name);
         let mut recounted = 0usize;
-        for m in snapshot.system.iter_mut().chain(snapshot.messages.iter_mut()) {
-            if stale(m) {
-                m.tokens = u32::try_from(counter.count_message(&m.message)).unwrap_or(u32::MAX);
-                m.counted_by = Some(name.into());
-                recounted += 1;
+        // A message-count window needs no counts: nothing to look at.
+        if policy.counts_tokens() {
+            for m in snapshot.system.iter_mut().chain(snapshot.messages.iter_mut()) {
+                if stale(m) {
+                    m.tokens = u32::try_from(counter.count_message(&m.message)).unwrap_or(u32::MAX);
+                    m.counted_by = Some(name.into());
+                    recounted += 1;
+                }
             }
         }
         if let Some(summary) = &mut snapshot.summary {
