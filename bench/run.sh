@@ -6,7 +6,7 @@
 #                                                          # peers (their cold build is ~20 min)
 # Sets up bench/.venv (Python peers, matplotlib), builds the two Rust binaries (chatmem's side
 # and the peers' side are separate workspaces: rusqlite and sqlx both link sqlite3), runs the
-# three sides one after another, then writes results.json, tables.md and the PNG plots.
+# three sides in turn for each workload, then writes results.json, tables.md and the PNG plots.
 # PostgreSQL and Redis come from CHATMEM_TEST_PG_URL / CHATMEM_TEST_REDIS_URL (defaults: the
 # loopback servers .ci/run uses); a store whose server does not answer is skipped.
 set -euo pipefail
@@ -75,17 +75,23 @@ json.dump({
     "load_before": os.getloadavg(),
 }, open(sys.argv[1], "w"), indent=1)
 PY
-if runs chatmem; then
-  echo "bench: chatmem side" >&2
-  nice -n 10 "$target/chatmem-side/release/bench-chatmem" "${args[@]}" > "$out/chatmem.jsonl"
-fi
-if runs rust; then
-  echo "bench: Rust peers" >&2
-  nice -n 10 "$target/peers/release/bench-peers" "${args[@]}" > "$out/peers.jsonl"
-fi
-if runs python; then
-  echo "bench: Python peers" >&2
-  nice -n 10 "$py" -u "$here/python/peers.py" "${args[@]}" > "$out/python.jsonl"
-fi
+# The sides take turns workload by workload, not one whole side after another: this VM's speed
+# drifts by tens of percent over minutes, and a ratio is only as close as its two figures are in
+# time. BENCH_ONLY (comma-separated) narrows the workloads as before.
+IFS=, read -r -a workloads <<< "${BENCH_ONLY:-W1,W2,W2L,W3,W4,RT}"
+for w in "${workloads[@]}"; do
+  if runs chatmem; then
+    echo "bench: $w, chatmem side" >&2
+    BENCH_ONLY="$w" nice -n 10 "$target/chatmem-side/release/bench-chatmem" "${args[@]}" >> "$out/chatmem.jsonl"
+  fi
+  if runs rust; then
+    echo "bench: $w, Rust peers" >&2
+    BENCH_ONLY="$w" nice -n 10 "$target/peers/release/bench-peers" "${args[@]}" >> "$out/peers.jsonl"
+  fi
+  if runs python; then
+    echo "bench: $w, Python peers" >&2
+    BENCH_ONLY="$w" nice -n 10 "$py" -u "$here/python/peers.py" "${args[@]}" >> "$out/python.jsonl"
+  fi
+done
 "$py" "$here/python/report.py" "$out" > /dev/null
 echo "bench: results in $out (results.json, tables.md, *.png)" >&2
