@@ -2,9 +2,10 @@
 //! gets, and the [`Commit`] that stores the turn.
 //!
 //! Planning is pure: given the loaded snapshot, the turn's messages with their token counts
-//! and the policy, [`plan`] decides which system message holds, which messages are appended
-//! with which sequences, and where the window starts. The prompt and the commit both come
-//! from that one plan.
+//! and the policy, [`plan_with`] decides which system message holds, which messages are
+//! appended with which sequences, and where the window starts. The prompt asks only for the
+//! window ([`plan_window`]); both run the same two steps (`add_batch`, the system message rule,
+//! and `window_of`), so the prompt and the commit come from one set of rules.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -477,6 +477,28 @@ mod tests {
         WindowPolicy::messages(n)
     }
 
+    /// The plain path of `select` (no tool calls anywhere) starts where the general scan
+    /// would, for every sequence of up to 8 user and assistant messages.
+    #[test]
+    fn the_plain_start_is_the_general_start() {
+        for len in 0..=8u32 {
+            for bits in 0..(1u32 << len) {
+                let spec: Vec<&str> = (0..len).map(|i| if bits >> i & 1 == 1 { "U" } else { "A" }).collect();
+                let msgs = conv(&spec.join(" "));
+                let kept: Vec<usize> = (0..msgs.len()).collect();
+                for boundary in [TurnBoundary::User, TurnBoundary::PairSafe] {
+                    for max in 1..=9 {
+                        let policy = WindowPolicy::messages(max).with_boundary(boundary);
+                        let first = earliest_within_budget(&msgs, &kept, None, policy.budget);
+                        let general = first_valid_start(&msgs, &kept, first, boundary);
+                        let expected = general.map_or(msgs.len(), |p| kept[p]);
+                        assert_eq!(select(&msgs, None, &policy).start, expected, "{spec:?} {policy:?}");
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn count_budget_includes_the_system_message() {
         assert_eq!(pick("U1 A1 U2 A2 U3 A3", Some(1), msgs(5)), vec![2, 3, 4, 5]);
