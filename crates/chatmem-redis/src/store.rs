@@ -69,7 +69,6 @@ impl RedisStore {
             .map_err(|e| e.for_conversation(id))?;
         if meta.first().is_none_or(|version| matches!(version, Value::Nil)) {
             // No meta hash: no conversation, whatever messages were left behind.
-            self.hints.forget(id);
             return Ok(Some(Snapshot::empty()));
         }
         meta.push(records);
@@ -153,7 +152,7 @@ impl Store for RedisStore {
             && let Some(hint) = self.hints.get(id)
             && let Some(snapshot) = self.load_from(id, hint).await?
         {
-            self.hints.set(id, snapshot.window_start);
+            self.remember(id, &snapshot);
             return Ok(snapshot);
         }
         let mut inv = self.scripts.load.prepare_invoke();
