@@ -82,13 +82,15 @@ impl RedisStore {
         Ok(Some(snapshot))
     }
 
-    /// Records `snapshot`'s window start as `id`'s hint, or forgets `id` when it does not
-    /// exist.
-    fn remember(&self, id: &ConversationId, snapshot: &Snapshot) {
-        if snapshot.version == 0 {
-            self.hints.forget(id);
-        } else {
-            self.hints.set(id, snapshot.window_start);
+    /// Records `start` as `id`'s window start hint, or forgets `id` (`None`: cleared or not
+    /// found). Nothing on Cluster, whose loads always run the script.
+    fn remember(&self, id: &ConversationId, start: Option<u64>) {
+        if self.conn.is_cluster() {
+            return;
+        }
+        match start {
+            Some(start) => self.hints.set(id, start),
+            None => self.hints.forget(id),
         }
     }
 }
@@ -152,7 +154,7 @@ impl Store for RedisStore {
             && let Some(hint) = self.hints.get(id)
             && let Some(snapshot) = self.load_from(id, hint).await?
         {
-            self.remember(id, &snapshot);
+            self.remember(id, (snapshot.version > 0).then_some(snapshot.window_start));
             return Ok(snapshot);
         }
         let mut inv = self.scripts.load.prepare_invoke();
@@ -166,7 +168,7 @@ impl Store for RedisStore {
             .await
             .map_err(|e| e.for_conversation(id))?;
         let snapshot = parse_snapshot(id, reply)?;
-        self.remember(id, &snapshot);
+        self.remember(id, (snapshot.version > 0).then_some(snapshot.window_start));
         Ok(snapshot)
     }
 
@@ -227,7 +229,7 @@ impl Store for RedisStore {
             1 => {
                 let version = u64::try_from(n)
                     .map_err(|_| StoreError::corrupt(id, format!("the commit returned version {n}")))?;
-                self.hints.set(id, commit.window_start());
+                self.remember(id, Some(commit.window_start()));
                 if cluster && creates {
                     // Again after the commit: a concurrent `list` or `clear` may have removed
                     // the entry while the conversation did not exist yet.
@@ -278,7 +280,7 @@ impl Store for RedisStore {
         }
         inv.arg(id.as_str());
         let inv = &inv;
-        self.hints.forget(id);
+        self.remember(id, None);
         let existed: i64 = self
             .run("clearing", |mut conn| async move { inv.invoke_async(&mut conn).await })
             .await
