@@ -12,12 +12,17 @@ use crate::error::invalid;
 use crate::keys::Keys;
 use crate::scripts;
 use crate::store::{RedisStore, Scripts};
+use crate::window_cache::WindowCache;
 
 /// The default key prefix.
 pub const DEFAULT_KEY_PREFIX: &str = "chatmem";
 
 /// The default connect and response timeouts.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The default byte budget of the window cache: 64 MiB (see
+/// [`RedisStoreBuilder::window_cache_bytes`]).
+pub const DEFAULT_WINDOW_CACHE_BYTES: usize = 64 << 20;
 
 /// URL schemes of Redis over TLS, which this crate refuses (see the crate docs).
 const TLS_SCHEMES: &[&str] = &["rediss", "valkeys"];
@@ -29,6 +34,7 @@ pub struct RedisStoreBuilder {
     pub(crate) key_prefix: String,
     pub(crate) connect_timeout: Duration,
     pub(crate) response_timeout: Duration,
+    pub(crate) window_cache_bytes: usize,
 }
 
 impl fmt::Debug for RedisStoreBuilder {
@@ -39,6 +45,7 @@ impl fmt::Debug for RedisStoreBuilder {
             .field("key_prefix", &self.key_prefix)
             .field("connect_timeout", &self.connect_timeout)
             .field("response_timeout", &self.response_timeout)
+            .field("window_cache_bytes", &self.window_cache_bytes)
             .finish()
     }
 }
@@ -49,6 +56,24 @@ impl RedisStoreBuilder {
     /// not be empty nor contain `{` or `}` (it would change the keys' hash tag).
     pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.key_prefix = prefix.into();
+        self
+    }
+
+    /// How many bytes of messages the store keeps of the windows it has seen (default
+    /// [`DEFAULT_WINDOW_CACHE_BYTES`], 64 MiB, counted as the stored records' sizes), so
+    /// that loading a window seen before reads only the messages added since. Past it, the
+    /// least recently used conversations are forgotten. `0` keeps no messages: every load
+    /// reads the whole window. Other processes may write the same conversations: every load
+    /// still reads the conversation's state from Redis, and a conversation cleared and
+    /// created again is told apart by a marker stored when it is created. Not used on
+    /// Redis Cluster, whose loads always run the load script.
+    ///
+    /// ```
+    /// let builder = chatmem_redis::RedisStore::builder("redis://127.0.0.1:6379").window_cache_bytes(16 << 20);
+    /// # let _ = builder;
+    /// ```
+    pub fn window_cache_bytes(mut self, bytes: usize) -> Self {
+        self.window_cache_bytes = bytes;
         self
     }
 
@@ -103,7 +128,7 @@ impl RedisStoreBuilder {
                 prune: Script::new(scripts::PRUNE),
                 schema: Script::new(scripts::SCHEMA),
             }),
-            hints: Arc::default(),
+            cache: Arc::new(WindowCache::new(self.window_cache_bytes)),
             response_timeout: self.response_timeout,
             url: url.into(),
         };

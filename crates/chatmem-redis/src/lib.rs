@@ -4,9 +4,15 @@
 //! [`RedisStore`] implements [`chatmem::Store`]. A load is one round trip and a commit is
 //! one atomic round trip (a Lua script run with `EVALSHA`); the per-turn cost does not
 //! grow with the length of the conversation's history. A load of a conversation the store
-//! has loaded or committed before is a `MULTI`/`EXEC` of `HMGET` and `ZRANGEBYSCORE` from
-//! the window start it saw, its first load the load script: a script's reply passes through
-//! Lua, which costs Redis about ten times the commands for a window of messages. It runs on a single Redis (or a
+//! has loaded or committed before is a `MULTI`/`EXEC` of `HMGET` and `ZRANGEBYSCORE` that
+//! reads only the messages added since it last saw the window (the store keeps the windows
+//! it saw, 64 MiB by default: see
+//! [`window_cache_bytes`](RedisStoreBuilder::window_cache_bytes)), its first load the load
+//! script: a script's reply passes through Lua, which costs Redis about ten times the
+//! commands for a window of messages. Every load still reads the conversation's version,
+//! window start and system message from Redis, so writes by other processes are seen; a
+//! stored message is never changed in place, and one edited by hand in Redis is not read
+//! again by a store that has it cached. It runs on a single Redis (or a
 //! primary with replicas) and on Redis Cluster (see *Redis Cluster* below). This crate is
 //! not a cache in front of another database.
 //!
@@ -51,7 +57,10 @@
 //! `*`, quotes or `%` are safe):
 //!
 //! - `chatmem:{<tag>}:meta`, a hash: `id` (the raw id), `version`, `window_start`,
-//!   `next_seq`, `commit_token` (see *Outages*), and the system message as `sys_seq`,
+//!   `next_seq`, `commit_token` (see *Outages*), `created` (the token of the commit that
+//!   created the conversation: tells it from one cleared and created again under the same
+//!   id; absent in conversations created before chatmem stored it, whose loads then
+//!   read the whole window), and the system message as `sys_seq`,
 //!   `sys_tokens`, `sys_json` and `sys_counted_by` (the name of the token counter that
 //!   made `sys_tokens`, [`StoredMessage::counted_by`](chatmem::StoredMessage); absent when
 //!   none is recorded, and removed when a system message without one replaces it), and
@@ -219,7 +228,6 @@ mod builder;
 mod codec;
 mod conn;
 mod error;
-mod hints;
 mod index;
 mod keys;
 mod reply;
@@ -227,7 +235,8 @@ mod retry;
 mod schema;
 mod scripts;
 mod store;
+mod window_cache;
 
-pub use crate::builder::{DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, RedisStoreBuilder};
+pub use crate::builder::{DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, DEFAULT_WINDOW_CACHE_BYTES, RedisStoreBuilder};
 pub use crate::schema::SCHEMA_VERSION;
 pub use crate::store::RedisStore;

@@ -25,15 +25,30 @@ fn reply_num(v: &Value) -> Option<u64> {
     }
 }
 
-/// Builds the snapshot from the load script's reply.
-pub(crate) fn parse_snapshot(id: &ConversationId, reply: Value) -> Result<Snapshot, StoreError> {
+/// A snapshot as read, with what the window cache keeps beside it.
+#[derive(Debug)]
+pub(crate) struct Loaded {
+    pub(crate) snapshot: Snapshot,
+    /// The conversation's creation marker (`None`: not stored, or no conversation).
+    pub(crate) created: Option<u64>,
+    /// The stored size of each of `snapshot.messages`, in order.
+    pub(crate) sizes: Vec<usize>,
+}
+
+/// Builds the snapshot from a load's reply: the [`LOAD_FIELDS`](crate::scripts::LOAD_FIELDS)
+/// values, then the message records (`{}` for no conversation).
+pub(crate) fn parse_snapshot(id: &ConversationId, reply: Value) -> Result<Loaded, StoreError> {
     let bad_meta = |field: &str| StoreError::corrupt(id, format!("metadata field {field} is missing or invalid"));
     let unexpected = || StoreError::corrupt(id, "unexpected load reply");
     let Value::Array(items) = reply else {
         return Err(unexpected());
     };
     if items.is_empty() {
-        return Ok(Snapshot::empty());
+        return Ok(Loaded {
+            snapshot: Snapshot::empty(),
+            created: None,
+            sizes: Vec::new(),
+        });
     }
     let [
         version,
@@ -44,8 +59,9 @@ pub(crate) fn parse_snapshot(id: &ConversationId, reply: Value) -> Result<Snapsh
         sys_json,
         sys_counted_by,
         summary,
+        created,
         records,
-    ] = <[Value; 9]>::try_from(items).map_err(|_| unexpected())?;
+    ] = <[Value; 10]>::try_from(items).map_err(|_| unexpected())?;
     let version = reply_num(&version).ok_or_else(|| bad_meta("version"))?;
     let window_start = reply_num(&window_start).ok_or_else(|| bad_meta("window_start"))?;
     let next_seq = reply_num(&next_seq).ok_or_else(|| bad_meta("next_seq"))?;
@@ -77,21 +93,31 @@ pub(crate) fn parse_snapshot(id: &ConversationId, reply: Value) -> Result<Snapsh
         Value::Nil => Vec::new(),
         _ => return Err(unexpected()),
     };
-    let messages = records
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let bytes = reply_bytes(r)
-                .ok_or_else(|| StoreError::corrupt(id, format!("message record #{i} is not a string")))?;
-            codec::decode(id, &bytes, i)
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(Snapshot {
-        version,
-        system,
-        window_start,
-        next_seq,
-        messages,
-        summary,
+    // Missing (nil) in conversations created before chatmem stored it.
+    let created = match created {
+        Value::Nil => None,
+        v => Some(reply_num(&v).ok_or_else(|| bad_meta("created"))?),
+    };
+    let mut messages = Vec::with_capacity(records.len());
+    let mut sizes = Vec::with_capacity(records.len());
+    for (i, r) in records.iter().enumerate() {
+        let bytes = match r {
+            Value::BulkString(b) => b.as_slice(),
+            _ => return Err(StoreError::corrupt(id, format!("message record #{i} is not a string"))),
+        };
+        messages.push(codec::decode(id, bytes, i)?);
+        sizes.push(bytes.len());
+    }
+    Ok(Loaded {
+        snapshot: Snapshot {
+            version,
+            system,
+            window_start,
+            next_seq,
+            messages,
+            summary,
+        },
+        created,
+        sizes,
     })
 }

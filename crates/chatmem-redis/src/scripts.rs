@@ -9,7 +9,7 @@
 
 /// The meta hash fields a load reads, in the order [`parse_snapshot`](crate::reply::parse_snapshot)
 /// takes them: given to the load script as its `ARGV`, and read by the pipelined load.
-pub(crate) const LOAD_FIELDS: [&str; 8] = [
+pub(crate) const LOAD_FIELDS: [&str; 9] = [
     "version",
     "window_start",
     "next_seq",
@@ -18,6 +18,7 @@ pub(crate) const LOAD_FIELDS: [&str; 8] = [
     "sys_json",
     "sys_counted_by",
     "summary",
+    "created",
 ];
 
 /// Reads the meta hash fields named in `ARGV` ([`LOAD_FIELDS`]) and the messages with
@@ -109,6 +110,11 @@ end
 local new_version = version + 1
 local fields = {'id', ARGV[2], 'version', new_version, 'next_seq', ARGV[10], 'window_start', ARGV[3],
   'commit_token', ARGV[11]}
+if version == 0 then
+  -- The creation marker: tells this conversation from one created again under its id.
+  fields[#fields + 1] = 'created'
+  fields[#fields + 1] = ARGV[11]
+end
 if ARGV[6] ~= '0' then
   for _, f in ipairs({'sys_seq', ARGV[7], 'sys_tokens', ARGV[8], 'sys_json', ARGV[9]}) do
     fields[#fields + 1] = f

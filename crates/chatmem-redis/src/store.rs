@@ -9,14 +9,14 @@ use async_trait::async_trait;
 use chatmem::{Commit, ConversationId, Page, Snapshot, Store, StoreError, StoredMessage, Summary};
 use redis::{Script, Value};
 
-use crate::builder::{DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, RedisStoreBuilder};
+use crate::builder::{DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, DEFAULT_WINDOW_CACHE_BYTES, RedisStoreBuilder};
 use crate::codec;
 use crate::conn::Conn;
-use crate::hints::WindowHints;
 use crate::index::{INDEX_BATCH, index_id};
 use crate::keys::Keys;
-use crate::reply::parse_snapshot;
+use crate::reply::{Loaded, parse_snapshot};
 use crate::scripts::LOAD_FIELDS;
+use crate::window_cache::{CachedMessage, Entry, WindowCache};
 
 /// Longest TTL passed to Redis, in milliseconds (about 1,100 years): `PEXPIRE` fails when
 /// now plus the TTL overflows. A longer TTL never expires, as chatmem documents for a TTL a
@@ -45,23 +45,25 @@ pub struct RedisStore {
     pub(crate) conn: Conn,
     pub(crate) keys: Keys,
     pub(crate) scripts: Arc<Scripts>,
-    /// Window starts seen, for loads without the script (shared by clones).
-    pub(crate) hints: Arc<WindowHints>,
+    /// Windows seen, for loads without the script (shared by clones; unused on Cluster).
+    pub(crate) cache: Arc<WindowCache>,
     pub(crate) response_timeout: Duration,
     pub(crate) url: Arc<str>,
 }
 
 impl RedisStore {
-    /// The snapshot of `id` read with `HMGET` and `ZRANGEBYSCORE` from `hint` in one
-    /// `MULTI`/`EXEC` (one round trip, no script); `None` when the stored window starts
-    /// below `hint` (the conversation was created again), so the script must read it.
-    async fn load_from(&self, id: &ConversationId, hint: u64) -> Result<Option<Snapshot>, StoreError> {
+    /// The snapshot of `id` read with `HMGET` and `ZRANGEBYSCORE` in one `MULTI`/`EXEC`
+    /// (one round trip, no script), only the messages added since `seen` was recorded;
+    /// `None` when the stored conversation is not the one seen (created again), so the
+    /// script must read it.
+    async fn load_seen(&self, id: &ConversationId, seen: &Entry) -> Result<Option<Snapshot>, StoreError> {
         let mut pipe = redis::pipe();
         pipe.atomic().cmd("HMGET").arg(self.keys.meta(id));
         for field in LOAD_FIELDS {
             pipe.arg(field);
         }
-        pipe.cmd("ZRANGEBYSCORE").arg(self.keys.msgs(id)).arg(hint).arg("+inf");
+        let from = seen.read_from();
+        pipe.cmd("ZRANGEBYSCORE").arg(self.keys.msgs(id)).arg(from).arg("+inf");
         let pipe = &pipe;
         let (mut meta, records): (Vec<Value>, Value) = self
             .run("loading", |mut conn| async move { pipe.query_async(&mut conn).await })
@@ -69,29 +71,77 @@ impl RedisStore {
             .map_err(|e| e.for_conversation(id))?;
         if meta.first().is_none_or(|version| matches!(version, Value::Nil)) {
             // No meta hash: no conversation, whatever messages were left behind.
+            self.forget(id);
             return Ok(Some(Snapshot::empty()));
         }
         meta.push(records);
-        let mut snapshot = parse_snapshot(id, Value::Array(meta))?;
-        if snapshot.window_start < hint {
+        let Loaded {
+            mut snapshot,
+            created,
+            sizes,
+        } = parse_snapshot(id, Value::Array(meta))?;
+        let start = snapshot.window_start;
+        if start < seen.window_start || created != seen.created || snapshot.next_seq < seen.next_seq {
             return Ok(None);
         }
-        // Read from an earlier start: the messages that left the window since are dropped.
-        let evicted = snapshot.messages.partition_point(|m| m.seq < snapshot.window_start);
-        snapshot.messages.drain(..evicted);
+        let fetched = snapshot.messages.into_iter().zip(sizes);
+        let mut messages: Vec<CachedMessage> = if seen.created.is_some() {
+            // The messages seen are still stored as they were; those after them were read.
+            let kept = seen.in_window_from(start);
+            let mut all = Vec::with_capacity(kept.len() + fetched.len());
+            all.extend_from_slice(kept);
+            all
+        } else {
+            Vec::with_capacity(fetched.len())
+        };
+        // Read from an earlier start when none are cached: those that left the window go.
+        messages.extend(
+            fetched
+                .filter(|(m, _)| m.seq >= start)
+                .map(|(message, size)| CachedMessage { message, size }),
+        );
+        snapshot.messages = messages.iter().map(|m| m.message.clone()).collect();
+        self.saw(id, Entry::seen(created, &snapshot, messages));
         Ok(Some(snapshot))
     }
 
-    /// Records `start` as `id`'s window start hint, or forgets `id` (`None`: cleared or not
-    /// found). Nothing on Cluster, whose loads always run the script.
-    fn remember(&self, id: &ConversationId, start: Option<u64>) {
+    /// What was last seen of `id`; always `None` on Cluster, whose loads run the script.
+    fn seen(&self, id: &ConversationId) -> Option<Arc<Entry>> {
         if self.conn.is_cluster() {
-            return;
+            return None;
         }
-        match start {
-            Some(start) => self.hints.set(id, start),
-            None => self.hints.forget(id),
+        self.cache.get(id)
+    }
+
+    /// Records what was seen of `id` (nothing on Cluster).
+    fn saw(&self, id: &ConversationId, entry: Entry) {
+        if !self.conn.is_cluster() {
+            self.cache.put(id, entry);
         }
+    }
+
+    /// Records what `commit`, now applied as `version`, made of `id`: built on the entry seen
+    /// when that is the version the commit was checked against, or made from the commit
+    /// alone when it created the conversation (its token is the creation marker).
+    fn committed(&self, id: &ConversationId, commit: &Commit, version: u64, sizes: &[usize]) {
+        let base = if commit.expected_version() == 0 {
+            Entry {
+                created: Some(commit.token()),
+                ..Entry::default()
+            }
+        } else {
+            match self.seen(id) {
+                Some(seen) if seen.version == commit.expected_version() => Entry::clone(&seen),
+                // Seen at another version (or not at all): what is cached stays true.
+                _ => return,
+            }
+        };
+        self.saw(id, base.committed(commit, version, sizes));
+    }
+
+    /// Forgets `id` (cleared, or not found).
+    fn forget(&self, id: &ConversationId) {
+        self.cache.forget(id);
     }
 }
 
@@ -135,6 +185,7 @@ impl RedisStore {
             key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
             connect_timeout: DEFAULT_TIMEOUT,
             response_timeout: DEFAULT_TIMEOUT,
+            window_cache_bytes: DEFAULT_WINDOW_CACHE_BYTES,
         }
     }
 
@@ -148,13 +199,11 @@ impl RedisStore {
 impl Store for RedisStore {
     async fn load(&self, id: &ConversationId) -> Result<Snapshot, StoreError> {
         // On a single Redis, a conversation loaded or committed before is read with plain
-        // commands from its last seen window start (see `hints`); on Cluster, and otherwise,
-        // with the load script.
-        if !self.conn.is_cluster()
-            && let Some(hint) = self.hints.get(id)
-            && let Some(snapshot) = self.load_from(id, hint).await?
+        // commands, only what changed since (see `window_cache`); on Cluster, and
+        // otherwise, with the load script.
+        if let Some(seen) = self.seen(id)
+            && let Some(snapshot) = self.load_seen(id, &seen).await?
         {
-            self.remember(id, (snapshot.version > 0).then_some(snapshot.window_start));
             return Ok(snapshot);
         }
         let mut inv = self.scripts.load.prepare_invoke();
@@ -167,8 +216,21 @@ impl Store for RedisStore {
             .run("loading", |mut conn| async move { inv.invoke_async(&mut conn).await })
             .await
             .map_err(|e| e.for_conversation(id))?;
-        let snapshot = parse_snapshot(id, reply)?;
-        self.remember(id, (snapshot.version > 0).then_some(snapshot.window_start));
+        let Loaded {
+            snapshot,
+            created,
+            sizes,
+        } = parse_snapshot(id, reply)?;
+        if snapshot.version == 0 {
+            self.forget(id);
+        } else if !self.conn.is_cluster() {
+            let messages = snapshot.messages.iter().zip(sizes);
+            let messages = messages.map(|(m, size)| CachedMessage {
+                message: m.clone(),
+                size,
+            });
+            self.saw(id, Entry::seen(created, &snapshot, messages.collect()));
+        }
         Ok(snapshot)
     }
 
@@ -207,8 +269,11 @@ impl Store for RedisStore {
         inv.arg(system_counter.unwrap_or(""));
         // Empty keeps the stored summary.
         inv.arg(commit.summary().map(Summary::to_json).unwrap_or_default());
+        let mut sizes = Vec::with_capacity(commit.appended().len());
         for m in commit.appended() {
-            inv.arg(m.seq).arg(codec::encode(m)?);
+            let member = codec::encode(m)?;
+            sizes.push(member.len());
+            inv.arg(m.seq).arg(member);
         }
         if cluster && creates {
             // Listed before it exists, so that no crash can leave it unlisted; `list` drops
@@ -229,7 +294,7 @@ impl Store for RedisStore {
             1 => {
                 let version = u64::try_from(n)
                     .map_err(|_| StoreError::corrupt(id, format!("the commit returned version {n}")))?;
-                self.remember(id, Some(commit.window_start()));
+                self.committed(id, &commit, version, &sizes);
                 if cluster && creates {
                     // Again after the commit: a concurrent `list` or `clear` may have removed
                     // the entry while the conversation did not exist yet.
@@ -280,7 +345,7 @@ impl Store for RedisStore {
         }
         inv.arg(id.as_str());
         let inv = &inv;
-        self.remember(id, None);
+        self.forget(id);
         let existed: i64 = self
             .run("clearing", |mut conn| async move { inv.invoke_async(&mut conn).await })
             .await
