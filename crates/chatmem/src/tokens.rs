@@ -13,9 +13,18 @@
 use std::borrow::Borrow;
 use std::fmt;
 use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use crate::message::{Body, ContentPart, Message, UserContent};
+
+mod pieces;
+
+use pieces::Vocabulary;
+
+/// `cl100k_base`'s vocabulary, made on first use.
+static CL100K: LazyLock<Vocabulary> = LazyLock::new(|| Vocabulary::new(bpe_openai::cl100k_base()));
+/// `o200k_base`'s vocabulary, made on first use.
+static O200K: LazyLock<Vocabulary> = LazyLock::new(|| Vocabulary::new(bpe_openai::o200k_base()));
 
 /// Tokens every message costs on top of its strings.
 pub const PER_MESSAGE: usize = 3;
@@ -294,7 +303,8 @@ impl TokenCounter for Heuristic {
 
 /// OpenAI's `cl100k_base` encoding (GPT-4, GPT-3.5, DeepSeek-compatible estimates), exact.
 ///
-/// The tables load once per process, on first use (about 20 ms).
+/// The tables load once per process, on first use (about 20 ms, plus about 2 ms for the set of
+/// its tokens that counting reads).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Cl100k;
 
@@ -303,7 +313,8 @@ impl TokenCounter for Cl100k {
         CL100K_BASE
     }
     fn count_text(&self, text: &str) -> usize {
-        bpe_openai::cl100k_base().count(text)
+        // bpe-openai's encoder on our own split (see `pieces`): the same count, faster.
+        pieces::pieces(text).map(|p| CL100K.count_piece(p)).sum()
     }
 }
 
@@ -316,7 +327,7 @@ impl TokenCounter for O200k {
         O200K_BASE
     }
     fn count_text(&self, text: &str) -> usize {
-        bpe_openai::o200k_base().count(text)
+        O200K.count_split(text)
     }
 }
 
