@@ -50,7 +50,13 @@ impl LoadedWindow {
     /// not recorded is taken as it is. A message-count window needs no counts.
     pub(crate) fn new(mut snapshot: Snapshot, policy: &WindowPolicy, counter: &dyn TokenCounter) -> Self {
         let name = counter.name();
-        let stale = |m: &StoredMessage| m.counted_by.as_deref().is_some_and(|by| by != name);
+        // Built-in counters' names are one `&'static str`: the same pointer is the same name,
+        // which spares comparing the text for every message of a long window.
+        let stale = |m: &StoredMessage| {
+            m.counted_by
+                .as_deref()
+                .is_some_and(|by| !std::ptr::eq(by, name) && by != name)
+        };
         let mut recounted = 0usize;
         // A message-count window needs no counts: nothing to look at.
         if policy.counts_tokens() {
