@@ -144,3 +144,73 @@ async fn a_conversation_without_a_creation_marker_is_read_whole() {
     assert_eq!(seen.load(&id).await.unwrap(), reference().await);
     cleanup(&url, &prefix).await;
 }
+
+/// Random steps by three stores on one conversation, each commit built on what a random store
+/// loaded and sent through another (append with the window moving on, a system message set
+/// or replaced, a clear, a new conversation under the same id, a commit lost to another
+/// store's). After every step one random store loads (so the others' caches go stale for a
+/// while), and its load must equal a fresh store's.
+#[tokio::test(flavor = "multi_thread")]
+async fn random_writers_never_see_a_stale_window() {
+    let Some(url) = url() else { return };
+    let prefix = unique_prefix("window-cache-random");
+    let stores = [
+        store(&url, &prefix).await,
+        store(&url, &prefix).await,
+        RedisStore::builder(&url)
+            .key_prefix(&prefix)
+            .window_cache_bytes(2_000)
+            .connect()
+            .await
+            .unwrap(),
+    ];
+    let id = ConversationId::new("random").unwrap();
+    let mut rng = fastrand::Rng::with_seed(9);
+    let pick = |rng: &mut fastrand::Rng| &stores[rng.usize(..stores.len())];
+    for step in 0..600 {
+        let snap = pick(&mut rng).load(&id).await.unwrap();
+        let writer = pick(&mut rng);
+        let mut c = Commit::on(&snap).counted_by("heuristic");
+        match rng.u8(..10) {
+            0 => {
+                writer.clear(&id).await.unwrap();
+                continue;
+            }
+            1 => {
+                // Another store commits first: this one's commit is lost.
+                append(pick(&mut rng), &id, 1, snap.window_start.max(1), Retention::KeepHistory).await;
+                let late = c.append(Message::user("late"), 2).build().unwrap();
+                assert!(writer.commit(&id, late).await.unwrap_err().is_conflict());
+                continue;
+            }
+            2 => c = c.system(Message::system(format!("system {}", rng.u8(..3))), 4),
+            _ => {
+                let n = rng.u64(1..4);
+                for k in 0..n {
+                    c = c.append(Message::assistant(format!("r{step}.{k}")), 2);
+                }
+                let start = (snap.next_seq + n)
+                    .saturating_sub(rng.u64(1..12))
+                    .max(snap.window_start);
+                let retention = if rng.bool() {
+                    Retention::KeepHistory
+                } else {
+                    Retention::DropEvicted
+                };
+                c = c.retention(retention).window_start(start);
+            }
+        }
+        match writer.commit(&id, c.build().unwrap()).await {
+            Ok(_) => {}
+            Err(e) => panic!("step {step}: {e}"),
+        }
+        let reader = rng.usize(..stores.len());
+        let reference = store(&url, &prefix).await.load(&id).await.unwrap();
+        assert_eq!(
+            stores[reader].load(&id).await.unwrap(),
+            reference,
+            "store {reader} after step {step}"
+        );
+    }
+    cleanup(&url, &prefix).await;
+}
