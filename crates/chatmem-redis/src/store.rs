@@ -124,19 +124,20 @@ impl RedisStore {
     /// when that is the version the commit was checked against, or made from the commit
     /// alone when it created the conversation (its token is the creation marker).
     fn committed(&self, id: &ConversationId, commit: &Commit, version: u64, sizes: &[usize]) {
-        let base = if commit.expected_version() == 0 {
-            Entry {
+        let entry = if commit.expected_version() == 0 {
+            let created = Entry {
                 created: Some(commit.token()),
                 ..Entry::default()
-            }
+            };
+            created.committed(commit, version, sizes)
         } else {
             match self.seen(id) {
-                Some(seen) if seen.version == commit.expected_version() => Entry::clone(&seen),
+                Some(seen) if seen.version == commit.expected_version() => seen.committed(commit, version, sizes),
                 // Seen at another version (or not at all): what is cached stays true.
                 _ => return,
             }
         };
-        self.saw(id, base.committed(commit, version, sizes));
+        self.saw(id, entry);
     }
 
     /// Forgets `id` (cleared, or not found).
