@@ -84,6 +84,11 @@ impl RedisStore {
         if start < seen.window_start || created != seen.created || snapshot.next_seq < seen.next_seq {
             return Ok(None);
         }
+        if snapshot.version == seen.version && seen.created.is_some() {
+            // Nothing changed since: the cached window as it is (and the entry stays).
+            snapshot.messages = seen.in_window_from(start).iter().map(|m| m.message.clone()).collect();
+            return Ok(Some(snapshot));
+        }
         let fetched = snapshot.messages.into_iter().zip(sizes);
         let mut messages: Vec<CachedMessage> = if seen.created.is_some() {
             // The messages seen are still stored as they were; those after them were read.
