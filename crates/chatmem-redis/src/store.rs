@@ -106,22 +106,24 @@ impl RedisStore {
                 .map(|(message, size)| CachedMessage { message, size }),
         );
         snapshot.messages = messages.iter().map(|m| m.message.clone()).collect();
-        self.saw(id, Entry::seen(created, &snapshot, messages));
+        self.saw(id, || Entry::seen(created, &snapshot, messages));
         Ok(Some(snapshot))
     }
 
-    /// What was last seen of `id`; always `None` on Cluster, whose loads run the script.
-    fn seen(&self, id: &ConversationId) -> Option<Arc<Entry>> {
-        if self.conn.is_cluster() {
-            return None;
-        }
-        self.cache.get(id)
+    /// Whether this store caches windows: not on Cluster, whose loads always run the script.
+    fn caches(&self) -> bool {
+        !self.conn.is_cluster()
     }
 
-    /// Records what was seen of `id` (nothing on Cluster).
-    fn saw(&self, id: &ConversationId, entry: Entry) {
-        if !self.conn.is_cluster() {
-            self.cache.put(id, entry);
+    /// What was last seen of `id` (always `None` on Cluster).
+    fn seen(&self, id: &ConversationId) -> Option<Arc<Entry>> {
+        self.caches().then(|| self.cache.get(id)).flatten()
+    }
+
+    /// Records what was seen of `id`, made only when this store caches.
+    fn saw(&self, id: &ConversationId, entry: impl FnOnce() -> Entry) {
+        if self.caches() {
+            self.cache.put(id, entry());
         }
     }
 
@@ -129,20 +131,21 @@ impl RedisStore {
     /// when that is the version the commit was checked against, or made from the commit
     /// alone when it created the conversation (its token is the creation marker).
     fn committed(&self, id: &ConversationId, commit: &Commit, version: u64, sizes: &[usize]) {
-        let entry = if commit.expected_version() == 0 {
+        if commit.expected_version() == 0 {
             let created = Entry {
                 created: Some(commit.token()),
                 ..Entry::default()
             };
-            created.committed(commit, version, sizes)
-        } else {
-            match self.seen(id) {
-                Some(seen) if seen.version == commit.expected_version() => seen.committed(commit, version, sizes),
-                // Seen at another version (or not at all): what is cached stays true.
-                _ => return,
+            self.saw(id, || created.committed(commit, version, sizes));
+            return;
+        }
+        match self.seen(id) {
+            Some(seen) if seen.version == commit.expected_version() => {
+                self.saw(id, || seen.committed(commit, version, sizes));
             }
-        };
-        self.saw(id, entry);
+            // Seen at another version (or not at all): what is cached stays true.
+            _ => {}
+        }
     }
 
     /// Forgets `id` (cleared, or not found).
@@ -229,13 +232,8 @@ impl Store for RedisStore {
         } = parse_snapshot(id, reply)?;
         if snapshot.version == 0 {
             self.forget(id);
-        } else if !self.conn.is_cluster() {
-            let messages = snapshot.messages.iter().zip(sizes);
-            let messages = messages.map(|(m, size)| CachedMessage {
-                message: m.clone(),
-                size,
-            });
-            self.saw(id, Entry::seen(created, &snapshot, messages.collect()));
+        } else {
+            self.saw(id, || Entry::loaded(created, &snapshot, &sizes));
         }
         Ok(snapshot)
     }

@@ -71,6 +71,24 @@ impl Entry {
         }
     }
 
+    /// What a load by the script saw: `snapshot` with its messages' stored `sizes` (copied
+    /// only when the creation marker is known: without it nothing is kept).
+    pub(crate) fn loaded(created: Option<u64>, snapshot: &Snapshot, sizes: &[usize]) -> Self {
+        let messages = match created {
+            Some(_) => snapshot
+                .messages
+                .iter()
+                .zip(sizes)
+                .map(|(m, &size)| CachedMessage {
+                    message: m.clone(),
+                    size,
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        Self::seen(created, snapshot, messages)
+    }
+
     /// What a commit made of the conversation seen as `self` (that is, when `self` is the
     /// version the commit was checked against): its window start, its next seq, the seen
     /// messages still in the window and the appended ones, sized `sizes`.
