@@ -20,7 +20,7 @@ struct OrderEcho;
 
 #[async_trait]
 impl ChatModel for OrderEcho {
-    async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
+    async fn complete(&self, request: ChatRequest<'_>) -> Result<ChatResponse, ModelError> {
         let mut seen: Vec<String> = Vec::new();
         for m in &request.messages {
             let text = m.text().unwrap_or_default();

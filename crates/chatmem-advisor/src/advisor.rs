@@ -61,7 +61,7 @@ pub enum WriteMode {
 ///
 /// #[async_trait]
 /// impl ChatModel for Count {
-///     async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
+///     async fn complete(&self, request: ChatRequest<'_>) -> Result<ChatResponse, ModelError> {
 ///         let n = request.messages.len().to_string();
 ///         Ok(ChatResponse { message: Message::assistant(n), usage: None, finish_reason: Some("stop".into()) })
 ///     }
@@ -90,10 +90,8 @@ pub struct MemoryAdvisor<M, S = InMemoryStore> {
 /// What a turn sends first and what it will commit.
 struct Prepared {
     /// The turn planned by the core: its new messages counted once, the loaded window as its
-    /// base; the model's messages join it as they come.
+    /// base; its prompt is what each model call starts with.
     turn: Turn,
-    /// System, window, new messages.
-    prompt: Vec<Arc<Message>>,
     /// The turn's new messages (for [`TurnResponse::messages`]).
     new: Vec<Message>,
 }
@@ -215,13 +213,11 @@ impl<M: ChatModel, S: Store> MemoryAdvisor<M, S> {
         let turn = self
             .memory
             .turn(window, changed_system.into_iter().chain(new.iter().cloned()));
-        let prompt = turn.prompt();
         tracing::debug!(
             conversation = %id,
             window = window_len,
             new = new.len(),
             already_stored = skip,
-            prompt = prompt.len(),
             "turn prepared"
         );
         let turn = match self.write_mode {
@@ -232,7 +228,7 @@ impl<M: ChatModel, S: Store> MemoryAdvisor<M, S> {
                 .map_err(|source| Error::Commit { source, response: None })?,
             _ => turn,
         };
-        Ok(Prepared { turn, prompt, new })
+        Ok(Prepared { turn, new })
     }
 
     /// Step 4: one atomic commit of the whole turn.

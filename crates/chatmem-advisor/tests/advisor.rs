@@ -679,13 +679,10 @@ async fn the_conversation_wrapper_is_a_chat_model() {
     let advisor = Arc::new(MemoryAdvisor::new(server.model(), memory(6)));
     let model = advisor.clone().conversation(id("app-user-42-aftersale"));
     model
-        .complete(ChatRequest::new(vec![Message::system(SYSTEM), Message::user(TURN1)]))
+        .complete(ChatRequest::new(&[Message::system(SYSTEM), Message::user(TURN1)]))
         .await
         .unwrap();
-    let r = model
-        .complete(ChatRequest::new(vec![Message::user(TURN2)]))
-        .await
-        .unwrap();
+    let r = model.complete(ChatRequest::new(&[Message::user(TURN2)])).await.unwrap();
     assert_eq!(r.message.text().as_deref(), Some(ANSWER2));
     assert!(server.last_request().to_string().contains(ORDER));
 }

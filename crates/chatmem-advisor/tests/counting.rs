@@ -63,7 +63,7 @@ struct Scripted {
 
 #[async_trait]
 impl ChatModel for Scripted {
-    async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
+    async fn complete(&self, request: ChatRequest<'_>) -> Result<ChatResponse, ModelError> {
         let last = request
             .messages
             .last()

@@ -23,7 +23,7 @@
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! // Reads DEEPSEEK_API_KEY; a missing key is an error naming the variable.
 //! let model = Provider::DeepSeek.builder().build()?;
-//! let answer = model.complete(ChatRequest::new(vec![Message::user("你好")])).await?;
+//! let answer = model.complete(ChatRequest::new(&[Message::user("你好")])).await?;
 //! println!("{}", answer.message.text().unwrap_or_default());
 //! # Ok(()) }
 //! ```

@@ -114,7 +114,7 @@ impl OpenAiModel {
 
 #[async_trait]
 impl ChatModel for OpenAiModel {
-    async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
+    async fn complete(&self, request: ChatRequest<'_>) -> Result<ChatResponse, ModelError> {
         let body = wire::request(&self.model, &request, false);
         tracing::debug!(
             model = %self.model,
@@ -140,7 +140,7 @@ impl ChatModel for OpenAiModel {
         Ok(response)
     }
 
-    async fn stream(&self, request: ChatRequest) -> Result<DeltaStream, ModelError> {
+    async fn stream(&self, request: ChatRequest<'_>) -> Result<DeltaStream, ModelError> {
         let body = wire::request(&self.model, &request, true);
         tracing::debug!(
             model = %self.model,

@@ -86,7 +86,7 @@ struct WireToolFunction<'a> {
 }
 
 /// The request body for `request`; `stream` asks for SSE with a final usage chunk.
-pub(crate) fn request<'a>(model: &'a str, request: &'a ChatRequest, stream: bool) -> WireRequest<'a> {
+pub(crate) fn request<'a>(model: &'a str, request: &'a ChatRequest<'_>, stream: bool) -> WireRequest<'a> {
     WireRequest {
         model,
         messages: request.messages.iter().map(|m| message(m)).collect(),
@@ -402,13 +402,14 @@ mod tests {
             *reasoning_content = Some("secret thoughts".into());
         }
         let failed = Message::tool_error("c1", "boom");
-        let req = ChatRequest::new(vec![
+        let messages = [
             Message::system("rules"),
             Message::user("hi").with_metadata(meta),
             answer,
             Message::assistant_tool_calls(vec![ToolCall::new("c1", "lookup", "{}")]),
             failed,
-        ]);
+        ];
+        let req = ChatRequest::new(&messages);
         let v = serde_json::to_value(request("m", &req, false)).unwrap();
         assert_eq!(
             v,
@@ -430,7 +431,8 @@ mod tests {
 
     #[test]
     fn streaming_requests_ask_for_usage_and_carry_tools_and_options() {
-        let mut req = ChatRequest::new(vec![Message::user("q")]);
+        let messages = [Message::user("q")];
+        let mut req = ChatRequest::new(&messages);
         req.tools.push(ToolDefinition {
             name: "f".into(),
             description: Some("d".into()),

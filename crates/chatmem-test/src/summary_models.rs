@@ -30,7 +30,7 @@ impl Scribe {
 
 #[async_trait]
 impl ChatModel for Scribe {
-    async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
+    async fn complete(&self, request: ChatRequest<'_>) -> Result<ChatResponse, ModelError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         let input = request
             .messages
@@ -70,7 +70,7 @@ pub struct Failing;
 
 #[async_trait]
 impl ChatModel for Failing {
-    async fn complete(&self, _: ChatRequest) -> Result<ChatResponse, ModelError> {
+    async fn complete(&self, _: ChatRequest<'_>) -> Result<ChatResponse, ModelError> {
         Err(ModelError::new(ModelErrorKind::Server, "the summary model is down").with_status(503))
     }
 }

@@ -25,7 +25,7 @@ struct Flaky {
 
 #[async_trait]
 impl ChatModel for Flaky {
-    async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
+    async fn complete(&self, request: ChatRequest<'_>) -> Result<ChatResponse, ModelError> {
         let n = self.calls.fetch_add(1, Ordering::SeqCst);
         if self.fails.get(n % self.fails.len().max(1)).copied().unwrap_or(false) {
             return chatmem_test::Failing.complete(request).await;

@@ -79,7 +79,8 @@ async fn simulate(
     for n in 0..TURNS {
         let question = format!("第 {n} 个问题：订单 LC2026{n:08} 的物流到哪了？请告诉我预计送达时间和快递公司。");
         let mut turn = memory.turn(memory.load(&id).await?, [system.clone(), Message::user(question)]);
-        let prompt = turn.prompt();
+        // Kept for the next turn's comparison: a copy, as the prompt borrows from the turn.
+        let prompt: Vec<Message> = turn.prompt().into_iter().cloned().collect();
         let common = prompt.iter().zip(&previous).take_while(|(a, b)| a == b).count();
         if n > 0 && common == previous.len() {
             stable += 1;
@@ -109,7 +110,7 @@ struct OrderKeeper(Arc<Cost>);
 
 #[async_trait]
 impl ChatModel for OrderKeeper {
-    async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
+    async fn complete(&self, request: ChatRequest<'_>) -> Result<ChatResponse, ModelError> {
         let input = request
             .messages
             .last()

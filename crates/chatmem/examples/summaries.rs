@@ -59,7 +59,7 @@ struct LineKeeper;
 
 #[async_trait]
 impl ChatModel for LineKeeper {
-    async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
+    async fn complete(&self, request: ChatRequest<'_>) -> Result<ChatResponse, ModelError> {
         let input = request
             .messages
             .last()

@@ -137,7 +137,7 @@ impl<S: Store> ChatMemoryBuilder<S> {
     /// # use chatmem::{ChatModel, ChatRequest, ChatResponse, Message, ModelError};
     /// # #[derive(Debug)] struct Cheap;
     /// # #[async_trait::async_trait] impl ChatModel for Cheap {
-    /// #     async fn complete(&self, _: ChatRequest) -> Result<ChatResponse, ModelError> {
+    /// #     async fn complete(&self, _: ChatRequest<'_>) -> Result<ChatResponse, ModelError> {
     /// #         Ok(ChatResponse { message: Message::assistant("The order is LC202610060018."), usage: None, finish_reason: None })
     /// #     }
     /// # }

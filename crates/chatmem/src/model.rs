@@ -5,7 +5,6 @@
 
 use std::fmt;
 use std::pin::Pin;
-use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures_core::Stream;
@@ -43,29 +42,32 @@ pub struct SamplingOptions {
     pub stop: Vec<String>,
 }
 
-/// One model call's input.
+/// One model call's input. It borrows its messages: a prompt from memory is the loaded
+/// window's messages and the turn's, handed to the model without a copy.
 ///
 /// ```
 /// use chatmem::{ChatRequest, Message};
-/// let req = ChatRequest::new(vec![Message::user("hi")]);
+/// let messages = [Message::system("You are after-sale support."), Message::user("hi")];
+/// let req = ChatRequest::new(&messages);
+/// assert_eq!(req.messages.len(), 2);
 /// assert!(req.tools.is_empty());
 /// ```
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct ChatRequest {
-    /// The prompt: system message first, then the conversation. Shared, not copied: the
-    /// window memory loaded and every round of a tool loop send the same messages.
-    pub messages: Vec<Arc<Message>>,
+pub struct ChatRequest<'a> {
+    /// The prompt: system message first, then the conversation.
+    pub messages: Vec<&'a Message>,
     /// Tools the model may call.
     pub tools: Vec<ToolDefinition>,
     /// Sampling options.
     pub options: SamplingOptions,
 }
 
-impl ChatRequest {
-    /// A request with `messages` (owned or shared) and no tools.
-    pub fn new<M: Into<Arc<Message>>>(messages: impl IntoIterator<Item = M>) -> Self {
+impl<'a> ChatRequest<'a> {
+    /// A request with `messages` (a slice of messages, or a [`Turn::prompt`](crate::Turn::prompt))
+    /// and no tools.
+    pub fn new(messages: impl IntoIterator<Item = &'a Message>) -> Self {
         Self {
-            messages: messages.into_iter().map(Into::into).collect(),
+            messages: messages.into_iter().collect(),
             ..Self::default()
         }
     }
@@ -331,7 +333,7 @@ impl std::error::Error for ModelError {
 ///
 /// #[async_trait]
 /// impl ChatModel for Echo {
-///     async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
+///     async fn complete(&self, request: ChatRequest<'_>) -> Result<ChatResponse, ModelError> {
 ///         let last = request.messages.last().and_then(|m| m.text()).unwrap_or_default().into_owned();
 ///         Ok(ChatResponse { message: Message::assistant(last), usage: None, finish_reason: Some("stop".into()) })
 ///     }
@@ -340,10 +342,10 @@ impl std::error::Error for ModelError {
 #[async_trait]
 pub trait ChatModel: Send + Sync + fmt::Debug {
     /// Calls the model and waits for the whole answer.
-    async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, ModelError>;
+    async fn complete(&self, request: ChatRequest<'_>) -> Result<ChatResponse, ModelError>;
 
     /// Calls the model and streams the answer.
-    async fn stream(&self, request: ChatRequest) -> Result<DeltaStream, ModelError> {
+    async fn stream(&self, request: ChatRequest<'_>) -> Result<DeltaStream, ModelError> {
         let response = self.complete(request).await?;
         let (content, reasoning_content, tool_calls) = match response.message.body {
             Body::Assistant {
@@ -392,10 +394,10 @@ macro_rules! forward_model {
     ($($ty:ty),*) => {$(
         #[async_trait]
         impl<M: ChatModel + ?Sized> ChatModel for $ty {
-            async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
+            async fn complete(&self, request: ChatRequest<'_>) -> Result<ChatResponse, ModelError> {
                 (**self).complete(request).await
             }
-            async fn stream(&self, request: ChatRequest) -> Result<DeltaStream, ModelError> {
+            async fn stream(&self, request: ChatRequest<'_>) -> Result<DeltaStream, ModelError> {
                 (**self).stream(request).await
             }
         }

@@ -147,17 +147,8 @@ pub fn render_system(system: Option<&Message>, summary: Option<&Summary>) -> Opt
     Some(rendered)
 }
 
-/// [`render_system`] for a shared system message: without a summary to add it is the same
-/// message, not a copy.
-pub(crate) fn render_shared(system: Option<&Arc<Message>>, summary: Option<&Summary>) -> Option<Arc<Message>> {
-    if shown(summary).is_none() {
-        return system.cloned();
-    }
-    render_system(system.map(|m| &**m), summary).map(Arc::new)
-}
-
 /// The summary as the model sees it: an empty one is none (it adds nothing, costs nothing).
-fn shown(summary: Option<&Summary>) -> Option<&Summary> {
+pub(crate) fn shown(summary: Option<&Summary>) -> Option<&Summary> {
     summary.filter(|s| !s.text.is_empty())
 }
 
@@ -178,7 +169,7 @@ pub(crate) fn system_slot(system: Option<&StoredMessage>, summary: Option<&Summa
 /// # use chatmem::{ChatModel, ChatRequest, ChatResponse, Message, ModelError};
 /// # #[derive(Debug)] struct Cheap;
 /// # #[async_trait::async_trait] impl ChatModel for Cheap {
-/// #     async fn complete(&self, _: ChatRequest) -> Result<ChatResponse, ModelError> { unimplemented!() }
+/// #     async fn complete(&self, _: ChatRequest<'_>) -> Result<ChatResponse, ModelError> { unimplemented!() }
 /// # }
 /// use std::time::Duration;
 /// use chatmem::Summarizer;
@@ -291,8 +282,8 @@ impl Summarizer {
         &pending[..n]
     }
 
-    /// The request for a new summary of `old` plus `messages`.
-    pub(crate) fn request(&self, old: Option<&Summary>, messages: &[StoredMessage]) -> ChatRequest {
+    /// The messages of the request for a new summary of `old` plus `messages`.
+    pub(crate) fn request_messages(&self, old: Option<&Summary>, messages: &[StoredMessage]) -> [Message; 2] {
         let mut input = String::from("Current summary:\n");
         match shown(old) {
             Some(s) => input.push_str(&s.text),
@@ -302,7 +293,13 @@ impl Summarizer {
         for m in messages {
             transcript_line(&mut input, &m.message);
         }
-        let mut request = ChatRequest::new(vec![Message::system(self.prompt.clone()), Message::user(input)]);
+        [Message::system(self.prompt.clone()), Message::user(input)]
+    }
+
+    /// The request for a new summary, on the messages of
+    /// [`request_messages`](Self::request_messages).
+    fn request<'a>(&self, messages: &'a [Message; 2]) -> ChatRequest<'a> {
+        let mut request = ChatRequest::new(messages);
         request.options.max_tokens = Some(self.max_tokens);
         request
     }
@@ -316,8 +313,8 @@ impl Summarizer {
         upto: u64,
         counter: &dyn TokenCounter,
     ) -> Result<Summary, ModelError> {
-        let request = self.request(old, messages);
-        let call = self.model.complete(request);
+        let messages = self.request_messages(old, messages);
+        let call = self.model.complete(self.request(&messages));
         let response = with_timeout(call, self.timeout)
             .await
             .ok_or_else(|| ModelError::new(ModelErrorKind::Timeout, "the summary call timed out"))??;
@@ -393,7 +390,7 @@ mod tests {
 
     #[async_trait::async_trait]
     impl ChatModel for Fixed {
-        async fn complete(&self, _: ChatRequest) -> Result<ChatResponse, ModelError> {
+        async fn complete(&self, _: ChatRequest<'_>) -> Result<ChatResponse, ModelError> {
             Err(ModelError::new(ModelErrorKind::Other, "not called"))
         }
     }
@@ -438,7 +435,8 @@ mod tests {
         let s = Summarizer::new(Fixed).max_tokens(123);
         let old = Summary::new("Order LC1.", 2, &Heuristic);
         let msgs = [StoredMessage::new(3, 5, Message::user("has it shipped?"))];
-        let req = s.request(Some(&old), &msgs);
+        let messages = s.request_messages(Some(&old), &msgs);
+        let req = s.request(&messages);
         assert_eq!(req.options.max_tokens, Some(123));
         let input = req.messages[1].text().unwrap().into_owned();
         assert!(

@@ -7,7 +7,7 @@
 //! window ([`plan_window`]); both run the same two steps (`add_batch`, the system message rule,
 //! and `window_of`), so the prompt and the commit come from one set of rules.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::commit::{Commit, CommitBuilder};
@@ -15,7 +15,7 @@ use crate::error::StoreError;
 use crate::loaded_window::LoadedWindow;
 use crate::message::Message;
 use crate::store::{Retention, Snapshot, StoredMessage};
-use crate::summary::{Summary, render_shared, system_slot};
+use crate::summary::{Summary, render_system, shown, system_slot};
 use crate::tokens::{CounterName, TokenCounter};
 use crate::window::{Selection, WindowPolicy, select};
 
@@ -48,6 +48,9 @@ pub struct Turn {
     new: Vec<(Arc<Message>, u32)>,
     counter: Arc<dyn TokenCounter>,
     policy: WindowPolicy,
+    /// The system message with the summary after it, made when a prompt first needs it
+    /// (the prompt borrows it); cleared when a system message joins the turn.
+    rendered: OnceLock<Option<Message>>,
 }
 
 impl Turn {
@@ -57,6 +60,7 @@ impl Turn {
             new: Vec::new(),
             counter,
             policy,
+            rendered: OnceLock::new(),
         }
     }
 
@@ -68,6 +72,9 @@ impl Turn {
         } else {
             0
         };
+        if message.is_system() {
+            self.rendered = OnceLock::new();
+        }
         self.new.push((Arc::new(message), tokens));
     }
 
@@ -87,30 +94,35 @@ impl Turn {
     }
 
     /// What the model is sent: the system message (the turn's, if it replaces the stored
-    /// one), then the part of the loaded window that memory will still hold once the turn's
-    /// messages are added (so the model never sees more than the policy allows), then the
-    /// turn's messages other than a system message.
+    /// one, with the summary after it), then the part of the loaded window that memory will
+    /// still hold once the turn's messages are added (so the model never sees more than the
+    /// policy allows), then the turn's messages other than a system message.
     ///
-    /// The messages are shared with the loaded window and the turn, not copied: building a
-    /// prompt copies no message text, only references, and
-    /// [`ChatRequest::new`](crate::ChatRequest::new) takes them as they are.
-    pub fn prompt(&self) -> Vec<Arc<Message>> {
-        let old = self.loaded.snapshot().messages.len();
-        let new = self
-            .new
-            .iter()
-            .filter(|(m, _)| !m.is_system())
-            .map(|(m, _)| Arc::clone(m));
-        let (system, selection) = plan_window(self.loaded.snapshot(), &self.new, &self.policy);
+    /// The prompt borrows the messages from the loaded window and the turn: building it
+    /// copies no message and touches no reference count, and
+    /// [`ChatRequest::new`](crate::ChatRequest::new) takes it as it is.
+    pub fn prompt(&self) -> Vec<&Message> {
+        let snapshot = self.loaded.snapshot();
+        let old = snapshot.messages.len();
+        let (replaced_by, selection) = plan_window(snapshot, &self.new, &self.policy);
+        let system = match replaced_by {
+            Some(i) => Some(&*self.new[i].0),
+            None => snapshot.system.as_ref().map(|s| &*s.message),
+        };
+        let system = match shown(snapshot.summary.as_ref()) {
+            Some(summary) => self
+                .rendered
+                .get_or_init(|| render_system(system, Some(summary)))
+                .as_ref(),
+            None => system,
+        };
         // The indices ascend, so the loaded messages' are a prefix (a slice extends in one go).
         let loaded = &selection.indices[..selection.indices.partition_point(|&i| i < old)];
-        let history = loaded
-            .iter()
-            .map(|&i| Arc::clone(&self.loaded.snapshot().messages[i].message));
-        let summary = self.loaded.snapshot().summary.as_ref();
+        let history = loaded.iter().map(|&i| &*snapshot.messages[i].message);
+        let new = self.new.iter().filter(|(m, _)| !m.is_system()).map(|(m, _)| &**m);
         // Sized once: the prompt can be the whole window, and growing it step by step copies it.
         let mut prompt = Vec::with_capacity(1 + selection.indices.len());
-        prompt.extend(render_shared(system.as_ref().map(|s| &s.message), summary));
+        prompt.extend(system);
         prompt.extend(history);
         prompt.extend(new);
         prompt
@@ -163,7 +175,7 @@ pub(crate) fn plan_with(
     if options.keep_unsummarized {
         builder = builder.keep_unsummarized();
     }
-    let changed = add_batch(&mut builder, snapshot, batch);
+    let changed = add_batch(&mut builder, snapshot, batch).changed;
     let (system, _, window_start) = window_of(snapshot, builder.draft(), policy);
     let commit = if changed {
         if let Some((summary, extends)) = options.summary {
@@ -176,37 +188,49 @@ pub(crate) fn plan_with(
     Ok(Plan { system, commit })
 }
 
-/// The system message and the window [`plan_with`] would give, without the commit: what the
-/// prompt needs before the model answers.
+/// The window [`plan_with`] would give, without the commit: what the prompt needs before the
+/// model answers. Also which message of `batch` replaces the stored system message, if one
+/// does (the prompt borrows it from the batch).
 pub(crate) fn plan_window(
     snapshot: &Snapshot,
     batch: &[(Arc<Message>, u32)],
     policy: &WindowPolicy,
-) -> (Option<StoredMessage>, Selection) {
+) -> (Option<usize>, Selection) {
     let mut builder = Commit::on(snapshot);
-    add_batch(&mut builder, snapshot, batch);
-    let (system, selection, _) = window_of(snapshot, builder.draft(), policy);
-    (system, selection)
+    let added = add_batch(&mut builder, snapshot, batch);
+    let (_, selection, _) = window_of(snapshot, builder.draft(), policy);
+    (added.system, selection)
+}
+
+/// What [`add_batch`] did.
+struct Added {
+    /// Whether anything changed.
+    changed: bool,
+    /// The batch index of the system message that replaces the stored one, if any.
+    system: Option<usize>,
 }
 
 /// Adds `batch` to `builder` by the system message rule: a system message with the current
-/// text is ignored, a different one replaces it; every other message is appended. Returns
-/// whether anything changed.
-fn add_batch(builder: &mut CommitBuilder, snapshot: &Snapshot, batch: &[(Arc<Message>, u32)]) -> bool {
-    let mut changed = false;
-    for (message, tokens) in batch {
+/// text is ignored, a different one replaces it; every other message is appended.
+fn add_batch(builder: &mut CommitBuilder, snapshot: &Snapshot, batch: &[(Arc<Message>, u32)]) -> Added {
+    let mut added = Added {
+        changed: false,
+        system: None,
+    };
+    for (i, (message, tokens)) in batch.iter().enumerate() {
         if message.is_system() {
             let current = builder.draft().system().or(snapshot.system.as_ref());
             if current.is_some_and(|s| s.message.text() == message.text()) {
                 continue;
             }
             builder.set_system(Arc::clone(message), *tokens);
+            added.system = Some(i);
         } else {
             builder.push(Arc::clone(message), *tokens);
         }
-        changed = true;
+        added.changed = true;
     }
-    changed
+    added
 }
 
 /// The system message after `draft`, the window over the loaded messages followed by the
@@ -221,4 +245,72 @@ fn window_of(snapshot: &Snapshot, draft: &Commit, policy: &WindowPolicy) -> (Opt
     let selection = select(&all, slot, policy);
     let window_start = all.get(selection.start).map_or(draft.next_seq(), |m| m.seq);
     (system, selection, window_start)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tokens::Heuristic;
+
+    fn texts(prompt: &[&Message]) -> Vec<String> {
+        prompt
+            .iter()
+            .map(|m| m.text().unwrap_or_default().into_owned())
+            .collect()
+    }
+
+    /// A conversation with a system message, a summary and two turns in its window.
+    fn loaded(policy: &WindowPolicy) -> LoadedWindow {
+        let snapshot = Snapshot {
+            version: 3,
+            system: Some(StoredMessage::new(1, 5, Message::system("rules"))),
+            window_start: 4,
+            next_seq: 6,
+            messages: vec![
+                StoredMessage::new(4, 5, Message::user("u2")),
+                StoredMessage::new(5, 5, Message::assistant("a2")),
+            ],
+            summary: Some(Summary::new("Order LC1.", 3, &Heuristic)),
+        };
+        LoadedWindow::new(snapshot, policy, &Heuristic)
+    }
+
+    #[test]
+    fn the_prompt_renders_the_system_message_in_effect_with_the_summary() {
+        let policy = WindowPolicy::messages(10);
+        let mut turn = Turn::new(loaded(&policy), Arc::new(Heuristic), policy);
+        turn.push(Message::user("u3"));
+        let first = texts(&turn.prompt());
+        assert_eq!(first[1..], ["u2", "a2", "u3"]);
+        assert!(
+            first[0].starts_with("rules") && first[0].contains("Order LC1."),
+            "{first:?}"
+        );
+        // The same text again changes nothing; a different one replaces the rendered one.
+        turn.push(Message::system("rules"));
+        assert_eq!(texts(&turn.prompt()), first);
+        turn.push(Message::system("new rules"));
+        let replaced = texts(&turn.prompt());
+        assert!(
+            replaced[0].starts_with("new rules") && replaced[0].contains("Order LC1."),
+            "{replaced:?}"
+        );
+        assert_eq!(replaced[1..], ["u2", "a2", "u3"]);
+    }
+
+    #[test]
+    fn the_prompt_borrows_the_stored_system_message_without_a_summary() {
+        let policy = WindowPolicy::messages(2);
+        let mut window = loaded(&policy);
+        let mut snapshot = window.snapshot().clone();
+        snapshot.summary = None;
+        window = LoadedWindow::new(snapshot, &policy, &Heuristic);
+        let mut turn = Turn::new(window, Arc::new(Heuristic), policy);
+        turn.push(Message::user("u3"));
+        let prompt = turn.prompt();
+        let stored = turn.loaded().snapshot().system.as_ref().map(|s| &*s.message);
+        assert!(std::ptr::eq(prompt[0], stored.unwrap()));
+        // Two slots: the window keeps only the new user message.
+        assert_eq!(texts(&prompt), ["rules", "u3"]);
+    }
 }

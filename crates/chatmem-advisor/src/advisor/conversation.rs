@@ -44,9 +44,9 @@ impl<M, S> Conversation<M, S> {
 
 #[async_trait]
 impl<M: ChatModel, S: Store> ChatModel for Conversation<M, S> {
-    async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
+    async fn complete(&self, request: ChatRequest<'_>) -> Result<ChatResponse, ModelError> {
         let turn = TurnRequest {
-            messages: request.messages.into_iter().map(Arc::unwrap_or_clone).collect(),
+            messages: request.messages.into_iter().cloned().collect(),
             tools: request.tools,
             options: request.options,
         };

@@ -16,14 +16,14 @@ use crate::turn::{TurnResponse, add_usage};
 /// asks for, and commits [`into_answered`](Self::into_answered) once it is done; only how
 /// an answer is obtained (`complete`, or `stream` joined by a `DeltaAccumulator`) differs.
 pub(super) struct TurnLoop {
-    /// What the final commit writes; each generated message joins it (counted once) as it
-    /// arrives.
+    /// The turn as prepared: every request starts with its prompt. The generated messages
+    /// join it (each counted once) when the turn is answered, so the prompt stays the one
+    /// the first request sent.
     turn: Turn,
     /// The turn's new messages (for [`TurnResponse::messages`]).
     new: Vec<Message>,
-    /// What the next request sends: the prepared prompt, then every generated message.
-    prompt: Vec<Arc<Message>>,
-    /// The model's messages and the tool results, in order.
+    /// The model's messages and the tool results, in order: what each request sends after
+    /// the prompt.
     generated: Vec<Message>,
     tools: Vec<ToolDefinition>,
     options: SamplingOptions,
@@ -52,11 +52,10 @@ impl TurnLoop {
         executor: Option<Arc<dyn ToolExecutor>>,
         max_tool_rounds: usize,
     ) -> Self {
-        let Prepared { turn, prompt, new } = prepared;
+        let Prepared { turn, new } = prepared;
         Self {
             turn,
             new,
-            prompt,
             generated: Vec::new(),
             tools,
             options,
@@ -67,10 +66,14 @@ impl TurnLoop {
         }
     }
 
-    /// The next model call: the whole prompt so far, with the turn's tools and options.
-    pub(super) fn request(&self) -> ChatRequest {
+    /// The next model call: the turn's prompt and every generated message, borrowed, with the
+    /// turn's tools and options.
+    pub(super) fn request(&self) -> ChatRequest<'_> {
+        let mut messages = self.turn.prompt();
+        messages.extend(&self.generated);
+        tracing::trace!(prompt = messages.len(), round = self.rounds + 1, "model request");
         ChatRequest {
-            messages: self.prompt.clone(),
+            messages,
             tools: self.tools.clone(),
             options: self.options.clone(),
         }
@@ -84,9 +87,7 @@ impl TurnLoop {
         self.rounds += 1;
         self.usage = add_usage(self.usage, response.usage);
         let calls = response.message.tool_calls().to_vec();
-        self.prompt.push(Arc::new(response.message.clone()));
         self.generated.push(response.message.clone());
-        self.turn.push(response.message.clone());
         // Without an executor a tool-call answer is the final answer: the caller runs the tools.
         if calls.is_empty() || self.executor.is_none() {
             return Ok(Step::Done(response.message, response.finish_reason));
@@ -106,16 +107,15 @@ impl TurnLoop {
             None => Vec::new(),
         };
         let start = self.generated.len();
-        self.prompt.extend(results.iter().cloned().map(Arc::new));
-        for r in &results {
-            self.turn.push(r.clone());
-        }
         self.generated.extend(results);
         &self.generated[start..]
     }
 
     /// The turn to commit, `message` being the final answer.
-    pub(super) fn into_answered(self, message: Message, finish_reason: Option<String>) -> Answered {
+    pub(super) fn into_answered(mut self, message: Message, finish_reason: Option<String>) -> Answered {
+        for m in &self.generated {
+            self.turn.push(m.clone());
+        }
         let response = TurnResponse {
             message,
             messages: self.new.into_iter().chain(self.generated).collect(),
