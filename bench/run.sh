@@ -78,8 +78,20 @@ PY
 # The sides take turns workload by workload, not one whole side after another: this VM's speed
 # drifts by tens of percent over minutes, and a ratio is only as close as its two figures are in
 # time. BENCH_ONLY (comma-separated) narrows the workloads as before.
-IFS=, read -r -a workloads <<< "${BENCH_ONLY:-W1,W2,W2L,W3,W4,RT}"
-for w in "${workloads[@]}"; do
+# The short in-memory workloads (W1, W2: seconds per side) run in rounds, the sides alternating
+# within each: this VM also switches between a fast and a slow phase (every side ~1.7x slower
+# for a while), and a single pass can put chatmem and a peer in different phases. The report
+# keeps each system's median round (every round's median is in results.json).
+rounds=${BENCH_ROUNDS:-3}
+if [ "$mode" = quick ]; then rounds=1; fi
+schedule=()
+for w in $(echo "${BENCH_ONLY:-W1,W2,W2L,W3,W4,RT}" | tr , ' '); do
+  case "$w" in
+    W1|W2) for ((r = 0; r < rounds; r++)); do schedule+=("$w"); done ;;
+    *) schedule+=("$w") ;;
+  esac
+done
+for w in "${schedule[@]}"; do
   if runs chatmem; then
     echo "bench: $w, chatmem side" >&2
     BENCH_ONLY="$w" nice -n 10 "$target/chatmem-side/release/bench-chatmem" "${args[@]}" >> "$out/chatmem.jsonl"
