@@ -479,17 +479,23 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .expect("tokio runtime")
 }
 
-/// A bench binary's `main`: the plan from the arguments, a run id, `run` on the 2-worker
-/// runtime; on an error, `<side> bench failed: ...` and exit code 1 (so `bench/run.sh` and CI fail).
+/// A bench binary's `main`: the plan from the arguments, a run id, `run` as a task on the
+/// 2-worker runtime (where a server's request handlers run, not on a thread outside it: a
+/// client's replies then wake a task on a worker, not a parked main thread); on an error,
+/// `<side> bench failed: ...` and exit code 1 (so `bench/run.sh` and CI fail).
 pub fn main<F, Fut>(side: &str, run: F)
 where
     F: FnOnce(Plan, String) -> Fut,
-    Fut: Future<Output = Result<(), String>>,
+    Fut: Future<Output = Result<(), String>> + Send + 'static,
 {
     let plan = Plan::from_args();
     let id = run_id();
     progress("start");
-    if let Err(e) = runtime().block_on(run(plan, id)) {
+    let rt = runtime();
+    let result = rt
+        .block_on(rt.spawn(run(plan, id)))
+        .unwrap_or_else(|e| Err(format!("the bench task failed: {e}")));
+    if let Err(e) = result {
         eprintln!("{side} bench failed: {e}");
         std::process::exit(1);
     }
