@@ -177,6 +177,7 @@ pub(crate) fn plan_with(
     }
     let changed = add_batch(&mut builder, snapshot, batch).changed;
     let (system, _, window_start) = window_of(snapshot, builder.draft(), policy);
+    let system = system.cloned();
     let commit = if changed {
         if let Some((summary, extends)) = options.summary {
             builder = builder.summary(summary.clone(), extends);
@@ -235,13 +236,17 @@ fn add_batch(builder: &mut CommitBuilder, snapshot: &Snapshot, batch: &[(Arc<Mes
 
 /// The system message after `draft`, the window over the loaded messages followed by the
 /// appended ones, and the sequence the window starts at.
-fn window_of(snapshot: &Snapshot, draft: &Commit, policy: &WindowPolicy) -> (Option<StoredMessage>, Selection, u64) {
-    let system = draft.system().or(snapshot.system.as_ref()).cloned();
+fn window_of<'a>(
+    snapshot: &'a Snapshot,
+    draft: &'a Commit,
+    policy: &WindowPolicy,
+) -> (Option<&'a StoredMessage>, Selection, u64) {
+    let system = draft.system().or(snapshot.system.as_ref());
     // Two slice extends, not a chained collect: that pushes one reference at a time.
     let mut all: Vec<&StoredMessage> = Vec::with_capacity(snapshot.messages.len() + draft.appended().len());
     all.extend(&snapshot.messages);
     all.extend(draft.appended());
-    let slot = system_slot(system.as_ref(), snapshot.summary.as_ref());
+    let slot = system_slot(system, snapshot.summary.as_ref());
     let selection = select(&all, slot, policy);
     let window_start = all.get(selection.start).map_or(draft.next_seq(), |m| m.seq);
     (system, selection, window_start)
