@@ -24,19 +24,25 @@ for name in ("chatmem.jsonl", "peers.jsonl", "python.jsonl"):
             rows += [json.loads(line) for line in f if line.startswith("{")]
 # W1 and W2 run in rounds (bench/run.sh): each system's row is its median round, with every
 # round's median kept beside it.
+ROUNDED = ("W1", "W2")
 MEASURED = {"median_us", "p90_us", "mean_us", "turns"}
+
+
+def round_key(r):
+    """What identifies a row across rounds: every field but the measured ones."""
+    return json.dumps({k: v for k, v in r.items() if k not in MEASURED}, sort_keys=True)
+
+
 rounds = {}
 for r in rows:
-    if r["workload"] in ("W1", "W2"):
-        key = json.dumps({k: v for k, v in r.items() if k not in MEASURED}, sort_keys=True)
-        rounds.setdefault(key, []).append(r)
+    if r["workload"] in ROUNDED:
+        rounds.setdefault(round_key(r), []).append(r)
 merged = []
 for r in rows:
-    if r["workload"] not in ("W1", "W2"):
+    if r["workload"] not in ROUNDED:
         merged.append(r)
         continue
-    key = json.dumps({k: v for k, v in r.items() if k not in MEASURED}, sort_keys=True)
-    group = rounds.pop(key, None)
+    group = rounds.pop(round_key(r), None)
     if group is None:
         continue  # merged with its first round
     ordered = sorted(group, key=lambda g: g["median_us"])

@@ -99,7 +99,7 @@ impl Turn {
     /// policy allows), then the turn's messages other than a system message.
     ///
     /// The prompt borrows the messages from the loaded window and the turn: building it
-    /// copies no message and touches no reference count, and
+    /// copies no message and takes no reference count per window message, and
     /// [`ChatRequest::new`](crate::ChatRequest::new) takes it as it is.
     pub fn prompt(&self) -> Vec<&Message> {
         let snapshot = self.loaded.snapshot();
