@@ -22,9 +22,9 @@ for name in ("chatmem.jsonl", "peers.jsonl", "python.jsonl"):
     if os.path.exists(path):
         with open(path) as f:
             rows += [json.loads(line) for line in f if line.startswith("{")]
-# W1 and W2 run in rounds (bench/run.sh): each system's row is its median round, with every
-# round's median kept beside it.
-ROUNDED = ("W1", "W2")
+# Some workloads run in rounds (bench/run.sh says which and why): a row whose every field but
+# the measured ones repeats is another round of the same measurement. Each system's row is its
+# median round, with every round's median kept beside it. Nothing else repeats a row.
 MEASURED = {"median_us", "p90_us", "mean_us", "turns"}
 
 
@@ -35,16 +35,15 @@ def round_key(r):
 
 rounds = {}
 for r in rows:
-    if r["workload"] in ROUNDED:
-        rounds.setdefault(round_key(r), []).append(r)
+    rounds.setdefault(round_key(r), []).append(r)
 merged = []
 for r in rows:
-    if r["workload"] not in ROUNDED:
-        merged.append(r)
-        continue
     group = rounds.pop(round_key(r), None)
     if group is None:
         continue  # merged with its first round
+    if len(group) == 1:
+        merged.append(r)
+        continue
     ordered = sorted(group, key=lambda g: g["median_us"])
     pick = dict(ordered[(len(ordered) - 1) // 2])
     pick["round_medians_us"] = [g["median_us"] for g in group]
