@@ -78,16 +78,20 @@ PY
 # The sides take turns workload by workload, not one whole side after another: this VM's speed
 # drifts by tens of percent over minutes, and a ratio is only as close as its two figures are in
 # time. BENCH_ONLY (comma-separated) narrows the workloads as before.
-# The short in-memory workloads (W1, W2: seconds per side) run in rounds, the sides alternating
-# within each: this VM also switches between a fast and a slow phase (every side ~1.7x slower
-# for a while), and a single pass can put chatmem and a peer in different phases. The report
-# keeps each system's median round (every round's median is in results.json).
+# The short in-memory workloads run in rounds, the sides alternating within each: this VM also
+# switches between a fast and a slow phase (every side ~1.7x slower for a while), and a single
+# pass can put chatmem and a peer in different phases. W1 (under a second per side) takes five
+# rounds, W2 (minutes, for the slowest Python peers) three. The report keeps each system's median
+# round and compares chatmem with each peer round by round (every round's median is in
+# results.json). Within a round the Rust peers run their fast cases first, right after chatmem.
 rounds=${BENCH_ROUNDS:-3}
-if [ "$mode" = quick ]; then rounds=1; fi
+w1_rounds=${BENCH_ROUNDS_W1:-5}
+if [ "$mode" = quick ]; then rounds=1; w1_rounds=1; fi
 schedule=()
 for w in $(echo "${BENCH_ONLY:-W1,W2,W2L,W3,W4,RT}" | tr , ' '); do
   case "$w" in
-    W1|W2) for ((r = 0; r < rounds; r++)); do schedule+=("$w"); done ;;
+    W1) for ((r = 0; r < w1_rounds; r++)); do schedule+=("$w"); done ;;
+    W2) for ((r = 0; r < rounds; r++)); do schedule+=("$w"); done ;;
     *) schedule+=("$w") ;;
   esac
 done
