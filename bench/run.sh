@@ -81,7 +81,7 @@ PY
 # The short in-memory workloads run in rounds, the sides alternating within each: this VM also
 # switches between a fast and a slow phase (every side ~1.7x slower for a while), and a single
 # pass can put chatmem and a peer in different phases. W1 (under a second per side) takes five
-# rounds, W2 (minutes, for the slowest Python peers) three. The report keeps each system's median
+# rounds, W2 and W2L (minutes, for the slowest peers) three. The report keeps each system's median
 # round and compares chatmem with each peer round by round (every round's median is in
 # results.json). Within a round the Rust peers run their fast cases first, right after chatmem.
 rounds=${BENCH_ROUNDS:-3}
@@ -91,7 +91,7 @@ schedule=()
 for w in $(echo "${BENCH_ONLY:-W1,W2,W2L,W3,W4,RT}" | tr , ' '); do
   case "$w" in
     W1) for ((r = 0; r < w1_rounds; r++)); do schedule+=("$w"); done ;;
-    W2) for ((r = 0; r < rounds; r++)); do schedule+=("$w"); done ;;
+    W2|W2L) for ((r = 0; r < rounds; r++)); do schedule+=("$w"); done ;;
     *) schedule+=("$w") ;;
   esac
 done

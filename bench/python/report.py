@@ -25,7 +25,7 @@ for name in ("chatmem.jsonl", "peers.jsonl", "python.jsonl"):
 # Some workloads run in rounds (bench/run.sh says which and why): a row whose every field but
 # the measured ones repeats is another round of the same measurement. Each system's row is its
 # median round, with every round's median kept beside it. Nothing else repeats a row.
-MEASURED = {"median_us", "p90_us", "mean_us", "turns"}
+MEASURED = {"median_us", "p90_us", "mean_us", "turns", "samples_us"}
 
 
 def round_key(r):
