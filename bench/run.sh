@@ -83,7 +83,8 @@ PY
 # pass can put chatmem and a peer in different phases. W1 (under a second per side) takes five
 # rounds, W2 and W2L (minutes, for the slowest peers) three. The report keeps each system's median
 # round and compares chatmem with each peer round by round (every round's median is in
-# results.json). Within a round the Rust peers run their fast cases first, right after chatmem.
+# results.json). Rounds are whole processes: they also pair out what a process's start decides
+# (allocator state, code and data placement).
 rounds=${BENCH_ROUNDS:-3}
 w1_rounds=${BENCH_ROUNDS_W1:-5}
 if [ "$mode" = quick ]; then rounds=1; w1_rounds=1; fi
@@ -95,8 +96,14 @@ for w in $(echo "${BENCH_ONLY:-W1,W2,W2L,W3,W4,RT}" | tr , ' '); do
     *) schedule+=("$w") ;;
   esac
 done
+# The in-memory workloads (W1, W2, W2L) need no database, so the Rust peers' binary runs
+# chatmem's cases beside its own, in one process taking turns in blocks of 50 turns: the VM's
+# speed also switches within milliseconds, which no two processes can pair out
+# (bench/common/src/in_memory.rs). chatmem's side runs them alone only when the Rust peers don't.
 for w in "${schedule[@]}"; do
-  if runs chatmem; then
+  beside_peers=false
+  case "$w" in W1|W2|W2L) runs rust && beside_peers=true ;; esac
+  if runs chatmem && [ "$beside_peers" = false ]; then
     echo "bench: $w, chatmem side" >&2
     BENCH_ONLY="$w" nice -n 10 "$target/chatmem-side/release/bench-chatmem" "${args[@]}" >> "$out/chatmem.jsonl"
   fi

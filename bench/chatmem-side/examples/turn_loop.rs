@@ -1,13 +1,12 @@
-//! chatmem's W1 or W2L turn (the bench's turn) in a long loop, for a profiler:
+//! chatmem's W1, W2 or W2L turn (the bench's turn) in a long loop, for a profiler:
 //! `cargo build --release --example turn_loop`, then
-//! `perf record -g target/release/examples/turn_loop w1 300000` (turns) or
+//! `perf record -g target/release/examples/turn_loop w1 300000` (turns; `w2 20000` likewise) or
 //! `... turn_loop w2l 10` (conversations of 2,000 turns; timed over turns 1,000 to 2,000).
 //! Prints the mean per turn.
 
-use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use chatmem::{ChatMemory, Cl100k, ConversationId, InMemoryStore, Message, TokenCounter, WindowPolicy};
+use chatmem::{ChatMemory, ConversationId, InMemoryStore, WindowPolicy};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -20,12 +19,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             args.next().map_or(Ok(300_000), |a| a.parse())?,
             0,
         ),
+        "w2" => (
+            bench_common::in_memory::chatmem_tokens(bench_common::W2_TOKENS)?,
+            1,
+            args.next().map_or(Ok(20_000), |a| a.parse())?,
+            100,
+        ),
         "w2l" => {
-            let sys = Cl100k.count_message(&Message::system(bench_common::SYSTEM));
-            let policy = WindowPolicy::try_tokens(bench_common::W2L_TOKENS + sys + chatmem::PER_LIST)?;
+            let policy = bench_common::in_memory::chatmem_tokens(bench_common::W2L_TOKENS)?;
             (policy, args.next().map_or(Ok(10), |a| a.parse())?, 2_000, 1_000)
         }
-        other => return Err(format!("unknown workload {other:?}: w1 or w2l").into()),
+        other => return Err(format!("unknown workload {other:?}: w1, w2 or w2l").into()),
     };
     let memory = ChatMemory::builder(InMemoryStore::new()).policy(policy).build()?;
     let texts: Vec<(String, String)> = (0..1_000)
@@ -37,12 +41,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         for i in 0..turns {
             let (user, answer) = &texts[i % texts.len()];
             let start = Instant::now();
-            let loaded = memory.load(&id).await?;
-            let first = loaded.system().is_none().then(|| Message::system(bench_common::SYSTEM));
-            let mut turn = memory.turn(loaded, first.into_iter().chain([Message::user(user.as_str())]));
-            black_box(turn.prompt());
-            turn.push(Message::assistant(answer.as_str()));
-            memory.commit_turn(&id, turn).await?;
+            bench_common::in_memory::chatmem_turn(&memory, &id, user.clone(), answer.clone()).await?;
             if i >= from {
                 timed += start.elapsed();
             }

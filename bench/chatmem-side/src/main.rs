@@ -11,8 +11,7 @@ use std::time::Duration;
 
 use bench_common::{self as b, Plan};
 use chatmem::{
-    ChatMemory, Cl100k, Commit, ConversationId, Heuristic, InMemoryStore, Message, Retention, Snapshot, Store,
-    TokenCounter, WindowPolicy,
+    ChatMemory, Cl100k, Commit, ConversationId, Message, Retention, Snapshot, Store, TokenCounter, WindowPolicy,
 };
 use chatmem_postgres::PostgresStore;
 use chatmem_redis::RedisStore;
@@ -30,19 +29,7 @@ fn id(s: &str) -> ConversationId {
     ConversationId::new(s).expect("bench ids are valid")
 }
 
-/// One turn on `id` as the advisor runs it; the system message joins the first turn only.
-async fn turn<S: Store>(m: &ChatMemory<S>, id: &ConversationId, user: String, answer: String) -> Res<()> {
-    let loaded = m.load(id).await.map_err(|e| e.to_string())?;
-    let first = if loaded.system().is_none() {
-        Some(Message::system(b::SYSTEM))
-    } else {
-        None
-    };
-    let mut t = m.turn(loaded, first.into_iter().chain([Message::user(user)]));
-    black_box(t.prompt());
-    t.push(Message::assistant(answer));
-    m.commit_turn(id, t).await.map_err(|e| e.to_string())
-}
+use b::in_memory::chatmem_turn as turn;
 
 async fn run_turns<S: Store>(
     m: &ChatMemory<S>,
@@ -57,51 +44,26 @@ async fn run_turns<S: Store>(
     .await
 }
 
-/// The token budget that leaves `budget` for the turns after the system message (the
-/// system message and the list overhead count toward chatmem's budget, not the peers').
-fn tokens_for(budget: usize) -> WindowPolicy {
-    let sys = Cl100k.count_message(&Message::system(b::SYSTEM));
-    WindowPolicy::try_tokens(budget + sys + chatmem::PER_LIST).expect("valid budget")
-}
-
+/// W1, W2 and W2L: chatmem's cases alone, with the runner the peers' side runs them with (beside
+/// the Rust peers; `bench/run.sh` runs them here only when the Rust peers do not run).
 async fn in_memory(plan: &Plan) -> Res<()> {
     let long = plan.memory_cap;
-    if plan.runs("W1") {
-        for (label, heuristic) in [("cl100k counter (default)", false), ("heuristic counter", true)] {
-            let mut builder =
-                ChatMemory::builder(InMemoryStore::new()).policy(WindowPolicy::messages(b::W1_MESSAGES + 1));
-            if heuristic {
-                builder = builder.counter(Heuristic);
-            }
-            let m = builder.build().map_err(|e| e.to_string())?;
-            let s = run_turns(&m, &id("w1"), 100, plan.memory_turns, long).await?;
-            let mut f = b::summary_fields(&s, false);
-            f["variant"] = json!(label);
-            b::emit("W1", SYS, "memory", f);
+    for (workload, warmup, turns, keep) in [
+        ("W1", 100, plan.memory_turns, false),
+        ("W2", 100, plan.memory_turns, false),
+        ("W2L", 0, plan.long_turns, true),
+    ] {
+        if plan.runs(workload) {
+            b::in_memory::run_and_emit(
+                workload,
+                b::in_memory::chatmem_cases(workload)?,
+                warmup,
+                turns,
+                long,
+                keep,
+            )
+            .await?;
         }
-        b::progress("chatmem W1 done");
-    }
-    if plan.runs("W2") {
-        let m = ChatMemory::builder(InMemoryStore::new())
-            .policy(tokens_for(b::W2_TOKENS))
-            .build()
-            .map_err(|e| e.to_string())?;
-        let s = run_turns(&m, &id("w2"), 100, plan.memory_turns, long).await?;
-        let mut f = b::summary_fields(&s, false);
-        f["window_messages"] = json!(m.load(&id("w2")).await.map_err(|e| e.to_string())?.len());
-        b::emit("W2", SYS, "memory", f);
-        b::progress("chatmem W2 done");
-    }
-    if plan.runs("W2L") {
-        let m = ChatMemory::builder(InMemoryStore::new())
-            .policy(tokens_for(b::W2L_TOKENS))
-            .build()
-            .map_err(|e| e.to_string())?;
-        let s = run_turns(&m, &id("w2l"), 0, plan.long_turns, long).await?;
-        let mut f = b::summary_fields(&s, true);
-        f["window_messages"] = json!(m.load(&id("w2l")).await.map_err(|e| e.to_string())?.len());
-        b::emit("W2L", SYS, "memory", f);
-        b::progress("chatmem W2L done");
     }
     Ok(())
 }

@@ -1,7 +1,10 @@
 //! What both bench binaries share: the workloads' sizes, the deterministic text, the timing
-//! loop and its statistics, the JSON result lines, the round-trip counting proxy and the W4
-//! checker. It links no database driver, so the chatmem side (rusqlite) and the peers' side
-//! (sqlx's SQLite) can both use it.
+//! loop and its statistics, the in-memory workloads' interleaved runner with chatmem's turn
+//! ([`in_memory`]), the JSON result lines, the round-trip counting proxy and the W4 checker.
+//! It links no database driver (chatmem's core crate has none), so the chatmem side (rusqlite)
+//! and the peers' side (sqlx's SQLite) can both use it.
+
+pub mod in_memory;
 
 use std::collections::HashMap;
 use std::future::Future;

@@ -4,15 +4,16 @@
 //! configured as its docs show, on the same workloads as `bench-chatmem`. A turn is what
 //! each framework's agent does per model call: read the memory (and cut the window the model
 //! gets), then store the user message and the answer. One JSON line per result on stdout.
+//! The in-memory workloads (W1, W2, W2L) run chatmem's cases here too, taking turns with the
+//! peers' in blocks (`bench_common::in_memory` says why); chatmem's core crate links no SQLite.
 //!
 //! Run with: `cargo run --release -- [--quick]` (from bench/peers).
 
-use std::future::Future;
 use std::hint::black_box;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bench_common::in_memory::{BoxFut, Case, Turner};
 use bench_common::{self as b, Plan};
 use daimon::memory::Memory as _;
 use langchain_rust::schemas::BaseMemory;
@@ -21,15 +22,9 @@ use serde_json::json;
 use tokio::sync::Mutex;
 
 type Res<T> = Result<T, String>;
-type BoxFut<'a> = Pin<Box<dyn Future<Output = Res<()>> + Send + 'a>>;
 
 fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
-}
-
-/// One conversation as one peer keeps it: a turn reads the window and stores the pair.
-trait Turner: Send {
-    fn turn(&mut self, user: String, answer: String) -> BoxFut<'_>;
 }
 
 /// The last `n` messages (the window a store-backed history is cut to before the call).
@@ -53,7 +48,7 @@ struct Rig {
 }
 
 impl Turner for Rig {
-    fn turn(&mut self, user: String, answer: String) -> BoxFut<'_> {
+    fn turn(&mut self, user: String, answer: String) -> BoxFut<'_, ()> {
         Box::pin(async move {
             black_box(self.mem.load(&self.id).await.map_err(err)?);
             let pair = vec![
@@ -112,7 +107,7 @@ struct Lc<M> {
 }
 
 impl<M: BaseMemory> Turner for Lc<M> {
-    fn turn(&mut self, user: String, answer: String) -> BoxFut<'_> {
+    fn turn(&mut self, user: String, answer: String) -> BoxFut<'_, ()> {
         Box::pin(async move {
             let all = self.mem.messages().await.map_err(err)?;
             black_box(last(&all, self.window));
@@ -130,7 +125,7 @@ struct Dm<M> {
 }
 
 impl<M: daimon::memory::Memory> Turner for Dm<M> {
-    fn turn(&mut self, user: String, answer: String) -> BoxFut<'_> {
+    fn turn(&mut self, user: String, answer: String) -> BoxFut<'_, ()> {
         Box::pin(async move {
             let all = self.mem.get_messages().await.map_err(err)?;
             black_box(last(&all, self.window));
@@ -159,35 +154,39 @@ async fn timed(t: &mut dyn Turner, warmup: usize, max: usize, cap: Duration) -> 
     .await
 }
 
+/// W1, W2 and W2L: chatmem's cases and the peers' in this one process, taking turns in blocks
+/// (`b::in_memory::interleaved` says why).
 async fn in_memory(plan: &Plan) -> Res<()> {
     let long = plan.memory_cap;
     let n = plan.memory_turns;
+    let case = |system, variant, turner: Box<dyn Turner>| Case {
+        system,
+        variant,
+        turner,
+    };
     if plan.runs("W1") {
         let w = b::W1_MESSAGES;
-        // The fast peers first: chatmem's side ran just before, and this VM drifts within
-        // seconds (rig-memory's run takes about ten).
-        let cases: Vec<(&str, Box<dyn Turner>)> = vec![
-            (
+        let mut cases = b::in_memory::chatmem_cases("W1")?;
+        cases.extend([
+            case(
                 "langchain-rust",
+                None,
                 Box::new(Lc {
                     mem: langchain_rust::memory::WindowBufferMemory::new(w),
                     window: None,
                 }),
             ),
-            (
+            case(
                 "daimon",
+                None,
                 Box::new(Dm {
                     mem: daimon::memory::SlidingWindowMemory::new(w),
                     window: None,
                 }),
             ),
-            ("rig-memory", Box::new(rig_messages(w))),
-        ];
-        for (name, mut t) in cases {
-            let s = timed(t.as_mut(), 100, n, long).await?;
-            b::emit("W1", name, "memory", b::summary_fields(&s, false));
-        }
-        b::progress("peers W1 done");
+            case("rig-memory", None, Box::new(rig_messages(w))),
+        ]);
+        b::in_memory::run_and_emit("W1", cases, 100, n, long, false).await?;
     }
     for (workload, budget, turns, keep, warmup) in [
         ("W2", b::W2_TOKENS, n, false, 100),
@@ -196,41 +195,35 @@ async fn in_memory(plan: &Plan) -> Res<()> {
         if !plan.runs(workload) {
             continue;
         }
-        // rig-memory last, as in W1.
-        let cases: Vec<(&str, &str, Box<dyn Turner>)> = vec![
-            (
+        let mut cases = b::in_memory::chatmem_cases(workload)?;
+        cases.extend([
+            case(
                 "langchain-rust",
-                "cl100k (built in)",
+                Some("cl100k (built in)"),
                 Box::new(Lc {
                     mem: langchain_rust::memory::TokenBufferMemory::new(budget),
                     window: None,
                 }),
             ),
-            (
+            case(
                 "daimon",
-                "cl100k (tiktoken-rs)",
+                Some("cl100k (tiktoken-rs)"),
                 Box::new(Dm {
                     mem: daimon::memory::TokenWindowMemory::new(budget).with_token_counter(daimon_cl100k),
                     window: None,
                 }),
             ),
-            (
+            case(
                 "daimon",
-                "default estimate (4 chars/token)",
+                Some("default estimate (4 chars/token)"),
                 Box::new(Dm {
                     mem: daimon::memory::TokenWindowMemory::new(budget),
                     window: None,
                 }),
             ),
-            ("rig-memory", "cl100k (tiktoken-rs)", Box::new(rig_tokens(budget))),
-        ];
-        for (name, variant, mut t) in cases {
-            let s = timed(t.as_mut(), warmup, turns, long).await?;
-            let mut f = b::summary_fields(&s, keep);
-            f["variant"] = json!(variant);
-            b::emit(workload, name, "memory", f);
-            b::progress(&format!("peers {workload} {name} {variant} done"));
-        }
+            case("rig-memory", Some("cl100k (tiktoken-rs)"), Box::new(rig_tokens(budget))),
+        ]);
+        b::in_memory::run_and_emit(workload, cases, warmup, turns, long, keep).await?;
     }
     Ok(())
 }
