@@ -100,32 +100,42 @@ per_turn_table("W1", "W1: in memory, 20-message window (chatmem: 21 with its sys
 per_turn_table("W2", "W2: in memory, 4,000-token window, cl100k", True)
 per_turn_table("W2L", "W2L: one conversation, 100,000-token window, 2,000 turns", True)
 
-# W2L: turn 100 against the last turns.
+def by_language(s, lo, hi):
+    """The median of the Chinese turns and of the English turns among samples lo..hi. Turns
+    alternate (turn i's text is Chinese for even i, as every side makes it) and a Chinese turn
+    costs a tokenizing system several times an English one, so a median over both lands on one
+    language or the other by parity: it cannot compare two stretches of a run."""
+    lo, hi = max(0, lo), min(len(s), hi)
+    zh = [x for i, x in enumerate(s[lo:hi], lo) if i % 2 == 0]
+    en = [x for i, x in enumerate(s[lo:hi], lo) if i % 2 == 1]
+    return (statistics.median(zh), statistics.median(en)) if zh and en else None
+
+
+# W2L: turn 100 against the last turns, each language apart.
 w2l = sel("W2L")
 if w2l:
-    md.append("W2L cost by turn number (median of 21 turns around each):\n")
-    md.append("| system | turn 100 | turn 1,000 | last turn measured | last ÷ turn 100 |")
+    md.append("W2L cost by turn number (median of the Chinese turns / of the English turns among 100 turns):\n")
+    md.append("| system | turns 51–150 | turns 951–1,050 | last 100 turns measured | last ÷ turns 51–150 |")
     md.append("|---|---:|---:|---:|---:|")
     for r in w2l:
         s = r.get("samples_us", [])
-        around = lambda i: statistics.median(s[max(0, i - 10): i + 11]) if len(s) > i else None
-        t100, t1000, tl = around(100), around(1000), statistics.median(s[-21:]) if s else None
-        fmt = lambda x: us(x) if x is not None else "—"
-        ratio = f"{tl / t100:.2f}" if t100 and tl else "—"
-        md.append(f"| {label(r)} | {fmt(t100)} | {fmt(t1000)} | {fmt(tl)} (turn {len(s)}) | {ratio} |")
+        first, mid, last = by_language(s, 50, 150), by_language(s, 950, 1050), by_language(s, len(s) - 100, len(s))
+        fmt = lambda p: f"{us(p[0])} / {us(p[1])}" if p else "—"
+        ratio = f"{last[0] / first[0]:.2f} / {last[1] / first[1]:.2f}" if first and last and len(s) >= 250 else "—"
+        md.append(f"| {label(r)} | {fmt(first)} | {fmt(mid)} | {fmt(last)} (to turn {len(s)}) | {ratio} |")
     md.append("")
     fig, ax = plt.subplots(figsize=(8, 5))
     for r in w2l:
         s = r.get("samples_us", [])
         if not s:
             continue
-        k = 25
-        xs = list(range(0, len(s), k))
-        ys = [statistics.median(s[i: i + k]) / 1000 for i in xs]
+        k = 50
+        xs = [i for i in range(0, len(s), k) if by_language(s, i, i + k)]
+        ys = [sum(by_language(s, i, i + k)) / 2 / 1000 for i in xs]
         ax.plot([x + 1 for x in xs], ys, label=label(r), linewidth=2 if r["system"] == CHATMEM else 1)
     ax.set_yscale("log")
     ax.set_xlabel("turn number")
-    ax.set_ylabel("ms per turn (median of 25 turns, log)")
+    ax.set_ylabel("ms per turn (per 50 turns, log)")
     ax.set_title("W2L: cost vs turn number, 100,000-token window")
     ax.legend(fontsize=7)
     fig.tight_layout()
@@ -276,8 +286,14 @@ for name, cm, best in targets:
 for r in sel("W2L", system=CHATMEM):
     s = r.get("samples_us", [])
     if len(s) >= 2000:
-        t100, t2000 = statistics.median(s[90:111]), statistics.median(s[-21:])
-        row("W2L: turn 2,000 costs what turn 100 does", f"{us(t100)} → {us(t2000)}", "—", f"{t2000 / t100:.2f}", t2000 / t100 < 1.15)
+        (zh0, en0), (zh1, en1) = by_language(s, 50, 150), by_language(s, len(s) - 100, len(s))
+        row(
+            "W2L: turn 2,000 costs what turn 100 does (Chinese / English turns)",
+            f"{us(zh0)} / {us(en0)} → {us(zh1)} / {us(en1)}",
+            "—",
+            f"{zh1 / zh0:.2f} / {en1 / en0:.2f}",
+            zh1 / zh0 < 1.15 and en1 / en0 < 1.15,
+        )
 for store in stores:
     pts = sorted((r for r in w3 if r["store"] == store and r["system"] == CHATMEM), key=lambda r: r["history"])
     if len(pts) > 1:
