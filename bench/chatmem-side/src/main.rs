@@ -9,6 +9,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bench_common::in_memory::chatmem_turn as turn;
 use bench_common::{self as b, Plan};
 use chatmem::{
     ChatMemory, Cl100k, Commit, ConversationId, Message, Retention, Snapshot, Store, TokenCounter, WindowPolicy,
@@ -29,8 +30,6 @@ fn id(s: &str) -> ConversationId {
     ConversationId::new(s).expect("bench ids are valid")
 }
 
-use b::in_memory::chatmem_turn as turn;
-
 async fn run_turns<S: Store>(
     m: &ChatMemory<S>,
     id: &ConversationId,
@@ -47,22 +46,9 @@ async fn run_turns<S: Store>(
 /// W1, W2 and W2L: chatmem's cases alone, with the runner the peers' side runs them with (beside
 /// the Rust peers; `bench/run.sh` runs them here only when the Rust peers do not run).
 async fn in_memory(plan: &Plan) -> Res<()> {
-    let long = plan.memory_cap;
-    for (workload, warmup, turns, keep) in [
-        ("W1", 100, plan.memory_turns, false),
-        ("W2", 100, plan.memory_turns, false),
-        ("W2L", 0, plan.long_turns, true),
-    ] {
+    for workload in b::in_memory::WORKLOADS {
         if plan.runs(workload) {
-            b::in_memory::run_and_emit(
-                workload,
-                b::in_memory::chatmem_cases(workload)?,
-                warmup,
-                turns,
-                long,
-                keep,
-            )
-            .await?;
+            b::in_memory::run_workload(plan, workload, b::in_memory::chatmem_cases(workload)?).await?;
         }
     }
     Ok(())

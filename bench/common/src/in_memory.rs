@@ -187,17 +187,20 @@ pub async fn interleaved(
     Ok(cases.into_iter().zip(samples).collect())
 }
 
-/// Runs `cases` with [`interleaved`] and prints one result row each (`keep`: every turn's
-/// time too, as W2L's plot needs).
-pub async fn run_and_emit(
-    workload: &str,
-    cases: Vec<Case>,
-    warmup: usize,
-    max: usize,
-    cap: Duration,
-    keep: bool,
-) -> Result<(), String> {
-    for (mut case, s) in interleaved(cases, warmup, max, cap).await? {
+/// The in-memory workloads, in the order they run.
+pub const WORKLOADS: [&str; 3] = ["W1", "W2", "W2L"];
+
+/// Runs `cases` of in-memory `workload` with [`interleaved`] at the plan's sizes and prints one
+/// result row each. The sizes are set here once for every side: W1 and W2 take 100 warm-up turns
+/// and `plan.memory_turns` measured; W2L is one conversation from its first turn,
+/// `plan.long_turns` long, every turn's time kept (its plot needs them).
+pub async fn run_workload(plan: &crate::Plan, workload: &str, cases: Vec<Case>) -> Result<(), String> {
+    let (warmup, max, keep) = match workload {
+        "W1" | "W2" => (100, plan.memory_turns, false),
+        "W2L" => (0, plan.long_turns, true),
+        other => return Err(format!("no in-memory workload {other:?}")),
+    };
+    for (mut case, s) in interleaved(cases, warmup, max, plan.memory_cap).await? {
         let mut f = crate::summary_fields(&s, keep);
         if let Some(v) = case.variant {
             f["variant"] = json!(v);

@@ -157,8 +157,6 @@ async fn timed(t: &mut dyn Turner, warmup: usize, max: usize, cap: Duration) -> 
 /// W1, W2 and W2L: chatmem's cases and the peers' in this one process, taking turns in blocks
 /// (`b::in_memory::interleaved` says why).
 async fn in_memory(plan: &Plan) -> Res<()> {
-    let long = plan.memory_cap;
-    let n = plan.memory_turns;
     let case = |system, variant, turner: Box<dyn Turner>| Case {
         system,
         variant,
@@ -186,12 +184,9 @@ async fn in_memory(plan: &Plan) -> Res<()> {
             ),
             case("rig-memory", None, Box::new(rig_messages(w))),
         ]);
-        b::in_memory::run_and_emit("W1", cases, 100, n, long, false).await?;
+        b::in_memory::run_workload(plan, "W1", cases).await?;
     }
-    for (workload, budget, turns, keep, warmup) in [
-        ("W2", b::W2_TOKENS, n, false, 100),
-        ("W2L", b::W2L_TOKENS, plan.long_turns, true, 0),
-    ] {
+    for (workload, budget) in [("W2", b::W2_TOKENS), ("W2L", b::W2L_TOKENS)] {
         if !plan.runs(workload) {
             continue;
         }
@@ -223,7 +218,7 @@ async fn in_memory(plan: &Plan) -> Res<()> {
             ),
             case("rig-memory", Some("cl100k (tiktoken-rs)"), Box::new(rig_tokens(budget))),
         ]);
-        b::in_memory::run_and_emit(workload, cases, warmup, turns, long, keep).await?;
+        b::in_memory::run_workload(plan, workload, cases).await?;
     }
     Ok(())
 }
