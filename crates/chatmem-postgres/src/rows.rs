@@ -3,7 +3,7 @@
 
 use deadpool_postgres::tokio_postgres::Row;
 
-use chatmem::{ConversationId, Snapshot, StoreError, StoredMessage, Summary};
+use chatmem::{ConversationId, SharedMessages, Snapshot, StoreError, StoredMessage, Summary};
 
 /// The rows of the load statement: the conversation row, then its messages. No row at
 /// all: an unknown or expired conversation.
@@ -32,7 +32,7 @@ pub(crate) fn snapshot(id: &ConversationId, rows: &[Row]) -> Result<Snapshot, St
         system,
         window_start: read.u64(read.get::<Option<i64>>(head, 2)?.unwrap_or(-1), "window_start")?,
         next_seq: read.u64(read.get::<Option<i64>>(head, 3)?.unwrap_or(-1), "next_seq")?,
-        messages: Vec::with_capacity(rows.len()),
+        messages: SharedMessages::new(),
         // NULL: none yet, as for every conversation written before schema version 4.
         summary: read
             .get::<Option<&str>>(head, 8)?
@@ -43,13 +43,15 @@ pub(crate) fn snapshot(id: &ConversationId, rows: &[Row]) -> Result<Snapshot, St
         id,
         what: "a message row",
     };
+    let mut messages = Vec::with_capacity(rows.len());
     for row in rows {
         let seq = read.get::<i64>(row, 4)?;
         let tokens = read.get::<i64>(row, 5)?;
         let json = read.get::<&str>(row, 6)?;
         let counted_by = read.get::<Option<&str>>(row, 7)?;
-        snapshot.messages.push(read.message(seq, tokens, json, counted_by)?);
+        messages.push(read.message(seq, tokens, json, counted_by)?);
     }
+    snapshot.messages = messages.into();
     Ok(snapshot)
 }
 

@@ -114,7 +114,7 @@ pub(crate) fn parse_snapshot(id: &ConversationId, reply: Value) -> Result<Loaded
             system,
             window_start,
             next_seq,
-            messages,
+            messages: messages.into(),
             summary,
         },
         created,

@@ -4,7 +4,8 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use chatmem::{
-    Commit, ConversationId, CounterName, Page, Snapshot, StoreError, StoreErrorKind, StoredMessage, Summary,
+    Commit, ConversationId, CounterName, Page, SharedMessages, Snapshot, StoreError, StoreErrorKind, StoredMessage,
+    Summary,
 };
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
@@ -227,50 +228,51 @@ pub(crate) fn load(conn: &Connection, id: &ConversationId) -> Result<Snapshot, S
     let mut stmt = conn.prepare_cached(LOAD).map_err(err)?;
     let mut rows = stmt.query(params![id.as_str(), now_ms()]).map_err(err)?;
     let mut snap: Option<Snapshot> = None;
+    let mut messages = Vec::new();
     while let Some(row) = rows.next().map_err(err)? {
-        let snap = match &mut snap {
-            Some(s) => s,
-            None => {
-                let system_json = row.get_ref(1).map_err(err)?;
-                let system = match system_json {
+        if snap.is_none() {
+            let system_json = row.get_ref(1).map_err(err)?;
+            let system = match system_json {
+                rusqlite::types::ValueRef::Null => None,
+                json => {
+                    let tokens: i64 = row.get(2).map_err(err)?;
+                    let seq: i64 = row.get(3).map_err(err)?;
+                    let json = json_bytes(json, id, seq)?;
+                    let mut system = StoredMessage::from_columns(id, seq, tokens, json)?;
+                    system.counted_by = counter_name(row, 9).map_err(err)?;
+                    Some(system)
+                }
+            };
+            snap = Some(Snapshot {
+                version: to_u64(id, row.get(0).map_err(err)?, "version")?,
+                system,
+                window_start: to_u64(id, row.get(4).map_err(err)?, "window_start")?,
+                next_seq: to_u64(id, row.get(5).map_err(err)?, "next_seq")?,
+                messages: SharedMessages::new(),
+                summary: match row.get_ref(11).map_err(err)? {
                     rusqlite::types::ValueRef::Null => None,
                     json => {
-                        let tokens: i64 = row.get(2).map_err(err)?;
-                        let seq: i64 = row.get(3).map_err(err)?;
-                        let json = json_bytes(json, id, seq)?;
-                        let mut system = StoredMessage::from_columns(id, seq, tokens, json)?;
-                        system.counted_by = counter_name(row, 9).map_err(err)?;
-                        Some(system)
+                        let json = json
+                            .as_bytes()
+                            .map_err(|_| StoreError::corrupt(id, "its summary is not stored as JSON text"))?;
+                        Some(Summary::from_json(id, json)?)
                     }
-                };
-                snap.insert(Snapshot {
-                    version: to_u64(id, row.get(0).map_err(err)?, "version")?,
-                    system,
-                    window_start: to_u64(id, row.get(4).map_err(err)?, "window_start")?,
-                    next_seq: to_u64(id, row.get(5).map_err(err)?, "next_seq")?,
-                    messages: Vec::new(),
-                    summary: match row.get_ref(11).map_err(err)? {
-                        rusqlite::types::ValueRef::Null => None,
-                        json => {
-                            let json = json
-                                .as_bytes()
-                                .map_err(|_| StoreError::corrupt(id, "its summary is not stored as JSON text"))?;
-                            Some(Summary::from_json(id, json)?)
-                        }
-                    },
-                })
-            }
-        };
+                },
+            });
+        }
         let seq: Option<i64> = row.get(6).map_err(err)?;
         if let Some(seq) = seq {
             let tokens: i64 = row.get(7).map_err(err)?;
             let json = json_bytes(row.get_ref(8).map_err(err)?, id, seq)?;
             let mut m = StoredMessage::from_columns(id, seq, tokens, json)?;
             m.counted_by = counter_name(row, 10).map_err(err)?;
-            snap.messages.push(m);
+            messages.push(m);
         }
     }
-    Ok(snap.unwrap_or_else(Snapshot::empty))
+    Ok(snap.map_or_else(Snapshot::empty, |snap| Snapshot {
+        messages: messages.into(),
+        ..snap
+    }))
 }
 
 /// One IMMEDIATE transaction: version check, appends, conversation row, eviction.

@@ -268,7 +268,7 @@ async fn raw_round_trip(run: &Run) {
             system: Some(system.clone()),
             window_start: 1,
             next_seq: 3,
-            messages: first.clone(),
+            messages: first.clone().into(),
             summary: None,
         }
     );

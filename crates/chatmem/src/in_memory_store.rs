@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use crate::commit::Commit;
 use crate::error::StoreError;
 use crate::id::ConversationId;
+use crate::shared_messages::SharedMessages;
 use crate::store::{Page, Snapshot, Store, StoredMessage};
 use crate::summary::Summary;
 
@@ -47,7 +48,11 @@ struct Conversation {
     system: Option<StoredMessage>,
     window_start: u64,
     next_seq: u64,
-    messages: VecDeque<StoredMessage>,
+    /// The kept messages below the window start (history), oldest first.
+    history: VecDeque<StoredMessage>,
+    /// The messages from the window start on, shared with the snapshots loaded since: a
+    /// load copies none, and a commit appends in place unless a snapshot is still held.
+    window: SharedMessages,
     summary: Option<Summary>,
     expires_at: Option<Instant>,
 }
@@ -55,6 +60,23 @@ struct Conversation {
 impl Conversation {
     fn expired(&self, now: Instant) -> bool {
         self.expires_at.is_some_and(|at| at <= now)
+    }
+
+    /// Moves the window's start to `start` and deletes the messages below `delete_below`.
+    fn split(&mut self, start: u64, delete_below: Option<u64>) {
+        let keep_from = delete_below.unwrap_or(0);
+        // A start moved back (a restore) brings history back into the window.
+        if self.history.back().is_some_and(|m| m.seq >= start) {
+            let back = self.history.partition_point(|m| m.seq < start);
+            let window = std::mem::take(&mut self.window);
+            self.window = self.history.drain(back..).chain(window).collect();
+        }
+        let left = self.window.split_below(start.max(keep_from), keep_from);
+        self.history.extend(left);
+        while self.history.front().is_some_and(|m| m.seq < keep_from) {
+            self.history.pop_front();
+        }
+        self.window_start = start;
     }
 }
 
@@ -95,13 +117,12 @@ impl Store for InMemoryStore {
         let Some(c) = Self::live(&mut map, id) else {
             return Ok(Snapshot::empty());
         };
-        let from = c.messages.partition_point(|m| m.seq < c.window_start);
         Ok(Snapshot {
             version: c.version,
             system: c.system.clone(),
             window_start: c.window_start,
             next_seq: c.next_seq,
-            messages: c.messages.range(from..).cloned().collect(),
+            messages: c.window.clone(),
             summary: c.summary.clone(),
         })
     }
@@ -122,26 +143,27 @@ impl Store for InMemoryStore {
             system: None,
             window_start: 1,
             next_seq: 1,
-            messages: VecDeque::new(),
+            history: VecDeque::new(),
+            window: SharedMessages::new(),
             summary: None,
             expires_at: None,
         });
-        c.window_start = commit.window_start();
         c.next_seq = commit.next_seq();
-        let (delete_below, ttl, token) = (commit.delete_below(), commit.ttl(), commit.token());
+        let (start, delete_below, ttl, token) = (
+            commit.window_start(),
+            commit.delete_below(),
+            commit.ttl(),
+            commit.token(),
+        );
         if let Some(summary) = commit.summary() {
             c.summary = Some(summary.clone());
         }
         let (system, appended) = commit.into_messages();
-        c.messages.extend(appended);
+        c.window.extend(appended);
         if let Some(system) = system {
             c.system = Some(system);
         }
-        if let Some(below) = delete_below {
-            while c.messages.front().is_some_and(|m| m.seq < below) {
-                c.messages.pop_front();
-            }
-        }
+        c.split(start, delete_below);
         // A TTL too long to represent never expires (rather than overflowing).
         c.expires_at = ttl.and_then(|ttl| Instant::now().checked_add(ttl));
         c.version += 1;
@@ -154,8 +176,14 @@ impl Store for InMemoryStore {
         let Some(c) = Self::live(&mut map, id) else {
             return Ok(Vec::new());
         };
-        let from = c.messages.partition_point(|m| m.seq <= after);
-        Ok(c.messages.range(from..).take(limit).cloned().collect())
+        let from = c.history.partition_point(|m| m.seq <= after);
+        let in_window = c.window.partition_point(|m| m.seq <= after);
+        Ok(c.history
+            .range(from..)
+            .chain(&c.window[in_window..])
+            .take(limit)
+            .cloned()
+            .collect())
     }
 
     async fn clear(&self, id: &ConversationId) -> Result<bool, StoreError> {

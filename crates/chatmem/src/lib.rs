@@ -31,6 +31,7 @@ mod message;
 mod model;
 mod printable;
 mod redact;
+mod shared_messages;
 mod store;
 mod summary;
 mod tokens;
@@ -52,6 +53,7 @@ pub use crate::model::{
 };
 pub use crate::printable::{is_invisible_or_separator, printable};
 pub use crate::redact::{HIDDEN_URL, redact_url};
+pub use crate::shared_messages::SharedMessages;
 pub use crate::store::{Page, Retention, Snapshot, Store, StoredMessage};
 pub use crate::summary::{
     DEFAULT_SUMMARY_MAX_TOKENS, DEFAULT_SUMMARY_PROMPT, SUMMARY_HEADING, Summarizer, Summary, render_system,

@@ -3,10 +3,11 @@
 use std::sync::OnceLock;
 
 use crate::message::Message;
+use crate::shared_messages::SharedMessages;
 use crate::store::{Snapshot, StoredMessage};
 use crate::summary::{Summary, render_system, system_slot};
 use crate::tokens::TokenCounter;
-use crate::window::{Selection, WindowPolicy, select};
+use crate::window::{Selection, WindowPolicy, select_known, select_plain};
 
 /// A loaded conversation: the [`Snapshot`] read in one round trip and the window the policy
 /// chose from it (by the cached token counts alone).
@@ -60,12 +61,17 @@ impl LoadedWindow {
         let mut recounted = 0usize;
         // A message-count window needs no counts: nothing to look at.
         if policy.counts_tokens() {
-            for m in snapshot.system.iter_mut().chain(snapshot.messages.iter_mut()) {
+            let mut recount = |m: &mut StoredMessage| {
                 if stale(m) {
                     m.tokens = u32::try_from(counter.count_message(&m.message)).unwrap_or(u32::MAX);
                     m.counted_by = Some(name.into());
                     recounted += 1;
                 }
+            };
+            snapshot.system.iter_mut().for_each(&mut recount);
+            // Read first: the messages are shared with the store, and copied only to change.
+            if !snapshot.messages.counted_only_by(name) && snapshot.messages.iter().any(stale) {
+                snapshot.messages.update(recount);
             }
         }
         if let Some(summary) = &mut snapshot.summary {
@@ -168,6 +174,13 @@ impl LoadedWindow {
         crate::tokens::PER_LIST as u64 + system + turns
     }
 
+    /// Lets go of the loaded messages, for a commit whose caller needs nothing back: a store
+    /// that shares its messages with the snapshot then appends to them in place.
+    pub(crate) fn release_messages(&mut self) {
+        self.snapshot.messages = SharedMessages::new();
+        self.selection = OnceLock::new();
+    }
+
     /// The store snapshot behind the window.
     pub fn snapshot(&self) -> &Snapshot {
         &self.snapshot
@@ -177,5 +190,17 @@ impl LoadedWindow {
 /// The window `policy` chooses from `snapshot`, by its cached counts.
 fn choose(snapshot: &Snapshot, policy: &WindowPolicy) -> Selection {
     let slot = system_slot(snapshot.system.as_ref(), snapshot.summary.as_ref());
-    select(&snapshot.messages, slot, policy)
+    let messages = &snapshot.messages;
+    if messages.is_plain() {
+        // The token sums are kept with the messages: nothing is summed per message.
+        select_plain(
+            messages.len(),
+            |i| &messages[i],
+            |p| messages.tokens_from(p),
+            slot,
+            policy,
+        )
+    } else {
+        select_known(messages, slot, policy, false)
+    }
 }

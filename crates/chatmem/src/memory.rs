@@ -444,6 +444,11 @@ impl<S: Store> ChatMemory<S> {
                     version: None,
                 });
             };
+            if matches!(keep, Keep::Nothing) {
+                // Planned: the snapshot is no longer needed, and a store that shares its
+                // messages with it (the in-memory one) appends in place once it is let go.
+                loaded.release_messages();
+            }
             match self.store.commit(id, commit).await {
                 Ok(version) => {
                     return Ok(Committed {

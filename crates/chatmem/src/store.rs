@@ -14,6 +14,7 @@ use crate::commit::Commit;
 use crate::error::{StoreError, StoreErrorKind};
 use crate::id::ConversationId;
 use crate::message::Message;
+use crate::shared_messages::SharedMessages;
 use crate::summary::Summary;
 use crate::tokens::CounterName;
 
@@ -140,8 +141,9 @@ pub struct Snapshot {
     pub window_start: u64,
     /// The sequence the next appended message gets.
     pub next_seq: u64,
-    /// Messages with `seq >= window_start`, oldest first.
-    pub messages: Vec<StoredMessage>,
+    /// Messages with `seq >= window_start`, oldest first (shared with the store when it
+    /// keeps them in memory: loading copies none of them).
+    pub messages: SharedMessages,
     /// The summary of what left the window, if the conversation has one.
     pub summary: Option<Summary>,
 }
@@ -166,7 +168,7 @@ impl Snapshot {
             system: None,
             window_start: 1,
             next_seq: 1,
-            messages: Vec::new(),
+            messages: SharedMessages::new(),
             summary: None,
         }
     }

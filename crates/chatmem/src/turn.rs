@@ -17,7 +17,7 @@ use crate::message::Message;
 use crate::store::{Retention, Snapshot, StoredMessage};
 use crate::summary::{Summary, render_system, shown, system_slot};
 use crate::tokens::{CounterName, TokenCounter};
-use crate::window::{Selection, WindowPolicy, select};
+use crate::window::{Selection, WindowPolicy, is_plain, select_known, select_plain};
 
 /// A turn being prepared on a [`LoadedWindow`]: the turn's new messages, each counted once
 /// when it joins the turn, never again (not for the prompt, not for a retried commit).
@@ -242,13 +242,35 @@ fn window_of<'a>(
     policy: &WindowPolicy,
 ) -> (Option<&'a StoredMessage>, Selection, u64) {
     let system = draft.system().or(snapshot.system.as_ref());
-    // Two slice extends, not a chained collect: that pushes one reference at a time.
-    let mut all: Vec<&StoredMessage> = Vec::with_capacity(snapshot.messages.len() + draft.appended().len());
-    all.extend(&snapshot.messages);
-    all.extend(draft.appended());
     let slot = system_slot(system, snapshot.summary.as_ref());
-    let selection = select(&all, slot, policy);
-    let window_start = all.get(selection.start).map_or(draft.next_seq(), |m| m.seq);
+    let (loaded, appended) = (&snapshot.messages[..], draft.appended());
+    let at = |i: usize| loaded.get(i).or_else(|| appended.get(i - loaded.len()));
+    // The loaded messages' plainness is known without reading them; the new ones are few.
+    let plain = snapshot.messages.is_plain() && appended.iter().all(|m| is_plain(&m.message));
+    let selection = if plain {
+        // Read in place: nothing is copied per loaded message.
+        let run = |i: usize| {
+            if i < loaded.len() {
+                &loaded[i]
+            } else {
+                &appended[i - loaded.len()]
+            }
+        };
+        // The loaded messages' token sums are kept with them; the new ones are few.
+        let new_from = |i: usize| appended.iter().skip(i).map(|m| u64::from(m.tokens)).sum::<u64>();
+        let tail = |p: usize| match p.checked_sub(loaded.len()) {
+            None => snapshot.messages.tokens_from(p) + new_from(0),
+            Some(i) => new_from(i),
+        };
+        select_plain(loaded.len() + appended.len(), run, tail, slot, policy)
+    } else {
+        // Two slice extends, not a chained collect: that pushes one reference at a time.
+        let mut all: Vec<&StoredMessage> = Vec::with_capacity(loaded.len() + appended.len());
+        all.extend(loaded);
+        all.extend(appended);
+        select_known(&all, slot, policy, false)
+    };
+    let window_start = at(selection.start).map_or(draft.next_seq(), |m| m.seq);
     (system, selection, window_start)
 }
 
@@ -274,7 +296,8 @@ mod tests {
             messages: vec![
                 StoredMessage::new(4, 5, Message::user("u2")),
                 StoredMessage::new(5, 5, Message::assistant("a2")),
-            ],
+            ]
+            .into(),
             summary: Some(Summary::new("Order LC1.", 3, &Heuristic)),
         };
         LoadedWindow::new(snapshot, policy, &Heuristic)

@@ -313,35 +313,29 @@ pub fn select<M: Borrow<StoredMessage>>(
     system_tokens: Option<u32>,
     policy: &WindowPolicy,
 ) -> Selection {
-    // Built with room for all: a filtered collect would grow (and copy) the vector step by step.
-    let mut kept = Vec::with_capacity(messages.len());
     let plain = messages.iter().all(|m| is_plain(&m.borrow().message));
+    select_known(messages, system_tokens, policy, plain)
+}
+
+/// [`select`] when whether every message [is plain](is_plain) is already known (a loaded
+/// window knows it without reading its messages).
+pub(crate) fn select_known<M: Borrow<StoredMessage>>(
+    messages: &[M],
+    system_tokens: Option<u32>,
+    policy: &WindowPolicy,
+    plain: bool,
+) -> Selection {
+    debug_assert_eq!(plain, messages.iter().all(|m| is_plain(&m.borrow().message)));
     if plain {
-        // Nothing for repair to drop (no system message, no tool call, no tool result).
-        kept.extend(0..messages.len());
-    } else {
-        let keep = repair(messages);
-        kept.extend((0..messages.len()).filter(|&i| keep[i]));
+        let tail = tail_sums(messages.len(), |i| messages[i].borrow().tokens, policy);
+        let tail = |p: usize| tail.get(p).copied().unwrap_or(0);
+        return select_plain(messages.len(), |i| messages[i].borrow(), tail, system_tokens, policy);
     }
-    let mut first = earliest_within_budget(messages, &kept, system_tokens, policy.budget);
-    // Block eviction: `messages` begins at the stored window start. While all of it fits the
-    // start stays; once it overflows, it moves until the window fits the low-water mark.
-    if let Some(low) = policy.evict_to
-        && first > 0
-    {
-        let low = match policy.budget {
-            Budget::Messages(_) => Budget::Messages(low),
-            Budget::Tokens(_) => Budget::Tokens(low),
-        };
-        first = earliest_within_budget(messages, &kept, system_tokens, low);
-    }
-    let start = if plain {
-        // No tool-call pair to stay out of: the first message that suits the boundary.
-        (first..kept.len()).find(|&p| suits(&messages[kept[p]].borrow().message, policy.boundary))
-    } else {
-        first_valid_start(messages, &kept, first, policy.boundary)
-    };
-    match start {
+    let keep = repair(messages);
+    let mut kept: Vec<usize> = (0..messages.len()).filter(|&i| keep[i]).collect();
+    let tail = tail_sums(kept.len(), |p| messages[kept[p]].borrow().tokens, policy);
+    let first = first_within(kept.len(), |p| tail.get(p).copied().unwrap_or(0), system_tokens, policy);
+    match first_valid_start(messages, &kept, first, policy.boundary) {
         Some(p) => {
             // The window is `kept[p..]`: reuse `kept`'s allocation for it.
             kept.drain(..p);
@@ -357,9 +351,66 @@ pub fn select<M: Borrow<StoredMessage>>(
     }
 }
 
+/// `tail[p]`: the token count of a run of `len` messages (counts `tokens(p)`) from `p` on,
+/// for `p` in `0..=len`; empty when the budget counts messages (nothing reads it).
+fn tail_sums(len: usize, tokens: impl Fn(usize) -> u32, policy: &WindowPolicy) -> Vec<u64> {
+    if !policy.counts_tokens() {
+        return Vec::new();
+    }
+    let mut tail = vec![0; len + 1];
+    for p in (0..len).rev() {
+        tail[p] = tail[p + 1] + u64::from(tokens(p));
+    }
+    tail
+}
+
+/// [`select`] over a run of `len` [plain](is_plain) messages, the `i`th given by `at(i)`
+/// and the token count from position `p` on by `tail(p)`: repair drops none of them and no
+/// tool-call pair constrains the start, so nothing is read but a few token sums and the
+/// roles from where the budget allows. A planned turn's run is its loaded messages (whose
+/// sums the loaded log keeps) followed by its new ones, read in place.
+pub(crate) fn select_plain<'a>(
+    len: usize,
+    at: impl Fn(usize) -> &'a StoredMessage,
+    tail: impl Fn(usize) -> u64,
+    system_tokens: Option<u32>,
+    policy: &WindowPolicy,
+) -> Selection {
+    let first = first_within(len, tail, system_tokens, policy);
+    match (first..len).find(|&i| suits(&at(i).message, policy.boundary)) {
+        Some(start) => Selection {
+            start,
+            indices: (start..len).collect(),
+        },
+        None => Selection {
+            start: len,
+            indices: Vec::new(),
+        },
+    }
+}
+
+/// The earliest position of a run of `len` kept messages where the window may begin by the
+/// budget: the run from there on (token count `tail(p)`) fits. With
+/// [block eviction](WindowPolicy::evict_to) the run begins at the stored window start: while
+/// all of it fits, the start stays; once it overflows, it moves until the window fits the
+/// low-water mark.
+fn first_within(len: usize, tail: impl Fn(usize) -> u64, system_tokens: Option<u32>, policy: &WindowPolicy) -> usize {
+    let first = earliest_within_budget(len, &tail, system_tokens, policy.budget);
+    match policy.evict_to {
+        Some(low) if first > 0 => {
+            let low = match policy.budget {
+                Budget::Messages(_) => Budget::Messages(low),
+                Budget::Tokens(_) => Budget::Tokens(low),
+            };
+            earliest_within_budget(len, &tail, system_tokens, low)
+        }
+        _ => first,
+    }
+}
+
 /// A user or assistant message without tool calls: [`repair`] always keeps it, and it opens or
 /// closes no tool-call pair.
-fn is_plain(m: &Message) -> bool {
+pub(crate) fn is_plain(m: &Message) -> bool {
     match &m.body {
         Body::User { .. } => true,
         Body::Assistant { tool_calls, .. } => tool_calls.is_empty(),
@@ -367,35 +418,37 @@ fn is_plain(m: &Message) -> bool {
     }
 }
 
-/// The smallest position `p` in `kept` such that `kept[p..]` (plus the system message)
-/// fits the budget; `kept.len()` when nothing fits.
-fn earliest_within_budget<M: Borrow<StoredMessage>>(
-    messages: &[M],
-    kept: &[usize],
+/// The smallest position `p` of a run of `len` kept messages such that the run from `p` on
+/// (token count `tail(p)`, never growing with `p`) plus the system message fits the budget;
+/// `len` when nothing fits. A binary search: a window of any length costs a few reads.
+fn earliest_within_budget(
+    len: usize,
+    tail: &impl Fn(usize) -> u64,
     system_tokens: Option<u32>,
     budget: Budget,
 ) -> usize {
     match budget {
         Budget::Messages(max) => {
             let room = max.saturating_sub(usize::from(system_tokens.is_some()));
-            kept.len().saturating_sub(room)
+            len.saturating_sub(room)
         }
         Budget::Tokens(max) => {
-            let mut used = PER_LIST as u64 + u64::from(system_tokens.unwrap_or(0));
+            let fixed = PER_LIST as u64 + u64::from(system_tokens.unwrap_or(0));
             let max = max as u64;
-            if used > max {
-                return kept.len();
+            if fixed > max {
+                return len;
             }
-            let mut p = kept.len();
-            while p > 0 {
-                let next = used + u64::from(messages[kept[p - 1]].borrow().tokens);
-                if next > max {
-                    break;
+            // The run from `len` on is empty and fits: find the first position that does.
+            let (mut lo, mut hi) = (0, len);
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                if fixed + tail(mid) <= max {
+                    hi = mid;
+                } else {
+                    lo = mid + 1;
                 }
-                used = next;
-                p -= 1;
             }
-            p
+            lo
         }
     }
 }
@@ -489,7 +542,8 @@ mod tests {
                 for boundary in [TurnBoundary::User, TurnBoundary::PairSafe] {
                     for max in 1..=9 {
                         let policy = WindowPolicy::messages(max).with_boundary(boundary);
-                        let first = earliest_within_budget(&msgs, &kept, None, policy.budget);
+                        let first =
+                            earliest_within_budget(kept.len(), &|p| (kept.len() - p) as u64, None, policy.budget);
                         let general = first_valid_start(&msgs, &kept, first, boundary);
                         let expected = general.map_or(msgs.len(), |p| kept[p]);
                         assert_eq!(select(&msgs, None, &policy).start, expected, "{spec:?} {policy:?}");

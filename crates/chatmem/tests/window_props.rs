@@ -1,7 +1,10 @@
 //! Property tests of the window contract over random conversations with tool loops.
 
 use chatmem::window::{Budget, TurnBoundary, WindowPolicy, repair, select};
-use chatmem::{ChatMemory, ConversationId, Heuristic, InMemoryStore, Message, Role, StoredMessage, ToolCall};
+use chatmem::{
+    ChatMemory, ConversationId, Heuristic, InMemoryStore, Message, Retention, Role, StoredMessage, TokenCounter,
+    ToolCall,
+};
 use proptest::prelude::*;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -264,5 +267,79 @@ proptest! {
             start += sel.start;
             previous = seqs;
         }
+    }
+
+    /// Turn by turn on the advisor's path (load, prompt, answer, commit), under token budgets
+    /// too: the prompt and the window after each commit are what `select` chooses over the
+    /// whole conversation, counted from scratch. The memory plans from the log it shares with
+    /// the store and the token sums kept with it; this checks that against the plain rule.
+    #[test]
+    fn turns_planned_from_the_shared_log_match_select_over_everything(
+        mut turns in prop::collection::vec(turn(), 1..14),
+        policy in policy(),
+        plain in any::<bool>(),
+    ) {
+        if plain {
+            // No tool calls anywhere: every window takes the plain path.
+            turns.iter_mut().for_each(|t| t.rounds.clear());
+        }
+        let (msgs, _) = build(&turns, false);
+        // Grouped into turns, each from a user message (or a system message before it) on.
+        let mut groups: Vec<Vec<Message>> = Vec::new();
+        for m in msgs {
+            let opens = m.is_system() || (m.role() == Role::User && !groups.last().is_some_and(|g| g.iter().all(Message::is_system)));
+            if opens || groups.is_empty() {
+                groups.push(Vec::new());
+            }
+            groups.last_mut().unwrap().push(m);
+        }
+        let memory = ChatMemory::builder(InMemoryStore::new())
+            .policy(policy)
+            .retention(Retention::KeepHistory)
+            .counter(Heuristic)
+            .build()
+            .expect("valid memory settings");
+        let id = ConversationId::new("p").unwrap();
+        let count = |m: &Message| Heuristic.count_message(m) as u32;
+        // The window's indices into `all`.
+        let expected = |all: &[Message], system: Option<&Message>| -> Vec<usize> {
+            let stored: Vec<StoredMessage> = all
+                .iter()
+                .enumerate()
+                .map(|(i, m)| StoredMessage::new(i as u64 + 1, count(m), m.clone()))
+                .collect();
+            select(&stored, system.map(count), &policy).indices
+        };
+        let mut all: Vec<Message> = Vec::new();
+        let mut system: Option<Message> = None;
+        block_on(async {
+            for group in &groups {
+                let loaded = memory.load(&id).await.unwrap();
+                let opening = group.iter().take_while(|m| m.is_system() || m.role() == Role::User).count();
+                let mut turn = memory.turn(loaded, group[..opening].to_vec());
+                let mut seen = all.clone();
+                let mut seen_system = system.clone();
+                for m in &group[..opening] {
+                    if m.is_system() { seen_system = Some(m.clone()); } else { seen.push(m.clone()); }
+                }
+                // The stored messages the window keeps once the turn's are added, then the
+                // turn's own (the model always sees them).
+                let prompt: Vec<Message> = turn.prompt().into_iter().filter(|m| !m.is_system()).cloned().collect();
+                let kept = expected(&seen, seen_system.as_ref()).into_iter().filter(|&i| i < all.len());
+                let want: Vec<Message> = kept.map(|i| all[i].clone()).chain(seen[all.len()..].iter().cloned()).collect();
+                prop_assert_eq!(prompt, want, "the prompt");
+                for m in &group[opening..] {
+                    turn.push(m.clone());
+                }
+                memory.commit_turn(&id, turn).await.unwrap();
+                for m in group {
+                    if m.is_system() { system = Some(m.clone()); } else { all.push(m.clone()); }
+                }
+                let window: Vec<Message> = memory.load(&id).await.unwrap().turns().cloned().collect();
+                let want: Vec<Message> = expected(&all, system.as_ref()).into_iter().map(|i| all[i].clone()).collect();
+                prop_assert_eq!(window, want, "the window after the commit");
+            }
+            Ok(())
+        })?;
     }
 }
