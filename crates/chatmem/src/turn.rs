@@ -244,25 +244,25 @@ fn window_of<'a>(
     let system = draft.system().or(snapshot.system.as_ref());
     let slot = system_slot(system, snapshot.summary.as_ref());
     let (loaded, appended) = (&snapshot.messages[..], draft.appended());
-    let at = |i: usize| loaded.get(i).or_else(|| appended.get(i - loaded.len()));
+    let len = loaded.len() + appended.len();
+    // The run is the loaded messages, then the appended ones: read in place, not copied.
+    let at = |i: usize| {
+        if i < loaded.len() {
+            &loaded[i]
+        } else {
+            &appended[i - loaded.len()]
+        }
+    };
     // The loaded messages' plainness is known without reading them; the new ones are few.
     let plain = snapshot.messages.is_plain() && appended.iter().all(|m| is_plain(&m.message));
     let selection = if plain {
-        // Read in place: nothing is copied per loaded message.
-        let run = |i: usize| {
-            if i < loaded.len() {
-                &loaded[i]
-            } else {
-                &appended[i - loaded.len()]
-            }
-        };
         // The loaded messages' token sums are kept with them; the new ones are few.
         let new_from = |i: usize| appended.iter().skip(i).map(|m| u64::from(m.tokens)).sum::<u64>();
         let tail = |p: usize| match p.checked_sub(loaded.len()) {
             None => snapshot.messages.tokens_from(p) + new_from(0),
             Some(i) => new_from(i),
         };
-        select_plain(loaded.len() + appended.len(), run, tail, slot, policy)
+        select_plain(len, at, tail, slot, policy)
     } else {
         // Two slice extends, not a chained collect: that pushes one reference at a time.
         let mut all: Vec<&StoredMessage> = Vec::with_capacity(loaded.len() + appended.len());
@@ -270,7 +270,11 @@ fn window_of<'a>(
         all.extend(appended);
         select_known(&all, slot, policy, false)
     };
-    let window_start = at(selection.start).map_or(draft.next_seq(), |m| m.seq);
+    let window_start = if selection.start < len {
+        at(selection.start).seq
+    } else {
+        draft.next_seq()
+    };
     (system, selection, window_start)
 }
 
