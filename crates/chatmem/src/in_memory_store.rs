@@ -63,14 +63,11 @@ impl Conversation {
     }
 
     /// Moves the window's start to `start` and deletes the messages below `delete_below`.
+    /// The start never moves back (a `Commit` cannot be built so, and the version check
+    /// makes its loaded start the current one), so the messages that leave the window are a
+    /// prefix of it and history only grows at its end.
     fn split(&mut self, start: u64, delete_below: Option<u64>) {
         let keep_from = delete_below.unwrap_or(0);
-        // A start moved back (a restore) brings history back into the window.
-        if self.history.back().is_some_and(|m| m.seq >= start) {
-            let back = self.history.partition_point(|m| m.seq < start);
-            let window = std::mem::take(&mut self.window);
-            self.window = self.history.drain(back..).chain(window).collect();
-        }
         let left = self.window.split_below(start.max(keep_from), keep_from);
         self.history.extend(left);
         while self.history.front().is_some_and(|m| m.seq < keep_from) {
@@ -214,5 +211,105 @@ impl Store for InMemoryStore {
         let before = map.len();
         map.retain(|_, c| !c.expired(now));
         Ok((before - map.len()) as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::Message;
+    use crate::store::Retention;
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime")
+            .block_on(f)
+    }
+
+    /// Appends `n` user messages on `loaded`, moving the window start to keep the last `keep`.
+    fn turn(loaded: &Snapshot, n: u64, keep: u64, retention: Retention) -> Commit {
+        let mut commit = Commit::on(loaded).retention(retention);
+        for k in 0..n {
+            commit = commit.append(Message::user(format!("m{}", loaded.next_seq + k)), 1);
+        }
+        let next = loaded.next_seq + n;
+        let start = next.saturating_sub(keep).max(loaded.window_start);
+        commit.window_start(start).build().expect("a valid commit")
+    }
+
+    fn seqs(messages: &[StoredMessage]) -> Vec<u64> {
+        messages.iter().map(|m| m.seq).collect()
+    }
+
+    #[test]
+    fn a_held_snapshot_keeps_what_it_saw_while_the_window_moves_on() {
+        block_on(async {
+            let store = InMemoryStore::new();
+            let id = ConversationId::new("c").unwrap();
+            store
+                .commit(&id, turn(&Snapshot::empty(), 4, 3, Retention::DropEvicted))
+                .await
+                .unwrap();
+            let held = store.load(&id).await.unwrap();
+            assert_eq!(seqs(&held.messages), [2, 3, 4]);
+            // Commits while the snapshot is held copy the window rather than change it.
+            let mut latest = held.clone();
+            for _ in 0..3 {
+                store
+                    .commit(&id, turn(&latest, 2, 3, Retention::DropEvicted))
+                    .await
+                    .unwrap();
+                latest = store.load(&id).await.unwrap();
+            }
+            assert_eq!(seqs(&held.messages), [2, 3, 4]);
+            assert_eq!(seqs(&latest.messages), [8, 9, 10]);
+            // Dropped evicted messages are gone from history too.
+            assert_eq!(seqs(&store.history(&id, 0, 100).await.unwrap()), [8, 9, 10]);
+        });
+    }
+
+    #[test]
+    fn kept_history_survives_the_window_moving_and_compacting() {
+        block_on(async {
+            let store = InMemoryStore::new();
+            let id = ConversationId::new("c").unwrap();
+            let mut loaded = Snapshot::empty();
+            // 300 turns of 2 messages, a window of 10, the snapshot let go before each commit
+            // (as `commit_turn` does): appended in place, the log compacts many times over.
+            for _ in 0..300 {
+                let commit = turn(&loaded, 2, 10, Retention::KeepHistory);
+                drop(std::mem::take(&mut loaded));
+                store.commit(&id, commit).await.unwrap();
+                loaded = store.load(&id).await.unwrap();
+            }
+            assert_eq!(seqs(&loaded.messages), (591..=600).collect::<Vec<_>>());
+            let all = store.history(&id, 0, 1_000).await.unwrap();
+            assert_eq!(seqs(&all), (1..=600).collect::<Vec<_>>());
+            // A page that spans the history and the window.
+            assert_eq!(
+                seqs(&store.history(&id, 585, 10).await.unwrap()),
+                (586..=595).collect::<Vec<_>>()
+            );
+        });
+    }
+
+    #[test]
+    fn a_restore_keeps_what_lies_below_its_window_start_as_history() {
+        block_on(async {
+            let store = InMemoryStore::new();
+            let id = ConversationId::new("c").unwrap();
+            let mut commit = Commit::restore(1).retention(Retention::KeepHistory);
+            for k in 1..=6 {
+                commit = commit.append(Message::user(format!("m{k}")), 1);
+            }
+            store
+                .commit(&id, commit.window_start(5).build().unwrap())
+                .await
+                .unwrap();
+            let loaded = store.load(&id).await.unwrap();
+            assert_eq!(seqs(&loaded.messages), [5, 6]);
+            assert_eq!(seqs(&store.history(&id, 0, 10).await.unwrap()), [1, 2, 3, 4, 5, 6]);
+        });
     }
 }
