@@ -7,7 +7,7 @@ use crate::shared_messages::SharedMessages;
 use crate::store::{Snapshot, StoredMessage};
 use crate::summary::{Summary, render_system, system_slot};
 use crate::tokens::TokenCounter;
-use crate::window::{Selection, WindowPolicy, select_known, select_plain};
+use crate::window::{Selection, WindowPolicy, select_loaded};
 
 /// A loaded conversation: the [`Snapshot`] read in one round trip and the window the policy
 /// chose from it (by the cached token counts alone).
@@ -190,17 +190,5 @@ impl LoadedWindow {
 /// The window `policy` chooses from `snapshot`, by its cached counts.
 fn choose(snapshot: &Snapshot, policy: &WindowPolicy) -> Selection {
     let slot = system_slot(snapshot.system.as_ref(), snapshot.summary.as_ref());
-    let messages = &snapshot.messages;
-    if messages.is_plain() {
-        // The token sums are kept with the messages: nothing is summed per message.
-        select_plain(
-            messages.len(),
-            |i| &messages[i],
-            |p| messages.tokens_from(p),
-            slot,
-            policy,
-        )
-    } else {
-        select_known(messages, slot, policy, false)
-    }
+    select_loaded(&snapshot.messages, &[], slot, policy)
 }

@@ -17,7 +17,7 @@ use crate::message::Message;
 use crate::store::{Retention, Snapshot, StoredMessage};
 use crate::summary::{Summary, render_system, shown, system_slot};
 use crate::tokens::{CounterName, TokenCounter};
-use crate::window::{Selection, WindowPolicy, is_plain, select_known, select_plain};
+use crate::window::{Selection, WindowPolicy, select_loaded};
 
 /// A turn being prepared on a [`LoadedWindow`]: the turn's new messages, each counted once
 /// when it joins the turn, never again (not for the prompt, not for a retried commit).
@@ -243,37 +243,12 @@ fn window_of<'a>(
 ) -> (Option<&'a StoredMessage>, Selection, u64) {
     let system = draft.system().or(snapshot.system.as_ref());
     let slot = system_slot(system, snapshot.summary.as_ref());
-    let (loaded, appended) = (&snapshot.messages[..], draft.appended());
-    let len = loaded.len() + appended.len();
-    // The run is the loaded messages, then the appended ones: read in place, not copied.
-    let at = |i: usize| {
-        if i < loaded.len() {
-            &loaded[i]
-        } else {
-            &appended[i - loaded.len()]
-        }
-    };
-    // The loaded messages' plainness is known without reading them; the new ones are few.
-    let plain = snapshot.messages.is_plain() && appended.iter().all(|m| is_plain(&m.message));
-    let selection = if plain {
-        // The loaded messages' token sums are kept with them; the new ones are few.
-        let new_from = |i: usize| appended.iter().skip(i).map(|m| u64::from(m.tokens)).sum::<u64>();
-        let tail = |p: usize| match p.checked_sub(loaded.len()) {
-            None => snapshot.messages.tokens_from(p) + new_from(0),
-            Some(i) => new_from(i),
-        };
-        select_plain(len, at, tail, slot, policy)
-    } else {
-        // Two slice extends, not a chained collect: that pushes one reference at a time.
-        let mut all: Vec<&StoredMessage> = Vec::with_capacity(loaded.len() + appended.len());
-        all.extend(loaded);
-        all.extend(appended);
-        select_known(&all, slot, policy, false)
-    };
-    let window_start = if selection.start < len {
-        at(selection.start).seq
-    } else {
-        draft.next_seq()
+    let appended = draft.appended();
+    let selection = select_loaded(&snapshot.messages, appended, slot, policy);
+    let loaded = &snapshot.messages[..];
+    let window_start = match selection.start.checked_sub(loaded.len()) {
+        None => loaded[selection.start].seq,
+        Some(i) => appended.get(i).map_or(draft.next_seq(), |m| m.seq),
     };
     (system, selection, window_start)
 }

@@ -41,6 +41,7 @@ use std::collections::HashMap;
 
 use crate::error::{Error, Result};
 use crate::message::{Body, Message, Role};
+use crate::shared_messages::SharedMessages;
 use crate::store::StoredMessage;
 use crate::tokens::PER_LIST;
 
@@ -319,7 +320,7 @@ pub fn select<M: Borrow<StoredMessage>>(
 
 /// [`select`] when whether every message [is plain](is_plain) is already known (a loaded
 /// window knows it without reading its messages).
-pub(crate) fn select_known<M: Borrow<StoredMessage>>(
+fn select_known<M: Borrow<StoredMessage>>(
     messages: &[M],
     system_tokens: Option<u32>,
     policy: &WindowPolicy,
@@ -328,13 +329,12 @@ pub(crate) fn select_known<M: Borrow<StoredMessage>>(
     debug_assert_eq!(plain, messages.iter().all(|m| is_plain(&m.borrow().message)));
     if plain {
         let tail = tail_sums(messages.len(), |i| messages[i].borrow().tokens, policy);
-        let tail = |p: usize| tail.get(p).copied().unwrap_or(0);
         return select_plain(messages.len(), |i| messages[i].borrow(), tail, system_tokens, policy);
     }
     let keep = repair(messages);
     let mut kept: Vec<usize> = (0..messages.len()).filter(|&i| keep[i]).collect();
     let tail = tail_sums(kept.len(), |p| messages[kept[p]].borrow().tokens, policy);
-    let first = first_within(kept.len(), |p| tail.get(p).copied().unwrap_or(0), system_tokens, policy);
+    let first = first_within(kept.len(), tail, system_tokens, policy);
     match first_valid_start(messages, &kept, first, policy.boundary) {
         Some(p) => {
             // The window is `kept[p..]`: reuse `kept`'s allocation for it.
@@ -351,17 +351,46 @@ pub(crate) fn select_known<M: Borrow<StoredMessage>>(
     }
 }
 
-/// `tail[p]`: the token count of a run of `len` messages (counts `tokens(p)`) from `p` on,
-/// for `p` in `0..=len`; empty when the budget counts messages (nothing reads it).
-fn tail_sums(len: usize, tokens: impl Fn(usize) -> u32, policy: &WindowPolicy) -> Vec<u64> {
-    if !policy.counts_tokens() {
-        return Vec::new();
+/// The token count of a run of `len` messages (counts `tokens(p)`) from position `p` on, as
+/// a function of `p`, summed once; 0 everywhere when the budget counts messages (nothing
+/// reads it, so nothing is summed).
+fn tail_sums(len: usize, tokens: impl Fn(usize) -> u32, policy: &WindowPolicy) -> impl Fn(usize) -> u64 {
+    let mut tail = Vec::new();
+    if policy.counts_tokens() {
+        tail = vec![0; len + 1];
+        for p in (0..len).rev() {
+            tail[p] = tail[p + 1] + u64::from(tokens(p));
+        }
     }
-    let mut tail = vec![0; len + 1];
-    for p in (0..len).rev() {
-        tail[p] = tail[p + 1] + u64::from(tokens(p));
+    move |p| tail.get(p).copied().unwrap_or(0)
+}
+
+/// [`select`] over a loaded window followed by `appended` (a planned turn's new messages;
+/// none for the window as loaded), read in place. When the loaded messages are plain, as their
+/// log knows without reading them, the budget is fitted with the token sums the log keeps, so
+/// the cost does not grow with the window; otherwise the general path.
+pub(crate) fn select_loaded(
+    loaded: &SharedMessages,
+    appended: &[StoredMessage],
+    system_tokens: Option<u32>,
+    policy: &WindowPolicy,
+) -> Selection {
+    let n = loaded.len();
+    if loaded.is_plain() && appended.iter().all(|m| is_plain(&m.message)) {
+        let at = |i: usize| if i < n { &loaded[i] } else { &appended[i - n] };
+        // The new messages are few: summed when asked.
+        let new_from = |i: usize| appended.iter().skip(i).map(|m| u64::from(m.tokens)).sum::<u64>();
+        let tail = |p: usize| match p.checked_sub(n) {
+            None => loaded.tokens_from(p) + new_from(0),
+            Some(i) => new_from(i),
+        };
+        return select_plain(n + appended.len(), at, tail, system_tokens, policy);
     }
-    tail
+    // Two slice extends, not a chained collect: that pushes one reference at a time.
+    let mut all: Vec<&StoredMessage> = Vec::with_capacity(n + appended.len());
+    all.extend(&loaded[..]);
+    all.extend(appended);
+    select_known(&all, system_tokens, policy, false)
 }
 
 /// [`select`] over a run of `len` [plain](is_plain) messages, the `i`th given by `at(i)`
@@ -369,7 +398,7 @@ fn tail_sums(len: usize, tokens: impl Fn(usize) -> u32, policy: &WindowPolicy) -
 /// tool-call pair constrains the start, so nothing is read but a few token sums and the
 /// roles from where the budget allows. A planned turn's run is its loaded messages (whose
 /// sums the loaded log keeps) followed by its new ones, read in place.
-pub(crate) fn select_plain<'a>(
+fn select_plain<'a>(
     len: usize,
     at: impl Fn(usize) -> &'a StoredMessage,
     tail: impl Fn(usize) -> u64,
