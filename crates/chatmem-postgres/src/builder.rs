@@ -113,8 +113,9 @@ impl PostgresStoreBuilder {
 
     /// The most one statement may take (default [`DEFAULT_TIMEOUT`]): the server's
     /// `statement_timeout` of every connection, so that a statement abandoned by the client
-    /// does not keep running, and how long the client waits for the answer before it fails
-    /// with [`StoreErrorKind::Unavailable`] and closes the connection. From 1 ms to
+    /// does not keep running, and how long the client waits for the answer (250 ms more, so
+    /// that the server's own cancel, which says nothing was written, arrives first) before it
+    /// fails with [`StoreErrorKind::Unavailable`] and closes the connection. From 1 ms to
     /// [`MAX_STATEMENT_TIMEOUT`]; PostgreSQL counts whole milliseconds, so a fraction is
     /// rounded up. URL parameter: `chatmem_statement_timeout_ms`.
     pub fn statement_timeout(mut self, timeout: Duration) -> Self {

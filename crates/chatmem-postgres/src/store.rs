@@ -1,6 +1,7 @@
 //! [`PostgresStore`]: the connection pool and the [`Store`] operations, each one statement.
 
 use std::fmt;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use deadpool_postgres::tokio_postgres::types::{ToSql, Type};
@@ -20,6 +21,14 @@ use crate::sql::{Statement, Statements};
 /// The schema version this crate writes; a database at a higher one is refused with
 /// [`StoreErrorKind::SchemaTooNew`].
 pub const SCHEMA_VERSION: i32 = migrate::LATEST;
+
+/// How much longer than the server's `statement_timeout` the client waits for an answer.
+/// With both at the same length, the client could give up first on a statement still waiting
+/// for a row lock, and the server then apply it once the lock came free: a commit reported as
+/// failed that lands later. Waiting a little longer lets the server's own cancel
+/// (SQLSTATE 57014: not applied) arrive first whenever the server is alive; the client's
+/// timer is for a server that does not answer at all.
+const SERVER_ANSWERS_FIRST: Duration = Duration::from_millis(250);
 
 /// Conversations in PostgreSQL.
 ///
@@ -60,6 +69,12 @@ impl fmt::Debug for PostgresStore {
 }
 
 impl PostgresStore {
+    /// How long the client waits for a statement's answer: the server's statement timeout,
+    /// then [`SERVER_ANSWERS_FIRST`].
+    fn answer_wait(&self) -> Duration {
+        self.timeouts.statement.saturating_add(SERVER_ANSWERS_FIRST)
+    }
+
     /// Connects to `url` (`postgres://user[:password]@host[:port]/database`, or the
     /// `key=value` form) with the default settings, creating the schema if needed.
     ///
@@ -85,7 +100,7 @@ impl PostgresStore {
         const WHAT: &str = "migrating the schema";
         let mut client = self.pool.get().await.map_err(|e| pool_error(e, WHAT, &self.target))?;
         match timeout(
-            self.timeouts.statement,
+            self.answer_wait(),
             migrate::migrate(&mut client, &self.schema, quoted, &self.target),
         )
         .await
@@ -128,7 +143,7 @@ impl PostgresStore {
                 .map_err(|e| (e, false))?;
             client.query(&prepared, values).await.map_err(|e| (e, true))
         };
-        match timeout(self.timeouts.statement, sent).await {
+        match timeout(self.answer_wait(), sent).await {
             Ok(Ok(rows)) => Ok(rows),
             Ok(Err((e, false))) => Err(Failed {
                 // Preparing failed: nothing was run.
@@ -206,7 +221,7 @@ impl PostgresStore {
             }
             Ok(outcome)
         };
-        let result = timeout(self.timeouts.statement, sends).await;
+        let result = timeout(self.answer_wait(), sends).await;
         drop(client);
         result.unwrap_or_else(|_| {
             // A silent server would keep the connection task waiting: stop it.
