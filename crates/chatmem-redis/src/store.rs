@@ -16,7 +16,7 @@ use crate::index::{INDEX_BATCH, index_id};
 use crate::keys::Keys;
 use crate::reply::{Loaded, parse_snapshot};
 use crate::scripts::LOAD_FIELDS;
-use crate::window_cache::{CachedMessage, Entry, WindowCache};
+use crate::window_cache::{Entry, WindowCache};
 
 /// Longest TTL passed to Redis, in milliseconds (about 1,100 years): `PEXPIRE` fails when
 /// now plus the TTL overflows. A longer TTL never expires, as chatmem documents for a TTL a
@@ -85,28 +85,24 @@ impl RedisStore {
             return Ok(None);
         }
         if snapshot.version == seen.version && seen.created.is_some() {
-            // Nothing changed since: the cached window as it is (and the entry stays).
-            snapshot.messages = seen.in_window_from(start).iter().map(|m| m.message.clone()).collect();
+            // Nothing changed since: the cached window as it is, shared (and the entry stays).
+            snapshot.messages = seen.in_window_from(start);
             return Ok(Some(snapshot));
         }
-        let fetched = snapshot.messages.into_iter().zip(sizes);
-        let mut messages: Vec<CachedMessage> = if seen.created.is_some() {
-            // The messages seen are still stored as they were; those after them were read.
-            let kept = seen.in_window_from(start);
-            let mut all = Vec::with_capacity(kept.len() + fetched.len());
-            all.extend_from_slice(kept);
-            all
+        // Another store committed since. The messages seen are still stored as they were;
+        // those after them were read. With none cached, they were read from an earlier
+        // start: those that left the window go.
+        let mut entry = if seen.created.is_some() {
+            let mut entry = seen.clone();
+            entry.drop_below(start);
+            entry
         } else {
-            Vec::with_capacity(fetched.len())
+            Entry::default()
         };
-        // Read from an earlier start when none are cached: those that left the window go.
-        messages.extend(
-            fetched
-                .filter(|(m, _)| m.seq >= start)
-                .map(|(message, size)| CachedMessage { message, size }),
-        );
-        snapshot.messages = messages.iter().map(|m| m.message.clone()).collect();
-        self.saw(id, || Entry::seen(created, &snapshot, messages));
+        let fetched = snapshot.messages.into_vec().into_iter().zip(sizes);
+        entry.append(fetched.filter(|(m, _)| m.seq >= start));
+        snapshot.messages = entry.messages.clone();
+        self.saw(id, || Entry::seen(created, &snapshot, entry.sizes));
         Ok(Some(snapshot))
     }
 
@@ -139,12 +135,12 @@ impl RedisStore {
             self.saw(id, || created.committed(commit, version, sizes));
             return;
         }
-        match self.seen(id) {
-            Some(seen) if seen.version == commit.expected_version() => {
-                self.saw(id, || seen.committed(commit, version, sizes));
-            }
-            // Seen at another version (or not at all): what is cached stays true.
-            _ => {}
+        // Taken out, so that the commit appends to the cached window in place; seen at
+        // another version (or not at all), what is cached stays true.
+        if self.caches()
+            && let Some(seen) = self.cache.take_at(id, commit.expected_version())
+        {
+            self.cache.put(id, seen.committed(commit, version, sizes));
         }
     }
 
@@ -233,7 +229,7 @@ impl Store for RedisStore {
         if snapshot.version == 0 {
             self.forget(id);
         } else {
-            self.saw(id, || Entry::loaded(created, &snapshot, &sizes));
+            self.saw(id, || Entry::seen(created, &snapshot, sizes));
         }
         Ok(snapshot)
     }

@@ -14,6 +14,12 @@
 //! messages). A message, once stored at a seq, never changes while its conversation
 //! exists, so a window seen before only needs the messages from its `next_seq` on.
 //!
+//! Why shared: a cached window is a [`SharedMessages`] run that the snapshots loaded from it
+//! share, so a load copies no message; a commit takes its entry out of the cache
+//! ([`WindowCache::take_at`]) and, the loaded snapshot having been let go of (as
+//! `ChatMemory` does before it commits), appends to the run in place: the cache copies no
+//! message of the window in a turn (it copied the window twice a turn before).
+//!
 //! What keeps it right when other stores (other processes) write the same conversation:
 //! - the window start never moves back while a conversation exists, so a cached start is a
 //!   lower bound, and cached messages below the stored start are dropped;
@@ -29,22 +35,20 @@
 //! counted as the stored members' sizes); past either, the least recently used
 //! conversations are forgotten (their next load runs the script again).
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use chatmem::{Commit, ConversationId, Snapshot, StoredMessage};
+use chatmem::{Commit, ConversationId, SharedMessages, Snapshot};
 use hashlink::LruCache;
 
 /// The most conversations cached.
 pub(crate) const MAX_ENTRIES: usize = 65_536;
 
-/// A cached message and the size of its stored member, which the budget counts.
-#[derive(Debug, Clone)]
-pub(crate) struct CachedMessage {
-    pub(crate) message: StoredMessage,
-    pub(crate) size: usize,
-}
-
 /// One conversation as last seen (loaded or committed) by this store.
+///
+/// Its messages are the run the snapshots it hands out share ([`SharedMessages`]): a load
+/// copies none, and a commit appends to the run in place when the entry was the last holder
+/// (see [`WindowCache::take_at`]).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Entry {
     /// The conversation's creation marker; `None` for one created before chatmem stored
@@ -55,65 +59,67 @@ pub(crate) struct Entry {
     pub(crate) next_seq: u64,
     /// Every message with `window_start <= seq < next_seq`, oldest first (empty unless
     /// `created` is known).
-    pub(crate) messages: Vec<CachedMessage>,
+    pub(crate) messages: SharedMessages,
+    /// The stored size of each of `messages`, in order, which the budget counts...
+    pub(crate) sizes: VecDeque<usize>,
+    /// ...and their sum.
+    pub(crate) bytes: usize,
 }
 
 impl Entry {
-    /// What a load saw: `messages` are `snapshot`'s with their sizes (kept only when the
-    /// creation marker is known).
-    pub(crate) fn seen(created: Option<u64>, snapshot: &Snapshot, messages: Vec<CachedMessage>) -> Self {
-        Self {
+    /// What a load saw: `snapshot` and its messages' stored `sizes` (the messages kept,
+    /// shared with the snapshot, only when the creation marker is known).
+    pub(crate) fn seen(created: Option<u64>, snapshot: &Snapshot, sizes: impl IntoIterator<Item = usize>) -> Self {
+        let mut entry = Self {
             created,
             version: snapshot.version,
             window_start: snapshot.window_start,
             next_seq: snapshot.next_seq,
-            messages: if created.is_some() { messages } else { Vec::new() },
-        }
-    }
-
-    /// What a load by the script saw: `snapshot` with its messages' stored `sizes` (copied
-    /// only when the creation marker is known: without it nothing is kept).
-    pub(crate) fn loaded(created: Option<u64>, snapshot: &Snapshot, sizes: &[usize]) -> Self {
-        let messages = match created {
-            Some(_) => snapshot
-                .messages
-                .iter()
-                .zip(sizes)
-                .map(|(m, &size)| CachedMessage {
-                    message: m.clone(),
-                    size,
-                })
-                .collect(),
-            None => Vec::new(),
+            ..Self::default()
         };
-        Self::seen(created, snapshot, messages)
+        if created.is_some() {
+            entry.messages = snapshot.messages.clone();
+            entry.sizes = sizes.into_iter().collect();
+            entry.bytes = entry.sizes.iter().sum();
+        }
+        entry
     }
 
     /// What a commit made of the conversation seen as `self` (that is, when `self` is the
     /// version the commit was checked against): its window start, its next seq, the seen
     /// messages still in the window and the appended ones, sized `sizes`.
-    pub(crate) fn committed(&self, commit: &Commit, version: u64, sizes: &[usize]) -> Self {
+    pub(crate) fn committed(mut self, commit: &Commit, version: u64, sizes: &[usize]) -> Self {
         let start = commit.window_start();
-        let messages = if self.created.is_some() {
-            let kept = self.in_window_from(start);
+        if self.created.is_some() {
+            self.drop_below(start);
             let appended = commit.appended().iter().zip(sizes).filter(|(m, _)| m.seq >= start);
-            let mut all = Vec::with_capacity(kept.len() + commit.appended().len());
-            all.extend_from_slice(kept);
-            all.extend(appended.map(|(m, &size)| CachedMessage {
-                message: m.clone(),
-                size,
-            }));
-            all
-        } else {
-            Vec::new()
-        };
-        Self {
-            created: self.created,
-            version,
-            window_start: start,
-            next_seq: commit.next_seq(),
-            messages,
+            self.messages.extend(appended.clone().map(|(m, _)| m.clone()));
+            for (_, &size) in appended {
+                self.sizes.push_back(size);
+                self.bytes += size;
+            }
         }
+        self.version = version;
+        self.window_start = start;
+        self.next_seq = commit.next_seq();
+        self
+    }
+
+    /// Drops the cached messages with `seq < start` (they left the window).
+    pub(crate) fn drop_below(&mut self, start: u64) {
+        let before = self.messages.len();
+        self.messages.drop_below(start);
+        for _ in self.messages.len()..before {
+            self.bytes -= self.sizes.pop_front().unwrap_or(0);
+        }
+    }
+
+    /// Appends messages read after the cached ones, with their stored sizes.
+    pub(crate) fn append(&mut self, read: impl IntoIterator<Item = (chatmem::StoredMessage, usize)>) {
+        let (messages, sizes): (Vec<_>, Vec<_>) = read.into_iter().unzip();
+        self.messages.extend(messages);
+        self.bytes += sizes.iter().sum::<usize>();
+        self.sizes.extend(sizes);
     }
 
     /// Where a load reads messages from: after the cached ones, or, with none cached, from
@@ -126,14 +132,11 @@ impl Entry {
         }
     }
 
-    fn bytes(&self) -> usize {
-        self.messages.iter().map(|m| m.size).sum()
-    }
-
-    /// The messages still inside a window that now starts at `start`.
-    pub(crate) fn in_window_from(&self, start: u64) -> &[CachedMessage] {
-        let evicted = self.messages.partition_point(|m| m.message.seq < start);
-        &self.messages[evicted..]
+    /// The messages still inside a window that now starts at `start`, shared.
+    pub(crate) fn in_window_from(&self, start: u64) -> SharedMessages {
+        let mut run = self.messages.clone();
+        run.drop_below(start);
+        run
     }
 }
 
@@ -147,7 +150,7 @@ pub(crate) struct WindowCache {
 #[derive(Debug)]
 struct Inner {
     entries: LruCache<ConversationId, Arc<Entry>>,
-    bytes: usize,
+    pub(crate) bytes: usize,
 }
 
 impl WindowCache {
@@ -172,13 +175,31 @@ impl WindowCache {
         self.lock().entries.get(id).cloned()
     }
 
+    /// Takes out the entry of `id` when it is at `version`, to be changed and put back
+    /// (otherwise leaves it): owned, and its messages with it when nothing else holds them
+    /// (a snapshot loaded from it is let go of before its commit), so that a commit appends
+    /// to them in place instead of copying the window. A load of `id` meanwhile finds no
+    /// entry and runs the load script.
+    pub(crate) fn take_at(&self, id: &ConversationId, version: u64) -> Option<Entry> {
+        let mut inner = self.lock();
+        if inner.entries.peek(id)?.version != version {
+            return None;
+        }
+        let entry = inner.entries.remove(id)?;
+        inner.bytes -= entry.bytes;
+        drop(inner);
+        Some(Arc::unwrap_or_clone(entry))
+    }
+
     /// Records what was seen of `id` (keeping a newer entry of the same conversation that a
     /// concurrent load or commit recorded first). An entry whose messages alone exceed the
     /// budget keeps its window start only.
     pub(crate) fn put(&self, id: &ConversationId, mut entry: Entry) {
-        let mut bytes = entry.bytes();
+        let mut bytes = entry.bytes;
         if bytes > self.max_bytes {
-            entry.messages = Vec::new();
+            entry.messages = SharedMessages::new();
+            entry.sizes = VecDeque::new();
+            entry.bytes = 0;
             entry.created = None;
             bytes = 0;
         }
@@ -190,7 +211,7 @@ impl WindowCache {
             return;
         }
         if let Some(old) = inner.entries.remove(id) {
-            inner.bytes -= old.bytes();
+            inner.bytes -= old.bytes;
         }
         inner.bytes += bytes;
         inner.entries.insert(id.clone(), Arc::new(entry));
@@ -198,7 +219,7 @@ impl WindowCache {
             let Some((_, old)) = inner.entries.remove_lru() else {
                 break;
             };
-            inner.bytes -= old.bytes();
+            inner.bytes -= old.bytes;
         }
     }
 
@@ -206,30 +227,29 @@ impl WindowCache {
     pub(crate) fn forget(&self, id: &ConversationId) {
         let mut inner = self.lock();
         if let Some(old) = inner.entries.remove(id) {
-            inner.bytes -= old.bytes();
+            inner.bytes -= old.bytes;
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use chatmem::Message;
+    use chatmem::{Message, StoredMessage};
 
     use super::*;
 
     fn entry(created: u64, version: u64, seqs: std::ops::Range<u64>, size: usize) -> Entry {
-        Entry {
-            created: Some(created),
+        let snapshot = Snapshot {
             version,
             window_start: seqs.start,
             next_seq: seqs.end,
             messages: seqs
-                .map(|seq| CachedMessage {
-                    message: StoredMessage::new(seq, 1, Message::user("m")),
-                    size,
-                })
+                .clone()
+                .map(|seq| StoredMessage::new(seq, 1, Message::user("m")))
                 .collect(),
-        }
+            ..Snapshot::empty()
+        };
+        Entry::seen(Some(created), &snapshot, seqs.map(|_| size))
     }
 
     fn id(s: &str) -> ConversationId {
@@ -286,10 +306,43 @@ mod tests {
     }
 
     #[test]
+    fn a_commit_takes_its_entry_out_and_puts_back_the_window_it_made() {
+        let cache = WindowCache::new(1_000);
+        let a = id("a");
+        cache.put(&a, entry(7, 3, 1..11, 10));
+        // Checked against another version: the entry stays as it was.
+        assert!(cache.take_at(&a, 2).is_none());
+        assert_eq!(cache.get(&a).unwrap().version, 3);
+        let seen = cache.take_at(&a, 3).unwrap();
+        assert!(cache.get(&a).is_none() && cache.lock().bytes == 0, "taken out");
+        // The window moves from 1 to 5 and gets two messages (stored sizes 30 and 40).
+        let mut snapshot = Snapshot::empty();
+        (snapshot.version, snapshot.window_start, snapshot.next_seq) = (3, 1, 11);
+        let commit = Commit::on(&snapshot)
+            .append(Message::user("u"), 1)
+            .append(Message::assistant("a"), 1)
+            .window_start(5)
+            .build()
+            .unwrap();
+        cache.put(&a, seen.committed(&commit, 4, &[30, 40]));
+        let e = cache.get(&a).unwrap();
+        assert_eq!((e.version, e.window_start, e.next_seq, e.read_from()), (4, 5, 13, 13));
+        assert_eq!(
+            e.messages.iter().map(|m| m.seq).collect::<Vec<_>>(),
+            (5..13).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            e.sizes.iter().copied().collect::<Vec<_>>(),
+            [10, 10, 10, 10, 10, 10, 30, 40]
+        );
+        assert_eq!((e.bytes, cache.lock().bytes), (130, 130));
+    }
+
+    #[test]
     fn a_window_that_moved_on_drops_what_left_it() {
         let e = entry(1, 1, 3..9, 1);
         assert_eq!(e.read_from(), 9);
-        let seqs: Vec<u64> = e.in_window_from(6).iter().map(|m| m.message.seq).collect();
+        let seqs: Vec<u64> = e.in_window_from(6).iter().map(|m| m.seq).collect();
         assert_eq!(seqs, [6, 7, 8]);
         assert!(e.in_window_from(20).is_empty());
     }

@@ -148,6 +148,25 @@ impl SharedMessages {
         }
     }
 
+    /// Drops the messages with `seq < below` from the front (the messages are in `seq`
+    /// order), as a store does when its window's start moves: the rest stay where they are,
+    /// shared with whoever else holds the run, and are moved to the front in place only once
+    /// the dropped part outgrows them and nothing else holds the run (amortized constant
+    /// time per dropped message).
+    ///
+    /// ```
+    /// use chatmem::{Message, SharedMessages, StoredMessage};
+    /// let mut run: SharedMessages = (1..=4).map(|seq| StoredMessage::new(seq, 1, Message::user("m"))).collect();
+    /// let snapshot = run.clone();
+    /// run.drop_below(3);
+    /// assert_eq!(run.iter().map(|m| m.seq).collect::<Vec<_>>(), [3, 4]);
+    /// assert_eq!(snapshot.len(), 4); // a snapshot keeps what it saw
+    /// ```
+    pub fn drop_below(&mut self, below: u64) {
+        // Nothing is at or past `u64::MAX` to keep: no message is copied out.
+        self.split_below(below, u64::MAX);
+    }
+
     /// Whether every message is a user or assistant message without tool calls, so that
     /// no tool-call pair can be broken: answered without reading the messages.
     pub(crate) fn is_plain(&self) -> bool {
@@ -395,6 +414,29 @@ mod tests {
         // Everything dropped: the empty run holds no log.
         log.split_below(u64::MAX, u64::MAX);
         assert!(log.is_empty() && log.log.is_none());
+    }
+
+    #[test]
+    fn a_window_kept_as_a_run_moves_and_grows_in_place_when_alone() {
+        // As a store's cache keeps a window: drop what left it, append the new messages.
+        let mut window: SharedMessages = (1..=20).map(user).collect();
+        let log = |w: &SharedMessages| w.log.as_ref().map(Arc::as_ptr);
+        let at = log(&window);
+        for turn in 0..100u64 {
+            let next = 21 + 2 * turn;
+            window.drop_below(next - 18);
+            window.extend([user(next), user(next + 1)]);
+            assert_eq!(seqs(&window), (next - 18..next + 2).collect::<Vec<_>>());
+        }
+        assert_eq!(log(&window), at, "no copy while nothing else held the run");
+        assert!(window.start < COMPACT_MIN + 20, "the dropped part is compacted away");
+        // A holder makes the next change copy the window once, and keeps what it saw.
+        let held = window.clone();
+        window.drop_below(u64::MAX - 1);
+        window.extend([user(u64::MAX - 1)]);
+        assert_eq!(seqs(&window), [u64::MAX - 1]);
+        assert_eq!(held.len(), 20);
+        assert_eq!(log(&held), at);
     }
 
     #[test]
