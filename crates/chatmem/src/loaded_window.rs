@@ -7,7 +7,7 @@ use crate::shared_messages::SharedMessages;
 use crate::store::{Snapshot, StoredMessage};
 use crate::summary::{Summary, render_system, system_slot};
 use crate::tokens::TokenCounter;
-use crate::window::{Selection, WindowPolicy, select_loaded};
+use crate::window::{Chosen, WindowPolicy, select_loaded};
 
 /// A loaded conversation: the [`Snapshot`] read in one round trip and the window the policy
 /// chose from it (by the cached token counts alone).
@@ -34,7 +34,7 @@ pub struct LoadedWindow {
     policy: WindowPolicy,
     /// Chosen when first asked for: a turn plans its own window, so the advisor's path
     /// (load, turn, prompt, commit) never needs this one.
-    selection: OnceLock<Selection>,
+    selection: OnceLock<Chosen>,
 }
 
 /// Equal when the snapshots and policies are: the selection is a function of the two.
@@ -91,7 +91,7 @@ impl LoadedWindow {
         }
     }
 
-    fn selection(&self) -> &Selection {
+    fn selection(&self) -> &Chosen {
         self.selection.get_or_init(|| choose(&self.snapshot, &self.policy))
     }
 
@@ -118,7 +118,7 @@ impl LoadedWindow {
 
     /// The stored messages in the window, oldest first.
     pub(crate) fn selected(&self) -> impl Iterator<Item = &StoredMessage> + '_ {
-        self.selection().indices.iter().map(|&i| &self.snapshot.messages[i])
+        self.selection().indices().map(|i| &self.snapshot.messages[i])
     }
 
     /// What the model sees: the system message (with the summary) first, then the window.
@@ -144,9 +144,8 @@ impl LoadedWindow {
         let system = render_system(system.as_ref().map(|s| &*s.message), summary.as_ref());
         let mut slots: Vec<Option<StoredMessage>> = messages.into_iter().map(Some).collect();
         let turns = selection
-            .indices
-            .iter()
-            .filter_map(|&i| slots.get_mut(i).and_then(Option::take));
+            .indices()
+            .filter_map(|i| slots.get_mut(i).and_then(Option::take));
         system
             .into_iter()
             .chain(turns.map(StoredMessage::into_message))
@@ -156,7 +155,7 @@ impl LoadedWindow {
     /// The number of messages in [`messages`](LoadedWindow::messages).
     pub fn len(&self) -> usize {
         let slot = system_slot(self.snapshot.system.as_ref(), self.snapshot.summary.as_ref());
-        usize::from(slot.is_some()) + self.selection().indices.len()
+        usize::from(slot.is_some()) + self.selection().count()
     }
 
     /// Whether the window is empty.
@@ -188,7 +187,7 @@ impl LoadedWindow {
 }
 
 /// The window `policy` chooses from `snapshot`, by its cached counts.
-fn choose(snapshot: &Snapshot, policy: &WindowPolicy) -> Selection {
+fn choose(snapshot: &Snapshot, policy: &WindowPolicy) -> Chosen {
     let slot = system_slot(snapshot.system.as_ref(), snapshot.summary.as_ref());
     select_loaded(&snapshot.messages, &[], slot, policy)
 }

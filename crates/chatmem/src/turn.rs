@@ -17,7 +17,7 @@ use crate::message::Message;
 use crate::store::{Retention, Snapshot, StoredMessage};
 use crate::summary::{Summary, render_system, shown, system_slot};
 use crate::tokens::{CounterName, TokenCounter};
-use crate::window::{Selection, WindowPolicy, select_loaded};
+use crate::window::{Chosen, WindowPolicy, select_loaded};
 
 /// A turn being prepared on a [`LoadedWindow`]: the turn's new messages, each counted once
 /// when it joins the turn, never again (not for the prompt, not for a retried commit).
@@ -116,14 +116,21 @@ impl Turn {
                 .as_ref(),
             None => system,
         };
-        // The indices ascend, so the loaded messages' are a prefix (a slice extends in one go).
-        let loaded = &selection.indices[..selection.indices.partition_point(|&i| i < old)];
-        let history = loaded.iter().map(|&i| &*snapshot.messages[i].message);
         let new = self.new.iter().filter(|(m, _)| !m.is_system()).map(|(m, _)| &**m);
         // Sized once: the prompt can be the whole window, and growing it step by step copies it.
-        let mut prompt = Vec::with_capacity(1 + selection.indices.len());
+        let mut prompt = Vec::with_capacity(1 + selection.count());
         prompt.extend(system);
-        prompt.extend(history);
+        match &selection {
+            // A run: the loaded messages from its start on, a slice (extended in one go).
+            Chosen::Run { start, .. } => {
+                prompt.extend(snapshot.messages[(*start).min(old)..].iter().map(|m| &*m.message));
+            }
+            // The positions ascend, so the loaded messages' are a prefix.
+            Chosen::Picked(s) => {
+                let loaded = &s.indices[..s.indices.partition_point(|&i| i < old)];
+                prompt.extend(loaded.iter().map(|&i| &*snapshot.messages[i].message));
+            }
+        }
         prompt.extend(new);
         prompt
     }
@@ -196,7 +203,7 @@ pub(crate) fn plan_window(
     snapshot: &Snapshot,
     batch: &[(Arc<Message>, u32)],
     policy: &WindowPolicy,
-) -> (Option<usize>, Selection) {
+) -> (Option<usize>, Chosen) {
     let mut builder = Commit::on(snapshot);
     let added = add_batch(&mut builder, snapshot, batch);
     let (_, selection, _) = window_of(snapshot, builder.draft(), policy);
@@ -240,14 +247,14 @@ fn window_of<'a>(
     snapshot: &'a Snapshot,
     draft: &'a Commit,
     policy: &WindowPolicy,
-) -> (Option<&'a StoredMessage>, Selection, u64) {
+) -> (Option<&'a StoredMessage>, Chosen, u64) {
     let system = draft.system().or(snapshot.system.as_ref());
     let slot = system_slot(system, snapshot.summary.as_ref());
     let appended = draft.appended();
     let selection = select_loaded(&snapshot.messages, appended, slot, policy);
     let loaded = &snapshot.messages[..];
-    let window_start = match selection.start.checked_sub(loaded.len()) {
-        None => loaded[selection.start].seq,
+    let window_start = match selection.start().checked_sub(loaded.len()) {
+        None => loaded[selection.start()].seq,
         Some(i) => appended.get(i).map_or(draft.next_seq(), |m| m.seq),
     };
     (system, selection, window_start)

@@ -329,7 +329,11 @@ fn select_known<M: Borrow<StoredMessage>>(
     debug_assert_eq!(plain, messages.iter().all(|m| is_plain(&m.borrow().message)));
     if plain {
         let tail = tail_sums(messages.len(), |i| messages[i].borrow().tokens, policy);
-        return select_plain(messages.len(), |i| messages[i].borrow(), tail, system_tokens, policy);
+        let start = select_plain(messages.len(), |i| messages[i].borrow(), tail, system_tokens, policy);
+        return Selection {
+            start,
+            indices: (start..messages.len()).collect(),
+        };
     }
     let keep = repair(messages);
     let mut kept: Vec<usize> = (0..messages.len()).filter(|&i| keep[i]).collect();
@@ -374,7 +378,7 @@ pub(crate) fn select_loaded(
     appended: &[StoredMessage],
     system_tokens: Option<u32>,
     policy: &WindowPolicy,
-) -> Selection {
+) -> Chosen {
     let n = loaded.len();
     if loaded.is_plain() && appended.iter().all(|m| is_plain(&m.message)) {
         let at = |i: usize| if i < n { &loaded[i] } else { &appended[i - n] };
@@ -384,38 +388,74 @@ pub(crate) fn select_loaded(
             None => loaded.tokens_from(p) + new_from(0),
             Some(i) => new_from(i),
         };
-        return select_plain(n + appended.len(), at, tail, system_tokens, policy);
+        let len = n + appended.len();
+        let start = select_plain(len, at, tail, system_tokens, policy);
+        return Chosen::Run { start, len };
     }
     // Two slice extends, not a chained collect: that pushes one reference at a time.
     let mut all: Vec<&StoredMessage> = Vec::with_capacity(n + appended.len());
     all.extend(&loaded[..]);
     all.extend(appended);
-    select_known(&all, system_tokens, policy, false)
+    Chosen::Picked(select_known(&all, system_tokens, policy, false))
+}
+
+/// What [`select_loaded`] chose: the positions of the messages the model sees, in the run of
+/// the loaded messages followed by the appended ones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Chosen {
+    /// Every message from `start` to the run's end, `len` (none when `start == len`): a
+    /// plain run, which repair leaves whole, so no list of positions is made (it would cost
+    /// the length of the window every turn).
+    Run { start: usize, len: usize },
+    /// Chosen one by one (repair left some out).
+    Picked(Selection),
+}
+
+impl Chosen {
+    /// The position of the first message inside the window; the run's length when the
+    /// window is empty.
+    pub(crate) fn start(&self) -> usize {
+        match self {
+            Chosen::Run { start, .. } => *start,
+            Chosen::Picked(s) => s.start,
+        }
+    }
+
+    /// How many messages the model sees.
+    pub(crate) fn count(&self) -> usize {
+        match self {
+            Chosen::Run { start, len } => len - start,
+            Chosen::Picked(s) => s.indices.len(),
+        }
+    }
+
+    /// The positions of the messages the model sees, in order.
+    pub(crate) fn indices(&self) -> impl Iterator<Item = usize> + '_ {
+        let (run, picked) = match self {
+            Chosen::Run { start, len } => (*start..*len, &[][..]),
+            Chosen::Picked(s) => (0..0, &s.indices[..]),
+        };
+        run.chain(picked.iter().copied())
+    }
 }
 
 /// [`select`] over a run of `len` [plain](is_plain) messages, the `i`th given by `at(i)`
 /// and the token count from position `p` on by `tail(p)`: repair drops none of them and no
 /// tool-call pair constrains the start, so nothing is read but a few token sums and the
 /// roles from where the budget allows. A planned turn's run is its loaded messages (whose
-/// sums the loaded log keeps) followed by its new ones, read in place.
+/// sums the loaded log keeps) followed by its new ones, read in place. Returns where the
+/// window starts (`len`: empty); it is every message from there on.
 fn select_plain<'a>(
     len: usize,
     at: impl Fn(usize) -> &'a StoredMessage,
     tail: impl Fn(usize) -> u64,
     system_tokens: Option<u32>,
     policy: &WindowPolicy,
-) -> Selection {
+) -> usize {
     let first = first_within(len, tail, system_tokens, policy);
-    match (first..len).find(|&i| suits(&at(i).message, policy.boundary)) {
-        Some(start) => Selection {
-            start,
-            indices: (start..len).collect(),
-        },
-        None => Selection {
-            start: len,
-            indices: Vec::new(),
-        },
-    }
+    (first..len)
+        .find(|&i| suits(&at(i).message, policy.boundary))
+        .unwrap_or(len)
 }
 
 /// The earliest position of a run of `len` kept messages where the window may begin by the
