@@ -33,6 +33,16 @@ fn address(url: &str) -> Result<String, String> {
     Ok(rest.split('/').next().unwrap_or(rest).to_owned())
 }
 
+/// One `PING` through a redis-rs connection (a clone: they share the connection).
+async fn redis_ping(mut conn: impl redis::aio::ConnectionLike) -> Result<(), String> {
+    let pong: String = redis::cmd("PING")
+        .query_async(&mut conn)
+        .await
+        .map_err(|e| e.to_string())?;
+    std::hint::black_box(pong);
+    Ok(())
+}
+
 /// `PINGS` round trips of `ping`, timed one by one.
 async fn timed<F, Fut>(mut ping: F) -> Result<Vec<Duration>, String>
 where
@@ -73,24 +83,11 @@ fn main() -> Result<(), String> {
         let stream = tokio::sync::Mutex::new(stream);
         while let Some(done) = rx.recv().await {
             let result = async {
-                let ping = |mut c: redis::aio::ConnectionManager| async move {
-                    let pong: String = redis::cmd("PING")
-                        .query_async(&mut c)
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    std::hint::black_box(pong);
-                    Ok(())
-                };
-                summary("ConnectionManager", timed(|| ping(manager.clone())).await?);
-                let ping = |mut c: redis::aio::MultiplexedConnection| async move {
-                    let pong: String = redis::cmd("PING")
-                        .query_async(&mut c)
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    std::hint::black_box(pong);
-                    Ok(())
-                };
-                summary("MultiplexedConnection", timed(|| ping(multiplexed.clone())).await?);
+                summary("ConnectionManager", timed(|| redis_ping(manager.clone())).await?);
+                summary(
+                    "MultiplexedConnection",
+                    timed(|| redis_ping(multiplexed.clone())).await?,
+                );
                 let stream = &stream;
                 let ping = || async move {
                     let mut s = stream.lock().await;
