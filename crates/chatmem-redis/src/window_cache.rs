@@ -93,11 +93,7 @@ impl Entry {
         if self.created.is_some() {
             self.drop_below(start);
             let appended = commit.appended().iter().zip(sizes).filter(|(m, _)| m.seq >= start);
-            self.messages.extend(appended.clone().map(|(m, _)| m.clone()));
-            for (_, &size) in appended {
-                self.sizes.push_back(size);
-                self.bytes += size;
-            }
+            self.append(appended.map(|(m, &size)| (m.clone(), size)));
         }
         self.version = version;
         self.window_start = start;
@@ -116,10 +112,12 @@ impl Entry {
 
     /// Appends messages read after the cached ones, with their stored sizes.
     pub(crate) fn append(&mut self, read: impl IntoIterator<Item = (chatmem::StoredMessage, usize)>) {
-        let (messages, sizes): (Vec<_>, Vec<_>) = read.into_iter().unzip();
-        self.messages.extend(messages);
-        self.bytes += sizes.iter().sum::<usize>();
-        self.sizes.extend(sizes);
+        let (sizes, bytes) = (&mut self.sizes, &mut self.bytes);
+        self.messages.extend(read.into_iter().map(|(message, size)| {
+            sizes.push_back(size);
+            *bytes += size;
+            message
+        }));
     }
 
     /// Where a load reads messages from: after the cached ones, or, with none cached, from
