@@ -23,20 +23,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         for i in 0..2000 {
             let (user, answer) = &texts[i % texts.len()];
             let t0 = Instant::now();
-            let loaded = memory.load(&id).await?;
+            let mut t = memory.begin(&id).await?;
             let t1 = Instant::now();
-            let first = if loaded.system().is_none() {
-                Some(Message::system(bench_common::SYSTEM))
-            } else {
-                None
-            };
-            let mut t = memory.turn(loaded, first.into_iter().chain([Message::user(user.clone())]));
+            if t.loaded().system().is_none() {
+                t.push(Message::system(bench_common::SYSTEM));
+            }
+            t.push(Message::user(user.clone()));
             let t2 = Instant::now();
             black_box(t.prompt());
             let t3 = Instant::now();
             t.push(Message::assistant(answer.clone()));
             let t4 = Instant::now();
-            memory.commit_turn(&id, t).await?;
+            t.commit().await?;
             let t5 = Instant::now();
             let d = [t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t5 - t0];
             for k in 0..6 {

@@ -1,6 +1,6 @@
 //! chatmem's side of the peer benchmark: every workload through the public API, a turn being
-//! the advisor's path (`ChatMemory::load`, `turn` + `prompt`, the answer pushed, one
-//! `commit_turn`). Prints one JSON line per result on stdout; `bench/run.sh` runs it.
+//! the advisor's path (`ChatMemory::begin`, the user message pushed and the `prompt`, the
+//! answer pushed, one `Turn::commit`). Prints one JSON line per result on stdout; `bench/run.sh` runs it.
 //!
 //! Run with: `cargo run --release -- [--quick]` (from bench/chatmem-side, with
 //! CHATMEM_TEST_PG_URL and CHATMEM_TEST_REDIS_URL set for the stores).
@@ -239,21 +239,21 @@ async fn bench_store<S: Store + Clone + 'static>(plan: &Plan, run: &str, name: &
     Ok(())
 }
 
-/// Where a W3 turn's time goes at history 100: `load`, planning (`turn` + `prompt`), and
-/// `commit_turn`, each timed alone.
+/// Where a W3 turn's time goes at history 100: `begin` (the load), planning (the messages
+/// pushed + `prompt`), and `commit`, each timed alone.
 async fn phases<S: Store>(plan: &Plan, run: &str, name: &str, m: &ChatMemory<S>, store: &S) -> Res<()> {
     let cid = id(&format!("bench-{run}-phases"));
     seed(store, &cid, 100).await?;
     let (mut load, mut prep, mut commit) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..plan.store_turns.min(100) + 5 {
         let t0 = std::time::Instant::now();
-        let loaded = m.load(&cid).await.map_err(|e| e.to_string())?;
+        let mut t = m.begin(&cid).await.map_err(|e| e.to_string())?;
         let t1 = std::time::Instant::now();
-        let mut t = m.turn(loaded, [Message::user(b::user_text(i, ""))]);
+        t.push(Message::user(b::user_text(i, "")));
         black_box(t.prompt());
         t.push(Message::assistant(b::answer_text(i, "")));
         let t2 = std::time::Instant::now();
-        m.commit_turn(&cid, t).await.map_err(|e| e.to_string())?;
+        t.commit().await.map_err(|e| e.to_string())?;
         let t3 = std::time::Instant::now();
         if i >= 5 {
             load.push((t1 - t0).as_secs_f64() * 1e6);

@@ -46,25 +46,23 @@ pub struct Case {
     pub turner: Box<dyn Turner>,
 }
 
-/// One turn on `id` as chatmem's advisor runs it (`load`, `turn` + `prompt`, the answer pushed,
-/// one `commit_turn`); the system message joins the first turn only. Every bench workload's
-/// chatmem turn is this one.
+/// One turn on `id` as chatmem's advisor runs it (`begin`, which loads, the user message pushed
+/// and the `prompt`, the answer pushed, one `commit`); the system message joins the first turn
+/// only. Every bench workload's chatmem turn is this one.
 pub async fn chatmem_turn<S: Store>(
     m: &ChatMemory<S>,
     id: &ConversationId,
     user: String,
     answer: String,
 ) -> Result<(), String> {
-    let loaded = m.load(id).await.map_err(|e| e.to_string())?;
-    let first = if loaded.system().is_none() {
-        Some(Message::system(crate::SYSTEM))
-    } else {
-        None
-    };
-    let mut t = m.turn(loaded, first.into_iter().chain([Message::user(user)]));
+    let mut t = m.begin(id).await.map_err(|e| e.to_string())?;
+    if t.loaded().system().is_none() {
+        t.push(Message::system(crate::SYSTEM));
+    }
+    t.push(Message::user(user));
     black_box(t.prompt());
     t.push(Message::assistant(answer));
-    m.commit_turn(id, t).await.map_err(|e| e.to_string())
+    t.commit().await.map(drop).map_err(|e| e.to_string())
 }
 
 /// The token budget that leaves `budget` for the turns after the system message (the system

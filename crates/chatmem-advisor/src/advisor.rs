@@ -8,7 +8,7 @@ mod tool_loop;
 
 use std::sync::Arc;
 
-use chatmem::{ChatMemory, ChatModel, ConversationId, InMemoryStore, Message, Store, StoredMessage, Turn};
+use chatmem::{ChatMemory, ChatModel, ConversationId, InMemoryStore, Message, Store, Turn};
 
 pub use self::conversation::Conversation;
 pub use self::stream::TurnStream;
@@ -88,19 +88,19 @@ pub struct MemoryAdvisor<M, S = InMemoryStore> {
 }
 
 /// What a turn sends first and what it will commit.
-struct Prepared {
+struct Prepared<'a, S> {
     /// The turn planned by the core: its new messages counted once, the loaded window as its
     /// base; its prompt is what each model call starts with.
-    turn: Turn,
+    turn: Turn<'a, S>,
     /// The turn's new messages (for [`TurnResponse::messages`]).
     new: Vec<Message>,
 }
 
 /// What a turn commits once the model answered.
-struct Answered {
+struct Answered<'a, S> {
     /// The whole turn: its new messages (unless already written in eager mode), then every
     /// message it generated.
-    turn: Turn,
+    turn: Turn<'a, S>,
     /// What the caller gets.
     response: TurnResponse,
 }
@@ -170,7 +170,7 @@ impl<M: ChatModel, S: Store> MemoryAdvisor<M, S> {
 
     /// Starts a turn: [`prepare`](Self::prepare) (steps 1 and 2), then the tool loop, ready
     /// for its first request.
-    async fn begin(&self, id: &ConversationId, request: TurnRequest) -> Result<TurnLoop, Error> {
+    async fn begin(&self, id: &ConversationId, request: TurnRequest) -> Result<TurnLoop<'_, S>, Error> {
         let TurnRequest {
             messages,
             tools,
@@ -186,56 +186,45 @@ impl<M: ChatModel, S: Store> MemoryAdvisor<M, S> {
         ))
     }
 
-    /// Steps 1 and 2: load, system handling, de-duplication, the prompt, and the eager write.
-    async fn prepare(&self, id: &ConversationId, mut messages: Vec<Message>) -> Result<Prepared, Error> {
-        let system = match messages.first() {
-            Some(m) if m.is_system() => Some(messages.remove(0)),
-            _ => None,
-        };
-        if let Some(i) = messages.iter().position(Message::is_system) {
+    /// Steps 1 and 2: the request checked, the turn begun (which messages are new and the
+    /// system message rule are the core turn's), and the eager write.
+    async fn prepare(&self, id: &ConversationId, messages: Vec<Message>) -> Result<Prepared<'_, S>, Error> {
+        let leading_system = usize::from(messages.first().is_some_and(Message::is_system));
+        if let Some(i) = messages.iter().skip(leading_system).position(Message::is_system) {
             return Err(Error::InvalidRequest(format!(
                 "message {} is a system message; only the first message may be one",
-                i + usize::from(system.is_some())
+                i + leading_system
             )));
         }
-        if messages.is_empty() {
+        if messages.len() == leading_system {
             return Err(Error::InvalidRequest(
                 "a turn needs at least one non-system message".into(),
             ));
         }
-        let window = self.memory.load(id).await.map_err(Error::Load)?;
-        let skip = already_stored(&window.snapshot().messages, &messages);
-        let new = messages.split_off(skip);
-        let changed_system = system.filter(|s| window.system().is_none_or(|old| old.text() != s.text()));
-        let window_len = window.len();
-        // The core plans the turn once: each new message counted once, the prompt and the
-        // commit both from that plan.
-        let turn = self
-            .memory
-            .turn(window, changed_system.into_iter().chain(new.iter().cloned()));
+        let mut turn = self.memory.begin(id).await.map_err(Error::Load)?;
+        let skipped = turn.push_unstored(messages);
+        let new: Vec<Message> = turn.messages().filter(|m| !m.is_system()).cloned().collect();
         tracing::debug!(
             conversation = %id,
-            window = window_len,
+            loaded = turn.loaded().snapshot().messages.len(),
             new = new.len(),
-            already_stored = skip,
+            already_stored = skipped,
             "turn prepared"
         );
-        let turn = match self.write_mode {
-            WriteMode::Eager if !turn.is_empty() => self
-                .memory
-                .checkpoint(id, turn)
+        if self.write_mode == WriteMode::Eager && !turn.is_empty() {
+            turn.checkpoint()
                 .await
-                .map_err(|source| Error::Commit { source, response: None })?,
-            _ => turn,
-        };
+                .map_err(|source| Error::Commit { source, response: None })?;
+        }
         Ok(Prepared { turn, new })
     }
 
     /// Step 4: one atomic commit of the whole turn.
-    async fn finish(&self, id: &ConversationId, answered: Answered) -> Result<TurnResponse, Error> {
+    async fn finish(&self, answered: Answered<'_, S>) -> Result<TurnResponse, Error> {
         let Answered { turn, response } = answered;
+        let id = turn.id().clone();
         let count = turn.messages().count();
-        match self.memory.commit_turn(id, turn).await {
+        match turn.commit().await {
             Ok(_) => {
                 tracing::debug!(conversation = %id, messages = count, rounds = response.rounds, "turn committed");
                 Ok(response)
@@ -248,50 +237,5 @@ impl<M: ChatModel, S: Store> MemoryAdvisor<M, S> {
                 })
             }
         }
-    }
-}
-
-/// How many leading messages of `new` equal the last messages stored: those are memory
-/// sent again (or an eager-mode user message being retried), not new.
-fn already_stored(stored: &[StoredMessage], new: &[Message]) -> usize {
-    let max = stored.len().min(new.len());
-    (1..=max)
-        .rev()
-        .find(|&j| {
-            stored[stored.len() - j..]
-                .iter()
-                .map(|s| &*s.message)
-                .eq(new[..j].iter())
-        })
-        .unwrap_or(0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn stored(ms: &[Message]) -> Vec<StoredMessage> {
-        ms.iter()
-            .enumerate()
-            .map(|(i, m)| StoredMessage::new(i as u64 + 1, 1, m.clone()))
-            .collect()
-    }
-
-    #[test]
-    fn only_a_prefix_equal_to_the_end_of_memory_is_dropped() {
-        let mem = stored(&[Message::user("u1"), Message::assistant("a1"), Message::user("u2")]);
-        assert_eq!(already_stored(&mem, &[Message::user("u2")]), 1);
-        assert_eq!(already_stored(&mem, &[Message::user("u2"), Message::user("u3")]), 1);
-        assert_eq!(
-            already_stored(
-                &mem,
-                &[Message::assistant("a1"), Message::user("u2"), Message::user("u3")]
-            ),
-            2
-        );
-        assert_eq!(already_stored(&mem, &[Message::user("u1")]), 0);
-        assert_eq!(already_stored(&[], &[Message::user("u1")]), 0);
-        let answered = stored(&[Message::user("hi"), Message::assistant("hello")]);
-        assert_eq!(already_stored(&answered, &[Message::user("hi")]), 0);
     }
 }

@@ -95,8 +95,9 @@ async fn load_and_commit_are_one_round_trip_each() {
         .counter(Arc::new(Heuristic))
         .build()
         .expect("valid memory settings");
-    let (load_trips, window) = trips!(memory.load(&id));
-    let (commit_trips, _) = trips!(memory.commit(&id, window, [Message::user("q"), Message::assistant("a")]));
+    let (load_trips, mut turn) = trips!(memory.begin(&id));
+    turn.extend([Message::user("q"), Message::assistant("a")]);
+    let (commit_trips, _) = trips!(turn.commit());
     assert_eq!(
         (load_trips, commit_trips),
         (1, 1),

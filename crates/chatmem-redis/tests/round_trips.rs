@@ -107,11 +107,9 @@ async fn load_and_commit_are_one_round_trip_each() {
 
         // A ChatMemory turn (load, then the model call, then commit) is two round trips.
         let before = command_calls(&mut conn).await;
-        let window = memory.load(&id).await.unwrap();
-        let after = memory
-            .commit(&id, window, [Message::user("q"), Message::assistant("a")])
-            .await
-            .unwrap();
+        let mut turn = memory.begin(&id).await.unwrap();
+        turn.extend([Message::user("q"), Message::assistant("a")]);
+        let after = turn.commit_window().await.unwrap();
         turns = fewest(turns, delta(&before, &command_calls(&mut conn).await));
         version = after.snapshot().version;
         next = after.snapshot().next_seq;

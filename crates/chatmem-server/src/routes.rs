@@ -262,8 +262,9 @@ pub(crate) async fn post_conversation(
         let body = body_bytes(&state, body)?;
         let PostMessages { messages, policy } = parse_messages(&state, &body)?;
         let memory = policy.unwrap_or_default().apply(&state.memory, "policy")?;
-        let loaded = timed(&state, "load", memory.load(&key)).await?;
-        let after = timed(&state, "commit", memory.commit(&key, loaded, messages)).await?;
+        let mut turn = timed(&state, "load", memory.begin(&key)).await?;
+        turn.extend(messages);
+        let after = timed(&state, "commit", turn.commit_window()).await?;
         tracing::debug!(conversation = %key, "messages committed");
         Ok((StatusCode::OK, window_json(id, &after.into_messages())).into_response())
     }

@@ -48,8 +48,8 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     } // the store is closed here: a restart
 
     let memory = open().await?;
-    let loaded = memory.load(&id).await?;
-    let turn = memory.turn(loaded, [Message::user("那单能退吗？")]);
+    let mut turn = memory.begin(&id).await?;
+    turn.push(Message::user("那单能退吗？"));
     println!("after the restart, turn 2 sends:");
     for m in turn.prompt() {
         println!("  {:<9} {}", m.role().as_str(), m.text().unwrap_or_default());

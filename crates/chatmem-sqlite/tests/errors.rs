@@ -193,11 +193,12 @@ async fn statement_counts() {
     let count = |before: u64| store.statements_executed() - before;
 
     let before = store.statements_executed();
-    let window = mem.load(&id).await.expect("load");
+    let mut window = mem.begin(&id).await.expect("load");
     assert_eq!(count(before), 1, "load = 1 statement");
 
     let before = store.statements_executed();
-    mem.commit(&id, window, turn(1)).await.expect("commit");
+    window.extend(turn(1));
+    window.commit().await.expect("commit");
     // BEGIN IMMEDIATE, SELECT version, 2 x INSERT, upsert, COMMIT.
     assert_eq!(
         count(before),
@@ -209,9 +210,10 @@ async fn statement_counts() {
         .counter(Arc::new(Heuristic))
         .build()
         .expect("valid memory settings");
-    let window = drop_mem.load(&id).await.expect("load");
+    let mut window = drop_mem.begin(&id).await.expect("load");
     let before = store.statements_executed();
-    drop_mem.commit(&id, window, turn(2)).await.expect("commit");
+    window.extend(turn(2));
+    window.commit().await.expect("commit");
     assert_eq!(count(before), 7, "DropEvicted adds one DELETE");
 
     let before = store.statements_executed();

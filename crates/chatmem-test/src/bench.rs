@@ -443,18 +443,13 @@ async fn turn<S: Store>(
     let ops = || config.counter.as_ref().map_or(0, |c| (c.read)());
     let started = Instant::now();
     let before_load = ops();
-    let window = memory.load(id).await?;
+    let mut turn = memory.begin(id).await?;
     let before_commit = ops();
-    let after = memory
-        .commit(
-            id,
-            window,
-            [
-                Message::user(format!("turn {n}: can I return it?")),
-                Message::assistant(format!("turn {n}: yes, within seven days.")),
-            ],
-        )
-        .await?;
+    turn.extend([
+        Message::user(format!("turn {n}: can I return it?")),
+        Message::assistant(format!("turn {n}: yes, within seven days.")),
+    ]);
+    let after = turn.commit_window().await?;
     let done = ops();
     let took = started.elapsed();
     // The system message may come on top of the policy's window.

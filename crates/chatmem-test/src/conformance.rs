@@ -406,12 +406,10 @@ async fn memory_round_trip(run: &Run) {
     ];
     mem.add(&id, batch.clone()).await.expect("add");
     assert_eq!(mem.get(&id).await.expect("get"), batch);
-    let window = mem.load(&id).await.expect("load");
-    assert_eq!(window.messages(), batch);
-    let after = mem
-        .commit(&id, window, [Message::user("那单能退吗？")])
-        .await
-        .expect("commit");
+    let mut turn = mem.begin(&id).await.expect("begin");
+    assert_eq!(turn.loaded().messages(), batch);
+    turn.push(Message::user("那单能退吗？"));
+    let after = turn.commit_window().await.expect("commit");
     assert_eq!(after.len(), 3);
     let snap = run.load(&id).await;
     assert_eq!(snap.version, 2);

@@ -36,15 +36,15 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     for (n, (question, answer)) in script.into_iter().enumerate() {
         // One turn: load the window (one store round trip), count the new messages once,
         // send the prompt, commit the whole turn in one atomic write.
-        let loaded = memory.load(&id).await?;
-        let mut turn = memory.turn(loaded, [Message::system(SYSTEM), Message::user(question)]);
+        let mut turn = memory.begin(&id).await?;
+        turn.extend([Message::system(SYSTEM), Message::user(question)]);
         let prompt = turn.prompt();
         println!("turn {}: the model sees {} messages", n + 1, prompt.len());
         for m in &prompt {
             println!("  {:<9} {}", m.role().as_str(), m.text().unwrap_or_default());
         }
         turn.push(Message::assistant(answer));
-        memory.commit_turn(&id, turn).await?;
+        turn.commit().await?;
     }
     println!(
         "\nmemory now holds {} messages (system + the newest turns)",

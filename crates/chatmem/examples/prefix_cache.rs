@@ -78,7 +78,8 @@ async fn simulate(
     let (mut previous, mut stable, mut cached, mut total) = (Vec::new(), 0, 0, 0);
     for n in 0..TURNS {
         let question = format!("第 {n} 个问题：订单 LC2026{n:08} 的物流到哪了？请告诉我预计送达时间和快递公司。");
-        let mut turn = memory.turn(memory.load(&id).await?, [system.clone(), Message::user(question)]);
+        let mut turn = memory.begin(&id).await?;
+        turn.extend([system.clone(), Message::user(question)]);
         // Kept for the next turn's comparison: a copy, as the prompt borrows from the turn.
         let prompt: Vec<Message> = turn.prompt().into_iter().cloned().collect();
         let common = prompt.iter().zip(&previous).take_while(|(a, b)| a == b).count();
@@ -90,7 +91,7 @@ async fn simulate(
         turn.push(Message::assistant(format!(
             "订单 LC2026{n:08} 已从杭州仓发出，由顺丰承运，预计明天下午送达。如需改地址请在今晚八点前告诉我。"
         )));
-        memory.commit_turn(&id, turn).await?;
+        turn.commit().await?;
         previous = prompt;
     }
     Ok((stable, cached, total))

@@ -37,7 +37,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let id = ConversationId::new("app-user-42-aftersale")?;
         let system = Message::system("你是邻里仓售后。未发货可退。");
         for (n, (question, answer)) in TURNS.iter().enumerate() {
-            let mut turn = memory.turn(memory.load(&id).await?, [system.clone(), Message::user(*question)]);
+            let mut turn = memory.begin(&id).await?;
+            turn.extend([system.clone(), Message::user(*question)]);
             println!("turn {}: the model sees", n + 1);
             for m in turn.prompt() {
                 println!(
@@ -47,7 +48,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 );
             }
             turn.push(Message::assistant(*answer));
-            memory.commit_turn(&id, turn).await?;
+            turn.commit().await?;
         }
         Ok(())
     })

@@ -29,10 +29,12 @@ mod loaded_window;
 mod memory;
 mod message;
 mod model;
+mod plan;
 mod printable;
 mod redact;
 mod shared_messages;
 mod store;
+mod summarize;
 mod summary;
 mod tokens;
 mod turn;
@@ -62,5 +64,5 @@ pub use crate::tokens::{
     Cl100k, CounterName, Heuristic, O200k, PER_IMAGE, PER_LIST, PER_MESSAGE, PER_NAME, TokenCounter, Tokenizer,
     UNCOUNTED,
 };
-pub use crate::turn::Turn;
+pub use crate::turn::{Committed, Turn};
 pub use crate::window::{Budget, TurnBoundary, WindowPolicy};

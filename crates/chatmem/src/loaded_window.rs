@@ -12,9 +12,8 @@ use crate::window::{Chosen, WindowPolicy, select_loaded};
 /// A loaded conversation: the [`Snapshot`] read in one round trip and the window the policy
 /// chose from it (by the cached token counts alone).
 ///
-/// Returned by [`ChatMemory::load`](crate::ChatMemory::load); start a
-/// [`Turn`](crate::Turn) on it, or pass it to [`ChatMemory::commit`](crate::ChatMemory::commit),
-/// to write without loading again.
+/// Returned by [`ChatMemory::load`](crate::ChatMemory::load) to read a window; a
+/// [`Turn`](crate::Turn) holds the one it was begun on.
 ///
 /// ```
 /// use chatmem::{ChatMemory, ConversationId, Message, WindowPolicy};

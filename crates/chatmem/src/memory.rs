@@ -8,10 +8,11 @@ use crate::id::ConversationId;
 use crate::in_memory_store::InMemoryStore;
 use crate::loaded_window::LoadedWindow;
 use crate::message::Message;
-use crate::store::{Page, Retention, Snapshot, Store, StoredMessage};
-use crate::summary::{Summarizer, Summary};
+use crate::plan::Settings;
+use crate::store::{Page, Retention, Store, StoredMessage};
+use crate::summary::Summarizer;
 use crate::tokens::{Cl100k, CounterName, TokenCounter};
-use crate::turn::{CommitOptions, Plan, Turn, plan_with};
+use crate::turn::Turn;
 use crate::window::WindowPolicy;
 
 /// The most messages one commit carries by default: a store applies a commit in one
@@ -299,16 +300,6 @@ impl<S: Store> ChatMemory<S> {
         self.summarizer.as_ref()
     }
 
-    fn commit_options<'a>(&'a self, summary: Option<(&'a Summary, u64)>) -> CommitOptions<'a> {
-        CommitOptions {
-            retention: self.retention,
-            ttl: self.ttl,
-            counter: Some(&self.counted_by),
-            keep_unsummarized: self.summarizer.is_some(),
-            summary,
-        }
-    }
-
     /// What the model sees for conversation `id`: the system message first, then the
     /// window. Empty for an unknown conversation. One store round trip.
     ///
@@ -318,8 +309,8 @@ impl<S: Store> ChatMemory<S> {
         Ok(self.load(id).await?.into_messages())
     }
 
-    /// Loads conversation `id` in one round trip, for a caller that will start a
-    /// [`turn`](ChatMemory::turn) (or [`commit`](ChatMemory::commit)) after calling a model.
+    /// Loads conversation `id` in one round trip, to read its window (a write begins a
+    /// [`Turn`] with [`begin`](ChatMemory::begin), which loads).
     ///
     /// # Errors
     /// [`Error::Store`] when the store fails.
@@ -332,202 +323,64 @@ impl<S: Store> ChatMemory<S> {
         Ok(LoadedWindow::new(snapshot, &self.policy, self.counter.as_ref()))
     }
 
-    /// Starts a turn on `loaded` with `messages` (usually the user message, optionally
-    /// preceded by a system message), counting each message's tokens once.
-    pub fn turn(&self, loaded: LoadedWindow, messages: impl IntoIterator<Item = Message>) -> Turn {
-        let mut turn = Turn::new(loaded, Arc::clone(&self.counter), self.policy);
-        for m in messages {
-            turn.push(m);
-        }
-        turn
-    }
-
-    /// Adds `messages` to conversation `id` as one atomic batch, then applies the window.
+    /// Loads conversation `id` (one store round trip) and begins a [`Turn`] on it: the one
+    /// way to write. The turn commits to `id` and to no other conversation.
     ///
     /// # Errors
-    /// [`Error::Store`] when the store fails; [`Error::TooMuchContention`] when concurrent
-    /// writers won every retry. Either way nothing of the batch was written.
+    /// [`Error::Store`] when the store fails.
+    pub async fn begin(&self, id: &ConversationId) -> Result<Turn<'_, S>> {
+        let loaded = self.load(id).await?;
+        Ok(Turn::new(self, id.clone(), loaded))
+    }
+
+    /// Adds `messages` to conversation `id` as one atomic batch, then applies the window: a
+    /// [`Turn`] begun, given the messages and committed.
+    ///
+    /// # Errors
+    /// As [`Turn::commit`]: whatever the error, nothing of the batch was written.
     pub async fn add(&self, id: &ConversationId, messages: impl IntoIterator<Item = Message>) -> Result<()> {
         let mut messages = messages.into_iter().peekable();
         if messages.peek().is_none() {
             return Ok(());
         }
-        let loaded = self.load(id).await?;
-        self.commit_turn(id, self.turn(loaded, messages)).await
+        let mut turn = self.begin(id).await?;
+        turn.extend(messages);
+        turn.commit().await.map(drop)
     }
 
-    /// Commits `turn` to conversation `id` as one atomic batch: one round trip unless
-    /// another writer committed since the turn's window was loaded, in which case the
-    /// conversation is reloaded and the window recomputed from the counts already made (the
-    /// batch stays whole and contiguous).
+    /// The settings a turn's plan writes with.
+    pub(crate) fn settings(&self) -> Settings<'_> {
+        Settings {
+            policy: &self.policy,
+            retention: self.retention,
+            ttl: self.ttl,
+            counter: &self.counted_by,
+            keep_unsummarized: self.summarizer.is_some(),
+        }
+    }
+
+    /// How many times a commit that lost a version check is tried.
+    pub(crate) fn max_attempts(&self) -> u32 {
+        self.max_attempts
+    }
+
+    /// Checks a batch against [`max_batch`](ChatMemory::max_batch).
     ///
     /// # Errors
-    /// As [`add`](ChatMemory::add).
-    pub async fn commit_turn(&self, id: &ConversationId, turn: Turn) -> Result<()> {
-        let (loaded, batch) = turn.into_parts();
-        self.commit_batch(id, loaded, &batch, Keep::Nothing).await.map(drop)
-    }
-
-    /// Commits what `turn` holds so far and returns the turn, empty, on top of the committed
-    /// state: for storing the user message before the model answers (the advisor's eager
-    /// mode). Its [`prompt`](Turn::prompt) is then the window after the commit.
-    ///
-    /// # Errors
-    /// As [`add`](ChatMemory::add).
-    pub async fn checkpoint(&self, id: &ConversationId, turn: Turn) -> Result<Turn> {
-        let (loaded, batch) = turn.into_parts();
-        let committed = self.commit_batch(id, loaded, &batch, Keep::CheckpointCopy).await?;
-        Ok(Turn::new(
-            committed.window_after(&self.policy, self.counter.as_ref()),
-            Arc::clone(&self.counter),
-            self.policy,
-        ))
-    }
-
-    /// Commits `messages` (a whole turn) to conversation `id`, starting from `loaded`, as
-    /// [`commit_turn`](ChatMemory::commit_turn) does, and returns the window after the
-    /// commit (a copy of the window: use `commit_turn` when it is not needed).
-    ///
-    /// # Errors
-    /// As [`add`](ChatMemory::add).
-    pub async fn commit(
-        &self,
-        id: &ConversationId,
-        loaded: LoadedWindow,
-        messages: impl IntoIterator<Item = Message>,
-    ) -> Result<LoadedWindow> {
-        let (loaded, batch) = self.turn(loaded, messages).into_parts();
-        Ok(self
-            .commit_batch(id, loaded, &batch, Keep::Copy)
-            .await?
-            .window_after(&self.policy, self.counter.as_ref()))
-    }
-
-    /// Commits `batch` on `loaded`, reloading and re-planning (never recounting) when a
-    /// concurrent writer won the version check; with a summarizer, first summarizes what the
-    /// batch leaves pending (not on a checkpoint: once per turn, at its end).
-    async fn commit_batch(
-        &self,
-        id: &ConversationId,
-        mut loaded: LoadedWindow,
-        batch: &[(Arc<Message>, u32)],
-        keep: Keep,
-    ) -> Result<Committed> {
-        let store_err = |source| Error::Store { id: id.clone(), source };
+    /// [`Error::BatchTooLarge`] naming both sizes and both limits.
+    pub(crate) fn limits_check<'a>(&self, batch: impl ExactSizeIterator<Item = &'a Message>) -> Result<()> {
         let (max_messages, max_bytes) = self.max_batch;
-        let bytes: usize = batch.iter().map(|(m, _)| m.payload_len()).sum();
-        if batch.len() > max_messages || bytes > max_bytes {
+        let messages = batch.len();
+        let bytes: usize = batch.map(Message::payload_len).sum();
+        if messages > max_messages || bytes > max_bytes {
             return Err(Error::BatchTooLarge {
-                messages: batch.len(),
+                messages,
                 bytes,
                 max_messages,
                 max_bytes,
             });
         }
-        let summary = match (&self.summarizer, keep) {
-            (Some(summarizer), Keep::Nothing | Keep::Copy) => self.summarize(id, summarizer, &loaded, batch).await,
-            _ => None,
-        };
-        let options = self.commit_options(summary.as_ref().map(|(s, extends)| (s, *extends)));
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let mut planned = plan_with(loaded.snapshot(), batch, &self.policy, &options).map_err(store_err)?;
-            let commit = match keep {
-                Keep::Nothing => planned.commit.take(),
-                Keep::Copy | Keep::CheckpointCopy => planned.commit.clone(),
-            };
-            let Some(commit) = commit else {
-                return Ok(Committed {
-                    loaded,
-                    planned,
-                    version: None,
-                });
-            };
-            if matches!(keep, Keep::Nothing) {
-                // Planned: the snapshot is no longer needed, and a store that shares its
-                // messages with it (the in-memory one) appends in place once it is let go.
-                loaded.release_messages();
-            }
-            match self.store.commit(id, commit).await {
-                Ok(version) => {
-                    return Ok(Committed {
-                        loaded,
-                        planned,
-                        version: Some(version),
-                    });
-                }
-                Err(e) if e.is_conflict() && attempt < self.max_attempts => {
-                    tracing::debug!(conversation = %id, attempt, "commit lost a version check; reloading");
-                    backoff(attempt).await;
-                    loaded = self.load(id).await?;
-                }
-                Err(e) if e.is_conflict() => {
-                    return Err(Error::TooMuchContention {
-                        id: id.clone(),
-                        attempts: attempt,
-                    });
-                }
-                Err(source) => return Err(store_err(source)),
-            }
-        }
-    }
-
-    /// A new summary covering what `batch` on `loaded` leaves pending (evicted, not yet
-    /// summarized), oldest first and at most one chunk, with the `upto` of the summary it
-    /// extends; `None` when nothing is pending or the summary could not be made (then the
-    /// messages stay stored and pending, for a later turn: a summary never fails a turn).
-    async fn summarize(
-        &self,
-        id: &ConversationId,
-        summarizer: &Summarizer,
-        loaded: &LoadedWindow,
-        batch: &[(Arc<Message>, u32)],
-    ) -> Option<(Summary, u64)> {
-        let snapshot = loaded.snapshot();
-        let planned = plan_with(snapshot, batch, &self.policy, &self.commit_options(None)).ok()?;
-        let commit = planned.commit.as_ref()?;
-        let covered = snapshot.summary.as_ref().map_or(0, |s| s.upto);
-        let end = commit.window_start(); // pending: covered < seq < end
-        if end <= covered.saturating_add(1) {
-            return None;
-        }
-        let mut pending = Vec::new();
-        // A backlog below the loaded window (a failed summary, an import) comes from history.
-        let mut complete = true;
-        if covered.saturating_add(1) < snapshot.window_start {
-            let limit = summarizer.chunk_limit();
-            let page = match self.store.history(id, covered, limit).await {
-                Ok(page) => page,
-                Err(e) => {
-                    tracing::warn!(conversation = %id, error = %e, "could not read messages to summarize; they stay pending");
-                    return None;
-                }
-            };
-            complete = page.len() < limit || page.last().is_some_and(|m| m.seq + 1 >= snapshot.window_start);
-            pending.extend(page.into_iter().filter(|m| m.seq < snapshot.window_start.min(end)));
-        }
-        if complete {
-            let loaded_and_new = snapshot.messages.iter().chain(commit.appended());
-            pending.extend(loaded_and_new.filter(|m| m.seq > covered && m.seq < end).cloned());
-        }
-        let chunk = summarizer.chunk_of(&pending);
-        let last = chunk.last()?;
-        let upto = if complete && chunk.len() == pending.len() {
-            end - 1
-        } else {
-            last.seq
-        };
-        match summarizer
-            .summarize(snapshot.summary.as_ref(), chunk, upto, self.counter.as_ref())
-            .await
-        {
-            Ok(summary) => Some((summary, covered)),
-            Err(e) => {
-                tracing::warn!(conversation = %id, error = %e, "summary failed; the evicted messages stay stored for a later turn");
-                None
-            }
-        }
+        Ok(())
     }
 
     /// Deletes conversation `id`; returns whether it existed.
@@ -581,61 +434,4 @@ impl<S: Store> ChatMemory<S> {
     pub async fn purge_expired(&self) -> Result<u64> {
         self.store.purge_expired().await.map_err(Error::StoreGlobal)
     }
-}
-
-/// What [`ChatMemory::commit_batch`] keeps of the commit, and whether it may summarize.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Keep {
-    /// Nothing: the caller needs only the outcome (a whole turn).
-    Nothing,
-    /// A copy of the commit for [`Committed::window_after`] (a whole turn).
-    Copy,
-    /// A copy, for a checkpoint in the middle of a turn: no summary until the turn ends.
-    CheckpointCopy,
-}
-
-/// A committed batch: the snapshot it was planned on, the plan, and the new version
-/// (`None` when nothing needed writing).
-struct Committed {
-    loaded: LoadedWindow,
-    planned: Plan,
-    version: Option<u64>,
-}
-
-impl Committed {
-    /// The window after the commit, without reloading.
-    fn window_after(self, policy: &WindowPolicy, counter: &dyn TokenCounter) -> LoadedWindow {
-        let Some((commit, version)) = self.planned.commit.zip(self.version) else {
-            return self.loaded;
-        };
-        let loaded = self.loaded.snapshot();
-        let start = commit.window_start();
-        let next_seq = commit.next_seq();
-        let summary = commit.summary().or(loaded.summary.as_ref()).cloned();
-        let (_, appended) = commit.into_messages();
-        let snapshot = Snapshot {
-            version,
-            system: self.planned.system,
-            window_start: start,
-            next_seq,
-            messages: loaded
-                .messages
-                .iter()
-                .cloned()
-                .chain(appended)
-                .filter(|m| m.seq >= start)
-                .collect(),
-            summary,
-        };
-        LoadedWindow::new(snapshot, policy, counter)
-    }
-}
-
-/// Waits before retrying a lost commit: exponential with full jitter, capped at 50 ms, so
-/// that writers that collided spread out. A runtime-independent timer: a tokio runtime built
-/// without timers (or another executor) must not make a retry panic.
-async fn backoff(attempt: u32) {
-    let cap_ms = (1u64 << attempt.min(6)).min(50);
-    let ms = fastrand::u64(0..=cap_ms);
-    futures_timer::Delay::new(Duration::from_millis(ms)).await;
 }

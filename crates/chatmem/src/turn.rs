@@ -1,84 +1,184 @@
-//! [`Turn`]: one turn planned once — the new messages counted once, the prompt the model
-//! gets, and the [`Commit`] that stores the turn.
+//! [`Turn`]: one turn of one conversation — begun for its id, planned once, committed by
+//! itself. The only way anything is written through [`ChatMemory`].
 //!
-//! Planning is pure: given the loaded snapshot, the turn's messages with their token counts
-//! and the policy, [`plan_with`] decides which system message holds, which messages are
-//! appended with which sequences, and where the window starts. The prompt asks only for the
-//! window ([`plan_window`]); both run the same two steps (`add_batch`, the system message rule,
-//! and `window_of`), so the prompt and the commit come from one set of rules.
+//! A turn holds the window it was begun on and its new messages, each counted once when it
+//! joins. Its [`Plan`] (which system message holds, the window, the commit) is made when the
+//! prompt or the commit first needs it and kept until a message joins; a commit that loses a
+//! version check reloads and plans again. Nothing else re-plans.
 
+use std::fmt;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use crate::commit::{Commit, CommitBuilder};
-use crate::error::StoreError;
+use crate::commit::Commit;
+use crate::error::{Error, Result};
+use crate::id::ConversationId;
+use crate::in_memory_store::InMemoryStore;
 use crate::loaded_window::LoadedWindow;
+use crate::memory::ChatMemory;
 use crate::message::Message;
-use crate::store::{Retention, Snapshot, StoredMessage};
-use crate::summary::{Summary, render_system, shown, system_slot};
-use crate::tokens::{CounterName, TokenCounter};
-use crate::window::{Chosen, WindowPolicy, select_loaded};
+use crate::plan::{Plan, plan};
+use crate::store::{Snapshot, Store, StoredMessage};
+use crate::summarize::pending_summary;
+use crate::summary::{render_system, shown};
+use crate::window::Chosen;
 
-/// A turn being prepared on a [`LoadedWindow`]: the turn's new messages, each counted once
-/// when it joins the turn, never again (not for the prompt, not for a retried commit).
-///
-/// Made by [`ChatMemory::turn`](crate::ChatMemory::turn); committed by
-/// [`ChatMemory::commit_turn`](crate::ChatMemory::commit_turn). In between,
-/// [`prompt`](Turn::prompt) gives what the model is sent and [`push`](Turn::push) adds what
-/// the model produced (tool calls, tool results, the answer).
+/// A turn of one conversation: begun by [`ChatMemory::begin`] for an id, given its new
+/// messages ([`push`](Turn::push)), asked for what the model is sent ([`prompt`](Turn::prompt)),
+/// given what the model produced (tool calls, tool results, the answer), and committed by
+/// itself ([`commit`](Turn::commit)), as one atomic batch, to the conversation it was begun
+/// for. Each message is counted once, when it joins the turn, never again (not for the
+/// prompt, not for a retried commit).
 ///
 /// ```
 /// use chatmem::{ChatMemory, ConversationId, Message, WindowPolicy};
 /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
 /// let memory = ChatMemory::builder(chatmem::InMemoryStore::new()).policy(WindowPolicy::messages(6)).build()?;
 /// let id = ConversationId::new("app-user-42-aftersale")?;
-/// let loaded = memory.load(&id).await?;
-/// let mut turn = memory.turn(loaded, [Message::system("你是邻里仓售后。"), Message::user("我的订单是 LC202610060018。")]);
-/// let prompt = turn.prompt(); // system, window, new messages
-/// assert_eq!(prompt.len(), 2);
+/// let mut turn = memory.begin(&id).await?;
+/// turn.extend([Message::system("你是邻里仓售后。"), Message::user("我的订单是 LC202610060018。")]);
+/// assert_eq!(turn.prompt().len(), 2); // system, window, new messages
 /// turn.push(Message::assistant("收到。")); // the model's answer
-/// memory.commit_turn(&id, turn).await?;
+/// turn.commit().await?;
 /// assert_eq!(memory.get(&id).await?.len(), 3);
 /// # Ok::<(), chatmem::Error>(())
 /// # }).unwrap();
 /// ```
-#[derive(Debug, Clone)]
-pub struct Turn {
+///
+/// A turn commits to the conversation it was begun for and to no other: there is no way to
+/// hand it another id.
+///
+/// ```compile_fail
+/// # use chatmem::{ChatMemory, ConversationId, Message};
+/// # async fn f() -> chatmem::Result<()> {
+/// let memory = ChatMemory::in_memory();
+/// let (a, b) = (ConversationId::new("a")?, ConversationId::new("b")?);
+/// let mut turn = memory.begin(&a).await?;
+/// turn.push(Message::user("hi"));
+/// turn.commit(&b).await?; // does not compile: `commit` takes no id
+/// # Ok(()) }
+/// ```
+pub struct Turn<'m, S = InMemoryStore> {
+    memory: &'m ChatMemory<S>,
+    id: ConversationId,
     loaded: LoadedWindow,
     new: Vec<(Arc<Message>, u32)>,
-    counter: Arc<dyn TokenCounter>,
-    policy: WindowPolicy,
+    /// The plan for the loaded window plus `new`, made when first needed, dropped when a
+    /// message joins or the window is reloaded.
+    plan: OnceLock<Plan>,
+    /// How many plans this turn made (see [`Committed::plans`]).
+    plans: AtomicU32,
     /// The system message with the summary after it, made when a prompt first needs it
     /// (the prompt borrows it); cleared when a system message joins the turn.
     rendered: OnceLock<Option<Message>>,
 }
 
-impl Turn {
-    pub(crate) fn new(loaded: LoadedWindow, counter: Arc<dyn TokenCounter>, policy: WindowPolicy) -> Self {
+impl<S> fmt::Debug for Turn<'_, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Turn")
+            .field("id", &self.id)
+            .field("version", &self.loaded.snapshot().version)
+            .field("new", &self.new.len())
+            .field("plans", &self.plans.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a [`Turn::commit`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Committed {
+    /// The conversation's version after the commit; `None` when the turn changed nothing
+    /// (it held only a system message equal to the stored one, or nothing), and nothing was
+    /// written.
+    pub version: Option<u64>,
+    /// How many times the turn planned its window: once for the prompt, once more when
+    /// messages joined after it (the answer), and once more per lost version check.
+    pub plans: u32,
+}
+
+impl<'m, S: Store> Turn<'m, S> {
+    pub(crate) fn new(memory: &'m ChatMemory<S>, id: ConversationId, loaded: LoadedWindow) -> Self {
         Self {
+            memory,
+            id,
             loaded,
             new: Vec::new(),
-            counter,
-            policy,
+            plan: OnceLock::new(),
+            plans: AtomicU32::new(0),
             rendered: OnceLock::new(),
         }
     }
 
+    /// The conversation the turn belongs to.
+    pub fn id(&self) -> &ConversationId {
+        &self.id
+    }
+
     /// Adds a message to the turn, counting its tokens when the window is a token budget (the
     /// only time they are counted; a message-count window stores it [uncounted](crate::UNCOUNTED)).
+    ///
+    /// The system message rule is applied here, once: a system message with the text of the
+    /// one in effect (the turn's latest, else the stored one) is ignored — neither counted
+    /// nor written; a different one replaces it.
     pub fn push(&mut self, message: Message) {
-        let tokens = if self.policy.counts_tokens() {
-            u32::try_from(self.counter.count_message(&message)).unwrap_or(u32::MAX)
+        if message.is_system() && self.system_in_effect().is_some_and(|s| s.text() == message.text()) {
+            return;
+        }
+        let tokens = if self.memory.policy().counts_tokens() {
+            u32::try_from(self.memory.counter().count_message(&message)).unwrap_or(u32::MAX)
         } else {
             0
         };
         if message.is_system() {
             self.rendered = OnceLock::new();
         }
+        self.plan = OnceLock::new();
         self.new.push((Arc::new(message), tokens));
     }
 
-    /// The window the turn started from.
+    /// The system message in effect: the turn's latest, else the stored one.
+    fn system_in_effect(&self) -> Option<&Message> {
+        let stored = || self.loaded.snapshot().system.as_ref().map(|s| &*s.message);
+        self.new
+            .iter()
+            .rev()
+            .map(|(m, _)| &**m)
+            .find(|m| m.is_system())
+            .or_else(stored)
+    }
+
+    /// Adds a request's messages, leaving out what memory already holds: a leading system
+    /// message goes to the system message rule (the same text is ignored, another replaces
+    /// the stored one); of the others, the longest leading run equal to the last messages
+    /// loaded is memory sent again (or a message being retried after an eager write), not
+    /// new. Returns how many were left out.
+    ///
+    /// ```
+    /// use chatmem::{ChatMemory, ConversationId, Message};
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let memory = ChatMemory::in_memory();
+    /// let id = ConversationId::new("c1")?;
+    /// memory.add(&id, [Message::user("u1"), Message::assistant("a1")]).await?;
+    /// let mut turn = memory.begin(&id).await?;
+    /// assert_eq!(turn.push_unstored(vec![Message::user("u1"), Message::assistant("a1"), Message::user("u2")]), 2);
+    /// assert_eq!(turn.messages().count(), 1);
+    /// # Ok::<(), chatmem::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn push_unstored(&mut self, mut messages: Vec<Message>) -> usize {
+        let system = match messages.first() {
+            Some(m) if m.is_system() => Some(messages.remove(0)),
+            _ => None,
+        };
+        let skip = already_stored(&self.loaded.snapshot().messages, &messages);
+        self.extend(system.into_iter().chain(messages.into_iter().skip(skip)));
+        skip
+    }
+
+    /// The window the turn started from (after a [`checkpoint`](Turn::checkpoint), the
+    /// window as committed).
     pub fn loaded(&self) -> &LoadedWindow {
         &self.loaded
     }
@@ -88,7 +188,7 @@ impl Turn {
         self.new.iter().map(|(m, _)| &**m)
     }
 
-    /// Whether the turn has no messages.
+    /// Whether the turn has no messages (a repeated system message is none: it was ignored).
     pub fn is_empty(&self) -> bool {
         self.new.is_empty()
     }
@@ -100,12 +200,13 @@ impl Turn {
     ///
     /// The prompt borrows the messages from the loaded window and the turn: building it
     /// copies no message and takes no reference count per window message, and
-    /// [`ChatRequest::new`](crate::ChatRequest::new) takes it as it is.
+    /// [`ChatRequest::new`](crate::ChatRequest::new) takes it as it is. Asked again with no
+    /// message added (each round of a tool loop), it reuses the turn's plan.
     pub fn prompt(&self) -> Vec<&Message> {
         let snapshot = self.loaded.snapshot();
         let old = snapshot.messages.len();
-        let (replaced_by, selection) = plan_window(snapshot, &self.new, &self.policy);
-        let system = match replaced_by {
+        let plan = self.plan();
+        let system = match plan.system_at {
             Some(i) => Some(&*self.new[i].0),
             None => snapshot.system.as_ref().map(|s| &*s.message),
         };
@@ -118,9 +219,9 @@ impl Turn {
         };
         let new = self.new.iter().filter(|(m, _)| !m.is_system()).map(|(m, _)| &**m);
         // Sized once: the prompt can be the whole window, and growing it step by step copies it.
-        let mut prompt = Vec::with_capacity(1 + selection.count());
+        let mut prompt = Vec::with_capacity(1 + plan.chosen.count());
         prompt.extend(system);
-        match &selection {
+        match &plan.chosen {
             // A run: the loaded messages from its start on, a slice (extended in one go).
             Chosen::Run { start, .. } => {
                 prompt.extend(snapshot.messages[(*start).min(old)..].iter().map(|m| &*m.message));
@@ -135,135 +236,193 @@ impl Turn {
         prompt
     }
 
-    pub(crate) fn into_parts(self) -> (LoadedWindow, Vec<(Arc<Message>, u32)>) {
-        (self.loaded, self.new)
+    /// Commits the turn to its conversation as one atomic batch: one round trip unless
+    /// another writer committed since the turn's window was loaded, in which case the
+    /// conversation is reloaded and the turn planned again from the counts already made (the
+    /// batch stays whole and contiguous). With a [`Summarizer`](crate::Summarizer), what the
+    /// turn evicts is summarized first and the summary rides in the same commit.
+    ///
+    /// # Errors
+    /// [`Error::BatchTooLarge`] before anything is sent; [`Error::Store`] when the store
+    /// fails; [`Error::TooMuchContention`] when concurrent writers won every retry. Whatever
+    /// the error, nothing of the turn was written.
+    pub async fn commit(mut self) -> Result<Committed> {
+        let written = self.write(true, false).await?;
+        Ok(Committed {
+            version: written.map(|(_, version)| version),
+            plans: self.plans.load(Ordering::Relaxed),
+        })
     }
-}
 
-/// The outcome of planning a batch on a snapshot.
-#[derive(Debug)]
-pub(crate) struct Plan {
-    /// The system message after the batch.
-    pub(crate) system: Option<StoredMessage>,
-    /// The commit; `None` when nothing would change (only repeated system messages).
-    pub(crate) commit: Option<Commit>,
-}
-
-/// How a planned commit is written beyond its messages.
-#[derive(Debug, Default)]
-pub(crate) struct CommitOptions<'a> {
-    pub(crate) retention: Retention,
-    pub(crate) ttl: Option<Duration>,
-    /// The name of the counter of the batch's token counts (shared: a plan runs every turn).
-    pub(crate) counter: Option<&'a CounterName>,
-    /// Keep evicted messages until a summary covers them (a memory that summarizes).
-    pub(crate) keep_unsummarized: bool,
-    /// A new summary to commit with the batch, and the `upto` of the summary it extends.
-    pub(crate) summary: Option<(&'a Summary, u64)>,
-}
-
-/// Plans adding `batch` (messages with their token counts) to `snapshot`: a system message
-/// with the current text is ignored and a different one replaces it; every other message is
-/// appended; the window start moves to where the policy's window begins.
-///
-/// # Errors
-/// Only when the snapshot itself is inconsistent (a message below its window start), which
-/// a store's corrupt data can cause: [`StoreErrorKind::InvalidInput`](crate::StoreErrorKind).
-pub(crate) fn plan_with(
-    snapshot: &Snapshot,
-    batch: &[(Arc<Message>, u32)],
-    policy: &WindowPolicy,
-    options: &CommitOptions<'_>,
-) -> Result<Plan, StoreError> {
-    let mut builder = Commit::on(snapshot).retention(options.retention).ttl(options.ttl);
-    if let Some(counter) = options.counter {
-        builder = builder.counted_by(counter.clone());
+    /// Commits as [`commit`](Turn::commit) does and returns the window after the commit, as
+    /// memory now holds it (made from the turn, not reloaded): for a caller that answers
+    /// with the window (the server's `POST …/messages`). It keeps the loaded messages until
+    /// the store has answered, so prefer `commit` when the window is not needed.
+    ///
+    /// # Errors
+    /// As [`commit`](Turn::commit).
+    pub async fn commit_window(mut self) -> Result<LoadedWindow> {
+        let written = self.write(true, true).await?;
+        Ok(self.window_after(written))
     }
-    if options.keep_unsummarized {
-        builder = builder.keep_unsummarized();
+
+    /// Commits what the turn holds so far and goes on, empty, from the committed window: for
+    /// storing the user message before the model answers (the advisor's eager mode). Its
+    /// [`prompt`](Turn::prompt) is then the window after the commit. No summary is made
+    /// until the turn's final commit.
+    ///
+    /// # Errors
+    /// As [`commit`](Turn::commit); on an error the turn keeps its messages.
+    pub async fn checkpoint(&mut self) -> Result<()> {
+        let written = self.write(false, true).await?;
+        self.loaded = self.window_after(written);
+        self.new.clear();
+        self.plan = OnceLock::new();
+        self.rendered = OnceLock::new();
+        Ok(())
     }
-    let changed = add_batch(&mut builder, snapshot, batch).changed;
-    let (system, _, window_start) = window_of(snapshot, builder.draft(), policy);
-    let system = system.cloned();
-    let commit = if changed {
-        if let Some((summary, extends)) = options.summary {
-            builder = builder.summary(summary.clone(), extends);
-        }
-        Some(builder.window_start(window_start).build()?)
-    } else {
-        None
-    };
-    Ok(Plan { system, commit })
-}
 
-/// The window [`plan_with`] would give, without the commit: what the prompt needs before the
-/// model answers. Also which message of `batch` replaces the stored system message, if one
-/// does (the prompt borrows it from the batch).
-pub(crate) fn plan_window(
-    snapshot: &Snapshot,
-    batch: &[(Arc<Message>, u32)],
-    policy: &WindowPolicy,
-) -> (Option<usize>, Chosen) {
-    let mut builder = Commit::on(snapshot);
-    let added = add_batch(&mut builder, snapshot, batch);
-    let (_, selection, _) = window_of(snapshot, builder.draft(), policy);
-    (added.system, selection)
-}
+    /// The turn's plan, made now if no plan holds.
+    fn plan(&self) -> &Plan {
+        self.plan.get_or_init(|| self.make_plan())
+    }
 
-/// What [`add_batch`] did.
-struct Added {
-    /// Whether anything changed.
-    changed: bool,
-    /// The batch index of the system message that replaces the stored one, if any.
-    system: Option<usize>,
-}
+    /// A new plan of the loaded window plus the turn's messages, counted.
+    fn make_plan(&self) -> Plan {
+        self.plans.fetch_add(1, Ordering::Relaxed);
+        plan(self.loaded.snapshot(), &self.new, &self.memory.settings())
+    }
 
-/// Adds `batch` to `builder` by the system message rule: a system message with the current
-/// text is ignored, a different one replaces it; every other message is appended.
-fn add_batch(builder: &mut CommitBuilder, snapshot: &Snapshot, batch: &[(Arc<Message>, u32)]) -> Added {
-    let mut added = Added {
-        changed: false,
-        system: None,
-    };
-    for (i, (message, tokens)) in batch.iter().enumerate() {
-        if message.is_system() {
-            let current = builder.draft().system().or(snapshot.system.as_ref());
-            if current.is_some_and(|s| s.message.text() == message.text()) {
-                continue;
+    /// Writes the turn: the plan's commit (with a summary when `summarize` and the memory
+    /// summarizes), retried on lost version checks. Returns the commit (when `keep`, for the
+    /// window after it) and the new version; `None` when nothing needed writing.
+    async fn write(&mut self, summarize: bool, keep: bool) -> Result<Option<(Option<Commit>, u64)>> {
+        let memory = self.memory;
+        memory.limits_check(self.new.iter().map(|(m, _)| &**m))?;
+        let store_err = |id: &ConversationId, source| Error::Store { id: id.clone(), source };
+        let summary = match memory.summarizer().filter(|_| summarize) {
+            Some(summarizer) => {
+                let plan = self.plan();
+                if plan.changed {
+                    let (store, counter) = (memory.store(), memory.counter().as_ref());
+                    pending_summary(
+                        store,
+                        &self.id,
+                        summarizer,
+                        counter,
+                        self.loaded.snapshot(),
+                        plan.draft(),
+                    )
+                    .await
+                } else {
+                    None
+                }
             }
-            builder.set_system(Arc::clone(message), *tokens);
-            added.system = Some(i);
-        } else {
-            builder.push(Arc::clone(message), *tokens);
+            None => None,
+        };
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let plan = self.plan.take().unwrap_or_else(|| self.make_plan());
+            if !plan.changed {
+                return Ok(None);
+            }
+            let mut builder = plan.builder;
+            if let Some((summary, extends)) = &summary {
+                builder = builder.summary(summary.clone(), *extends);
+            }
+            let commit = builder.build().map_err(|e| store_err(&self.id, e))?;
+            let kept = keep.then(|| commit.clone());
+            if !keep {
+                // Planned: the snapshot is no longer needed, and a store that shares its
+                // messages with it (the in-memory one) appends in place once it is let go.
+                self.loaded.release_messages();
+            }
+            match memory.store().commit(&self.id, commit).await {
+                Ok(version) => return Ok(Some((kept, version))),
+                Err(e) if e.is_conflict() && attempt < memory.max_attempts() => {
+                    tracing::debug!(conversation = %self.id, attempt, "commit lost a version check; reloading");
+                    backoff(attempt).await;
+                    self.loaded = memory.load(&self.id).await?;
+                }
+                Err(e) if e.is_conflict() => {
+                    return Err(Error::TooMuchContention {
+                        id: self.id.clone(),
+                        attempts: attempt,
+                    });
+                }
+                Err(source) => return Err(store_err(&self.id, source)),
+            }
         }
-        added.changed = true;
     }
-    added
+
+    /// The window after a [`write`](Turn::write) that kept its commit, without reloading.
+    fn window_after(&self, written: Option<(Option<Commit>, u64)>) -> LoadedWindow {
+        let Some((Some(commit), version)) = written else {
+            return self.loaded.clone();
+        };
+        let loaded = self.loaded.snapshot();
+        let start = commit.window_start();
+        let next_seq = commit.next_seq();
+        let summary = commit.summary().or(loaded.summary.as_ref()).cloned();
+        let (system, appended) = commit.into_messages();
+        let snapshot = Snapshot {
+            version,
+            system: system.or_else(|| loaded.system.clone()),
+            window_start: start,
+            next_seq,
+            messages: loaded
+                .messages
+                .iter()
+                .cloned()
+                .chain(appended)
+                .filter(|m| m.seq >= start)
+                .collect(),
+            summary,
+        };
+        LoadedWindow::new(snapshot, self.memory.policy(), self.memory.counter().as_ref())
+    }
 }
 
-/// The system message after `draft`, the window over the loaded messages followed by the
-/// appended ones, and the sequence the window starts at.
-fn window_of<'a>(
-    snapshot: &'a Snapshot,
-    draft: &'a Commit,
-    policy: &WindowPolicy,
-) -> (Option<&'a StoredMessage>, Chosen, u64) {
-    let system = draft.system().or(snapshot.system.as_ref());
-    let slot = system_slot(system, snapshot.summary.as_ref());
-    let appended = draft.appended();
-    let selection = select_loaded(&snapshot.messages, appended, slot, policy);
-    let loaded = &snapshot.messages[..];
-    let window_start = match selection.start().checked_sub(loaded.len()) {
-        None => loaded[selection.start()].seq,
-        Some(i) => appended.get(i).map_or(draft.next_seq(), |m| m.seq),
-    };
-    (system, selection, window_start)
+impl<S: Store> Extend<Message> for Turn<'_, S> {
+    /// Adds each message as [`push`](Turn::push) does.
+    fn extend<I: IntoIterator<Item = Message>>(&mut self, messages: I) {
+        for m in messages {
+            self.push(m);
+        }
+    }
+}
+
+/// How many leading messages of `new` equal the last messages stored: those are memory
+/// sent again (or an eager-mode user message being retried), not new.
+fn already_stored(stored: &[StoredMessage], new: &[Message]) -> usize {
+    let max = stored.len().min(new.len());
+    (1..=max)
+        .rev()
+        .find(|&j| {
+            stored[stored.len() - j..]
+                .iter()
+                .map(|s| &*s.message)
+                .eq(new[..j].iter())
+        })
+        .unwrap_or(0)
+}
+
+/// Waits before retrying a lost commit: exponential with full jitter, capped at 50 ms, so
+/// that writers that collided spread out. A runtime-independent timer: a tokio runtime built
+/// without timers (or another executor) must not make a retry panic.
+async fn backoff(attempt: u32) {
+    let cap_ms = (1u64 << attempt.min(6)).min(50);
+    let ms = fastrand::u64(0..=cap_ms);
+    futures_timer::Delay::new(Duration::from_millis(ms)).await;
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::summary::Summary;
     use crate::tokens::Heuristic;
+    use crate::window::WindowPolicy;
 
     fn texts(prompt: &[&Message]) -> Vec<String> {
         prompt
@@ -289,10 +448,23 @@ mod tests {
         LoadedWindow::new(snapshot, policy, &Heuristic)
     }
 
+    fn memory(policy: WindowPolicy) -> ChatMemory {
+        ChatMemory::builder(InMemoryStore::new())
+            .policy(policy)
+            .counter(Heuristic)
+            .build()
+            .unwrap()
+    }
+
+    fn id() -> ConversationId {
+        ConversationId::new("c").unwrap()
+    }
+
     #[test]
     fn the_prompt_renders_the_system_message_in_effect_with_the_summary() {
         let policy = WindowPolicy::messages(10);
-        let mut turn = Turn::new(loaded(&policy), Arc::new(Heuristic), policy);
+        let memory = memory(policy);
+        let mut turn = Turn::new(&memory, id(), loaded(&policy));
         turn.push(Message::user("u3"));
         let first = texts(&turn.prompt());
         assert_eq!(first[1..], ["u2", "a2", "u3"]);
@@ -319,12 +491,37 @@ mod tests {
         let mut snapshot = window.snapshot().clone();
         snapshot.summary = None;
         window = LoadedWindow::new(snapshot, &policy, &Heuristic);
-        let mut turn = Turn::new(window, Arc::new(Heuristic), policy);
+        let memory = memory(policy);
+        let mut turn = Turn::new(&memory, id(), window);
         turn.push(Message::user("u3"));
         let prompt = turn.prompt();
         let stored = turn.loaded().snapshot().system.as_ref().map(|s| &*s.message);
         assert!(std::ptr::eq(prompt[0], stored.unwrap()));
         // Two slots: the window keeps only the new user message.
         assert_eq!(texts(&prompt), ["rules", "u3"]);
+    }
+
+    #[test]
+    fn already_stored_drops_only_a_prefix_equal_to_the_end_of_memory() {
+        let stored = |ms: &[Message]| -> Vec<StoredMessage> {
+            ms.iter()
+                .enumerate()
+                .map(|(i, m)| StoredMessage::new(i as u64 + 1, 1, m.clone()))
+                .collect()
+        };
+        let mem = stored(&[Message::user("u1"), Message::assistant("a1"), Message::user("u2")]);
+        assert_eq!(already_stored(&mem, &[Message::user("u2")]), 1);
+        assert_eq!(already_stored(&mem, &[Message::user("u2"), Message::user("u3")]), 1);
+        assert_eq!(
+            already_stored(
+                &mem,
+                &[Message::assistant("a1"), Message::user("u2"), Message::user("u3")]
+            ),
+            2
+        );
+        assert_eq!(already_stored(&mem, &[Message::user("u1")]), 0);
+        assert_eq!(already_stored(&[], &[Message::user("u1")]), 0);
+        let answered = stored(&[Message::user("hi"), Message::assistant("hello")]);
+        assert_eq!(already_stored(&answered, &[Message::user("hi")]), 0);
     }
 }

@@ -436,3 +436,128 @@ async fn with_store_and_with_policy_keep_every_other_setting() {
     assert_eq!(wide.retention(), Retention::KeepHistory);
     assert_eq!(moved.policy(), &WindowPolicy::messages(2), "the original is unchanged");
 }
+
+/// Answers every summary request with one fixed line.
+#[derive(Debug)]
+struct FixedSummary;
+
+#[async_trait::async_trait]
+impl chatmem::ChatModel for FixedSummary {
+    async fn complete(&self, _: chatmem::ChatRequest<'_>) -> Result<chatmem::ChatResponse, chatmem::ModelError> {
+        Ok(chatmem::ChatResponse {
+            message: Message::assistant(format!("the order is {ORDER}")),
+            usage: None,
+            finish_reason: None,
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_turn_plans_its_window_once() {
+    let m = memory(10);
+    let c = id("plans");
+    // A batch written without a prompt (the REST API's write): one plan, for the commit.
+    let mut turn = m.begin(&c).await.unwrap();
+    turn.extend([Message::system(SYSTEM), Message::user(TURN1), Message::assistant("ok")]);
+    assert_eq!(turn.commit().await.unwrap().plans, 1);
+
+    // The advisor's turn: the prompt is planned once however often a tool round asks for it;
+    // the answer joining makes the commit plan once more.
+    let mut turn = m.begin(&c).await.unwrap();
+    turn.push(Message::user(TURN2));
+    let first: Vec<Message> = turn.prompt().into_iter().cloned().collect();
+    for _ in 0..3 {
+        assert_eq!(turn.prompt().into_iter().cloned().collect::<Vec<_>>(), first);
+    }
+    turn.push(Message::assistant("可以退。"));
+    let committed = turn.commit().await.unwrap();
+    assert_eq!((committed.plans, committed.version), (2, Some(2)));
+
+    // A lost version check plans again, once.
+    let mut turn = m.begin(&c).await.unwrap();
+    turn.push(Message::user("u3"));
+    let _ = turn.prompt();
+    turn.push(Message::assistant("a3"));
+    m.add(&c, [Message::user("other"), Message::assistant("writer")])
+        .await
+        .unwrap();
+    let committed = turn.commit().await.unwrap();
+    assert_eq!((committed.plans, committed.version), (3, Some(4)));
+    assert_eq!(texts(&m.get(&c).await.unwrap())[5..], ["other", "writer", "u3", "a3"]);
+
+    // A summarizer reads the commit's plan: no extra plan for what the turn evicts.
+    let m = ChatMemory::builder(InMemoryStore::new())
+        .policy(WindowPolicy::messages(3))
+        .summarizer(chatmem::Summarizer::new(FixedSummary))
+        .build()
+        .unwrap();
+    m.add(&c, [Message::user(TURN1), Message::assistant("ok")])
+        .await
+        .unwrap();
+    let mut turn = m.begin(&c).await.unwrap();
+    turn.push(Message::user(TURN2));
+    let _ = turn.prompt();
+    turn.push(Message::assistant("可以退。"));
+    assert_eq!(turn.commit().await.unwrap().plans, 2);
+    let seen = m.get(&c).await.unwrap();
+    assert!(
+        seen[0].text().unwrap().contains(ORDER),
+        "the summary is committed with the turn"
+    );
+}
+
+#[tokio::test]
+async fn a_checkpoint_commits_and_the_turn_goes_on_from_the_committed_window() {
+    let m = memory(6);
+    let c = id("checkpoint");
+    let mut turn = m.begin(&c).await.unwrap();
+    assert_eq!(
+        turn.push_unstored(vec![Message::system(SYSTEM), Message::user(TURN1)]),
+        0
+    );
+    turn.checkpoint().await.unwrap();
+    assert!(turn.is_empty());
+    // Stored before the answer, and the prompt is the committed window.
+    assert_eq!(texts(&m.get(&c).await.unwrap()), [SYSTEM, TURN1]);
+    assert_eq!(
+        texts(&turn.prompt().into_iter().cloned().collect::<Vec<_>>()),
+        [SYSTEM, TURN1]
+    );
+    turn.push(Message::assistant("已查到。"));
+    assert_eq!(turn.commit().await.unwrap().version, Some(2));
+    // A retry of the same request leaves out what memory holds.
+    let mut turn = m.begin(&c).await.unwrap();
+    assert_eq!(
+        turn.push_unstored(vec![Message::user(TURN1)]),
+        0,
+        "u1 is not the end of memory"
+    );
+    let mut turn2 = m.begin(&c).await.unwrap();
+    assert_eq!(
+        turn2.push_unstored(vec![
+            Message::user(TURN1),
+            Message::assistant("已查到。"),
+            Message::user(TURN2)
+        ]),
+        2
+    );
+    assert_eq!(texts(&turn2.messages().cloned().collect::<Vec<_>>()), [TURN2]);
+    assert_eq!(turn.messages().count(), 1);
+}
+
+#[tokio::test]
+async fn commit_window_answers_the_window_memory_now_holds() {
+    let m = memory(3);
+    let c = id("window-after");
+    m.add(
+        &c,
+        [Message::system(SYSTEM), Message::user(TURN1), Message::assistant("ok")],
+    )
+    .await
+    .unwrap();
+    let mut turn = m.begin(&c).await.unwrap();
+    turn.extend([Message::user(TURN2), Message::assistant("可以退。")]);
+    let after = turn.commit_window().await.unwrap();
+    assert_eq!(after.messages(), m.get(&c).await.unwrap());
+    assert_eq!(texts(&after.messages()), [SYSTEM, TURN2, "可以退。"]);
+}

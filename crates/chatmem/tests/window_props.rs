@@ -314,9 +314,9 @@ proptest! {
         let mut system: Option<Message> = None;
         block_on(async {
             for group in &groups {
-                let loaded = memory.load(&id).await.unwrap();
                 let opening = group.iter().take_while(|m| m.is_system() || m.role() == Role::User).count();
-                let mut turn = memory.turn(loaded, group[..opening].to_vec());
+                let mut turn = memory.begin(&id).await.unwrap();
+                turn.extend(group[..opening].to_vec());
                 let mut seen = all.clone();
                 let mut seen_system = system.clone();
                 for m in &group[..opening] {
@@ -331,7 +331,7 @@ proptest! {
                 for m in &group[opening..] {
                     turn.push(m.clone());
                 }
-                memory.commit_turn(&id, turn).await.unwrap();
+                turn.commit().await.unwrap();
                 for m in group {
                     if m.is_system() { system = Some(m.clone()); } else { all.push(m.clone()); }
                 }

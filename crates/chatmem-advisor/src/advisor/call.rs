@@ -19,7 +19,7 @@ impl<M: ChatModel, S: Store> MemoryAdvisor<M, S> {
             let response = self.model.complete(turn.request()).await.map_err(Error::Model)?;
             match turn.on_response(response)? {
                 Step::Done(message, finish_reason) => {
-                    return self.finish(id, turn.into_answered(message, finish_reason)).await;
+                    return self.finish(turn.into_answered(message, finish_reason)).await;
                 }
                 Step::RunTools(calls) => {
                     turn.run_tools(&calls).await;

@@ -58,7 +58,7 @@ impl<M: ChatModel, S: Store> MemoryAdvisor<M, S> {
                         return;
                     }
                     Ok(Step::Done(message, finish_reason)) => {
-                        yield self.finish(id, turn.into_answered(message, finish_reason)).await.map(TurnEvent::Done);
+                        yield self.finish(turn.into_answered(message, finish_reason)).await.map(TurnEvent::Done);
                         return;
                     }
                     Ok(Step::RunTools(calls)) => {

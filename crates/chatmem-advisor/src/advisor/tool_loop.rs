@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use chatmem::{ChatRequest, ChatResponse, Message, SamplingOptions, ToolCall, ToolDefinition, Turn, Usage};
+use chatmem::{ChatRequest, ChatResponse, Message, SamplingOptions, Store, ToolCall, ToolDefinition, Turn, Usage};
 
 use super::{Answered, Prepared};
 use crate::error::Error;
@@ -15,11 +15,11 @@ use crate::turn::{TurnResponse, add_usage};
 /// to the model, hands the answer to [`on_response`](Self::on_response), runs the tools it
 /// asks for, and commits [`into_answered`](Self::into_answered) once it is done; only how
 /// an answer is obtained (`complete`, or `stream` joined by a `DeltaAccumulator`) differs.
-pub(super) struct TurnLoop {
+pub(super) struct TurnLoop<'a, S> {
     /// The turn as prepared: every request starts with its prompt. The generated messages
     /// join it (each counted once) when the turn is answered, so the prompt stays the one
     /// the first request sent.
-    turn: Turn,
+    turn: Turn<'a, S>,
     /// The turn's new messages (for [`TurnResponse::messages`]).
     new: Vec<Message>,
     /// The model's messages and the tool results, in order: what each request sends after
@@ -43,10 +43,10 @@ pub(super) enum Step {
     RunTools(Vec<ToolCall>),
 }
 
-impl TurnLoop {
+impl<'a, S: Store> TurnLoop<'a, S> {
     /// The loop of a prepared turn, before its first request.
     pub(super) fn new(
-        prepared: Prepared,
+        prepared: Prepared<'a, S>,
         tools: Vec<ToolDefinition>,
         options: SamplingOptions,
         executor: Option<Arc<dyn ToolExecutor>>,
@@ -112,10 +112,8 @@ impl TurnLoop {
     }
 
     /// The turn to commit, `message` being the final answer.
-    pub(super) fn into_answered(mut self, message: Message, finish_reason: Option<String>) -> Answered {
-        for m in &self.generated {
-            self.turn.push(m.clone());
-        }
+    pub(super) fn into_answered(mut self, message: Message, finish_reason: Option<String>) -> Answered<'a, S> {
+        self.turn.extend(self.generated.iter().cloned());
         let response = TurnResponse {
             message,
             messages: self.new.into_iter().chain(self.generated).collect(),

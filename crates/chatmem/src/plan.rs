@@ -1,0 +1,157 @@
+//! Planning a turn: which system message holds, which messages are appended with which
+//! sequences, and where the window starts — a pure function of the loaded snapshot, the
+//! turn's messages with their token counts, and the policy.
+//!
+//! A [`Turn`](crate::Turn) asks for one [`Plan`] and keeps it: its prompt is the plan's
+//! window, and its commit is the plan's [`CommitBuilder`], finished. The prompt and the commit
+//! therefore come from one set of rules, run once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::commit::{Commit, CommitBuilder};
+use crate::message::Message;
+use crate::store::{Retention, Snapshot};
+use crate::summary::system_slot;
+use crate::tokens::CounterName;
+use crate::window::{Chosen, WindowPolicy, select_loaded};
+
+/// How a planned commit is written beyond its messages: the memory's settings.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Settings<'a> {
+    pub(crate) policy: &'a WindowPolicy,
+    pub(crate) retention: Retention,
+    pub(crate) ttl: Option<Duration>,
+    /// The name of the counter of the batch's token counts (shared: a plan runs every turn).
+    pub(crate) counter: &'a CounterName,
+    /// Keep evicted messages until a summary covers them (a memory that summarizes).
+    pub(crate) keep_unsummarized: bool,
+}
+
+/// A batch planned on a snapshot.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    /// The commit, its window start set; unbuilt, so that a summary can still join it.
+    pub(crate) builder: CommitBuilder,
+    /// Whether the batch changes anything (it is not empty: a repeated system message never
+    /// joins a turn, see [`Turn::push`](crate::Turn::push)).
+    pub(crate) changed: bool,
+    /// The batch index of the system message that replaces the stored one, if one does.
+    pub(crate) system_at: Option<usize>,
+    /// The window: positions in the loaded messages followed by the appended ones.
+    pub(crate) chosen: Chosen,
+}
+
+impl Plan {
+    /// The commit as planned (unchecked until built).
+    pub(crate) fn draft(&self) -> &Commit {
+        self.builder.draft()
+    }
+}
+
+/// Plans adding `batch` (messages with their token counts) to `snapshot`: a system message
+/// replaces the one in effect (the turn has left out any that repeats it); every other
+/// message is appended; the window start moves to where the policy's window begins.
+pub(crate) fn plan(snapshot: &Snapshot, batch: &[(Arc<Message>, u32)], settings: &Settings<'_>) -> Plan {
+    let mut builder = Commit::on(snapshot)
+        .retention(settings.retention)
+        .ttl(settings.ttl)
+        .counted_by(settings.counter.clone());
+    if settings.keep_unsummarized {
+        builder = builder.keep_unsummarized();
+    }
+    let mut system_at = None;
+    for (i, (message, tokens)) in batch.iter().enumerate() {
+        if message.is_system() {
+            builder.set_system(Arc::clone(message), *tokens);
+            system_at = Some(i);
+        } else {
+            builder.push(Arc::clone(message), *tokens);
+        }
+    }
+    let (chosen, window_start) = window_of(snapshot, builder.draft(), settings.policy);
+    Plan {
+        builder: builder.window_start(window_start),
+        changed: !batch.is_empty(),
+        system_at,
+        chosen,
+    }
+}
+
+/// The window over the loaded messages followed by the appended ones, and the sequence it
+/// starts at.
+fn window_of(snapshot: &Snapshot, draft: &Commit, policy: &WindowPolicy) -> (Chosen, u64) {
+    let system = draft.system().or(snapshot.system.as_ref());
+    let slot = system_slot(system, snapshot.summary.as_ref());
+    let appended = draft.appended();
+    let chosen = select_loaded(&snapshot.messages, appended, slot, policy);
+    let loaded = &snapshot.messages[..];
+    let window_start = match chosen.start().checked_sub(loaded.len()) {
+        None => loaded[chosen.start()].seq,
+        Some(i) => appended.get(i).map_or(draft.next_seq(), |m| m.seq),
+    };
+    (chosen, window_start)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::StoredMessage;
+    use crate::tokens::UNCOUNTED;
+
+    fn batch(messages: impl IntoIterator<Item = Message>) -> Vec<(Arc<Message>, u32)> {
+        messages.into_iter().map(|m| (Arc::new(m), 1)).collect()
+    }
+
+    fn settings<'a>(policy: &'a WindowPolicy, counter: &'a CounterName) -> Settings<'a> {
+        Settings {
+            policy,
+            retention: Retention::DropEvicted,
+            ttl: None,
+            counter,
+            keep_unsummarized: false,
+        }
+    }
+
+    #[test]
+    fn the_last_system_message_of_a_batch_replaces_the_stored_one() {
+        let policy = WindowPolicy::messages(10);
+        let counter = CounterName::from(UNCOUNTED);
+        let mut snapshot = Snapshot::empty();
+        snapshot.system = Some(StoredMessage::new(1, 1, Message::system("rules")));
+        snapshot.next_seq = 2;
+        assert!(!plan(&snapshot, &[], &settings(&policy, &counter)).changed);
+        let new = plan(
+            &snapshot,
+            &batch([Message::system("other"), Message::user("u"), Message::system("new")]),
+            &settings(&policy, &counter),
+        );
+        assert!(new.changed);
+        assert_eq!(new.system_at, Some(2));
+        assert_eq!(
+            new.draft().system().and_then(|s| s.message.text()).as_deref(),
+            Some("new")
+        );
+        assert_eq!(new.draft().appended().len(), 1);
+    }
+
+    #[test]
+    fn the_window_start_is_where_the_policy_window_begins() {
+        let policy = WindowPolicy::messages(2);
+        let counter = CounterName::from(UNCOUNTED);
+        let planned = plan(
+            &Snapshot::empty(),
+            &batch([
+                Message::user("u1"),
+                Message::assistant("a1"),
+                Message::user("u2"),
+                Message::assistant("a2"),
+            ]),
+            &settings(&policy, &counter),
+        );
+        // Sequences 1..=4; two slots: [u2, a2] from seq 3.
+        assert_eq!(planned.draft().window_start(), 3);
+        assert_eq!(planned.chosen.count(), 2);
+        assert!(planned.builder.build().is_ok());
+    }
+}
