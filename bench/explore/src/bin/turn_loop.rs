@@ -1,6 +1,8 @@
+//! Question: what does chatmem's in-memory bench turn spend its instructions on (a long loop for perf and callgrind)? Answer: a W1 turn about 9.4 k instructions (d6cbeec); a W2 or W2L turn mostly `bpe`'s encoder counting the two new messages (75% at a full W2L window).
+//!
 //! chatmem's W1, W2 or W2L turn (the bench's turn) in a long loop, for a profiler:
-//! `cargo build --release --example turn_loop`, then
-//! `perf record -g target/release/examples/turn_loop w1 300000` (turns; `w2 20000` likewise) or
+//! `cargo build --release --bin turn_loop`, then
+//! `perf record -g target/release/turn_loop w1 300000` (turns; `w2 20000` likewise) or
 //! `... turn_loop w2l 10` (conversations of 2,000 turns; timed over turns 1,000 to 2,000).
 //! Prints the mean per turn.
 
