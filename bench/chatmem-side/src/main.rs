@@ -26,6 +26,21 @@ const PG_SCHEMA: &str = "chatmem_bench";
 /// W3 measures its histories in this many blocks each, the histories taking turns.
 const W3_BLOCKS: usize = 5;
 
+/// The floor under a Redis turn, measured beside it: two `PING`s back to back through a redis-rs
+/// `ConnectionManager`, the connection kind `RedisStore` holds. A turn is two round trips (the
+/// load before the model call, the commit after it), so W3 Redis's target is a turn within 1.5×
+/// of this, on the same host in the same run.
+async fn two_pings(mut conn: redis::aio::ConnectionManager) -> Res<()> {
+    for _ in 0..2 {
+        let pong: String = redis::cmd("PING")
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| e.to_string())?;
+        black_box(pong);
+    }
+    Ok(())
+}
+
 fn id(s: &str) -> ConversationId {
     ConversationId::new(s).expect("bench ids are valid")
 }
@@ -105,7 +120,7 @@ async fn stores(plan: &Plan, run: &str) -> Res<()> {
     let sqlite = SqliteStore::open(dir.join("chatmem.db"))
         .await
         .map_err(|e| e.to_string())?;
-    bench_store(plan, run, "sqlite", sqlite).await?;
+    bench_store(plan, run, "sqlite", sqlite, None).await?;
     let _ = std::fs::remove_dir_all(&dir);
     match std::env::var("CHATMEM_TEST_PG_URL") {
         Ok(url) => {
@@ -114,7 +129,7 @@ async fn stores(plan: &Plan, run: &str) -> Res<()> {
                 .connect()
                 .await
                 .map_err(|e| e.to_string())?;
-            bench_store(plan, run, "postgres", pg).await?;
+            bench_store(plan, run, "postgres", pg, None).await?;
             if plan.runs("RT") {
                 let (addr, counts) = b::counting_proxy(b::socket_of(&url, 5432))
                     .await
@@ -132,7 +147,11 @@ async fn stores(plan: &Plan, run: &str) -> Res<()> {
     match std::env::var("CHATMEM_TEST_REDIS_URL") {
         Ok(url) => {
             let redis = RedisStore::connect(&url).await.map_err(|e| e.to_string())?;
-            bench_store(plan, run, "redis", redis).await?;
+            let client = redis::Client::open(url.as_str()).map_err(|e| e.to_string())?;
+            let floor = redis::aio::ConnectionManager::new(client)
+                .await
+                .map_err(|e| e.to_string())?;
+            bench_store(plan, run, "redis", redis, Some(floor)).await?;
             if plan.runs("RT") {
                 let (addr, counts) = b::counting_proxy(b::socket_of(&url, 6379))
                     .await
@@ -148,7 +167,15 @@ async fn stores(plan: &Plan, run: &str) -> Res<()> {
     Ok(())
 }
 
-async fn bench_store<S: Store + Clone + 'static>(plan: &Plan, run: &str, name: &str, store: S) -> Res<()> {
+/// Every workload on one store. `floor` (Redis only) takes its turn among W3's histories: see
+/// [`two_pings`].
+async fn bench_store<S: Store + Clone + 'static>(
+    plan: &Plan,
+    run: &str,
+    name: &str,
+    store: S,
+    floor: Option<redis::aio::ConnectionManager>,
+) -> Res<()> {
     let m = Arc::new(store_memory(store.clone())?);
     if plan.runs("W3") {
         // Every history is seeded first, then measured in blocks taking turns (10, 100, ...,
@@ -160,19 +187,22 @@ async fn bench_store<S: Store + Clone + 'static>(plan: &Plan, run: &str, name: &
             seed(&store, &cid, h).await?;
             convs.push((h, cid, Vec::new()));
         }
+        let (turns, cap) = (plan.store_turns / W3_BLOCKS, plan.store_cap / W3_BLOCKS as u32);
+        let mut floor_samples = Vec::new();
         for block in 0..W3_BLOCKS {
+            let warmup = if block == 0 { 5 } else { 0 };
             for (_, cid, samples) in &mut convs {
-                let warmup = if block == 0 { 5 } else { 0 };
-                let s = run_turns(
-                    &m,
-                    cid,
-                    warmup,
-                    plan.store_turns / W3_BLOCKS,
-                    plan.store_cap / W3_BLOCKS as u32,
-                )
-                .await?;
-                samples.extend(s);
+                samples.extend(run_turns(&m, cid, warmup, turns, cap).await?);
             }
+            if let Some(conn) = &floor {
+                floor_samples.extend(b::measure(warmup, turns, cap, |_| two_pings(conn.clone())).await?);
+            }
+        }
+        if floor.is_some() {
+            let mut f = b::summary_fields(&floor_samples, false);
+            f["what"] = json!("two PINGs back to back, redis-rs ConnectionManager");
+            f["blocks"] = json!(W3_BLOCKS);
+            b::emit("W3-floor", SYS, name, f);
         }
         for (h, cid, s) in convs {
             let mut f = b::summary_fields(&s, false);
