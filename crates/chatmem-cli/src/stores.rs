@@ -129,7 +129,10 @@ mod tests {
             ("sqlite", "(did you mean sqlite:PATH?)"),
             ("postgres", "(did you mean postgres://USER@HOST/DATABASE?)"),
             ("redis", "(did you mean redis://HOST:PORT?)"),
-            ("mysql://u:pw@db/x", "unknown store URL \"mysql://u:***@db/x\": expected"),
+            (
+                "mysql://u:pw@db/x",
+                "unknown store URL \"mysql://u:***@db/x\": expected",
+            ),
             (
                 "host=db password=pw",
                 "unknown store URL \"host=db password=***\": expected",
