@@ -37,6 +37,7 @@ pub struct PostgresStoreBuilder {
     pool_timeout: Option<Duration>,
     statement_timeout: Option<Duration>,
     schema: String,
+    migrate: bool,
 }
 
 impl fmt::Debug for PostgresStoreBuilder {
@@ -49,6 +50,7 @@ impl fmt::Debug for PostgresStoreBuilder {
             .field("pool_timeout", &self.pool_timeout)
             .field("statement_timeout", &self.statement_timeout)
             .field("schema", &self.schema)
+            .field("migrate", &self.migrate)
             .finish()
     }
 }
@@ -75,6 +77,7 @@ impl PostgresStoreBuilder {
             pool_timeout: None,
             statement_timeout: None,
             schema: DEFAULT_SCHEMA.to_owned(),
+            migrate: true,
         }
     }
 
@@ -132,11 +135,23 @@ impl PostgresStoreBuilder {
         self
     }
 
-    /// Connects, creates or upgrades the schema, and returns the store.
+    /// Whether [`connect`](Self::connect) creates or upgrades the schema (default: true).
+    /// With false it writes nothing: it only checks that the schema is at
+    /// [`SCHEMA_VERSION`](crate::SCHEMA_VERSION), so that a program that only reads (the
+    /// CLI's `get`, `history`, `list`, `export`) never creates tables in a database it was
+    /// pointed at by mistake. A missing or older schema is then
+    /// [`StoreErrorKind::InvalidInput`] naming the schema and the server.
+    pub fn migrate(mut self, migrate: bool) -> Self {
+        self.migrate = migrate;
+        self
+    }
+
+    /// Connects, creates or upgrades the schema (unless [`migrate(false)`](Self::migrate)),
+    /// and returns the store.
     ///
     /// # Errors
     /// [`StoreErrorKind::InvalidInput`] for a malformed URL, schema name or setting (named
-    /// in the message), [`StoreErrorKind::Unavailable`] when the server cannot be reached
+    /// in the message) or, without migrations, a missing or older schema, [`StoreErrorKind::Unavailable`] when the server cannot be reached
     /// within the timeouts, [`StoreErrorKind::SchemaTooNew`] when the schema was written by
     /// a newer chatmem-postgres. Errors name the server without its password.
     pub async fn connect(self) -> Result<PostgresStore, StoreError> {
@@ -207,7 +222,11 @@ impl PostgresStoreBuilder {
             target,
             schema: self.schema,
         };
-        store.migrate(&quoted).await?;
+        if self.migrate {
+            store.migrate(&quoted).await?;
+        } else {
+            store.check_schema(&quoted).await?;
+        }
         // The connection that ran the migration opened before the tables existed: prepare the
         // statements on it now, as every later connection does when it opens.
         if let Ok(client) = store.pool.get().await {

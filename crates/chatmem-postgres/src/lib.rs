@@ -10,7 +10,8 @@
 //! It is not a general PostgreSQL client, and it connects **without TLS**: use it on
 //! loopback, a Unix socket or a network you trust. Schema creation and upgrades are
 //! automatic (tables `chatmem_conversations`, `chatmem_messages`,
-//! `chatmem_schema_version` in the configured schema, `public` by default).
+//! `chatmem_schema_version` in the configured schema, `public` by default), unless
+//! [`PostgresStoreBuilder::migrate`] turns them off for a program that only reads.
 //!
 //! Round trips: every operation is one `query_typed` call (parse, bind, execute and sync
 //! sent in one write, no separate prepare) on a pooled connection that is reused without a
@@ -121,7 +122,9 @@
 //! schema version 3, or a commit that named no counter.
 //!
 //! The migrations (`migrations/000N_*.sql`) run on connect, in one transaction under an
-//! advisory lock, so concurrent connects take turns. Versions 2 (`commit_token`), 3
+//! advisory lock, so concurrent connects take turns. With
+//! [`migrate(false)`](PostgresStoreBuilder::migrate) connect only reads the version: a
+//! missing or older schema is refused, nothing is created. Versions 2 (`commit_token`), 3
 //! (`counted_by`, `system_counted_by`) and 4 (`summary`) only add nullable columns: a catalog
 //! change, no table rewrite, and existing rows keep loading (without a summary) and taking
 //! commits. A schema newer than this code

@@ -2,6 +2,7 @@
 
 use deadpool_postgres::Client;
 use deadpool_postgres::tokio_postgres::types::Type;
+use deadpool_postgres::tokio_postgres::{self, GenericClient};
 
 use chatmem::{StoreError, StoreErrorKind};
 
@@ -35,28 +36,9 @@ pub(crate) async fn migrate(client: &mut Client, schema: &str, quoted: &str, tar
     )
     .await
     .map_err(err)?;
-    let version_table = format!("{quoted}.chatmem_schema_version");
-    let has_table = tx
-        .query_typed("SELECT to_regclass($1) IS NOT NULL", &[(&version_table, Type::TEXT)])
-        .await
-        .map_err(err)?
-        .first()
-        .and_then(|row| row.try_get::<_, bool>(0).ok())
-        .unwrap_or(false);
-    let current: i32 = if has_table {
-        let rows = tx
-            .query_typed(&format!("SELECT COALESCE(max(version), 0) FROM {version_table}"), &[])
-            .await
-            .map_err(err)?;
-        rows.first().and_then(|row| row.try_get::<_, i32>(0).ok()).unwrap_or(0)
-    } else {
-        0
-    };
+    let current = recorded_version(&*tx, quoted).await.map_err(err)?;
     if current > LATEST {
-        return Err(StoreError::new(
-            StoreErrorKind::SchemaTooNew,
-            format!("schema {schema} on {target} is at version {current}; this chatmem-postgres knows up to {LATEST}"),
-        ));
+        return Err(too_new(schema, target, current));
     }
     if current == LATEST {
         return tx.commit().await.map_err(err);
@@ -94,6 +76,59 @@ pub(crate) async fn migrate(client: &mut Client, schema: &str, quoted: &str, tar
         .map_err(err)?;
     }
     tx.commit().await.map_err(err)
+}
+
+/// Checks, writing nothing, that `schema` is at [`LATEST`]: for a store connected without
+/// migrations, which must not create tables to read.
+///
+/// A missing or older schema is [`StoreErrorKind::InvalidInput`] (this code's statements need
+/// every column of [`LATEST`]), a newer one [`StoreErrorKind::SchemaTooNew`].
+pub(crate) async fn check(client: &Client, schema: &str, quoted: &str, target: &str) -> Result<(), StoreError> {
+    let current = recorded_version(&***client, quoted)
+        .await
+        .map_err(|e| db_error(e, "checking the schema", target))?;
+    match current {
+        LATEST => Ok(()),
+        v if v > LATEST => Err(too_new(schema, target, v)),
+        0 => Err(StoreError::new(
+            StoreErrorKind::InvalidInput,
+            format!(
+                "schema {schema} on {target} has no chatmem tables (connected without migrations: nothing was created)"
+            ),
+        )),
+        v => Err(StoreError::new(
+            StoreErrorKind::InvalidInput,
+            format!(
+                "schema {schema} on {target} is at version {v}, older than this chatmem-postgres reads ({LATEST}); connect once with migrations to upgrade it"
+            ),
+        )),
+    }
+}
+
+/// The highest migration recorded in schema `quoted`; 0 when there is none (no version
+/// table, or no such schema). Reads only, takes no lock.
+async fn recorded_version(client: &impl GenericClient, quoted: &str) -> Result<i32, tokio_postgres::Error> {
+    let version_table = format!("{quoted}.chatmem_schema_version");
+    let has_table = client
+        .query_typed("SELECT to_regclass($1) IS NOT NULL", &[(&version_table, Type::TEXT)])
+        .await?
+        .first()
+        .and_then(|row| row.try_get::<_, bool>(0).ok())
+        .unwrap_or(false);
+    if !has_table {
+        return Ok(0);
+    }
+    let rows = client
+        .query_typed(&format!("SELECT COALESCE(max(version), 0) FROM {version_table}"), &[])
+        .await?;
+    Ok(rows.first().and_then(|row| row.try_get::<_, i32>(0).ok()).unwrap_or(0))
+}
+
+fn too_new(schema: &str, target: &str, current: i32) -> StoreError {
+    StoreError::new(
+        StoreErrorKind::SchemaTooNew,
+        format!("schema {schema} on {target} is at version {current}; this chatmem-postgres knows up to {LATEST}"),
+    )
 }
 
 #[cfg(test)]

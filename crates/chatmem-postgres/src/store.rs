@@ -76,7 +76,8 @@ impl PostgresStore {
     }
 
     /// Connects to `url` (`postgres://user[:password]@host[:port]/database`, or the
-    /// `key=value` form) with the default settings, creating the schema if needed.
+    /// `key=value` form) with the default settings, creating the schema if needed (see
+    /// [`PostgresStoreBuilder::migrate`] to connect without).
     ///
     /// # Errors
     /// As [`PostgresStoreBuilder::connect`].
@@ -102,6 +103,26 @@ impl PostgresStore {
         match timeout(
             self.answer_wait(),
             migrate::migrate(&mut client, &self.schema, quoted, &self.target),
+        )
+        .await
+        {
+            Ok(result) => result,
+            Err(_) => {
+                drop(Object::take(client));
+                Err(statement_timed_out(WHAT, &self.target))
+            }
+        }
+    }
+
+    /// Checks that the schema is current without writing anything (see
+    /// [`PostgresStoreBuilder::migrate`]), within the statement timeout; run once, by the
+    /// builder.
+    pub(crate) async fn check_schema(&self, quoted: &str) -> Result<(), StoreError> {
+        const WHAT: &str = "checking the schema";
+        let client = self.pool.get().await.map_err(|e| pool_error(e, WHAT, &self.target))?;
+        match timeout(
+            self.answer_wait(),
+            migrate::check(&client, &self.schema, quoted, &self.target),
         )
         .await
         {

@@ -91,9 +91,9 @@ pub(crate) fn split(url: &str) -> Result<(String, UrlTimeouts), StoreError> {
 /// The server a parsed connection string points at, fit for errors and logs.
 ///
 /// The URL form is printed through [`redact_url`], which works on the text and so cannot be
-/// fooled by how the driver's lenient parser split it; a `key=value` string, which
-/// `redact_url` does not show at all, is re-described from the parsed config as
-/// `postgres://user@host:port/database`, without its password.
+/// fooled by how the driver's lenient parser split it; a `key=value` string is re-described
+/// from the parsed config as `postgres://user@host:port/database`, without its password, so
+/// that every error names a server in one form.
 ///
 /// # Errors
 /// [`StoreErrorKind::InvalidInput`] when the driver parsed an `@` into a host name: a

@@ -821,3 +821,52 @@ async fn bad_schema_names_are_rejected_before_connecting() {
     assert_eq!(err.kind(), StoreErrorKind::InvalidInput);
     assert!(!err.to_string().contains("pw"), "{err}");
 }
+
+/// Whether schema `schema` exists on the server.
+async fn schema_exists(url: &str, schema: &str) -> bool {
+    let raw = common::raw_client(url).await;
+    let rows = raw
+        .query("SELECT 1 FROM pg_namespace WHERE nspname = $1", &[&schema])
+        .await
+        .expect("read the catalog");
+    !rows.is_empty()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_migrations_connect_writes_nothing_and_needs_the_current_schema() {
+    let Some(url) = common::pg_url() else { return };
+    let without = |schema: &str| PostgresStore::builder(&url).schema(schema).migrate(false).connect();
+
+    // Nothing there: refused, and nothing created.
+    let schema = common::fresh_schema("no_migrate");
+    let e = without(&schema).await.expect_err("no tables");
+    assert_eq!(e.kind(), StoreErrorKind::InvalidInput, "{e}");
+    assert!(
+        e.to_string().contains(&schema) && e.to_string().contains("no chatmem tables"),
+        "{e}"
+    );
+    assert!(!schema_exists(&url, &schema).await, "the schema was created");
+
+    // An older schema is not upgraded.
+    let conv = id("old");
+    schema_at_version(&url, &schema, &conv, 3).await;
+    let e = without(&schema).await.expect_err("an older schema");
+    assert_eq!(e.kind(), StoreErrorKind::InvalidInput, "{e}");
+    assert!(e.to_string().contains("version 3"), "{e}");
+    let raw = common::raw_client(&url).await;
+    let max: i32 = raw
+        .query_one(
+            &format!("SELECT max(version) FROM \"{schema}\".chatmem_schema_version"),
+            &[],
+        )
+        .await
+        .expect("read versions")
+        .get(0);
+    assert_eq!(max, 3, "not upgraded");
+
+    // The current schema reads.
+    common::store_in(&url, &schema).await;
+    let store = without(&schema).await.expect("the current schema");
+    assert_eq!(store.load(&conv).await.expect("load").version, 3);
+    common::drop_schema(&url, &schema).await;
+}

@@ -46,10 +46,14 @@
 //! seq, tokens, json, PRIMARY KEY(conversation_id, seq))`, both `WITHOUT ROWID`. Messages are
 //! stored as the JSON chatmem writes. `expires_at` is Unix time in milliseconds; expired
 //! conversations read as absent until [`purge_expired`](chatmem::Store::purge_expired) deletes
-//! them. Created on first open; a file written by a newer schema is refused with
+//! them. Created on first open, unless [`SqliteStoreBuilder::create_if_missing`] is off or
+//! the store is read-only: then a missing file is a [`MissingDatabase`] error and nothing is
+//! created. A file written by a newer schema is refused with
 //! [`StoreErrorKind::SchemaTooNew`](chatmem::StoreErrorKind).
 
 mod sql;
 mod store;
 
-pub use crate::store::{DEFAULT_POOL_SIZE, DEFAULT_TIMEOUT, SCHEMA_VERSION, SqliteStore, SqliteStoreBuilder};
+pub use crate::store::{
+    DEFAULT_POOL_SIZE, DEFAULT_TIMEOUT, MissingDatabase, SCHEMA_VERSION, SqliteStore, SqliteStoreBuilder,
+};

@@ -56,6 +56,8 @@ struct Inner {
     timeout: Duration,
     pool_size: usize,
     read_only: bool,
+    /// Whether a connection reopened after a panic may create the file again.
+    create_if_missing: bool,
     idle: Mutex<Vec<Connection>>,
     permits: Arc<Semaphore>,
     writer: Arc<AsyncMutex<()>>,
@@ -79,6 +81,51 @@ pub struct SqliteStoreBuilder {
     timeout: Duration,
     pool_size: usize,
     read_only: bool,
+    create_if_missing: bool,
+}
+
+/// The file a [`SqliteStoreBuilder`] was to open does not exist, and the builder was not
+/// allowed to create it ([`create_if_missing(false)`](SqliteStoreBuilder::create_if_missing)
+/// or [`read_only`](SqliteStoreBuilder::read_only)); nothing was created.
+///
+/// It is the [`source`](std::error::Error::source) of the
+/// [`StoreErrorKind::InvalidInput`] error that [`SqliteStoreBuilder::open`] returns, so a
+/// caller can tell a missing file from other refusals:
+///
+/// ```no_run
+/// # async fn demo() {
+/// use chatmem_sqlite::{MissingDatabase, SqliteStore};
+/// let e = SqliteStore::builder("typo.db").create_if_missing(false).open().await.unwrap_err();
+/// let missing = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<MissingDatabase>());
+/// assert_eq!(missing.map(|m| m.path()), Some(std::path::Path::new("typo.db")));
+/// # }
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[error("no SQLite database at {}; nothing was created", .path.display())]
+pub struct MissingDatabase {
+    path: PathBuf,
+}
+
+impl MissingDatabase {
+    /// The path that was asked for, as given.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Fails with [`MissingDatabase`] unless `path` exists. Checked before SQLite opens the file
+/// so that the error names the path (SQLite's own says only "unable to open database file").
+fn require_existing(path: &Path) -> Result<(), StoreError> {
+    match path.try_exists() {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(StoreError::new(StoreErrorKind::InvalidInput, "the store must exist")
+            .with_source(MissingDatabase { path: path.to_owned() })),
+        Err(e) => Err(StoreError::new(
+            StoreErrorKind::Unavailable,
+            format!("checking whether {} exists", path.display()),
+        )
+        .with_source(e)),
+    }
 }
 
 impl SqliteStoreBuilder {
@@ -98,20 +145,34 @@ impl SqliteStoreBuilder {
 
     /// Opens the file read-only (default: read-write): loads, history and listing work on a
     /// file this process cannot write; writes fail with [`StoreErrorKind::InvalidInput`].
-    /// The file must exist with a current schema. `sqlite:PATH?mode=ro` sets this.
+    /// The file must exist with a current schema (a missing one is [`MissingDatabase`]).
+    /// `sqlite:PATH?mode=ro` sets this.
     pub fn read_only(mut self, read_only: bool) -> Self {
         self.read_only = read_only;
         self
     }
 
-    /// Opens (creating if needed) the file and its parent directories, sets WAL mode and
-    /// creates or checks the schema.
+    /// Whether [`open`](SqliteStoreBuilder::open) creates a missing file and its parent
+    /// directories (default: true). With false a missing file is an error whose source is
+    /// [`MissingDatabase`], and nothing is created: no directory, no file, no WAL or
+    /// shared-memory file. An existing file is opened as usual (its schema created or
+    /// upgraded if needed, unless [`read_only`](SqliteStoreBuilder::read_only)).
+    pub fn create_if_missing(mut self, create: bool) -> Self {
+        self.create_if_missing = create;
+        self
+    }
+
+    /// Opens the file (creating it and its parent directories if missing, unless
+    /// [`create_if_missing(false)`](SqliteStoreBuilder::create_if_missing) or
+    /// [`read_only`](SqliteStoreBuilder::read_only)), sets WAL mode and creates or checks
+    /// the schema.
     ///
     /// # Errors
     /// [`StoreErrorKind::Unavailable`] when the file cannot be opened or stays locked,
     /// [`StoreErrorKind::SchemaTooNew`] when a newer chatmem wrote it,
     /// [`StoreErrorKind::Corrupt`] when it is not a SQLite database,
-    /// [`StoreErrorKind::InvalidInput`] for a pool size of 0 or a zero timeout.
+    /// [`StoreErrorKind::InvalidInput`] for a pool size of 0 or a zero timeout, or with a
+    /// [`MissingDatabase`] source for a missing file the builder may not create.
     pub async fn open(self) -> Result<SqliteStore, StoreError> {
         if self.pool_size == 0 {
             return Err(StoreError::new(
@@ -132,19 +193,25 @@ impl SqliteStoreBuilder {
             timeout,
             pool_size,
             read_only,
+            create_if_missing,
         } = self;
+        let create = create_if_missing && !read_only;
         let path2 = path.clone();
         let conns = run_blocking(move || {
+            if !create {
+                require_existing(&path2)?;
+            }
+            let mode = Mode { read_only, create };
             if read_only {
-                let first = open_connection(&path2, timeout, &counter, true)?;
+                let first = open_connection(&path2, timeout, &counter, mode)?;
                 sql::check_schema(&first)?;
                 let mut conns = vec![first];
                 for _ in 1..pool_size {
-                    conns.push(open_connection(&path2, timeout, &counter, true)?);
+                    conns.push(open_connection(&path2, timeout, &counter, mode)?);
                 }
                 return Ok(conns);
             }
-            if let Some(parent) = path2.parent().filter(|p| !p.as_os_str().is_empty()) {
+            if create && let Some(parent) = path2.parent().filter(|p| !p.as_os_str().is_empty()) {
                 std::fs::create_dir_all(parent).map_err(|e| {
                     StoreError::new(
                         StoreErrorKind::Unavailable,
@@ -153,11 +220,11 @@ impl SqliteStoreBuilder {
                     .with_source(e)
                 })?;
             }
-            let mut first = open_connection(&path2, timeout, &counter, false)?;
+            let mut first = open_connection(&path2, timeout, &counter, mode)?;
             sql::migrate(&mut first)?;
             let mut conns = vec![first];
             for _ in 1..pool_size {
-                conns.push(open_connection(&path2, timeout, &counter, false)?);
+                conns.push(open_connection(&path2, timeout, &counter, mode)?);
             }
             Ok(conns)
         })
@@ -169,6 +236,7 @@ impl SqliteStoreBuilder {
                 timeout,
                 pool_size,
                 read_only,
+                create_if_missing: create,
                 idle: Mutex::new(conns),
                 permits: Arc::new(Semaphore::new(pool_size)),
                 writer: Arc::new(AsyncMutex::new(())),
@@ -178,16 +246,26 @@ impl SqliteStoreBuilder {
     }
 }
 
+/// How a connection opens the file.
+#[derive(Debug, Clone, Copy)]
+struct Mode {
+    read_only: bool,
+    /// Whether SQLite may create a missing file (never when read-only).
+    create: bool,
+}
+
 fn open_connection(
     path: &Path,
     timeout: Duration,
     counter: &Arc<AtomicU64>,
-    read_only: bool,
+    mode: Mode,
 ) -> Result<Connection, StoreError> {
-    let flags = if read_only {
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
-    } else {
-        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX
+    let flags = match mode {
+        Mode { read_only: true, .. } => OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        Mode { create: true, .. } => {
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        }
+        Mode { create: false, .. } => OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     };
     let mut conn = Connection::open_with_flags(path, flags)
         .map_err(|e| sql::db_error(&format!("opening {}", path.display()), e))?;
@@ -203,7 +281,7 @@ fn open_connection(
         }),
     )
     .map_err(|e| sql::db_error("installing the statement counter", e))?;
-    sql::configure(&conn, timeout, read_only)?;
+    sql::configure(&conn, timeout, mode.read_only)?;
     Ok(conn)
 }
 
@@ -230,7 +308,20 @@ impl SqliteStore {
             timeout: DEFAULT_TIMEOUT,
             pool_size: DEFAULT_POOL_SIZE,
             read_only: false,
+            create_if_missing: true,
         }
+    }
+
+    /// Options for the file a URL names (see [`connect`](SqliteStore::connect)), with
+    /// `?mode=ro` applied: for a caller that takes a URL and sets more options, such as
+    /// [`create_if_missing`](SqliteStoreBuilder::create_if_missing).
+    ///
+    /// # Errors
+    /// [`StoreErrorKind::InvalidInput`] for another scheme, an empty path or an unknown
+    /// parameter.
+    pub fn builder_from_url(url: &str) -> Result<SqliteStoreBuilder, StoreError> {
+        let (path, read_only) = parse_url(url)?;
+        Ok(Self::builder(path).read_only(read_only))
     }
 
     /// Opens the file at `path` with the default options; see [`SqliteStoreBuilder::open`].
@@ -248,8 +339,7 @@ impl SqliteStore {
     /// [`StoreErrorKind::InvalidInput`] for another scheme or an empty path; otherwise as
     /// [`SqliteStoreBuilder::open`].
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
-        let (path, read_only) = parse_url(url)?;
-        Self::builder(path).read_only(read_only).open().await
+        Self::builder_from_url(url)?.open().await
     }
 
     /// The database file.
@@ -315,7 +405,11 @@ impl Inner {
         if let Some(conn) = self.idle().pop() {
             return Ok(conn);
         }
-        open_connection(&self.path, self.timeout, &self.statements, self.read_only)
+        let mode = Mode {
+            read_only: self.read_only,
+            create: self.create_if_missing,
+        };
+        open_connection(&self.path, self.timeout, &self.statements, mode)
     }
 
     fn give_back(&self, conn: Connection) {

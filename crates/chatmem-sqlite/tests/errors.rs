@@ -362,3 +362,49 @@ async fn a_version_2_file_is_upgraded_and_then_keeps_a_summary() {
         .expect("version");
     assert_eq!(version, 3);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_file_is_not_created_when_it_must_exist() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("no").join("such").join("x.db");
+    let builders = [
+        (
+            "create_if_missing(false)",
+            SqliteStore::builder(&path).create_if_missing(false),
+        ),
+        ("read_only", SqliteStore::builder(&path).read_only(true)),
+        (
+            "?mode=ro",
+            SqliteStore::builder_from_url(&format!("sqlite:{}?mode=ro", path.display())).expect("url"),
+        ),
+    ];
+    for (how, builder) in builders {
+        let e = builder.open().await.expect_err("the file is missing");
+        assert_eq!(e.kind(), StoreErrorKind::InvalidInput, "{how}: {e}");
+        let missing = std::error::Error::source(&e)
+            .and_then(|s| s.downcast_ref::<chatmem_sqlite::MissingDatabase>())
+            .unwrap_or_else(|| panic!("{how}: the source is MissingDatabase: {e:?}"));
+        assert_eq!(missing.path(), path, "{how}");
+        assert!(
+            missing.to_string().contains(&path.display().to_string()),
+            "{how}: {missing}"
+        );
+        assert!(
+            std::fs::read_dir(dir.path()).expect("read dir").next().is_none(),
+            "{how}: nothing created"
+        );
+    }
+
+    // An existing file opens as usual, and writes work (the option is only about creating).
+    let path = dir.path().join("x.db");
+    drop(SqliteStore::open(&path).await.expect("create"));
+    let store = SqliteStore::builder(&path)
+        .create_if_missing(false)
+        .open()
+        .await
+        .expect("the file exists");
+    memory(store)
+        .add(&chatmem_test::unique_id("c"), turn(0))
+        .await
+        .expect("write");
+}

@@ -19,19 +19,26 @@ const SECRET_PARAMS: &[&str] = &[
     "apikey",
 ];
 
-/// What is printed instead of a URL that cannot be shown safely.
+/// What is printed instead of a text that cannot be shown safely.
 pub const HIDDEN_URL: &str = "<URL not shown>";
 
 /// `url` with every password hidden, safe to print in an error or a log.
 ///
-/// - User info: everything between `://` and the **last** `@` is the user info (a password
-///   may hold an unencoded `/`, `#`, `?` or `@`); a user name before the first `:` stays,
-///   the rest becomes `***`. A user info without `:` becomes `***` too (`redis://secret@host`
+/// - User info: everything between `://` (or the scheme's `:`) and the **last** `@` is the
+///   user info (a password may hold an unencoded `/`, `#`, `?` or `@`); a user name before
+///   the first `:` stays, the rest becomes `***`. A user info without `:` becomes `***` too (`redis://secret@host`
 ///   passes a password that way).
 /// - Query parameters named like a secret (`password`, `pass`, `pwd`, `token`, ...) keep
 ///   their name, not their value; a `#fragment` is dropped.
-/// - Text that does not start with a scheme (`host=db password=secret`, a key-value
-///   connection string) is not shown at all: [`HIDDEN_URL`].
+/// - Text that does not start with a scheme:
+///   - a key-value connection string (`host=db password=secret`, libpq's form: `key=value`
+///     pairs, a value bare or in single quotes) keeps its keys and every value but a
+///     secret's (`password=***`);
+///   - other text holding `=` (a malformed connection string, which could hold a password
+///     in a form not recognised here) is not shown at all: [`HIDDEN_URL`];
+///   - text holding `@` is shown from its last `@` on, after `***`;
+///   - the rest (a file path such as `data/x.db`) is shown as it is: no driver reads a
+///     password from it, and seeing what was typed is what tells a typo.
 ///
 /// ```
 /// use chatmem::redact_url;
@@ -39,29 +46,29 @@ pub const HIDDEN_URL: &str = "<URL not shown>";
 /// assert_eq!(redact_url("redis://secret@127.0.0.1:6379"), "redis://***@127.0.0.1:6379");
 /// assert_eq!(redact_url("postgres://u:pa/ss?w#rd@db/x"), "postgres://u:***@db/x");
 /// assert_eq!(redact_url("postgres://db/x?password=s3cret&sslmode=disable"), "postgres://db/x?password=***&sslmode=disable");
-/// assert_eq!(redact_url("host=db password=s3cret"), chatmem::HIDDEN_URL);
+/// assert_eq!(redact_url("host=db password=s3cret"), "host=db password=***");
+/// assert_eq!(redact_url("Server=db;Password=s3cret"), chatmem::HIDDEN_URL);
+/// assert_eq!(redact_url("data/x.db"), "data/x.db");
 /// assert_eq!(redact_url("sqlite:/var/lib/app/mem.db"), "sqlite:/var/lib/app/mem.db");
 /// ```
 pub fn redact_url(url: &str) -> String {
-    let Some(colon) = url.find(':') else {
-        return HIDDEN_URL.to_string();
+    let colon = url.find(':').filter(|&colon| {
+        let scheme = &url[..colon];
+        scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    });
+    let Some(colon) = colon else {
+        return redact_without_scheme(url);
     };
-    let scheme = &url[..colon];
-    let scheme_ok = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
-        && scheme
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
-    if !scheme_ok {
-        return HIDDEN_URL.to_string();
-    }
     let (prefix, rest) = match url[colon + 1..].strip_prefix("//") {
         Some(rest) => (&url[..colon + 3], rest),
         None => (&url[..=colon], &url[colon + 1..]),
     };
     let mut out = String::from(prefix);
-    let rest = if prefix.ends_with("//")
-        && let Some(at) = rest.rfind('@')
-    {
+    // Without `//` too: `u:pw@db/x`, a URL missing its `postgres://`, still holds a password.
+    let rest = if let Some(at) = rest.rfind('@') {
         let userinfo = &rest[..at];
         match userinfo.split_once(':') {
             Some((user, _)) if !user.contains(['/', '?', '#']) => {
@@ -94,6 +101,75 @@ pub fn redact_url(url: &str) -> String {
     out
 }
 
+/// A text without a scheme: a key-value connection string with its secrets hidden, other
+/// text with a `=` hidden whole, user info before an `@` hidden, the rest as it is.
+fn redact_without_scheme(text: &str) -> String {
+    if let Some(shown) = redact_key_values(text) {
+        return shown;
+    }
+    if text.contains('=') {
+        return HIDDEN_URL.to_string();
+    }
+    match text.rfind('@') {
+        Some(at) => format!("***@{}", &text[at + 1..]),
+        None => text.to_string(),
+    }
+}
+
+/// `text` as libpq's `key=value` connection string with every secret's value `***`; `None`
+/// unless the whole text is in that form and no other value holds a `=` (such as
+/// `Server=db;Password=x`, where the password would be inside another key's value).
+fn redact_key_values(text: &str) -> Option<String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    let mut pairs = 0;
+    loop {
+        let trimmed = rest.trim_start();
+        out.push_str(&rest[..rest.len() - trimmed.len()]);
+        rest = trimmed;
+        if rest.is_empty() {
+            return (pairs > 0).then_some(out);
+        }
+        let key_len = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))?;
+        let (key, after_key) = rest.split_at(key_len);
+        let after_eq = after_key.trim_start().strip_prefix('=')?.trim_start();
+        if key.is_empty() {
+            return None;
+        }
+        let value_len = value_len(after_eq)?;
+        let value = &after_eq[..value_len];
+        if is_secret(key) {
+            out.push_str(&rest[..rest.len() - after_eq.len()]);
+            out.push_str("***");
+        } else if value.contains('=') {
+            return None;
+        } else {
+            out.push_str(&rest[..rest.len() - after_eq.len() + value_len]);
+        }
+        rest = &after_eq[value_len..];
+        pairs += 1;
+    }
+}
+
+/// The length of the value at the start of `text`: up to the closing quote of a quoted
+/// value (`None` if it has none), else up to whitespace; a backslash escapes the next
+/// character in both.
+fn value_len(text: &str) -> Option<usize> {
+    let quoted = text.starts_with('\'');
+    let mut chars = text.char_indices().skip(usize::from(quoted));
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '\\' => {
+                chars.next()?;
+            }
+            '\'' if quoted => return Some(i + 1),
+            c if !quoted && c.is_whitespace() => return Some(i),
+            _ => {}
+        }
+    }
+    (!quoted).then_some(text.len())
+}
+
 fn is_secret(name: &str) -> bool {
     SECRET_PARAMS.iter().any(|s| name.eq_ignore_ascii_case(s))
 }
@@ -123,6 +199,15 @@ mod tests {
             "  postgres://u:secret@h/x",
             "postgres://h/x#secret",
             "",
+            "password = 'a secret'",
+            "host=db password='it''s \\' secret'",
+            "host=db password='unterminated secret",
+            "host=db password=\\ secret",
+            "Server=db;Password=secret",
+            "host=db options='-c password=secret'",
+            "u:secret@db/x",
+            "secret@db/x",
+            "postgres//u:secret@db/x",
         ];
         for url in secret_forms {
             let shown = redact_url(url);
@@ -132,6 +217,15 @@ mod tests {
 
     #[test]
     fn what_is_not_secret_stays_readable() {
+        assert_eq!(redact_url("data/x.db"), "data/x.db");
+        assert_eq!(redact_url("./my data/x.db"), "./my data/x.db");
+        assert_eq!(redact_url("memory"), "memory");
+        assert_eq!(redact_url("u:secret@db/x"), "u:***@db/x");
+        assert_eq!(redact_url("secret@db/x"), "***@db/x");
+        assert_eq!(
+            redact_url("host=127.0.0.1 port=1  password = 'a b' dbname=test"),
+            "host=127.0.0.1 port=1  password = *** dbname=test"
+        );
         assert_eq!(redact_url("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
         assert_eq!(redact_url("memory:"), "memory:");
         assert_eq!(redact_url("sqlite:/tmp/a.db?mode=ro"), "sqlite:/tmp/a.db?mode=ro");

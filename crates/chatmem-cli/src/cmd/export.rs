@@ -1,15 +1,20 @@
-//! `chatmem export`: every conversation of a store (or the ones named), one [`Line`] each.
+//! `chatmem export`: every conversation of a store (or the ones named), one [`Line`] each,
+//! to stdout or to a file that appears only once complete. Reads an existing store; creates
+//! nothing.
 //!
 //! It streams: ids come a page at a time from `list`, and only one conversation is held at a
 //! time, its messages read a page at a time from `history`.
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use chatmem::{ChatMemory, ConversationId, Store};
 
+use crate::args::ExportArgs;
 use crate::line_format::{FORMAT, Line, Record};
-use crate::progress::Progress;
+use crate::progress::{self, Progress};
+use crate::stores::Access;
 
 /// Ids per `list` page.
 const IDS_PAGE: usize = 1000;
@@ -18,8 +23,56 @@ const MESSAGES_PAGE: usize = 5000;
 /// Reads of one conversation before giving up when other writers keep changing it.
 const ATTEMPTS: u32 = 5;
 
+/// Runs `chatmem export`.
+pub(crate) async fn run(args: ExportArgs) -> anyhow::Result<()> {
+    let only = args
+        .conversations
+        .iter()
+        .map(|id| ConversationId::new(id.as_str()).context("--conversation"))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let memory = ChatMemory::new(args.store.open(Access::Read).await?);
+    let mut progress = progress::Progress::new("exported");
+    match &args.output {
+        None => {
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            export(&memory, &only, &mut out, &mut progress).await?;
+            out.flush().context("writing to stdout")?;
+        }
+        Some(path) => {
+            // Written beside the file and renamed over it when complete: a failed export
+            // leaves no half file under the name asked for.
+            let partial = partial_path(path);
+            let result = async {
+                let file =
+                    std::fs::File::create(&partial).with_context(|| format!("creating {}", partial.display()))?;
+                let mut out = std::io::BufWriter::new(file);
+                export(&memory, &only, &mut out, &mut progress).await?;
+                out.into_inner()
+                    .map_err(std::io::IntoInnerError::into_error)
+                    .and_then(|f| f.sync_all())
+                    .with_context(|| format!("writing {}", partial.display()))?;
+                std::fs::rename(&partial, path).with_context(|| format!("renaming to {}", path.display()))
+            }
+            .await;
+            if result.is_err() {
+                let _ = std::fs::remove_file(&partial);
+            }
+            result?;
+        }
+    }
+    progress.finish();
+    Ok(())
+}
+
+/// `FILE.partial` beside `FILE`.
+fn partial_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".partial");
+    path.with_file_name(name)
+}
+
 /// Writes the conversations `only` names (all when empty) of `memory`'s store to `out`.
-pub(crate) async fn run<S: Store>(
+async fn export<S: Store>(
     memory: &ChatMemory<S>,
     only: &[ConversationId],
     out: &mut impl Write,

@@ -14,6 +14,9 @@ use chatmem_openai::{OpenAiModel, Provider};
 use futures_util::StreamExt;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
+use crate::args::ChatCommand;
+use crate::stores::Access;
+
 /// Chat with a model; each turn carries the conversation's memory and is stored after it.
 #[derive(clap::Args, Debug)]
 pub(crate) struct ChatArgs {
@@ -39,8 +42,17 @@ pub(crate) struct ChatArgs {
     show_memory: bool,
 }
 
-/// Runs `chatmem chat` over `memory`.
-pub(crate) async fn run(args: ChatArgs, memory: ChatMemory<Arc<dyn Store>>) -> Result<()> {
+/// Runs `chatmem chat` (the store is created if missing).
+pub(crate) async fn run(command: ChatCommand) -> Result<()> {
+    let summarizer = command.summary.summarizer(|model| command.chat.model(model))?;
+    let memory = command
+        .options
+        .memory(command.store.open(Access::Write).await?, summarizer)?;
+    chat(command.chat, memory).await
+}
+
+/// The chat itself, over `memory`.
+async fn chat(args: ChatArgs, memory: ChatMemory<Arc<dyn Store>>) -> Result<()> {
     let id = ConversationId::new(args.conversation.clone())?;
     let model = args.model(None)?;
     let advisor = MemoryAdvisor::new(model, memory);

@@ -6,6 +6,9 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use chatmem_server::{Auth, ServerConfig, Upstream, app, metrics_app};
 
+use crate::args::ServeCommand;
+use crate::stores::Access;
+
 /// Serve conversation memory over HTTP for applications in any language.
 #[derive(clap::Args, Debug)]
 pub(crate) struct ServeArgs {
@@ -47,8 +50,20 @@ fn upstream_key() -> Option<String> {
         .filter(|k| !k.trim().is_empty())
 }
 
+/// Runs `chatmem serve` (the store is created if missing).
+pub(crate) async fn run(command: ServeCommand) -> anyhow::Result<()> {
+    let summary_model = command.summary.required_model()?;
+    let summarizer = command
+        .summary
+        .summarizer(|_| command.serve.summary_model(summary_model))?;
+    let memory = command
+        .options
+        .memory(command.store.open(Access::Write).await?, summarizer)?;
+    serve(&command.serve, memory).await
+}
+
 /// Runs the server on `memory` until SIGTERM or Ctrl-C; in-flight requests finish first.
-pub(crate) async fn serve(
+async fn serve(
     args: &ServeArgs,
     memory: chatmem::ChatMemory<std::sync::Arc<dyn chatmem::Store>>,
 ) -> anyhow::Result<()> {

@@ -6,6 +6,8 @@
 //! of them fails, what the earlier ones wrote is deleted again, so no conversation is left
 //! half-imported (unless that delete fails too, which the error then says). Meanwhile other
 //! clients can see the conversation grow; its window is set by the last commit.
+//!
+//! A missing store is created.
 
 use std::io::BufRead;
 use std::time::Duration;
@@ -13,20 +15,41 @@ use std::time::Duration;
 use anyhow::{Context, anyhow, bail};
 use chatmem::{ChatMemory, Commit, Retention, Store, StoredMessage};
 
+use crate::args::ImportArgs;
 use crate::line_format::{self, Line};
 use crate::progress::Progress;
+use crate::stores::Access;
 
 /// What to do with each conversation.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Options {
+struct Options {
     /// Replace a conversation that exists instead of refusing it.
-    pub(crate) replace: bool,
+    replace: bool,
     /// Expire each imported conversation this long after it was imported.
-    pub(crate) ttl: Option<Duration>,
+    ttl: Option<Duration>,
+}
+
+/// Runs `chatmem import`.
+pub(crate) async fn run(args: ImportArgs) -> anyhow::Result<()> {
+    let mut input: Box<dyn BufRead> = match &args.input {
+        None => Box::new(std::io::stdin().lock()),
+        Some(path) => Box::new(std::io::BufReader::new(
+            std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?,
+        )),
+    };
+    let memory = ChatMemory::new(args.store.open(Access::Write).await?);
+    let options = Options {
+        replace: args.replace,
+        ttl: args.ttl,
+    };
+    let mut progress = Progress::new("imported");
+    import_all(&memory, &mut input, options, &mut progress).await?;
+    progress.finish();
+    Ok(())
 }
 
 /// Imports every line of `input` into `memory`'s store, in order; stops at the first error.
-pub(crate) async fn run<S: Store>(
+async fn import_all<S: Store>(
     memory: &ChatMemory<S>,
     input: &mut impl BufRead,
     options: Options,
@@ -207,7 +230,7 @@ mod tests {
             replace: false,
             ttl: None,
         };
-        let result = run(&memory, &mut LINE.as_bytes(), options, &mut Progress::new("imported")).await;
+        let result = import_all(&memory, &mut LINE.as_bytes(), options, &mut Progress::new("imported")).await;
         (memory, result)
     }
 

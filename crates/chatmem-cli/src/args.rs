@@ -1,0 +1,328 @@
+//! The command line: [`Cli`] and its [`Command`]s, each command's flags, and the flag groups
+//! several commands share (which store, which conversation, how memory is kept), with what
+//! turns those flags into a store or a [`ChatMemory`].
+//!
+//! The flags of one feature live with its code: `chat`'s model flags in `cmd/chat.rs`,
+//! `serve`'s listener flags in `cmd/serve.rs`, `--summarize` in `summarize.rs`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use chatmem::{
+    ChatMemory, ConversationId, Retention, Store, Summarizer, TokenCounter, Tokenizer, TurnBoundary, WindowPolicy,
+};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::cmd::{chat, serve};
+use crate::stores::{self, Access};
+use crate::summarize;
+
+/// Conversation memory for LLM applications: keep a conversation's messages in a store and
+/// give back the window a model should see.
+#[derive(Parser, Debug)]
+#[command(
+    name = "chatmem",
+    version,
+    about = "Conversation memory for LLM applications: trim and count messages; add, get, history, \
+             list, clear and purge stored conversations; chat, serve, export and import",
+    long_about = "Conversation memory for LLM applications.
+
+Without a store, `trim` applies a window policy to a JSON array of messages on stdin and
+`count` counts its tokens.
+
+With a store (--store URL, or CHATMEM_STORE; an SQLite file in the user's data directory by
+default): `add` appends messages to a conversation, `get` prints its window, `history`
+everything stored for it, `list` the conversation ids, `clear` deletes a conversation and
+`purge` the expired ones; `chat` talks to a model through the memory, `serve` offers the
+memory over HTTP, `export` and `import` move conversations between stores as JSON Lines.
+
+`get`, `history`, `list` and `export` only read: they open an existing store and never
+create one."
+)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum Command {
+    /// Read a JSON array of messages on stdin, add them to an empty memory, print the window.
+    Trim(TrimArgs),
+    /// Read a JSON array of messages on stdin and print its token count.
+    Count(CountArgs),
+    /// Add a JSON array of messages (stdin) to a conversation, as one atomic batch.
+    Add(MemoryArgs),
+    /// Print a conversation's window (system message first) as a JSON array.
+    Get(MemoryArgs),
+    /// Print everything stored for a conversation as a JSON array.
+    History(ConversationArgs),
+    /// Print the conversation ids, one per line.
+    List(StoreArgs),
+    /// Delete a conversation.
+    Clear(ConversationArgs),
+    /// Delete expired conversations now and print how many.
+    Purge(StoreArgs),
+    /// Chat with a model through conversation memory (interactive on a terminal; one message
+    /// per line in and one answer per line out otherwise).
+    Chat(ChatCommand),
+    /// Serve conversation memory over HTTP (REST API; see the README's Server section).
+    Serve(ServeCommand),
+    /// Write conversations as JSON Lines, one conversation per line with all its messages
+    /// (see the README's "Export and import" section).
+    Export(ExportArgs),
+    /// Read conversations written by `chatmem export` into a store, each exactly as it was.
+    Import(ImportArgs),
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct TrimArgs {
+    #[command(flatten)]
+    pub(crate) policy: PolicyArgs,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct CountArgs {
+    /// The tokenizer used to count tokens.
+    #[arg(long, value_enum, default_value_t = TokenizerArg::Cl100k)]
+    pub(crate) tokenizer: TokenizerArg,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct ExportArgs {
+    /// Export only this conversation (repeat for more) [default: every conversation].
+    #[arg(long = "conversation", value_name = "ID")]
+    pub(crate) conversations: Vec<String>,
+    /// Write to FILE (replaced only when the export is complete) instead of stdout.
+    #[arg(long, short, value_name = "FILE")]
+    pub(crate) output: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) store: StoreArgs,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct ImportArgs {
+    /// Read FILE instead of stdin.
+    #[arg(long, short, value_name = "FILE")]
+    pub(crate) input: Option<PathBuf>,
+    /// Replace a conversation that exists in the store (it is deleted first) instead of
+    /// refusing to import it.
+    #[arg(long)]
+    pub(crate) replace: bool,
+    /// Expire each imported conversation this long after the import (e.g. 30m, 12h, 7days)
+    /// [default: never; an export does not carry expiry times].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) ttl: Option<Duration>,
+    #[command(flatten)]
+    pub(crate) store: StoreArgs,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct ServeCommand {
+    #[command(flatten)]
+    pub(crate) serve: serve::ServeArgs,
+    #[command(flatten)]
+    pub(crate) store: StoreArgs,
+    #[command(flatten)]
+    pub(crate) options: MemoryOptions,
+    #[command(flatten)]
+    pub(crate) summary: summarize::SummaryArgs,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct ChatCommand {
+    #[command(flatten)]
+    pub(crate) chat: chat::ChatArgs,
+    #[command(flatten)]
+    pub(crate) store: StoreArgs,
+    #[command(flatten)]
+    pub(crate) options: MemoryOptions,
+    #[command(flatten)]
+    pub(crate) summary: summarize::SummaryArgs,
+}
+
+/// Which store to use.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct StoreArgs {
+    /// Store URL: memory:, sqlite:PATH, postgres://…, redis://… [default: an SQLite file in the
+    /// user's data directory]
+    #[arg(long, value_name = "URL", env = stores::STORE_ENV)]
+    pub(crate) store: Option<String>,
+}
+
+impl StoreArgs {
+    /// Opens the store the flag (or the environment, or the default) names, for `access`.
+    pub(crate) async fn open(&self, access: Access) -> anyhow::Result<Arc<dyn Store>> {
+        let url = match &self.store {
+            Some(url) => url.clone(),
+            None => stores::default_url()?,
+        };
+        stores::open(&url, access).await
+    }
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct ConversationArgs {
+    /// The conversation id.
+    #[arg(long, value_name = "ID")]
+    pub(crate) conversation: String,
+    #[command(flatten)]
+    pub(crate) store: StoreArgs,
+}
+
+impl ConversationArgs {
+    /// The conversation id, and a memory with the default settings over the store.
+    pub(crate) async fn memory(&self, access: Access) -> anyhow::Result<(ChatMemory<Arc<dyn Store>>, ConversationId)> {
+        let id = ConversationId::new(self.conversation.as_str()).context("--conversation")?;
+        Ok((ChatMemory::new(self.store.open(access).await?), id))
+    }
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct MemoryArgs {
+    #[command(flatten)]
+    pub(crate) target: ConversationArgs,
+    #[command(flatten)]
+    pub(crate) options: MemoryOptions,
+}
+
+impl MemoryArgs {
+    /// The conversation id, and a memory with the flags' settings over the store.
+    pub(crate) async fn memory(&self, access: Access) -> anyhow::Result<(ChatMemory<Arc<dyn Store>>, ConversationId)> {
+        let id = ConversationId::new(self.target.conversation.as_str()).context("--conversation")?;
+        let store = self.target.store.open(access).await?;
+        Ok((self.options.memory(store, None)?, id))
+    }
+}
+
+/// How memory is kept: window policy, retention, TTL.
+#[derive(Args, Debug)]
+pub(crate) struct MemoryOptions {
+    #[command(flatten)]
+    pub(crate) policy: PolicyArgs,
+    /// Whether evicted messages are deleted or kept as history.
+    #[arg(long, value_enum, default_value_t = RetentionArg::DropEvicted)]
+    retention: RetentionArg,
+    /// Expire the conversation this long after its last write (e.g. 30m, 12h, 7days).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    ttl: Option<Duration>,
+}
+
+impl MemoryOptions {
+    /// A memory over `store` with these settings (and `summarizer`, if any).
+    pub(crate) fn memory(
+        &self,
+        store: Arc<dyn Store>,
+        summarizer: Option<Summarizer>,
+    ) -> anyhow::Result<ChatMemory<Arc<dyn Store>>> {
+        let retention = match self.retention {
+            RetentionArg::DropEvicted => Retention::DropEvicted,
+            RetentionArg::KeepHistory => Retention::KeepHistory,
+        };
+        let mut builder = ChatMemory::builder(store)
+            .policy(self.policy.policy()?)
+            .counter(self.policy.counter())
+            .retention(retention);
+        if let Some(ttl) = self.ttl {
+            builder = builder.ttl(ttl);
+        }
+        if let Some(summarizer) = summarizer {
+            builder = builder.summarizer(summarizer);
+        }
+        Ok(builder.build()?)
+    }
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy)]
+enum RetentionArg {
+    DropEvicted,
+    KeepHistory,
+}
+
+/// Window policy flags shared by the commands that apply a window.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct PolicyArgs {
+    /// Keep at most N messages, the system message included (default 20).
+    #[arg(long, value_name = "N", conflicts_with = "max_tokens", value_parser = positive)]
+    max_messages: Option<usize>,
+    /// Keep at most N tokens, the system message and list overhead included.
+    #[arg(long, value_name = "N", value_parser = positive)]
+    max_tokens: Option<usize>,
+    /// The tokenizer used to count tokens.
+    #[arg(long, value_enum, default_value_t = TokenizerArg::Cl100k)]
+    tokenizer: TokenizerArg,
+    /// Where the window may start.
+    #[arg(long, value_enum, default_value_t = BoundaryArg::User)]
+    turn_boundary: BoundaryArg,
+    /// Block eviction: once the window outgrows the budget, evict until it fits N (messages
+    /// with --max-messages, tokens with --max-tokens); until then the prompt's beginning stays
+    /// the same, so a provider's prompt cache serves it. N must be below the budget.
+    #[arg(long, value_name = "N", value_parser = positive)]
+    evict_to: Option<usize>,
+}
+
+impl PolicyArgs {
+    /// The window policy the flags describe.
+    pub(crate) fn policy(&self) -> anyhow::Result<WindowPolicy> {
+        let boundary = match self.turn_boundary {
+            BoundaryArg::User => TurnBoundary::User,
+            BoundaryArg::PairSafe => TurnBoundary::PairSafe,
+        };
+        let policy = match (self.max_messages, self.max_tokens) {
+            (_, Some(t)) => WindowPolicy::try_tokens(t)?,
+            (Some(n), None) => WindowPolicy::try_messages(n)?,
+            (None, None) => WindowPolicy::default(),
+        };
+        let policy = policy.with_boundary(boundary);
+        Ok(match self.evict_to {
+            Some(n) => policy.evict_to(n)?,
+            None => policy,
+        })
+    }
+
+    /// The token counter `--tokenizer` names.
+    pub(crate) fn counter(&self) -> Arc<dyn TokenCounter> {
+        Tokenizer::from(self.tokenizer).counter()
+    }
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy)]
+pub(crate) enum TokenizerArg {
+    Cl100k,
+    O200k,
+    Heuristic,
+}
+
+impl From<TokenizerArg> for Tokenizer {
+    fn from(t: TokenizerArg) -> Self {
+        match t {
+            TokenizerArg::Cl100k => Tokenizer::Cl100k,
+            TokenizerArg::O200k => Tokenizer::O200k,
+            TokenizerArg::Heuristic => Tokenizer::Heuristic,
+        }
+    }
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy)]
+enum BoundaryArg {
+    User,
+    PairSafe,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(s) {
+        Ok(d) if d.is_zero() => Err("must be longer than zero".into()),
+        Ok(d) => Ok(d),
+        Err(e) => Err(format!("{e} (examples: 90s, 30m, 12h, 7days)")),
+    }
+}
+
+/// Parses a whole number of at least 1.
+fn positive(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("{s:?} is not a whole number from 1 to {}", usize::MAX)),
+    }
+}
