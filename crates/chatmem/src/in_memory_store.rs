@@ -276,7 +276,7 @@ mod tests {
             let id = ConversationId::new("c").unwrap();
             let mut loaded = Snapshot::empty();
             // 300 turns of 2 messages, a window of 10, the snapshot let go before each commit
-            // (as `commit_turn` does): appended in place, the log compacts many times over.
+            // (as `Turn::commit` does): appended in place, the log compacts many times over.
             for _ in 0..300 {
                 let commit = turn(&loaded, 2, 10, Retention::KeepHistory);
                 drop(std::mem::take(&mut loaded));
