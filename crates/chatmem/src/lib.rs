@@ -30,6 +30,7 @@ mod memory;
 mod message;
 mod model;
 mod plan;
+mod policy;
 mod printable;
 mod redact;
 mod shared_messages;
@@ -53,6 +54,7 @@ pub use crate::model::{
     ChatDelta, ChatModel, ChatRequest, ChatResponse, DeltaAccumulator, DeltaStream, ModelError, ModelErrorKind,
     SamplingOptions, ToolCallDelta, ToolDefinition, Usage,
 };
+pub use crate::policy::{Budget, TurnBoundary, WindowPolicy};
 pub use crate::printable::{is_invisible_or_separator, printable};
 pub use crate::redact::{HIDDEN_URL, redact_url};
 pub use crate::shared_messages::SharedMessages;
@@ -65,4 +67,3 @@ pub use crate::tokens::{
     UNCOUNTED,
 };
 pub use crate::turn::{Committed, Turn};
-pub use crate::window::{Budget, TurnBoundary, WindowPolicy};

@@ -7,7 +7,7 @@ use crate::shared_messages::SharedMessages;
 use crate::store::{Snapshot, StoredMessage};
 use crate::summary::{Summary, render_system, system_slot};
 use crate::tokens::TokenCounter;
-use crate::window::{Chosen, WindowPolicy, select_loaded};
+use crate::window::{Selection, WindowPolicy, is_plain, select_known, select_plain};
 
 /// A loaded conversation: the [`Snapshot`] read in one round trip and the window the policy
 /// chose from it (by the cached token counts alone).
@@ -189,4 +189,74 @@ impl LoadedWindow {
 fn choose(snapshot: &Snapshot, policy: &WindowPolicy) -> Chosen {
     let slot = system_slot(snapshot.system.as_ref(), snapshot.summary.as_ref());
     select_loaded(&snapshot.messages, &[], slot, policy)
+}
+
+/// [`select`] over a loaded window followed by `appended` (a planned turn's new messages;
+/// none for the window as loaded), read in place. When the loaded messages are plain, as their
+/// log knows without reading them, the budget is fitted with the token sums the log keeps, so
+/// the cost does not grow with the window; otherwise the general path.
+pub(crate) fn select_loaded(
+    loaded: &SharedMessages,
+    appended: &[StoredMessage],
+    system_tokens: Option<u32>,
+    policy: &WindowPolicy,
+) -> Chosen {
+    let n = loaded.len();
+    if loaded.is_plain() && appended.iter().all(|m| is_plain(&m.message)) {
+        let at = |i: usize| if i < n { &loaded[i] } else { &appended[i - n] };
+        // The new messages are few: summed when asked.
+        let new_from = |i: usize| appended.iter().skip(i).map(|m| u64::from(m.tokens)).sum::<u64>();
+        let tail = |p: usize| match p.checked_sub(n) {
+            None => loaded.tokens_from(p) + new_from(0),
+            Some(i) => new_from(i),
+        };
+        let len = n + appended.len();
+        let start = select_plain(len, at, tail, system_tokens, policy);
+        return Chosen::Run { start, len };
+    }
+    // Two slice extends, not a chained collect: that pushes one reference at a time.
+    let mut all: Vec<&StoredMessage> = Vec::with_capacity(n + appended.len());
+    all.extend(&loaded[..]);
+    all.extend(appended);
+    Chosen::Picked(select_known(&all, system_tokens, policy, false))
+}
+
+/// What [`select_loaded`] chose: the positions of the messages the model sees, in the run of
+/// the loaded messages followed by the appended ones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Chosen {
+    /// Every message from `start` to the run's end, `len` (none when `start == len`): a
+    /// plain run, which repair leaves whole, so no list of positions is made (it would cost
+    /// the length of the window every turn).
+    Run { start: usize, len: usize },
+    /// Chosen one by one (repair left some out).
+    Picked(Selection),
+}
+
+impl Chosen {
+    /// The position of the first message inside the window; the run's length when the
+    /// window is empty.
+    pub(crate) fn start(&self) -> usize {
+        match self {
+            Chosen::Run { start, .. } => *start,
+            Chosen::Picked(s) => s.start,
+        }
+    }
+
+    /// How many messages the model sees.
+    pub(crate) fn count(&self) -> usize {
+        match self {
+            Chosen::Run { start, len } => len - start,
+            Chosen::Picked(s) => s.indices.len(),
+        }
+    }
+
+    /// The positions of the messages the model sees, in order.
+    pub(crate) fn indices(&self) -> impl Iterator<Item = usize> + '_ {
+        let (run, picked) = match self {
+            Chosen::Run { start, len } => (*start..*len, &[][..]),
+            Chosen::Picked(s) => (0..0, &s.indices[..]),
+        };
+        run.chain(picked.iter().copied())
+    }
 }

@@ -10,11 +10,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::commit::{Commit, CommitBuilder};
+use crate::loaded_window::{Chosen, select_loaded};
 use crate::message::Message;
+use crate::policy::WindowPolicy;
 use crate::store::{Retention, Snapshot};
 use crate::summary::system_slot;
 use crate::tokens::CounterName;
-use crate::window::{Chosen, WindowPolicy, select_loaded};
 
 /// How a planned commit is written beyond its messages: the memory's settings.
 #[derive(Debug, Clone, Copy)]

@@ -15,6 +15,7 @@ use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::id::ConversationId;
 use crate::in_memory_store::InMemoryStore;
+use crate::loaded_window::Chosen;
 use crate::loaded_window::LoadedWindow;
 use crate::memory::ChatMemory;
 use crate::message::Message;
@@ -22,7 +23,6 @@ use crate::plan::{Plan, plan};
 use crate::store::{Snapshot, Store, StoredMessage};
 use crate::summarize::pending_summary;
 use crate::summary::{render_system, shown};
-use crate::window::Chosen;
 
 /// A turn of one conversation: begun by [`ChatMemory::begin`] for an id, given its new
 /// messages ([`push`](Turn::push)), asked for what the model is sent ([`prompt`](Turn::prompt)),

@@ -39,187 +39,11 @@
 use std::borrow::Borrow;
 use std::collections::HashMap;
 
-use crate::error::{Error, Result};
 use crate::message::{Body, Message, Role};
-use crate::shared_messages::SharedMessages;
 use crate::store::StoredMessage;
 use crate::tokens::PER_LIST;
 
-/// The default message budget.
-pub const DEFAULT_MAX_MESSAGES: usize = 20;
-
-/// How much of a conversation the window may hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Budget {
-    /// At most this many messages, system message included.
-    Messages(usize),
-    /// At most this many tokens, system message and list overhead included.
-    Tokens(usize),
-}
-
-/// Where the window may start.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum TurnBoundary {
-    /// On a user message (default): the model never sees an answer without its question.
-    #[default]
-    User,
-    /// On any message that is not a tool result.
-    PairSafe,
-}
-
-/// A window policy: a budget and a turn boundary.
-///
-/// ```
-/// use chatmem::window::{Budget, TurnBoundary, WindowPolicy};
-/// let p = WindowPolicy::tokens(4000).with_boundary(TurnBoundary::PairSafe);
-/// assert_eq!(p.budget(), Budget::Tokens(4000));
-/// assert!(WindowPolicy::try_messages(0).is_err()); // a runtime value: an error, not a panic
-/// # Ok::<(), chatmem::Error>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WindowPolicy {
-    budget: Budget,
-    boundary: TurnBoundary,
-    /// The low-water mark of block eviction, in the budget's unit.
-    evict_to: Option<usize>,
-}
-
-impl Default for WindowPolicy {
-    fn default() -> Self {
-        Self {
-            budget: Budget::Messages(DEFAULT_MAX_MESSAGES),
-            boundary: TurnBoundary::User,
-            evict_to: None,
-        }
-    }
-}
-
-impl WindowPolicy {
-    /// A window of at most `max_messages` messages, system message included, for a value
-    /// written in the code: `const P: WindowPolicy = WindowPolicy::messages(6);`.
-    ///
-    /// # Panics
-    /// When `max_messages` is 0 (at compile time in a `const`). For a value from input or
-    /// configuration use [`try_messages`](WindowPolicy::try_messages), which returns an error.
-    pub const fn messages(max_messages: usize) -> Self {
-        assert!(max_messages > 0, "a window policy needs max_messages of at least 1");
-        Self {
-            budget: Budget::Messages(max_messages),
-            boundary: TurnBoundary::User,
-            evict_to: None,
-        }
-    }
-
-    /// A window of at most `max_tokens` tokens, system message and list overhead included,
-    /// for a value written in the code.
-    ///
-    /// # Panics
-    /// When `max_tokens` is 0. For a value from input use
-    /// [`try_tokens`](WindowPolicy::try_tokens).
-    pub const fn tokens(max_tokens: usize) -> Self {
-        assert!(max_tokens > 0, "a window policy needs max_tokens of at least 1");
-        Self {
-            budget: Budget::Tokens(max_tokens),
-            boundary: TurnBoundary::User,
-            evict_to: None,
-        }
-    }
-
-    /// A window of at most `max_messages` messages (at least 1).
-    ///
-    /// # Errors
-    /// [`Error::InvalidConfig`] when `max_messages` is 0.
-    pub fn try_messages(max_messages: usize) -> Result<Self> {
-        Self::new(Budget::Messages(max_messages))
-    }
-
-    /// A window of at most `max_tokens` tokens (at least 1).
-    ///
-    /// # Errors
-    /// [`Error::InvalidConfig`] when `max_tokens` is 0.
-    pub fn try_tokens(max_tokens: usize) -> Result<Self> {
-        Self::new(Budget::Tokens(max_tokens))
-    }
-
-    /// A window with `budget` and the default boundary.
-    ///
-    /// # Errors
-    /// [`Error::InvalidConfig`] when the budget is 0.
-    pub fn new(budget: Budget) -> Result<Self> {
-        match budget {
-            Budget::Messages(0) => Err(Error::InvalidConfig("max_messages must be at least 1".into())),
-            Budget::Tokens(0) => Err(Error::InvalidConfig("max_tokens must be at least 1".into())),
-            _ => Ok(Self {
-                budget,
-                boundary: TurnBoundary::User,
-                evict_to: None,
-            }),
-        }
-    }
-
-    /// The same policy with another turn boundary.
-    pub const fn with_boundary(mut self, boundary: TurnBoundary) -> Self {
-        self.boundary = boundary;
-        self
-    }
-
-    /// The same policy with block eviction: once the conversation outgrows the budget, the
-    /// window start moves forward until the window fits within `low_water` (in the budget's
-    /// unit: messages or tokens), not just the budget; until the next overflow it does not
-    /// move. Each prompt then begins with the previous prompt, message for message, so a
-    /// provider's prompt-prefix cache serves it, and evictions come in blocks.
-    ///
-    /// ```
-    /// use chatmem::WindowPolicy;
-    /// let p = WindowPolicy::messages(10).evict_to(5)?;
-    /// assert_eq!(p.low_water(), Some(5));
-    /// assert!(WindowPolicy::messages(10).evict_to(10).is_err()); // must be below the budget
-    /// # Ok::<(), chatmem::Error>(())
-    /// ```
-    ///
-    /// # Errors
-    /// [`Error::InvalidConfig`] when `low_water` is 0 or not below the budget.
-    pub fn evict_to(mut self, low_water: usize) -> Result<Self> {
-        let (max, unit) = match self.budget {
-            Budget::Messages(n) => (n, "max_messages"),
-            Budget::Tokens(n) => (n, "max_tokens"),
-        };
-        if low_water == 0 || low_water >= max {
-            return Err(Error::InvalidConfig(format!(
-                "evict_to must be at least 1 and below {unit} ({max}); it is {low_water}"
-            )));
-        }
-        self.evict_to = Some(low_water);
-        Ok(self)
-    }
-
-    /// The low-water mark of block eviction, if any.
-    pub fn low_water(&self) -> Option<usize> {
-        self.evict_to
-    }
-
-    /// The budget.
-    pub fn budget(&self) -> Budget {
-        self.budget
-    }
-
-    /// The turn boundary.
-    pub fn boundary(&self) -> TurnBoundary {
-        self.boundary
-    }
-
-    /// Whether the window needs token counts (a token budget); a message-count window does
-    /// not, so memory never tokenizes for it.
-    ///
-    /// ```
-    /// use chatmem::WindowPolicy;
-    /// assert!(WindowPolicy::tokens(4000).counts_tokens());
-    /// assert!(!WindowPolicy::messages(20).counts_tokens());
-    /// ```
-    pub fn counts_tokens(&self) -> bool {
-        matches!(self.budget, Budget::Tokens(_))
-    }
-}
+pub use crate::policy::{Budget, DEFAULT_MAX_MESSAGES, TurnBoundary, WindowPolicy};
 
 /// The outcome of [`select`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -320,7 +144,7 @@ pub fn select<M: Borrow<StoredMessage>>(
 
 /// [`select`] when whether every message [is plain](is_plain) is already known (a loaded
 /// window knows it without reading its messages).
-fn select_known<M: Borrow<StoredMessage>>(
+pub(crate) fn select_known<M: Borrow<StoredMessage>>(
     messages: &[M],
     system_tokens: Option<u32>,
     policy: &WindowPolicy,
@@ -339,7 +163,7 @@ fn select_known<M: Borrow<StoredMessage>>(
     let mut kept: Vec<usize> = (0..messages.len()).filter(|&i| keep[i]).collect();
     let tail = tail_sums(kept.len(), |p| messages[kept[p]].borrow().tokens, policy);
     let first = first_within(kept.len(), tail, system_tokens, policy);
-    match first_valid_start(messages, &kept, first, policy.boundary) {
+    match first_valid_start(messages, &kept, first, policy.boundary()) {
         Some(p) => {
             // The window is `kept[p..]`: reuse `kept`'s allocation for it.
             kept.drain(..p);
@@ -369,83 +193,13 @@ fn tail_sums(len: usize, tokens: impl Fn(usize) -> u32, policy: &WindowPolicy) -
     move |p| tail.get(p).copied().unwrap_or(0)
 }
 
-/// [`select`] over a loaded window followed by `appended` (a planned turn's new messages;
-/// none for the window as loaded), read in place. When the loaded messages are plain, as their
-/// log knows without reading them, the budget is fitted with the token sums the log keeps, so
-/// the cost does not grow with the window; otherwise the general path.
-pub(crate) fn select_loaded(
-    loaded: &SharedMessages,
-    appended: &[StoredMessage],
-    system_tokens: Option<u32>,
-    policy: &WindowPolicy,
-) -> Chosen {
-    let n = loaded.len();
-    if loaded.is_plain() && appended.iter().all(|m| is_plain(&m.message)) {
-        let at = |i: usize| if i < n { &loaded[i] } else { &appended[i - n] };
-        // The new messages are few: summed when asked.
-        let new_from = |i: usize| appended.iter().skip(i).map(|m| u64::from(m.tokens)).sum::<u64>();
-        let tail = |p: usize| match p.checked_sub(n) {
-            None => loaded.tokens_from(p) + new_from(0),
-            Some(i) => new_from(i),
-        };
-        let len = n + appended.len();
-        let start = select_plain(len, at, tail, system_tokens, policy);
-        return Chosen::Run { start, len };
-    }
-    // Two slice extends, not a chained collect: that pushes one reference at a time.
-    let mut all: Vec<&StoredMessage> = Vec::with_capacity(n + appended.len());
-    all.extend(&loaded[..]);
-    all.extend(appended);
-    Chosen::Picked(select_known(&all, system_tokens, policy, false))
-}
-
-/// What [`select_loaded`] chose: the positions of the messages the model sees, in the run of
-/// the loaded messages followed by the appended ones.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Chosen {
-    /// Every message from `start` to the run's end, `len` (none when `start == len`): a
-    /// plain run, which repair leaves whole, so no list of positions is made (it would cost
-    /// the length of the window every turn).
-    Run { start: usize, len: usize },
-    /// Chosen one by one (repair left some out).
-    Picked(Selection),
-}
-
-impl Chosen {
-    /// The position of the first message inside the window; the run's length when the
-    /// window is empty.
-    pub(crate) fn start(&self) -> usize {
-        match self {
-            Chosen::Run { start, .. } => *start,
-            Chosen::Picked(s) => s.start,
-        }
-    }
-
-    /// How many messages the model sees.
-    pub(crate) fn count(&self) -> usize {
-        match self {
-            Chosen::Run { start, len } => len - start,
-            Chosen::Picked(s) => s.indices.len(),
-        }
-    }
-
-    /// The positions of the messages the model sees, in order.
-    pub(crate) fn indices(&self) -> impl Iterator<Item = usize> + '_ {
-        let (run, picked) = match self {
-            Chosen::Run { start, len } => (*start..*len, &[][..]),
-            Chosen::Picked(s) => (0..0, &s.indices[..]),
-        };
-        run.chain(picked.iter().copied())
-    }
-}
-
 /// [`select`] over a run of `len` [plain](is_plain) messages, the `i`th given by `at(i)`
 /// and the token count from position `p` on by `tail(p)`: repair drops none of them and no
 /// tool-call pair constrains the start, so nothing is read but a few token sums and the
 /// roles from where the budget allows. A planned turn's run is its loaded messages (whose
 /// sums the loaded log keeps) followed by its new ones, read in place. Returns where the
 /// window starts (`len`: empty); it is every message from there on.
-fn select_plain<'a>(
+pub(crate) fn select_plain<'a>(
     len: usize,
     at: impl Fn(usize) -> &'a StoredMessage,
     tail: impl Fn(usize) -> u64,
@@ -454,7 +208,7 @@ fn select_plain<'a>(
 ) -> usize {
     let first = first_within(len, tail, system_tokens, policy);
     (first..len)
-        .find(|&i| suits(&at(i).message, policy.boundary))
+        .find(|&i| suits(&at(i).message, policy.boundary()))
         .unwrap_or(len)
 }
 
@@ -464,10 +218,10 @@ fn select_plain<'a>(
 /// all of it fits, the start stays; once it overflows, it moves until the window fits the
 /// low-water mark.
 fn first_within(len: usize, tail: impl Fn(usize) -> u64, system_tokens: Option<u32>, policy: &WindowPolicy) -> usize {
-    let first = earliest_within_budget(len, &tail, system_tokens, policy.budget);
-    match policy.evict_to {
+    let first = earliest_within_budget(len, &tail, system_tokens, policy.budget());
+    match policy.low_water() {
         Some(low) if first > 0 => {
-            let low = match policy.budget {
+            let low = match policy.budget() {
                 Budget::Messages(_) => Budget::Messages(low),
                 Budget::Tokens(_) => Budget::Tokens(low),
             };
@@ -612,7 +366,7 @@ mod tests {
                     for max in 1..=9 {
                         let policy = WindowPolicy::messages(max).with_boundary(boundary);
                         let first =
-                            earliest_within_budget(kept.len(), &|p| (kept.len() - p) as u64, None, policy.budget);
+                            earliest_within_budget(kept.len(), &|p| (kept.len() - p) as u64, None, policy.budget());
                         let general = first_valid_start(&msgs, &kept, first, boundary);
                         let expected = general.map_or(msgs.len(), |p| kept[p]);
                         assert_eq!(select(&msgs, None, &policy).start, expected, "{spec:?} {policy:?}");
