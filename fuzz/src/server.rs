@@ -251,7 +251,7 @@ impl Case {
                 match parsed {
                     Ok(_) => assert!(message.contains("upstream model cannot be used"), "{message}"),
                     Err(_) => assert!(
-                        message.starts_with("invalid chat completion request at messages"),
+                        message.starts_with("invalid chat completion request: field `messages"),
                         "{message}"
                     ),
                 }

@@ -275,15 +275,8 @@ pub(crate) async fn post_conversation(
 /// (`messages[1].role`), and nothing may follow the value.
 pub(crate) fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8], what: &str) -> Result<T, ApiError> {
     let mut de = serde_json::Deserializer::from_slice(body);
-    let parsed: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
-        let at = if path == "." {
-            String::new()
-        } else {
-            format!(" at {path}")
-        };
-        ApiError::invalid(format!("invalid {what}{at}: {}", e.inner()))
-    })?;
+    let parsed: T =
+        chatmem::deserialize_json(&mut de).map_err(|e| ApiError::invalid(format!("invalid {what}: {e}")))?;
     de.end()
         .map_err(|e| ApiError::invalid(format!("invalid {what}: {e}")))?;
     Ok(parsed)
