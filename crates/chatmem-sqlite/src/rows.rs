@@ -9,35 +9,22 @@ use rusqlite::{Row, Rows};
 
 use crate::error::db_error;
 
-/// Where one message's columns are in a row.
-pub(crate) struct MessageColumns {
-    pub(crate) seq: usize,
-    pub(crate) tokens: usize,
-    pub(crate) json: usize,
-    pub(crate) counted_by: usize,
-}
+/// Where each of a message's four columns is, from its first.
+const SEQ: usize = 0;
+const TOKENS: usize = 1;
+const JSON: usize = 2;
+const COUNTED_BY: usize = 3;
 
-/// The columns of the load statement (`sql::LOAD`): the conversation row's, then one
-/// message's (all NULL when the window is empty).
+/// The columns of the load statement (`sql::LOAD`): the conversation row's, then the system
+/// message's and one window message's, each as [`message`] reads them (all NULL when there
+/// is none).
 mod load {
-    use super::MessageColumns;
-
     pub(super) const VERSION: usize = 0;
-    pub(super) const SYSTEM: MessageColumns = MessageColumns {
-        seq: 3,
-        tokens: 2,
-        json: 1,
-        counted_by: 9,
-    };
-    pub(super) const WINDOW_START: usize = 4;
-    pub(super) const NEXT_SEQ: usize = 5;
-    pub(super) const SUMMARY: usize = 11;
-    pub(super) const MESSAGE: MessageColumns = MessageColumns {
-        seq: 6,
-        tokens: 7,
-        json: 8,
-        counted_by: 10,
-    };
+    pub(super) const WINDOW_START: usize = 1;
+    pub(super) const NEXT_SEQ: usize = 2;
+    pub(super) const SUMMARY: usize = 3;
+    pub(super) const SYSTEM: usize = 4;
+    pub(super) const MESSAGE: usize = 8;
 }
 
 /// The rows of the load statement; `what` names the operation in driver errors. No row at
@@ -48,9 +35,9 @@ pub(crate) fn snapshot(mut rows: Rows<'_>, id: &ConversationId, what: &str) -> R
     let mut messages = Vec::new();
     while let Some(row) = rows.next().map_err(err)? {
         if snap.is_none() {
-            let system = match row.get_ref(load::SYSTEM.json).map_err(err)? {
+            let system = match row.get_ref(load::SYSTEM + JSON).map_err(err)? {
                 ValueRef::Null => None,
-                _ => Some(message(row, id, &load::SYSTEM, what)?),
+                _ => Some(message(row, id, load::SYSTEM, what)?),
             };
             snap = Some(Snapshot {
                 version: to_u64(id, row.get(load::VERSION).map_err(err)?, "version")?,
@@ -70,8 +57,8 @@ pub(crate) fn snapshot(mut rows: Rows<'_>, id: &ConversationId, what: &str) -> R
             });
         }
         // The conversation row joined to no message: an empty window.
-        if !matches!(row.get_ref(load::MESSAGE.seq).map_err(err)?, ValueRef::Null) {
-            messages.push(message(row, id, &load::MESSAGE, what)?);
+        if !matches!(row.get_ref(load::MESSAGE + SEQ).map_err(err)?, ValueRef::Null) {
+            messages.push(message(row, id, load::MESSAGE, what)?);
         }
     }
     Ok(snap.map_or_else(Snapshot::empty, |snap| Snapshot {
@@ -80,24 +67,24 @@ pub(crate) fn snapshot(mut rows: Rows<'_>, id: &ConversationId, what: &str) -> R
     }))
 }
 
-/// The message in columns `at` of `row`.
+/// The message in the four columns of `row` from `first` on: seq, tokens, json, counted_by.
 pub(crate) fn message(
     row: &Row<'_>,
     id: &ConversationId,
-    at: &MessageColumns,
+    first: usize,
     what: &str,
 ) -> Result<StoredMessage, StoreError> {
     let err = |e| db_error(what, e);
-    let seq: i64 = row.get(at.seq).map_err(err)?;
-    let tokens: i64 = row.get(at.tokens).map_err(err)?;
+    let seq: i64 = row.get(first + SEQ).map_err(err)?;
+    let tokens: i64 = row.get(first + TOKENS).map_err(err)?;
     let json = row
-        .get_ref(at.json)
+        .get_ref(first + JSON)
         .map_err(err)?
         .as_bytes()
         // Text, or a blob that may still hold JSON.
         .map_err(|_| StoreError::corrupt(id, format!("message seq {seq} is not stored as JSON text")))?;
     let mut m = StoredMessage::from_columns(id, seq, tokens, json)?;
-    m.counted_by = counter_name(row, at.counted_by).map_err(err)?;
+    m.counted_by = counter_name(row, first + COUNTED_BY).map_err(err)?;
     Ok(m)
 }
 

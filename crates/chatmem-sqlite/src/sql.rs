@@ -9,7 +9,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use crate::error::db_error;
 use crate::params::{CommitParams, to_i64};
-use crate::rows::{self, MessageColumns};
+use crate::rows;
 
 /// Unix time in milliseconds, as `expires_at` holds it.
 pub(crate) fn now_ms() -> i64 {
@@ -21,8 +21,9 @@ pub(crate) fn now_ms() -> i64 {
 /// The conversation row joined to its window's messages, in the columns `rows::snapshot`
 /// reads.
 const LOAD: &str = "
-SELECT c.version, c.system_json, c.system_tokens, c.system_seq, c.window_start, c.next_seq,
-       m.seq, m.tokens, m.json, c.system_counted_by, m.counted_by, c.summary
+SELECT c.version, c.window_start, c.next_seq, c.summary,
+       c.system_seq, c.system_tokens, c.system_json, c.system_counted_by,
+       m.seq, m.tokens, m.json, m.counted_by
 FROM conversations c
 LEFT JOIN messages m ON m.conversation_id = c.id AND m.seq >= c.window_start
 WHERE c.id = ?1 AND (c.expires_at IS NULL OR c.expires_at > ?2)
@@ -140,14 +141,6 @@ pub(crate) fn commit(conn: &mut Connection, id: &ConversationId, commit: &Commit
     Ok(new_version)
 }
 
-/// The message columns of the history statement.
-const HISTORY_COLUMNS: MessageColumns = MessageColumns {
-    seq: 0,
-    tokens: 1,
-    json: 2,
-    counted_by: 3,
-};
-
 /// One statement: kept messages after `after`, of a live conversation.
 pub(crate) fn history(
     conn: &Connection,
@@ -176,7 +169,8 @@ pub(crate) fn history(
     let mut found = stmt.query(params![id.as_str(), after, now_ms(), limit]).map_err(err)?;
     let mut out = Vec::new();
     while let Some(row) = found.next().map_err(err)? {
-        out.push(rows::message(row, id, &HISTORY_COLUMNS, WHAT)?);
+        // The message's columns are the row's.
+        out.push(rows::message(row, id, 0, WHAT)?);
     }
     Ok(out)
 }
