@@ -8,14 +8,14 @@
 //!
 //! Used by the fuzz target `server_request` and by `crates/chatmem-server/tests/fuzz_smoke.rs`.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use arbitrary::{Result, Unstructured};
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
 use chatmem::{ChatMemory, InMemoryStore, Store};
-use chatmem_server::{Auth, ServerConfig, Upstream, app};
+use chatmem_server::{Auth, DEFAULT_MAX_ID_BYTES, ServerConfig, Upstream, app};
 use percent_encoding::{NON_ALPHANUMERIC, percent_encode, utf8_percent_encode};
 use serde_json::Value;
 use tower::ServiceExt;
@@ -57,9 +57,7 @@ impl Harness {
 /// A fresh server over an empty in-memory store; with `auth`, one token for tenant `acme`.
 fn server(auth: bool) -> Router {
     let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
-    let auth = auth.then(|| {
-        Auth::from_toml(&format!("[[token]]\ntoken = \"{TOKEN}\"\ntenant = \"acme\"\n")).expect("a valid auth file")
-    });
+    let auth = auth.then(acme);
     let config = ServerConfig {
         auth,
         // The model builder refuses this URL: a body that parses ends there, with no network.
@@ -251,7 +249,7 @@ impl Case {
                 match parsed {
                     Ok(_) => assert!(message.contains("upstream model cannot be used"), "{message}"),
                     Err(_) => assert!(
-                        message.starts_with("invalid chat completion request at messages"),
+                        message.starts_with("invalid chat completion request: field `messages"),
                         "{message}"
                     ),
                 }
@@ -261,10 +259,16 @@ impl Case {
     }
 }
 
-/// An id the server takes for any tenant: a valid conversation id within its 200-byte limit
-/// (and room for a tenant's prefix).
+/// One token, for tenant `acme`.
+fn acme() -> Auth {
+    Auth::from_toml(&format!("[[token]]\ntoken = \"{TOKEN}\"\ntenant = \"acme\"\n")).expect("a valid auth file")
+}
+
+/// An id the server takes with or without auth: within its default limit, and a valid key for
+/// tenant `acme` (whose prefix is longer than none).
 fn valid_id(id: &str) -> bool {
-    !id.is_empty() && id.len() <= 200 && chatmem::ConversationId::new(format!("acme/{id}")).is_ok()
+    static ACME: LazyLock<Auth> = LazyLock::new(acme);
+    id.len() <= DEFAULT_MAX_ID_BYTES && ACME.tenant_for(TOKEN).is_some_and(|t| t.key(id).is_ok())
 }
 
 fn error_message(body: &Value) -> &str {

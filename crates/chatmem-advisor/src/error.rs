@@ -54,14 +54,19 @@ impl Error {
         }
     }
 
-    /// Whether trying the same turn again later may succeed (transient model or store errors).
+    /// Whether trying the same turn again later may succeed: the model's
+    /// ([`ModelError::is_transient`]) or memory's ([`chatmem::Error::is_transient`]) rule.
+    ///
+    /// ```
+    /// use chatmem::{ModelError, ModelErrorKind};
+    /// use chatmem_advisor::Error;
+    /// assert!(Error::Model(ModelError::new(ModelErrorKind::RateLimited, "429")).is_transient());
+    /// assert!(!Error::InvalidRequest("no message".into()).is_transient());
+    /// ```
     pub fn is_transient(&self) -> bool {
         match self {
             Error::Model(e) => e.is_transient(),
-            Error::Load(e) | Error::Commit { source: e, .. } => {
-                e.store_error().is_some_and(chatmem::StoreError::is_transient)
-                    || matches!(e, chatmem::Error::TooMuchContention { .. })
-            }
+            Error::Load(e) | Error::Commit { source: e, .. } => e.is_transient(),
             _ => false,
         }
     }

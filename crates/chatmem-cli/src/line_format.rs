@@ -17,7 +17,7 @@
 //! also carries `"summary":{"text":…,"upto":…,"tokens":…,"counted_by":…}` (`upto`: the last
 //! sequence it covers).
 
-use anyhow::{Context, anyhow, bail};
+use anyhow::{Context, bail};
 use chatmem::{ConversationId, Message, Role, StoredMessage, Summary};
 use serde::{Deserialize, Serialize};
 
@@ -82,16 +82,8 @@ pub(crate) fn parse(number: usize, text: &str) -> anyhow::Result<Line> {
         bail!("line {number}: not a JSON object (one conversation per line)");
     }
     let mut de = serde_json::Deserializer::from_str(text);
-    let line: Line = serde_path_to_error::deserialize(&mut de)
-        .map_err(|e| {
-            let path = e.path().to_string();
-            if path == "." || e.inner().classify() != serde_json::error::Category::Data {
-                // Not JSON (or not even an object): serde_json's column says where.
-                anyhow!("{}", e.inner())
-            } else {
-                anyhow!("field `{path}`: {}", strip_position(&e.inner().to_string()))
-            }
-        })
+    let line: Line = chatmem::deserialize_json(&mut de)
+        .map_err(anyhow::Error::from)
         .and_then(|line| de.end().map(|()| line).context("more than one JSON value"))
         .and_then(|line| check(&line).map(|()| line))
         .with_context(|| format!("line {number}"))?;
@@ -159,14 +151,6 @@ fn check(line: &Line) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// serde_json appends " at line L column C"; inside a field the path says more.
-fn strip_position(reason: &str) -> &str {
-    match reason.rfind(" at line ") {
-        Some(at) if reason[at..].contains(" column ") => &reason[..at],
-        _ => reason,
-    }
 }
 
 #[cfg(test)]

@@ -1,12 +1,35 @@
 //! Bearer tokens and tenants: which tenant a request speaks for. The tenant is part of every
 //! stored key ([`Tenant::key`]), so one tenant's conversations are not even addressable by
-//! another's requests.
+//! another's requests. The key rule `<tenant>/<id>` and the lengths it depends on live here,
+//! and nowhere else.
 
 use std::collections::HashMap;
 use std::path::Path;
 
-use chatmem::ConversationId;
+use chatmem::{ConversationId, InvalidConversationId};
 use serde::Deserialize;
+
+/// The longest tenant name, in bytes.
+///
+/// ```
+/// let name = "t".repeat(chatmem_server::MAX_TENANT_BYTES + 1);
+/// let toml = format!("[[token]]\ntoken = \"a-long-random-token\"\ntenant = \"{name}\"\n");
+/// assert!(chatmem_server::Auth::from_toml(&toml).is_err());
+/// ```
+pub const MAX_TENANT_BYTES: usize = 64;
+
+/// The longest conversation id a client may give by default, in bytes
+/// ([`Limits::max_id_bytes`](crate::Limits::max_id_bytes)).
+///
+/// Below [`chatmem::MAX_ID_BYTES`] to leave room for the `<tenant>/` prefix of the stored key
+/// `<tenant>/<id>`. The room is smaller than a name of [`MAX_TENANT_BYTES`] needs: with the
+/// longest tenant names the longest ids fit this limit but not the key, and [`Tenant::key`]
+/// refuses them.
+///
+/// ```
+/// assert_eq!(chatmem_server::Limits::default().max_id_bytes, chatmem_server::DEFAULT_MAX_ID_BYTES);
+/// ```
+pub const DEFAULT_MAX_ID_BYTES: usize = 200;
 
 /// Bearer tokens from a TOML file, each mapped to a tenant:
 ///
@@ -86,7 +109,8 @@ impl Auth {
     ///
     /// # Errors
     /// [`AuthError`] when it is not valid: unknown keys, no tokens, a token shorter than 16
-    /// characters or given twice, or a tenant name that is not 1-64 of `A-Z a-z 0-9 _ - .`.
+    /// characters or given twice, or a tenant name that is not 1 to [`MAX_TENANT_BYTES`] of
+    /// `A-Z a-z 0-9 _ - .`.
     pub fn from_toml(text: &str) -> Result<Self, AuthError> {
         let file: File = toml::from_str(text).map_err(|e| AuthError::Parse(e.message().to_owned()))?;
         if file.token.is_empty() {
@@ -119,8 +143,8 @@ impl Auth {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tenant {
     name: String,
-    /// `<name>/`, or empty for the tenant of a server without auth.
-    prefix: String,
+    /// `<name>/`, where the tenant's keys begin; `None` for the tenant of a server without auth.
+    prefix: Option<ConversationId>,
 }
 
 impl Tenant {
@@ -128,25 +152,27 @@ impl Tenant {
     pub fn open() -> Self {
         Self {
             name: String::new(),
-            prefix: String::new(),
+            prefix: None,
         }
     }
 
     fn new(name: &str) -> Result<Self, String> {
         let ok = !name.is_empty()
-            && name.len() <= 64
+            && name.len() <= MAX_TENANT_BYTES
             && name
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
         if !ok {
             return Err(format!(
-                "tenant {:?} must be 1-64 characters of A-Z a-z 0-9 _ - .",
+                "tenant {:?} must be 1-{MAX_TENANT_BYTES} characters of A-Z a-z 0-9 _ - .",
                 chatmem::printable(name)
             ));
         }
+        // Cannot fail for a name checked above; refused rather than trusted all the same.
+        let prefix = ConversationId::new(format!("{name}/")).map_err(|e| e.to_string())?;
         Ok(Self {
             name: name.to_owned(),
-            prefix: format!("{name}/"),
+            prefix: Some(prefix),
         })
     }
 
@@ -160,20 +186,64 @@ impl Tenant {
     ///
     /// # Errors
     /// The id's error when the id (with the prefix) is not a valid conversation id.
-    pub fn key(&self, id: &str) -> Result<ConversationId, chatmem::InvalidConversationId> {
+    ///
+    /// ```
+    /// let auth = chatmem_server::Auth::from_toml("[[token]]\ntoken = \"a-long-random-token\"\ntenant = \"team-a\"\n")?;
+    /// let tenant = auth.tenant_for("a-long-random-token").expect("a tenant");
+    /// let key = tenant.key("c1")?;
+    /// assert_eq!(key.as_str(), "team-a/c1");
+    /// assert_eq!(tenant.client_id(&key), Some("c1"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn key(&self, id: &str) -> Result<ConversationId, InvalidConversationId> {
         if id.is_empty() {
-            return Err(chatmem::InvalidConversationId::Empty);
+            return Err(InvalidConversationId::Empty);
         }
-        ConversationId::new(format!("{}{id}", self.prefix))
+        ConversationId::new(format!("{}{id}", self.prefix_str()))
     }
 
     /// The id a client knows for stored key `key`, if the key is this tenant's.
     pub fn client_id<'a>(&self, key: &'a ConversationId) -> Option<&'a str> {
-        key.as_str().strip_prefix(self.prefix.as_str())
+        key.as_str().strip_prefix(self.prefix_str())
     }
 
-    /// Where this tenant's keys begin, for listing (`None`: from the start).
-    pub(crate) fn prefix(&self) -> &str {
-        &self.prefix
+    /// Where a listing of this tenant's keys starts (`None`: from the first key). Every key
+    /// of the tenant sorts after its prefix, so a listing from here stops at the first key
+    /// [`client_id`](Tenant::client_id) does not claim.
+    pub(crate) fn list_start(&self) -> Option<&ConversationId> {
+        self.prefix.as_ref()
+    }
+
+    fn prefix_str(&self) -> &str {
+        self.prefix.as_ref().map_or("", ConversationId::as_str)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tenants_keys_begin_at_its_list_start_and_only_it_claims_them() {
+        let a = Tenant::new("a").expect("a valid name");
+        let ab = Tenant::new("a-b").expect("a valid name");
+        let key = a.key("x/y").expect("a valid id");
+        assert_eq!(key.as_str(), "a/x/y");
+        assert!(a.list_start().is_some_and(|start| start < &key));
+        assert_eq!(a.client_id(&key), Some("x/y"));
+        assert_eq!(ab.client_id(&key), None);
+        assert_eq!(a.key(""), Err(InvalidConversationId::Empty));
+        // Without auth the key is the id.
+        let open = Tenant::open();
+        assert_eq!(open.key("x").map(|k| k.as_str().to_owned()), Ok("x".to_owned()));
+        assert_eq!(open.list_start(), None);
+        // The room the default id limit leaves in a key is what a tenant name may use.
+        let room = chatmem::MAX_ID_BYTES - DEFAULT_MAX_ID_BYTES - "/".len();
+        let longest = "i".repeat(DEFAULT_MAX_ID_BYTES);
+        assert!(Tenant::new(&"t".repeat(room)).is_ok_and(|t| t.key(&longest).is_ok()));
+        assert!(Tenant::new(&"t".repeat(room + 1)).is_ok_and(|t| t.key(&longest).is_err()));
+        // The longest name is accepted, one byte more is not.
+        assert!(Tenant::new(&"t".repeat(MAX_TENANT_BYTES)).is_ok());
+        assert!(Tenant::new(&"t".repeat(MAX_TENANT_BYTES + 1)).is_err());
     }
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::auth::Auth;
+use crate::auth::{Auth, DEFAULT_MAX_ID_BYTES};
 use crate::metrics::Metrics;
 
 /// Bounds on what one request may carry; over them a request is answered 413 or 400, never
@@ -20,8 +20,9 @@ pub struct Limits {
     pub max_messages: usize,
     /// Bytes of text in one message ([`chatmem::Message::payload_len`], default 256 KiB).
     pub max_message_bytes: usize,
-    /// Bytes of a conversation id as the client gives it (default 200: the tenant's prefix
-    /// must fit beside it in [`chatmem::MAX_ID_BYTES`]).
+    /// Bytes of a conversation id as the client gives it (default
+    /// [`DEFAULT_MAX_ID_BYTES`](crate::DEFAULT_MAX_ID_BYTES), which says why it is below
+    /// [`chatmem::MAX_ID_BYTES`]).
     pub max_id_bytes: usize,
     /// How long one store operation may take before the request fails with 503 (default 10 s).
     pub store_timeout: Duration,
@@ -35,7 +36,7 @@ impl Default for Limits {
             max_body_bytes: 1 << 20,
             max_messages: 1_000,
             max_message_bytes: 256 << 10,
-            max_id_bytes: 200,
+            max_id_bytes: DEFAULT_MAX_ID_BYTES,
             store_timeout: Duration::from_secs(10),
             upstream_timeout: Duration::from_secs(120),
         }

@@ -72,29 +72,30 @@ impl ApiError {
     }
 }
 
-/// A memory error as the client sees it: bad input is the client's (400/413), contention and
-/// outages are the server's to report (409/503), the rest 500 without internals.
+/// A memory error as the client sees it: bad input is the client's (400/413), what
+/// [`chatmem::Error::is_transient`] calls retryable is the server's to report (409 when other
+/// writers won, 503 otherwise), the rest 500 without internals.
 impl From<chatmem::Error> for ApiError {
     fn from(e: chatmem::Error) -> Self {
-        use chatmem::{Error, StoreErrorKind};
+        use chatmem::Error;
         match &e {
             Error::InvalidConversationId(_) | Error::InvalidMessages { .. } | Error::InvalidConfig(_) => {
                 Self::invalid(e.to_string())
             }
             Error::BatchTooLarge { .. } => Self::too_large(e.to_string()),
-            Error::TooMuchContention { .. } => Self::new(StatusCode::CONFLICT, "contention", e.to_string()),
-            _ => match e.store_error().map(chatmem::StoreError::kind) {
-                Some(StoreErrorKind::Unavailable) => Self::new(
+            _ if e.is_transient() => match e.store_error() {
+                Some(store) if !store.is_conflict() => Self::new(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "store_unavailable",
                     "the store is unavailable",
                 ),
-                Some(StoreErrorKind::Conflict) => Self::new(StatusCode::CONFLICT, "contention", e.to_string()),
-                _ => {
-                    tracing::error!(error = %e, "store failure");
-                    Self::new(StatusCode::INTERNAL_SERVER_ERROR, "store_error", "the store failed")
-                }
+                // Too much contention, or one lost version check.
+                _ => Self::new(StatusCode::CONFLICT, "contention", e.to_string()),
             },
+            _ => {
+                tracing::error!(error = %e, "store failure");
+                Self::new(StatusCode::INTERNAL_SERVER_ERROR, "store_error", "the store failed")
+            }
         }
     }
 }
@@ -130,5 +131,48 @@ impl IntoResponse for ApiError {
             },
         };
         (self.status, Json(body)).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chatmem::{ConversationId, Error, StoreError, StoreErrorKind};
+
+    use super::*;
+
+    #[test]
+    fn retryable_errors_and_only_those_answer_409_or_503() {
+        let id = ConversationId::new("c1").expect("a valid id");
+        let store = |kind| Error::Store {
+            id: id.clone(),
+            source: StoreError::new(kind, "test"),
+        };
+        let cases = [
+            (store(StoreErrorKind::Unavailable), 503),
+            (
+                Error::StoreGlobal(StoreError::new(StoreErrorKind::Unavailable, "test")),
+                503,
+            ),
+            (store(StoreErrorKind::Conflict), 409),
+            (
+                Error::TooMuchContention {
+                    id: id.clone(),
+                    attempts: 3,
+                },
+                409,
+            ),
+            (store(StoreErrorKind::Corrupt), 500),
+            (store(StoreErrorKind::SchemaTooNew), 500),
+            (store(StoreErrorKind::InvalidInput), 500),
+            (store(StoreErrorKind::Other), 500),
+            (Error::InvalidConfig("x".into()), 400),
+        ];
+        for (e, status) in cases {
+            let transient = e.is_transient();
+            let text = e.to_string();
+            let answered = ApiError::from(e).status().as_u16();
+            assert_eq!(answered, status, "{text}");
+            assert_eq!(transient, matches!(answered, 409 | 503), "{text}");
+        }
     }
 }

@@ -276,15 +276,8 @@ pub(crate) async fn post_conversation(
 /// (`messages[1].role`), and nothing may follow the value.
 pub(crate) fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8], what: &str) -> Result<T, ApiError> {
     let mut de = serde_json::Deserializer::from_slice(body);
-    let parsed: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
-        let at = if path == "." {
-            String::new()
-        } else {
-            format!(" at {path}")
-        };
-        ApiError::invalid(format!("invalid {what}{at}: {}", e.inner()))
-    })?;
+    let parsed: T =
+        chatmem::deserialize_json(&mut de).map_err(|e| ApiError::invalid(format!("invalid {what}: {e}")))?;
     de.end()
         .map_err(|e| ApiError::invalid(format!("invalid {what}: {e}")))?;
     Ok(parsed)
@@ -362,12 +355,10 @@ pub(crate) async fn list(
         if !(1..=1000).contains(&limit) {
             return Err(ApiError::invalid("`limit` must be from 1 to 1000"));
         }
-        // A tenant's keys are `<tenant>/<id>`: list from its prefix (or its cursor) and stop at
-        // the first key that is not its.
-        let after = match (&query.cursor, tenant.prefix()) {
-            (Some(cursor), _) => Some(key(&state, &tenant, cursor)?),
-            (None, "") => None,
-            (None, prefix) => Some(ConversationId::new(prefix).map_err(|e| ApiError::invalid(e.to_string()))?),
+        // From the tenant's cursor or its first key, to the first key that is not its.
+        let after = match &query.cursor {
+            Some(cursor) => Some(key(&state, &tenant, cursor)?),
+            None => tenant.list_start().cloned(),
         };
         let page = timed(&state, "list", state.memory.list(after.as_ref(), limit + 1)).await?;
         let mine: Vec<&str> = page.ids.iter().map_while(|k| tenant.client_id(k)).collect();

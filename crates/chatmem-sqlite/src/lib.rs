@@ -41,16 +41,32 @@
 //! fails with [`StoreErrorKind::Unavailable`](chatmem::StoreErrorKind).
 //!
 //! # Schema
-//! `chatmem_schema(id, version)`, `conversations(id TEXT PRIMARY KEY, version, system_json,
-//! system_tokens, system_seq, window_start, next_seq, expires_at)` and `messages(conversation_id,
-//! seq, tokens, json, PRIMARY KEY(conversation_id, seq))`, both `WITHOUT ROWID`. Messages are
-//! stored as the JSON chatmem writes. `expires_at` is Unix time in milliseconds; expired
-//! conversations read as absent until [`purge_expired`](chatmem::Store::purge_expired) deletes
-//! them. Created on first open, unless [`SqliteStoreBuilder::create_if_missing`] is off or
-//! the store is read-only: then a missing file is a [`MissingDatabase`] error and nothing is
-//! created. A file written by a newer schema is refused with
+//! Schema version 3 ([`SCHEMA_VERSION`]):
+//!
+//! - `chatmem_schema(id INTEGER PRIMARY KEY CHECK (id = 1), version)`: the version;
+//! - `conversations(id TEXT PRIMARY KEY, version, system_json, system_tokens, system_seq,
+//!   system_counted_by, commit_token, summary, window_start, next_seq, expires_at)`;
+//! - `messages(conversation_id, seq, tokens, json, counted_by, PRIMARY KEY (conversation_id,
+//!   seq))`;
+//!
+//! `conversations` and `messages` are `WITHOUT ROWID`, and an index on
+//! `conversations(expires_at)` covers the rows that expire. Messages (and the system message)
+//! are stored as the JSON chatmem writes, `summary` as [`chatmem::Summary`]'s JSON;
+//! `counted_by` and `system_counted_by` name the token counter of each count (NULL: not
+//! recorded), `commit_token` is the token of the last commit (a resent commit is answered as
+//! applied). `expires_at` is Unix time in milliseconds; expired conversations read as absent
+//! until [`purge_expired`](chatmem::Store::purge_expired) deletes them. Created on first open,
+//! unless [`SqliteStoreBuilder::create_if_missing`] is off or the store is read-only: then a
+//! missing file is a [`MissingDatabase`] error and nothing is created. A file of schema 1 or 2
+//! is upgraded in place (columns added, nothing rewritten); a file written by a newer schema is
+//! refused with
 //! [`StoreErrorKind::SchemaTooNew`](chatmem::StoreErrorKind).
 
+mod error;
+mod migrate;
+mod params;
+mod pragmas;
+mod rows;
 mod sql;
 mod store;
 

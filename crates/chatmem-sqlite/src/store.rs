@@ -12,7 +12,7 @@ use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{Mutex as AsyncMutex, Semaphore};
 use tokio::time::Instant;
 
-use crate::sql;
+use crate::{error, migrate, pragmas, sql};
 
 /// How long an operation may wait for a connection or for another process's write lock
 /// before failing with [`StoreErrorKind::Unavailable`].
@@ -22,7 +22,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const DEFAULT_POOL_SIZE: usize = 4;
 
 /// The schema version this crate writes; a file with a higher one is refused.
-pub const SCHEMA_VERSION: i64 = sql::SCHEMA_VERSION;
+pub const SCHEMA_VERSION: i64 = migrate::SCHEMA_VERSION;
 
 /// A [`Store`] in one SQLite file.
 ///
@@ -204,7 +204,7 @@ impl SqliteStoreBuilder {
             let mode = Mode { read_only, create };
             if read_only {
                 let first = open_connection(&path2, timeout, &counter, mode)?;
-                sql::check_schema(&first)?;
+                migrate::check_schema(&first)?;
                 let mut conns = vec![first];
                 for _ in 1..pool_size {
                     conns.push(open_connection(&path2, timeout, &counter, mode)?);
@@ -221,7 +221,7 @@ impl SqliteStoreBuilder {
                 })?;
             }
             let mut first = open_connection(&path2, timeout, &counter, mode)?;
-            sql::migrate(&mut first)?;
+            migrate::migrate(&mut first)?;
             let mut conns = vec![first];
             for _ in 1..pool_size {
                 conns.push(open_connection(&path2, timeout, &counter, mode)?);
@@ -268,7 +268,7 @@ fn open_connection(
         Mode { create: false, .. } => OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     };
     let mut conn = Connection::open_with_flags(path, flags)
-        .map_err(|e| sql::db_error(&format!("opening {}", path.display()), e))?;
+        .map_err(|e| error::db_error(&format!("opening {}", path.display()), e))?;
     let counter = counter.clone();
     // Counts every statement SQLite starts on this connection: the measured basis of the
     // per-operation statement counts in the crate docs.
@@ -280,8 +280,8 @@ fn open_connection(
             }
         }),
     )
-    .map_err(|e| sql::db_error("installing the statement counter", e))?;
-    sql::configure(&conn, timeout, mode.read_only)?;
+    .map_err(|e| error::db_error("installing the statement counter", e))?;
+    pragmas::configure(&conn, timeout, mode.read_only)?;
     Ok(conn)
 }
 

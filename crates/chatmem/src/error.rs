@@ -81,6 +81,31 @@ impl Error {
             _ => None,
         }
     }
+
+    /// Whether trying the same operation again later may succeed: the store lost a version
+    /// check or did not answer ([`StoreError::is_transient`]), or other writers kept winning
+    /// ([`Error::TooMuchContention`]). Bad input, configuration, corrupt data and oversized
+    /// batches fail the same way every time. Every front end (the advisor, the server's
+    /// 409/503 answers) asks this rather than deriving its own rule.
+    ///
+    /// ```
+    /// use chatmem::{ConversationId, Error, StoreError, StoreErrorKind};
+    /// let id = ConversationId::new("c1")?;
+    /// let down = Error::Store {
+    ///     id: id.clone(),
+    ///     source: StoreError::new(StoreErrorKind::Unavailable, "connecting"),
+    /// };
+    /// assert!(down.is_transient());
+    /// assert!(Error::TooMuchContention { id, attempts: 8 }.is_transient());
+    /// assert!(!Error::InvalidConfig("max_messages must be at least 1".into()).is_transient());
+    /// # Ok::<(), chatmem::InvalidConversationId>(())
+    /// ```
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Error::TooMuchContention { .. } => true,
+            _ => self.store_error().is_some_and(StoreError::is_transient),
+        }
+    }
 }
 
 /// The class of a [`StoreError`]: callers branch on this, not on the backend.
@@ -210,5 +235,58 @@ impl fmt::Display for StoreError {
 impl std::error::Error for StoreError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store(kind: StoreErrorKind) -> StoreError {
+        StoreError::new(kind, "test")
+    }
+
+    #[test]
+    fn transient_errors_are_conflicts_outages_and_contention() {
+        let id = ConversationId::new("c1").expect("a valid id");
+        for (kind, transient) in [
+            (StoreErrorKind::Conflict, true),
+            (StoreErrorKind::Unavailable, true),
+            (StoreErrorKind::Corrupt, false),
+            (StoreErrorKind::SchemaTooNew, false),
+            (StoreErrorKind::InvalidInput, false),
+            (StoreErrorKind::Other, false),
+        ] {
+            assert_eq!(store(kind).is_transient(), transient, "{kind:?}");
+            let on_one = Error::Store {
+                id: id.clone(),
+                source: store(kind),
+            };
+            assert_eq!(on_one.is_transient(), transient, "{kind:?}");
+            assert_eq!(Error::StoreGlobal(store(kind)).is_transient(), transient, "{kind:?}");
+        }
+        assert!(
+            Error::TooMuchContention {
+                id: id.clone(),
+                attempts: 3
+            }
+            .is_transient()
+        );
+        for permanent in [
+            Error::InvalidConversationId(InvalidConversationId::Empty),
+            Error::InvalidMessages {
+                path: "[0].role".into(),
+                reason: "unknown variant".into(),
+            },
+            Error::InvalidConfig("x".into()),
+            Error::BatchTooLarge {
+                messages: 2,
+                bytes: 2,
+                max_messages: 1,
+                max_bytes: 1,
+            },
+        ] {
+            assert!(!permanent.is_transient(), "{permanent}");
+        }
     }
 }

@@ -25,6 +25,7 @@ mod commit;
 mod error;
 mod id;
 mod in_memory_store;
+mod json_error;
 mod loaded_window;
 mod memory;
 mod message;
@@ -45,6 +46,7 @@ pub use crate::commit::{Commit, CommitBuilder};
 pub use crate::error::{Error, Result, StoreError, StoreErrorKind};
 pub use crate::id::{ConversationId, InvalidConversationId, MAX_ID_BYTES};
 pub use crate::in_memory_store::InMemoryStore;
+pub use crate::json_error::{JsonFieldError, deserialize_json};
 pub use crate::loaded_window::LoadedWindow;
 pub use crate::memory::{
     ChatMemory, ChatMemoryBuilder, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_BATCH_BYTES, DEFAULT_MAX_BATCH_MESSAGES,

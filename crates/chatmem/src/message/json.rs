@@ -33,27 +33,9 @@ pub fn parse_messages(json: &str) -> Result<Vec<Message>> {
     // A UTF-8 byte-order mark (some editors write one) is not part of the JSON.
     let json = json.strip_prefix('\u{feff}').unwrap_or(json);
     let mut de = serde_json::Deserializer::from_str(json);
-    let messages: Vec<Message> = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
-        if path == "." {
-            // Not even an array of objects: the line and column help.
-            return Error::InvalidMessages {
-                path: "input".into(),
-                reason: e.inner().to_string(),
-            };
-        }
-        // A syntax error's line and column find it in the input; a data error's path says more.
-        let inner = e.inner();
-        let reason = if inner.is_syntax() || inner.is_eof() {
-            inner.to_string()
-        } else {
-            strip_position(&inner.to_string())
-        };
-        // Both may quote the input (a key, a role): escaped, never raw control characters.
-        Error::InvalidMessages {
-            path: crate::printable(&path).into_owned(),
-            reason: crate::printable(&reason).into_owned(),
-        }
+    let messages: Vec<Message> = crate::deserialize_json(&mut de).map_err(|e| Error::InvalidMessages {
+        path: e.path().unwrap_or("input").to_owned(),
+        reason: e.reason().to_owned(),
     })?;
     // Anything but white space after the array is an error, not silently ignored.
     de.end().map_err(|e| Error::InvalidMessages {
@@ -61,14 +43,6 @@ pub fn parse_messages(json: &str) -> Result<Vec<Message>> {
         reason: e.to_string(),
     })?;
     Ok(messages)
-}
-
-/// serde_json appends " at line L column C"; for one-line arrays the path says more.
-fn strip_position(reason: &str) -> String {
-    match reason.rfind(" at line ") {
-        Some(at) if reason[at..].contains(" column ") => reason[..at].to_string(),
-        _ => reason.to_string(),
-    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,0 +1,143 @@
+//! Creating, upgrading and checking the schema: the tables, and the version recorded in
+//! `chatmem_schema`.
+
+use chatmem::{StoreError, StoreErrorKind};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
+
+use crate::error::db_error;
+
+/// The schema version this code writes and understands.
+/// 2 added which token counter made each count (`counted_by`) and the token of the last
+/// commit (`commit_token`); 3 the conversation's summary (`summary`, the JSON of
+/// [`chatmem::Summary`]).
+pub(crate) const SCHEMA_VERSION: i64 = 3;
+
+const CREATE: &str = "
+CREATE TABLE IF NOT EXISTS conversations (
+    id TEXT PRIMARY KEY NOT NULL,
+    version INTEGER NOT NULL,
+    system_json TEXT,
+    system_tokens INTEGER,
+    system_seq INTEGER,
+    system_counted_by TEXT,
+    commit_token INTEGER,
+    summary TEXT,
+    window_start INTEGER NOT NULL,
+    next_seq INTEGER NOT NULL,
+    expires_at INTEGER
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS messages (
+    conversation_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    tokens INTEGER NOT NULL,
+    json TEXT NOT NULL,
+    counted_by TEXT,
+    PRIMARY KEY (conversation_id, seq)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS conversations_expires_at ON conversations (expires_at) WHERE expires_at IS NOT NULL;
+";
+
+/// From schema 1 to 2: the counter columns (rows written before read back as `None`) and the
+/// last commit's token.
+const UPGRADE_1_TO_2: &str = "
+ALTER TABLE conversations ADD COLUMN system_counted_by TEXT;
+ALTER TABLE conversations ADD COLUMN commit_token INTEGER;
+ALTER TABLE messages ADD COLUMN counted_by TEXT;
+";
+
+/// From schema 2 to 3: the summary (conversations written before have none).
+const UPGRADE_2_TO_3: &str = "
+ALTER TABLE conversations ADD COLUMN summary TEXT;
+";
+
+/// Creates the schema if absent, in one IMMEDIATE transaction so processes opening the same
+/// new file at once do it exactly once; refuses a newer schema. A file whose schema is
+/// current is only read: opening it never waits for another process's write lock.
+pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    match current_version(conn)? {
+        Some(v) if v == SCHEMA_VERSION => return Ok(()),
+        Some(v) if v > SCHEMA_VERSION => return Err(schema_too_new(v)),
+        _ => {}
+    }
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| db_error("starting the schema check", e))?;
+    tx.execute_batch(
+        "CREATE TABLE IF NOT EXISTS chatmem_schema (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL);",
+    )
+    .map_err(|e| db_error("creating the schema table", e))?;
+    let found: Option<i64> = tx
+        .query_row("SELECT version FROM chatmem_schema WHERE id = 1", [], |r| r.get(0))
+        .optional()
+        .map_err(|e| db_error("reading the schema version", e))?;
+    match found {
+        Some(v) if v > SCHEMA_VERSION => return Err(schema_too_new(v)),
+        Some(v) if v == SCHEMA_VERSION => {}
+        found => {
+            if let Some(from @ (1 | 2)) = found {
+                if from == 1 {
+                    tx.execute_batch(UPGRADE_1_TO_2)
+                        .map_err(|e| db_error("upgrading the schema from version 1", e))?;
+                }
+                tx.execute_batch(UPGRADE_2_TO_3)
+                    .map_err(|e| db_error("upgrading the schema to version 3", e))?;
+            } else {
+                // Nothing (or something older than the first version): the current schema.
+                tx.execute_batch(CREATE)
+                    .map_err(|e| db_error("creating the schema", e))?;
+            }
+            tx.execute(
+                "INSERT INTO chatmem_schema (id, version) VALUES (1, ?1)
+                 ON CONFLICT (id) DO UPDATE SET version = excluded.version",
+                [SCHEMA_VERSION],
+            )
+            .map_err(|e| db_error("recording the schema version", e))?;
+        }
+    }
+    tx.commit().map_err(|e| db_error("committing the schema", e))
+}
+
+/// Checks, without writing, that a file opened read-only has the current schema.
+pub(crate) fn check_schema(conn: &Connection) -> Result<(), StoreError> {
+    match current_version(conn)? {
+        Some(v) if v == SCHEMA_VERSION => Ok(()),
+        Some(v) if v > SCHEMA_VERSION => Err(schema_too_new(v)),
+        found => Err(StoreError::new(
+            StoreErrorKind::InvalidInput,
+            match found {
+                None => {
+                    "the file opened read-only has no chatmem schema; open it read-write once to create it".to_string()
+                }
+                Some(v) => format!(
+                    "the file opened read-only has schema version {v}; open it read-write once to upgrade it to {SCHEMA_VERSION}"
+                ),
+            },
+        )),
+    }
+}
+
+/// The schema version recorded in the file, read without a write lock; `None` when there is
+/// none yet.
+fn current_version(conn: &Connection) -> Result<Option<i64>, StoreError> {
+    let err = |e| db_error("reading the schema version", e);
+    let exists: bool = conn
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'chatmem_schema')",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(err)?;
+    if !exists {
+        return Ok(None);
+    }
+    conn.query_row("SELECT version FROM chatmem_schema WHERE id = 1", [], |r| r.get(0))
+        .optional()
+        .map_err(err)
+}
+
+fn schema_too_new(v: i64) -> StoreError {
+    StoreError::new(
+        StoreErrorKind::SchemaTooNew,
+        format!("the database has schema version {v}; this chatmem-sqlite knows up to {SCHEMA_VERSION}"),
+    )
+}
