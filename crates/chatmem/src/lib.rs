@@ -2,9 +2,12 @@
 //! model call.
 //!
 //! This crate holds the message model, conversation ids, token counting, window policies,
-//! the [`Store`] trait, an in-memory store and [`ChatMemory`]. It makes no database,
-//! network or model calls: durable stores live in `chatmem-sqlite`, `chatmem-postgres` and
-//! `chatmem-redis`; the command line in `chatmem-cli`.
+//! the [`Store`] trait, an in-memory store, [`ChatMemory`] and its [`Turn`] — the one way to
+//! write: begun for a conversation, planned once, committed by itself. It makes no database
+//! or network calls, and calls a model only through the [`ChatModel`] trait (a
+//! [`Summarizer`]'s): durable stores live in `chatmem-sqlite`, `chatmem-postgres` and
+//! `chatmem-redis`, an OpenAI-compatible model in `chatmem-openai`, the model call with memory
+//! in `chatmem-advisor`, the command line and server in `chatmem-cli` and `chatmem-server`.
 //!
 //! ```
 //! use chatmem::{ChatMemory, ConversationId, Message, WindowPolicy, InMemoryStore};

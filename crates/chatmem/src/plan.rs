@@ -34,9 +34,6 @@ pub(crate) struct Settings<'a> {
 pub(crate) struct Plan {
     /// The commit, its window start set; unbuilt, so that a summary can still join it.
     pub(crate) builder: CommitBuilder,
-    /// Whether the batch changes anything (it is not empty: a repeated system message never
-    /// joins a turn, see [`Turn::push`](crate::Turn::push)).
-    pub(crate) changed: bool,
     /// The batch index of the system message that replaces the stored one, if one does.
     pub(crate) system_at: Option<usize>,
     /// The window: positions in the loaded messages followed by the appended ones.
@@ -73,7 +70,6 @@ pub(crate) fn plan(snapshot: &Snapshot, batch: &[(Arc<Message>, u32)], settings:
     let (chosen, window_start) = window_of(snapshot, builder.draft(), settings.policy);
     Plan {
         builder: builder.window_start(window_start),
-        changed: !batch.is_empty(),
         system_at,
         chosen,
     }
@@ -121,13 +117,17 @@ mod tests {
         let mut snapshot = Snapshot::empty();
         snapshot.system = Some(StoredMessage::new(1, 1, Message::system("rules")));
         snapshot.next_seq = 2;
-        assert!(!plan(&snapshot, &[], &settings(&policy, &counter)).changed);
+        assert!(
+            plan(&snapshot, &[], &settings(&policy, &counter))
+                .draft()
+                .appended()
+                .is_empty()
+        );
         let new = plan(
             &snapshot,
             &batch([Message::system("other"), Message::user("u"), Message::system("new")]),
             &settings(&policy, &counter),
         );
-        assert!(new.changed);
         assert_eq!(new.system_at, Some(2));
         assert_eq!(
             new.draft().system().and_then(|s| s.message.text()).as_deref(),

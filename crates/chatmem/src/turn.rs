@@ -297,26 +297,17 @@ impl<'m, S: Store> Turn<'m, S> {
     /// summarizes), retried on lost version checks. Returns the commit (when `keep`, for the
     /// window after it) and the new version; `None` when nothing needed writing.
     async fn write(&mut self, summarize: bool, keep: bool) -> Result<Option<(Option<Commit>, u64)>> {
+        if self.new.is_empty() {
+            return Ok(None);
+        }
         let memory = self.memory;
         memory.limits_check(self.new.iter().map(|(m, _)| &**m))?;
         let store_err = |id: &ConversationId, source| Error::Store { id: id.clone(), source };
         let summary = match memory.summarizer().filter(|_| summarize) {
             Some(summarizer) => {
-                let plan = self.plan();
-                if plan.changed {
-                    let (store, counter) = (memory.store(), memory.counter().as_ref());
-                    pending_summary(
-                        store,
-                        &self.id,
-                        summarizer,
-                        counter,
-                        self.loaded.snapshot(),
-                        plan.draft(),
-                    )
-                    .await
-                } else {
-                    None
-                }
+                let (store, counter) = (memory.store(), memory.counter().as_ref());
+                let (snapshot, planned) = (self.loaded.snapshot(), self.plan().draft());
+                pending_summary(store, &self.id, summarizer, counter, snapshot, planned).await
             }
             None => None,
         };
@@ -324,9 +315,6 @@ impl<'m, S: Store> Turn<'m, S> {
         loop {
             attempt += 1;
             let plan = self.plan.take().unwrap_or_else(|| self.make_plan());
-            if !plan.changed {
-                return Ok(None);
-            }
             let mut builder = plan.builder;
             if let Some((summary, extends)) = &summary {
                 builder = builder.summary(summary.clone(), *extends);
