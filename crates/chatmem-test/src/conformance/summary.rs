@@ -7,7 +7,7 @@ use chatmem::{
     ChatMemory, ChatModel, Commit, Heuristic, Message, Retention, Snapshot, Summarizer, Summary, WindowPolicy,
 };
 
-use super::{Run, commit, seqs, turns};
+use super::harness::{Run, commit, seqs, turns};
 use crate::summary_models::{Failing, Scribe};
 
 /// The summary is stored with the conversation, kept by commits without one, replaced by a
