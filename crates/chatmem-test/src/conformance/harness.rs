@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chatmem::{
-    ChatMemory, Commit, ConversationId, Heuristic, Message, Retention, Snapshot, Store, StoredMessage, WindowPolicy,
+    ChatMemory, Commit, ConversationId, Heuristic, Message, Retention, Snapshot, Store, StoreError, StoredMessage,
+    WindowPolicy,
 };
 
 type Mem = ChatMemory<Arc<dyn Store>>;
@@ -33,31 +34,19 @@ impl Run {
     }
 
     pub(super) async fn load(&self, id: &ConversationId) -> Snapshot {
-        self.store
-            .load(id)
-            .await
-            .unwrap_or_else(|e| panic!("load {id:?}: {e} ({:?})", std::error::Error::source(&e)))
+        expect_ok("load", id, self.store.load(id).await)
     }
 
     pub(super) async fn commit(&self, id: &ConversationId, commit: Commit) -> u64 {
-        self.store
-            .commit(id, commit)
-            .await
-            .unwrap_or_else(|e| panic!("commit {id:?}: {e} ({:?})", std::error::Error::source(&e)))
+        expect_ok("commit", id, self.store.commit(id, commit).await)
     }
 
     pub(super) async fn history(&self, id: &ConversationId, after: u64, limit: usize) -> Vec<StoredMessage> {
-        self.store
-            .history(id, after, limit)
-            .await
-            .unwrap_or_else(|e| panic!("history {id:?}: {e} ({:?})", std::error::Error::source(&e)))
+        expect_ok("history", id, self.store.history(id, after, limit).await)
     }
 
     pub(super) async fn clear(&self, id: &ConversationId) -> bool {
-        self.store
-            .clear(id)
-            .await
-            .unwrap_or_else(|e| panic!("clear {id:?}: {e} ({:?})", std::error::Error::source(&e)))
+        expect_ok("clear", id, self.store.clear(id).await)
     }
 
     /// Every id listed under `{prefix}/{sub}` by paging `limit` at a time from a cursor
@@ -97,6 +86,12 @@ impl Run {
         }
         out
     }
+}
+
+/// The value of a store call's `result`; panics naming the call, the id, the error and its
+/// source, so a failing store says where.
+fn expect_ok<T>(call: &str, id: &ConversationId, result: Result<T, StoreError>) -> T {
+    result.unwrap_or_else(|e| panic!("{call} {id:?}: {e} ({:?})", std::error::Error::source(&e)))
 }
 
 pub(super) fn sm(seq: u64, tokens: u32, message: Message) -> StoredMessage {
@@ -144,6 +139,12 @@ pub fn commit_full(
         builder = builder.append(m.message, m.tokens);
     }
     builder.window_start(window_start).build().expect("a valid test commit")
+}
+
+/// The commit that creates a conversation: expected version 0, seqs and the window from 1,
+/// history kept; `system` and `ttl` as given.
+pub(super) fn creating(system: Option<StoredMessage>, append: Vec<StoredMessage>, ttl: Option<Duration>) -> Commit {
+    commit_full(0, 1, system, append, 1, Retention::KeepHistory, ttl)
 }
 
 pub(super) fn texts(messages: &[Message]) -> Vec<String> {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use chatmem::{ChatMemory, Heuristic, Message, Retention, Snapshot};
 
-use super::harness::{Run, commit, commit_full, seqs, sm, stored_texts, strs, turns};
+use super::harness::{Run, commit, creating, seqs, sm, stored_texts, strs, turns};
 
 pub(super) async fn clear(run: &Run) {
     let id = run.id("clear");
@@ -32,20 +32,12 @@ pub(super) async fn clear(run: &Run) {
 
 pub(super) async fn ttl(run: &Run) {
     let second = Some(Duration::from_secs(1));
-    // Expires.
+    // `expiring` expires; `kept` has its expiry refreshed to "never" by a later commit.
     let expiring = run.id("ttl/expiring");
-    run.commit(
-        &expiring,
-        commit_full(0, 1, None, turns(1, 2), 1, Retention::KeepHistory, second),
-    )
-    .await;
-    // Expiry refreshed to "never" by a later commit.
     let kept = run.id("ttl/kept");
-    run.commit(
-        &kept,
-        commit_full(0, 1, None, turns(1, 2), 1, Retention::KeepHistory, second),
-    )
-    .await;
+    for id in [&expiring, &kept] {
+        run.commit(id, creating(None, turns(1, 2), second)).await;
+    }
     run.commit(&kept, commit(1, turns(3, 1), 1, Retention::KeepHistory))
         .await;
     // Through ChatMemory's ttl.

@@ -4,7 +4,7 @@
 use chatmem::{ChatMemory, Commit, Heuristic, Message, Retention, Snapshot, StoredMessage, WindowPolicy};
 use serde_json::{Value, json};
 
-use super::harness::{Run, commit, commit_full, seqs, sm, turns};
+use super::harness::{Run, commit, commit_full, creating, seqs, sm, turns};
 
 pub(super) async fn unknown_loads_empty(run: &Run) {
     let id = run.id("unknown");
@@ -30,18 +30,7 @@ pub(super) async fn raw_round_trip(run: &Run) {
         sm(2, 4_000_000_000, Message::assistant("a1")),
     ];
     let v = run
-        .commit(
-            &id,
-            commit_full(
-                0,
-                1,
-                Some(system.clone()),
-                first.clone(),
-                1,
-                Retention::KeepHistory,
-                None,
-            ),
-        )
+        .commit(&id, creating(Some(system.clone()), first.clone(), None))
         .await;
     assert_eq!(v, 1, "the first commit makes version 1");
     let snap = run.load(&id).await;
@@ -260,19 +249,8 @@ pub(super) async fn json_round_trip(run: &Run) {
         .zip(1u64..)
         .map(|(m, seq)| sm(seq, (seq * 17) as u32, m.clone()))
         .collect();
-    run.commit(
-        &id,
-        commit_full(
-            0,
-            1,
-            Some(system.clone()),
-            append.clone(),
-            1,
-            Retention::KeepHistory,
-            None,
-        ),
-    )
-    .await;
+    run.commit(&id, creating(Some(system.clone()), append.clone(), None))
+        .await;
     let snap = run.load(&id).await;
     assert_eq!(snap.system, Some(system));
     assert_eq!(snap.messages, append);

@@ -5,24 +5,28 @@ use chatmem::{Message, Retention};
 
 use super::harness::{Run, seqs, stored_texts, strs, texts};
 
+/// The first `n` messages of the dialogue `U1`, `A1`, `U2`, `A2`, … (user, then assistant).
+fn dialogue(n: usize) -> Vec<Message> {
+    (0..n)
+        .map(|i| {
+            let turn = i / 2 + 1;
+            if i % 2 == 0 {
+                Message::user(format!("U{turn}"))
+            } else {
+                Message::assistant(format!("A{turn}"))
+            }
+        })
+        .collect()
+}
+
 pub(super) async fn window_contract(run: &Run) {
     let id = run.id("window5");
     let mem = run.memory(5, Retention::DropEvicted);
-    mem.add(
-        &id,
-        [
-            Message::system("S_old"),
-            Message::user("U1"),
-            Message::assistant("A1"),
-            Message::user("U2"),
-            Message::assistant("A2"),
-            Message::user("U3"),
-            Message::assistant("A3"),
-            Message::system("S_new"),
-        ],
-    )
-    .await
-    .expect("add");
+    let batch = [Message::system("S_old")]
+        .into_iter()
+        .chain(dialogue(6))
+        .chain([Message::system("S_new")]);
+    mem.add(&id, batch).await.expect("add");
     assert_eq!(
         texts(&mem.get(&id).await.expect("get")),
         strs(&["S_new", "U2", "A2", "U3", "A3"])
@@ -38,30 +42,13 @@ pub(super) async fn window_contract(run: &Run) {
 
     let id = run.id("window2");
     let mem = run.memory(2, Retention::DropEvicted);
-    mem.add(
-        &id,
-        [
-            Message::user("U1"),
-            Message::assistant("A1"),
-            Message::user("U2"),
-            Message::assistant("A2"),
-            Message::user("U3"),
-        ],
-    )
-    .await
-    .expect("add");
+    mem.add(&id, dialogue(5)).await.expect("add");
     assert_eq!(texts(&mem.get(&id).await.expect("get")), strs(&["U3"]));
     assert_eq!(stored_texts(&run.history(&id, 0, 100).await), strs(&["U3"]));
 
     // One message at a time gives the same window as one batch.
     let id = run.id("window2-steps");
-    for m in [
-        Message::user("U1"),
-        Message::assistant("A1"),
-        Message::user("U2"),
-        Message::assistant("A2"),
-        Message::user("U3"),
-    ] {
+    for m in dialogue(5) {
         mem.add(&id, [m]).await.expect("add");
     }
     assert_eq!(texts(&mem.get(&id).await.expect("get")), strs(&["U3"]));
