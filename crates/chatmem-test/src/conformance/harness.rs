@@ -5,10 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chatmem::{
-    ChatMemory, Commit, ConversationId, Heuristic, Message, Retention, Snapshot, Store, StoreError, StoredMessage,
-    WindowPolicy,
-};
+use chatmem::{ChatMemory, Commit, ConversationId, Message, Retention, Snapshot, Store, StoreError, StoredMessage};
 
 type Mem = ChatMemory<Arc<dyn Store>>;
 
@@ -24,11 +21,7 @@ impl Run {
     }
 
     pub(super) fn memory(&self, max_messages: usize, retention: Retention) -> Mem {
-        ChatMemory::builder(self.store.clone())
-            .policy(WindowPolicy::messages(max_messages))
-            .retention(retention)
-            .counter(Arc::new(Heuristic))
-            .max_attempts(100_000)
+        crate::stress::contended(self.store.clone(), max_messages, retention)
             .build()
             .expect("valid memory settings")
     }
