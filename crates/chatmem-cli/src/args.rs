@@ -118,29 +118,27 @@ pub(crate) struct ImportArgs {
     pub(crate) store: StoreArgs,
 }
 
-#[derive(Args, Debug)]
-pub(crate) struct ServeCommand {
-    #[command(flatten)]
-    pub(crate) serve: serve::ServeArgs,
-    #[command(flatten)]
-    pub(crate) store: StoreArgs,
-    #[command(flatten)]
-    pub(crate) options: MemoryOptions,
-    #[command(flatten)]
-    pub(crate) summary: summarize::SummaryArgs,
+/// Declares a command that runs a memory with a model: its own flags in the field `$own`,
+/// then the store, memory and summary flags, so `serve` and `chat` share that list (and its
+/// order in `--help`) from one place.
+macro_rules! memory_command {
+    ($name:ident, $own:ident: $own_args:ty) => {
+        #[derive(Args, Debug)]
+        pub(crate) struct $name {
+            #[command(flatten)]
+            pub(crate) $own: $own_args,
+            #[command(flatten)]
+            pub(crate) store: StoreArgs,
+            #[command(flatten)]
+            pub(crate) options: MemoryOptions,
+            #[command(flatten)]
+            pub(crate) summary: summarize::SummaryArgs,
+        }
+    };
 }
 
-#[derive(Args, Debug)]
-pub(crate) struct ChatCommand {
-    #[command(flatten)]
-    pub(crate) chat: chat::ChatArgs,
-    #[command(flatten)]
-    pub(crate) store: StoreArgs,
-    #[command(flatten)]
-    pub(crate) options: MemoryOptions,
-    #[command(flatten)]
-    pub(crate) summary: summarize::SummaryArgs,
-}
+memory_command!(ServeCommand, serve: serve::ServeArgs);
+memory_command!(ChatCommand, chat: chat::ChatArgs);
 
 /// Which store to use.
 #[derive(Args, Debug, Clone)]

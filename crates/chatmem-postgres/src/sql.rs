@@ -15,6 +15,21 @@ macro_rules! live {
     };
 }
 
+/// The `ins` part of both commit statements: the appended messages (`$10`, `$11`, `$12`,
+/// `$15`) inserted only if `applied` returned a row, leaving out those below the delete
+/// bound `$8` (the statement's DELETE cannot see rows it inserts). One text, so the two
+/// commits cannot store messages differently.
+macro_rules! insert_appended {
+    () => {
+        "ins AS (
+    INSERT INTO {msgs} (conversation_id, seq, tokens, json, counted_by)
+    SELECT $1, m.seq, m.tokens, m.json, m.counted_by
+    FROM applied,
+         unnest($10::bigint[], $11::bigint[], $12::text[], $15::text[]) AS m(seq, tokens, json, counted_by)
+    WHERE $8 IS NULL OR m.seq >= $8"
+    };
+}
+
 /// The conversation row (kind 0) followed by its messages from `window_start` on (kind 1),
 /// read from one snapshot. No row at all: unknown or expired. Columns: kind, version,
 /// window start, next seq (those three only in the conversation row), then seq, tokens,
@@ -103,12 +118,9 @@ const COMMIT_UPDATE: &str = concat!(
     "
     RETURNING c.version
 ),
-ins AS (
-    INSERT INTO {msgs} (conversation_id, seq, tokens, json, counted_by)
-    SELECT $1, m.seq, m.tokens, m.json, m.counted_by
-    FROM applied,
-         unnest($10::bigint[], $11::bigint[], $12::text[], $15::text[]) AS m(seq, tokens, json, counted_by)
-    WHERE $8 IS NULL OR m.seq >= $8
+",
+    insert_appended!(),
+    "
 ),
 del AS (
     DELETE FROM {msgs} AS m USING applied
@@ -153,12 +165,9 @@ stale AS (
     WHERE m.conversation_id = $1
       AND NOT (m.seq = ANY($10::bigint[]) AND ($8 IS NULL OR m.seq >= $8))
 ),
-ins AS (
-    INSERT INTO {msgs} (conversation_id, seq, tokens, json, counted_by)
-    SELECT $1, m.seq, m.tokens, m.json, m.counted_by
-    FROM applied,
-         unnest($10::bigint[], $11::bigint[], $12::text[], $15::text[]) AS m(seq, tokens, json, counted_by)
-    WHERE $8 IS NULL OR m.seq >= $8
+",
+    insert_appended!(),
+    "
     ON CONFLICT (conversation_id, seq) DO UPDATE SET
         tokens = EXCLUDED.tokens, json = EXCLUDED.json, counted_by = EXCLUDED.counted_by
 )",

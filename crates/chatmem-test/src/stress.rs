@@ -35,7 +35,8 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use chatmem::{
-    ChatMemory, ConversationId, Heuristic, Message, Retention, Role, Store, StoredMessage, Summarizer, WindowPolicy,
+    ChatMemory, ChatMemoryBuilder, ConversationId, Heuristic, Message, Retention, Role, Store, StoredMessage,
+    Summarizer, WindowPolicy,
 };
 
 use crate::Scribe;
@@ -90,11 +91,7 @@ pub fn child_env() -> Option<StressChild> {
 /// The memory children write with: [`Retention::KeepHistory`], a 20-message window, the
 /// heuristic counter and enough retries that contention never gives up.
 pub fn stress_memory(store: Arc<dyn Store>) -> ChatMemory<Arc<dyn Store>> {
-    ChatMemory::builder(store)
-        .policy(WindowPolicy::messages(20))
-        .retention(Retention::KeepHistory)
-        .counter(Arc::new(Heuristic))
-        .max_attempts(100_000)
+    contended(store, 20, Retention::KeepHistory)
         .build()
         .expect("valid memory settings")
 }
@@ -102,14 +99,24 @@ pub fn stress_memory(store: Arc<dyn Store>) -> ChatMemory<Arc<dyn Store>> {
 /// The memory summarizing children write with: a 20-message window, evicted messages
 /// summarized by a [`Scribe`] (which keeps every line) and dropped once summarized.
 pub fn summarizing_memory(store: Arc<dyn Store>) -> ChatMemory<Arc<dyn Store>> {
-    ChatMemory::builder(store)
-        .policy(WindowPolicy::messages(20))
-        .retention(Retention::DropEvicted)
-        .counter(Arc::new(Heuristic))
-        .max_attempts(100_000)
+    contended(store, 20, Retention::DropEvicted)
         .summarizer(Summarizer::new(Scribe::default()).max_tokens(u32::MAX))
         .build()
         .expect("valid memory settings")
+}
+
+/// A memory builder for writers that contend for one conversation: a `max_messages` window,
+/// `retention`, the heuristic counter and enough retries that contention never gives up.
+pub(crate) fn contended(
+    store: Arc<dyn Store>,
+    max_messages: usize,
+    retention: Retention,
+) -> ChatMemoryBuilder<Arc<dyn Store>> {
+    ChatMemory::builder(store)
+        .policy(WindowPolicy::messages(max_messages))
+        .retention(retention)
+        .counter(Arc::new(Heuristic))
+        .max_attempts(100_000)
 }
 
 /// The two messages of turn `turn` of writer `writer`.

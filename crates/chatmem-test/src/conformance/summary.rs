@@ -4,11 +4,23 @@
 use std::sync::Arc;
 
 use chatmem::{
-    ChatMemory, ChatModel, Commit, Heuristic, Message, Retention, Snapshot, Summarizer, Summary, WindowPolicy,
+    ChatMemory, ChatModel, Commit, CommitBuilder, Heuristic, Message, Retention, Snapshot, Summarizer, Summary,
+    WindowPolicy,
 };
 
-use super::{Run, commit, seqs, turns};
+use super::harness::{Run, commit, seqs, turns};
 use crate::summary_models::{Failing, Scribe};
+
+/// A commit on `snap` that keeps what no summary covers yet, stores `summary` (a summary
+/// and the `upto` of the one it extends), if any, and appends `message` (3 tokens).
+fn appending(snap: &Snapshot, message: Message, summary: Option<(&Summary, u64)>) -> CommitBuilder {
+    let builder = Commit::on(snap).keep_unsummarized();
+    let builder = match summary {
+        Some((summary, extends)) => builder.summary(summary.clone(), extends),
+        None => builder,
+    };
+    builder.append(message, 3)
+}
 
 /// The summary is stored with the conversation, kept by commits without one, replaced by a
 /// newer one, and an evicted message is deleted only once a summary covers it.
@@ -27,10 +39,7 @@ pub(super) async fn summary_round_trip(run: &Run) {
 
     // Summary up to 2, window from 5: 1-2 are deleted, 3-4 wait for a summary.
     let s1 = Summary::new("用户的订单 LC202610060018 未发货。\n\"quoted\" {json}", 2, &Heuristic);
-    let c = Commit::on(&snap)
-        .keep_unsummarized()
-        .summary(s1.clone(), 0)
-        .append(Message::user("u7"), 3)
+    let c = appending(&snap, Message::user("u7"), Some((&s1, 0)))
         .window_start(5)
         .build()
         .expect("valid");
@@ -46,21 +55,14 @@ pub(super) async fn summary_round_trip(run: &Run) {
     );
 
     // A commit without a summary keeps it.
-    let c = Commit::on(&snap)
-        .keep_unsummarized()
-        .append(Message::assistant("a8"), 3)
-        .build()
-        .expect("valid");
+    let c = appending(&snap, Message::assistant("a8"), None).build().expect("valid");
     run.commit(&id, c).await;
     let snap = run.load(&id).await;
     assert_eq!(snap.summary.as_ref(), Some(&s1), "kept by a commit without one");
 
     // A newer summary replaces it and lets 3-4 go.
     let s2 = Summary::new("订单 LC202610060018; refund asked.", 4, &Heuristic);
-    let c = Commit::on(&snap)
-        .keep_unsummarized()
-        .summary(s2.clone(), 2)
-        .append(Message::user("u9"), 3)
+    let c = appending(&snap, Message::user("u9"), Some((&s2, 2)))
         .build()
         .expect("valid");
     run.commit(&id, c).await;
@@ -70,10 +72,7 @@ pub(super) async fn summary_round_trip(run: &Run) {
 
     // A resent commit with a summary is applied once; clearing forgets the summary.
     let s3 = Summary::new("s3", 5, &Heuristic);
-    let c = Commit::on(&snap)
-        .keep_unsummarized()
-        .summary(s3.clone(), 4)
-        .append(Message::assistant("a10"), 3)
+    let c = appending(&snap, Message::assistant("a10"), Some((&s3, 4)))
         .build()
         .expect("valid");
     let v = run.commit(&id, c.clone()).await;
