@@ -13,7 +13,7 @@ pub fn check_bytes(data: &[u8]) {
 
 /// The id rules for `text`.
 pub fn check_text(text: &str) {
-    let unsafe_char = |c: char| c.is_control() || chatmem::is_invisible_or_separator(c);
+    let unsafe_char = |c: char| c.is_control() || chatmem::printable::is_invisible_or_separator(c);
     match ConversationId::new(text) {
         Ok(id) => {
             assert_eq!(id.as_str(), text);
@@ -27,7 +27,7 @@ pub fn check_text(text: &str) {
                 "{json}"
             );
             assert!(!text.is_empty() && text.len() <= MAX_ID_BYTES);
-            assert_eq!(chatmem::printable(text), text, "a valid id prints as itself");
+            assert_eq!(chatmem::printable::printable(text), text, "a valid id prints as itself");
             assert!(!text.chars().any(unsafe_char));
         }
         Err(e) => {

@@ -86,7 +86,7 @@ pub fn check_error(e: &Error, input: &str) {
     assert!(
         !shown
             .chars()
-            .any(|c| c.is_control() || chatmem::is_invisible_or_separator(c)),
+            .any(|c| c.is_control() || chatmem::printable::is_invisible_or_separator(c)),
         "unprintable error: {shown:?}"
     );
     for internal in ["struct ", "Wire", "UniqueKeys", "enum "] {

@@ -308,7 +308,7 @@ async fn send(router: &Router, request: Request<Body>) -> (StatusCode, Value) {
         assert!(
             !message
                 .chars()
-                .any(|c| c.is_control() || chatmem::is_invisible_or_separator(c)),
+                .any(|c| c.is_control() || chatmem::printable::is_invisible_or_separator(c)),
             "unprintable: {message:?}"
         );
     }

@@ -11,9 +11,8 @@ use std::time::Duration;
 
 use bench_common::in_memory::chatmem_turn as turn;
 use bench_common::{self as b, Plan};
-use chatmem::{
-    ChatMemory, Cl100k, Commit, ConversationId, Message, Retention, Snapshot, Store, TokenCounter, WindowPolicy,
-};
+use chatmem::{ChatMemory, Cl100k, ConversationId, Message, Retention, Store, TokenCounter, WindowPolicy};
+use chatmem::store::{Commit, Snapshot};
 use chatmem_postgres::PostgresStore;
 use chatmem_redis::RedisStore;
 use chatmem_sqlite::SqliteStore;

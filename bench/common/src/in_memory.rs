@@ -69,7 +69,7 @@ pub async fn chatmem_turn<S: Store>(
 /// message and the list overhead count toward chatmem's budget, not the peers').
 pub fn chatmem_tokens(budget: usize) -> Result<WindowPolicy, String> {
     let sys = Cl100k.count_message(&Message::system(crate::SYSTEM));
-    WindowPolicy::try_tokens(budget + sys + chatmem::PER_LIST).map_err(|e| e.to_string())
+    WindowPolicy::try_tokens(budget + sys + chatmem::tokens::PER_LIST).map_err(|e| e.to_string())
 }
 
 struct Chatmem {

@@ -68,7 +68,7 @@ fn main() -> ExitCode {
     };
     let mut clean = true;
     for store in &args.stores {
-        let label = chatmem::redact_url(store).to_string();
+        let label = chatmem::store::redact_url(store).to_string();
         match runtime.block_on(one_store(store, &label, &config, args.json.as_ref())) {
             Ok(true) => {}
             Ok(false) => clean = false,

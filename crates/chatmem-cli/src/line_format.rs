@@ -18,7 +18,8 @@
 //! sequence it covers).
 
 use anyhow::{Context, bail};
-use chatmem::{ConversationId, Message, Role, StoredMessage, Summary};
+use chatmem::store::StoredMessage;
+use chatmem::{ConversationId, Message, Role, Summary};
 use serde::{Deserialize, Serialize};
 
 /// The format this chatmem writes and reads.

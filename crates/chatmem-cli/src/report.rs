@@ -11,7 +11,7 @@ pub(crate) fn error_line(e: &(dyn std::error::Error + 'static)) -> String {
         parts.push(c.to_string());
         cause = c.source();
     }
-    chatmem::printable(&parts.join(": ").replace(['\n', '\r'], " ")).into_owned()
+    chatmem::printable::printable(&parts.join(": ").replace(['\n', '\r'], " ")).into_owned()
 }
 
 /// Whether `e` is a write to a closed pipe (`chatmem list | head -1`): not an error worth a
@@ -33,7 +33,7 @@ mod tests {
         assert_eq!(line.lines().count(), 1, "{line:?}");
         assert!(
             line.chars()
-                .all(|c| !c.is_control() && !chatmem::is_invisible_or_separator(c)),
+                .all(|c| !c.is_control() && !chatmem::printable::is_invisible_or_separator(c)),
             "{line:?}"
         );
         assert!(line.starts_with("reading stdin: bad role \\u{1b}]0;pwned"), "{line:?}");

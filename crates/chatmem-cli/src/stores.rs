@@ -6,7 +6,8 @@
 use std::sync::Arc;
 
 use anyhow::{anyhow, bail};
-use chatmem::{InMemoryStore, Store, redact_url};
+use chatmem::store::redact_url;
+use chatmem::{InMemoryStore, Store};
 use chatmem_sqlite::{MissingDatabase, SqliteStore};
 
 /// The environment variable that overrides the default store.

@@ -356,7 +356,7 @@ fn control_characters_in_input_are_escaped_in_errors() {
     assert!(
         err.trim_end_matches('\n')
             .chars()
-            .all(|c| !c.is_control() && !chatmem::is_invisible_or_separator(c)),
+            .all(|c| !c.is_control() && !chatmem::printable::is_invisible_or_separator(c)),
         "raw control characters on stderr: {err:?}"
     );
     assert!(err.contains("\\u{1b}"), "{err:?}");

@@ -35,7 +35,7 @@ async fn load_smoke_loses_nothing_on_every_store() {
     let runs = stores.iter().map(|store| {
         let config = config.clone();
         async move {
-            let label = chatmem::redact_url(store).to_string();
+            let label = chatmem::store::redact_url(store).to_string();
             let server = ServerProcess::spawn(env!("CARGO_BIN_EXE_chatmem").as_ref(), store)
                 .unwrap_or_else(|e| panic!("{label}: {e}"));
             let report = chatmem_loadtest::run(server.base_url(), &label, &config)

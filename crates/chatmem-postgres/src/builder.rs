@@ -8,7 +8,7 @@ use std::time::Duration;
 use deadpool_postgres::tokio_postgres::{Config, NoTls};
 use deadpool_postgres::{Hook, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 
-use chatmem::{StoreError, StoreErrorKind, redact_url};
+use chatmem::store::{StoreError, StoreErrorKind, redact_url};
 
 use crate::sql::Statements;
 use crate::store::PostgresStore;

@@ -5,7 +5,7 @@ use std::error::Error as _;
 use deadpool_postgres::tokio_postgres;
 use deadpool_postgres::{PoolError, TimeoutType};
 
-use chatmem::{StoreError, StoreErrorKind};
+use chatmem::store::{StoreError, StoreErrorKind};
 
 /// The kind of a driver error: server-side by SQLSTATE class, client-side by whether the
 /// connection itself failed.

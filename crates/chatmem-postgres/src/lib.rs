@@ -22,18 +22,18 @@
 //! # Outages
 //!
 //! Every operation is bounded by the [timeouts](#settings) and fails with
-//! [`StoreErrorKind::Unavailable`](chatmem::StoreErrorKind::Unavailable) when the server
+//! [`StoreErrorKind::Unavailable`](chatmem::store::StoreErrorKind::Unavailable) when the server
 //! cannot be reached or does not answer in time; the pool opens new connections once it is
 //! back. A failure the server reported (with a SQLSTATE, such as its own statement timeout)
 //! means nothing was written.
 //!
 //! A commit can also land while its answer is lost: the connection drops, or the answer
 //! does not come within the statement timeout. So each conversation row keeps the
-//! [token](chatmem::Commit::token) of its last commit (column `commit_token`, schema
+//! [token](chatmem::store::Commit::token) of its last commit (column `commit_token`, schema
 //! version 2), and the commit statement, when its version check fails, also returns the
 //! current version and token (same statement, no extra round trip). A commit that finds the
 //! version one past the one it expected, with its own token, was already applied: it
-//! answers with that version, so the same [`Commit`](chatmem::Commit) sent twice is stored
+//! answers with that version, so the same [`Commit`](chatmem::store::Commit) sent twice is stored
 //! once. When a commit gets no answer, the store sends it once more on a new connection
 //! (outside the pool, closed afterwards), within at most the connect timeout plus the
 //! statement timeout, and one round trip (two when the resend waited for the row while the
@@ -65,7 +65,7 @@
 //!
 //! For example `postgres://app@db/chat?chatmem_statement_timeout_ms=30000`. A value out of
 //! range, a malformed value or an unknown `chatmem_*` parameter is refused with
-//! [`StoreErrorKind::InvalidInput`](chatmem::StoreErrorKind::InvalidInput) naming it,
+//! [`StoreErrorKind::InvalidInput`](chatmem::store::StoreErrorKind::InvalidInput) naming it,
 //! before connecting. The store sets the server's `statement_timeout` itself: one given in
 //! the URL's `options` is overridden. The `key=value` connection-string form takes no
 //! `chatmem_*` parameters.
@@ -73,7 +73,7 @@
 //! A commit's TTL beyond 100,000 years never expires: PostgreSQL's timestamps could not
 //! hold the expiry (`ChatMemory`'s `ttl` documents this meaning).
 //!
-//! Errors and `Debug` output print the server through [`chatmem::redact_url`] (a
+//! Errors and `Debug` output print the server through [`chatmem::store::redact_url`] (a
 //! `key=value` string as `postgres://user@host:port/database`), never a password.
 //!
 //! ```no_run
@@ -107,7 +107,7 @@
 //!   [`Summary::to_json`](chatmem::Summary::to_json) writes (NULL: none). A load returns
 //!   it in the same statement; a commit that carries a summary replaces it, one without
 //!   keeps it, and messages are deleted below
-//!   [`Commit::delete_below`](chatmem::Commit::delete_below), which is below the window
+//!   [`Commit::delete_below`](chatmem::store::Commit::delete_below), which is below the window
 //!   start while evicted messages wait for a summary;
 //! - `chatmem_messages`, the append-only message log keyed by (`conversation_id`, `seq`):
 //!   `tokens`, `counted_by` and `json`, the message as text exactly as serde_json wrote it
@@ -128,7 +128,7 @@
 //! (`counted_by`, `system_counted_by`) and 4 (`summary`) only add nullable columns: a catalog
 //! change, no table rewrite, and existing rows keep loading (without a summary) and taking
 //! commits. A schema newer than this code
-//! is refused with [`StoreErrorKind::SchemaTooNew`](chatmem::StoreErrorKind::SchemaTooNew).
+//! is refused with [`StoreErrorKind::SchemaTooNew`](chatmem::store::StoreErrorKind::SchemaTooNew).
 
 mod builder;
 mod error;

@@ -4,7 +4,7 @@ use deadpool_postgres::Client;
 use deadpool_postgres::tokio_postgres::types::Type;
 use deadpool_postgres::tokio_postgres::{self, GenericClient};
 
-use chatmem::{StoreError, StoreErrorKind};
+use chatmem::store::{StoreError, StoreErrorKind};
 
 use crate::error::db_error;
 

@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use chatmem::{Commit, StoreError, StoreErrorKind, StoredMessage, Summary};
+use chatmem::Summary;
+use chatmem::store::{Commit, StoreError, StoreErrorKind, StoredMessage};
 
 /// The longest TTL written as an expiry: 100,000 years. PostgreSQL's timestamps end in
 /// 294276 AD, so a much longer one could not be stored; as `ChatMemory::ttl` documents, a

@@ -3,7 +3,8 @@
 
 use deadpool_postgres::tokio_postgres::Row;
 
-use chatmem::{ConversationId, SharedMessages, Snapshot, StoreError, StoredMessage, Summary};
+use chatmem::store::{SharedMessages, Snapshot, StoreError, StoredMessage};
+use chatmem::{ConversationId, Summary};
 
 /// The rows of the load statement: the conversation row, then its messages. No row at
 /// all: an unknown or expired conversation.

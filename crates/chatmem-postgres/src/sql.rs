@@ -95,7 +95,7 @@ LEFT JOIN (
 ///
 /// `$1` id, `$2` expected version, `$3..$5` system seq/tokens/json (json NULL: keep),
 /// `$6` window start, `$7` next seq, `$8` delete messages below this seq
-/// ([`Commit::delete_below`](chatmem::Commit::delete_below); NULL: delete nothing), `$9`
+/// ([`Commit::delete_below`](chatmem::store::Commit::delete_below); NULL: delete nothing), `$9`
 /// TTL in µs (NULL: no expiry), `$10..$12` seqs, tokens, JSON texts of the appended
 /// messages, `$13` the commit's token (its u64 bits as a bigint), `$14` the system
 /// message's counter name, `$15` the appended messages' counter names (NULL elements: not

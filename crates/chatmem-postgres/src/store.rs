@@ -9,7 +9,8 @@ use deadpool_postgres::tokio_postgres::{Config, NoTls, Row};
 use deadpool_postgres::{Object, Pool};
 use tokio::time::timeout;
 
-use chatmem::{Commit, ConversationId, Page, Snapshot, Store, StoreError, StoreErrorKind, StoredMessage};
+use chatmem::store::{Commit, Snapshot, StoreError, StoreErrorKind, StoredMessage};
+use chatmem::{ConversationId, Page, Store};
 
 use crate::builder::{PostgresStoreBuilder, Timeouts};
 use crate::error::{connection_lost, db_error, outcome_unknown, pool_error, statement_timed_out};

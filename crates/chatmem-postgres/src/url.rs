@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use chatmem::{StoreError, StoreErrorKind, redact_url};
+use chatmem::store::{StoreError, StoreErrorKind, redact_url};
 use deadpool_postgres::tokio_postgres::Config;
 use deadpool_postgres::tokio_postgres::config::Host;
 

@@ -15,7 +15,8 @@ async fn postgres_store_conforms() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn connect_uses_the_public_schema() {
-    use chatmem::{Message, Retention, Store, StoredMessage};
+    use chatmem::store::StoredMessage;
+    use chatmem::{Message, Retention, Store};
     let Some(url) = common::pg_url() else { return };
     let store = chatmem_postgres::PostgresStore::connect(&url).await.expect("connect");
     assert_eq!(store.schema(), "public");

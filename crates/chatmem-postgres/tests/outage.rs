@@ -5,7 +5,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use chatmem::{Commit, Heuristic, Message, Retention, Store, StoreErrorKind, StoredMessage, Summary};
+use chatmem::store::{Commit, StoreErrorKind, StoredMessage};
+use chatmem::{Heuristic, Message, Retention, Store, Summary};
 use chatmem_postgres::PostgresStore;
 use common::Mode;
 
@@ -130,7 +131,7 @@ async fn operations_fail_fast_during_an_outage_and_recover_after() {
 
 /// Loads until the store answers again (a pooled connection cut during the outage may
 /// fail once more), within a few seconds.
-async fn recover(store: &PostgresStore, id: &chatmem::ConversationId) -> chatmem::Snapshot {
+async fn recover(store: &PostgresStore, id: &chatmem::ConversationId) -> chatmem::store::Snapshot {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         match store.load(id).await {

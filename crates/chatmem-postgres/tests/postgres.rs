@@ -6,10 +6,8 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chatmem::{
-    ChatMemory, Commit, ConversationId, Heuristic, Message, Retention, Snapshot, Store, StoreErrorKind, StoredMessage,
-    Summary,
-};
+use chatmem::store::{Commit, Snapshot, StoreErrorKind, StoredMessage};
+use chatmem::{ChatMemory, ConversationId, Heuristic, Message, Retention, Store, Summary};
 use chatmem_postgres::PostgresStore;
 
 fn sm(seq: u64, text: &str) -> StoredMessage {
@@ -625,7 +623,7 @@ async fn uncovered_messages_below_the_window_wait_for_a_summary() {
     let schema = common::fresh_schema("pending");
     let store = common::store_in(&url, &schema).await;
     let seqs = |v: &[StoredMessage]| v.iter().map(|m| m.seq).collect::<Vec<_>>();
-    let batch = |from: u64, to: u64, b: chatmem::CommitBuilder| {
+    let batch = |from: u64, to: u64, b: chatmem::store::CommitBuilder| {
         (from..=to).fold(b, |b, s| b.append(sm(s, &format!("m{s}")).message, 3))
     };
 

@@ -6,7 +6,8 @@ mod common;
 
 use std::sync::Arc;
 
-use chatmem::{ChatMemory, Commit, Heuristic, Message, Retention, Store, StoredMessage, Summary, WindowPolicy};
+use chatmem::store::{Commit, StoredMessage};
+use chatmem::{ChatMemory, Heuristic, Message, Retention, Store, Summary, WindowPolicy};
 use chatmem_postgres::PostgresStore;
 use chatmem_test::{commit, commit_full};
 

@@ -5,7 +5,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use chatmem::{Message, Retention, Store, StoreError, StoreErrorKind, StoredMessage};
+use chatmem::store::{StoreError, StoreErrorKind, StoredMessage};
+use chatmem::{Message, Retention, Store};
 use chatmem_postgres::{MAX_STATEMENT_TIMEOUT, PostgresStore};
 
 /// Nothing listens on port 1: connecting is refused at once.

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chatmem::{StoreError, redact_url};
+use chatmem::store::{StoreError, redact_url};
 use redis::Script;
 
 use crate::conn::Conn;
@@ -93,7 +93,7 @@ impl RedisStoreBuilder {
     }
 
     /// How long one store operation may take end to end, reconnecting included, before it
-    /// fails with [`StoreErrorKind::Unavailable`](chatmem::StoreErrorKind::Unavailable)
+    /// fails with [`StoreErrorKind::Unavailable`](chatmem::store::StoreErrorKind::Unavailable)
     /// (default [`DEFAULT_TIMEOUT`]; must be longer than zero). A commit that gets no answer
     /// in time is sent once more within a second window of this length (see the
     /// [crate docs](crate), *Outages*).
@@ -105,14 +105,14 @@ impl RedisStoreBuilder {
     /// Connects, then checks (or creates) the schema version key.
     ///
     /// # Errors
-    /// [`StoreErrorKind::InvalidInput`](chatmem::StoreErrorKind::InvalidInput) for a
+    /// [`StoreErrorKind::InvalidInput`](chatmem::store::StoreErrorKind::InvalidInput) for a
     /// malformed URL, a TLS URL (`rediss://`, not supported), an empty key prefix or one
     /// holding `{` or `}`, or a zero timeout;
-    /// [`StoreErrorKind::Unavailable`](chatmem::StoreErrorKind::Unavailable) when Redis
+    /// [`StoreErrorKind::Unavailable`](chatmem::store::StoreErrorKind::Unavailable) when Redis
     /// cannot be reached within the connect timeout;
-    /// [`StoreErrorKind::SchemaTooNew`](chatmem::StoreErrorKind::SchemaTooNew) when the keys
+    /// [`StoreErrorKind::SchemaTooNew`](chatmem::store::StoreErrorKind::SchemaTooNew) when the keys
     /// were written by a newer chatmem. Messages show the URL without its password
-    /// ([`chatmem::redact_url`]).
+    /// ([`chatmem::store::redact_url`]).
     pub async fn connect(self) -> Result<RedisStore, StoreError> {
         let url = redact_url(&self.url);
         self.check(&url)?;

@@ -9,7 +9,8 @@
 
 use std::borrow::Cow;
 
-use chatmem::{ConversationId, StoreError, StoredMessage};
+use chatmem::ConversationId;
+use chatmem::store::{StoreError, StoredMessage};
 
 /// The member for `m`.
 pub(crate) fn encode(m: &StoredMessage) -> Result<Vec<u8>, StoreError> {
@@ -97,7 +98,8 @@ fn unescape(bytes: &[u8]) -> Option<Cow<'_, str>> {
 
 #[cfg(test)]
 mod tests {
-    use chatmem::{Message, StoreErrorKind};
+    use chatmem::Message;
+    use chatmem::store::StoreErrorKind;
 
     use super::*;
 

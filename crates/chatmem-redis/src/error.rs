@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use chatmem::{StoreError, StoreErrorKind};
+use chatmem::store::{StoreError, StoreErrorKind};
 use redis::{ErrorKind, RedisError, ServerErrorKind};
 
 /// Classifies a driver error: anything that says "the server is not there or not ready"

@@ -1,7 +1,8 @@
 //! The conversation-id index (`<prefix>:ids`): adding, paging, and pruning the ids of
 //! expired conversations, with the extra re-checks Redis Cluster needs.
 
-use chatmem::{ConversationId, StoreError};
+use chatmem::ConversationId;
+use chatmem::store::StoreError;
 
 use crate::error::corrupt;
 use crate::store::RedisStore;

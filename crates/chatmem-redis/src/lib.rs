@@ -17,7 +17,7 @@
 //! not a cache in front of another database.
 //!
 //! TLS is not supported: a `rediss://` URL is refused with
-//! [`StoreErrorKind::InvalidInput`](chatmem::StoreErrorKind). Reach Redis over a private
+//! [`StoreErrorKind::InvalidInput`](chatmem::store::StoreErrorKind). Reach Redis over a private
 //! network, or run a TLS tunnel (stunnel, for example) and connect to its local end with
 //! `redis://`.
 //!
@@ -41,7 +41,7 @@
 //! On Redis Cluster, name one or more seed nodes (the others are discovered):
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), chatmem::StoreError> {
+//! # async fn demo() -> Result<(), chatmem::store::StoreError> {
 //! let store = chatmem_redis::RedisStore::connect(
 //!     "redis+cluster://127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002",
 //! )
@@ -62,7 +62,7 @@
 //!   id; absent in conversations created before chatmem stored it, whose loads then
 //!   read the whole window), and the system message as `sys_seq`,
 //!   `sys_tokens`, `sys_json` and `sys_counted_by` (the name of the token counter that
-//!   made `sys_tokens`, [`StoredMessage::counted_by`](chatmem::StoredMessage); absent when
+//!   made `sys_tokens`, [`StoredMessage::counted_by`](chatmem::store::StoredMessage); absent when
 //!   none is recorded, and removed when a system message without one replaces it), and
 //!   `summary`, the conversation's [`Summary`](chatmem::Summary) as
 //!   [`Summary::to_json`](chatmem::Summary::to_json) writes it (absent until a commit
@@ -76,7 +76,7 @@
 //! that [`list`](chatmem::Store::list) pages through with `ZRANGEBYLEX` (never `KEYS`), and
 //! `chatmem:schema`, the layout version ([`SCHEMA_VERSION`], 2), created on connect; a
 //! larger value fails [`RedisStore::connect`] with
-//! [`StoreErrorKind::SchemaTooNew`](chatmem::StoreErrorKind).
+//! [`StoreErrorKind::SchemaTooNew`](chatmem::store::StoreErrorKind).
 //!
 //! Layout 1 (chatmem-redis before counter names were recorded) had no `@<counter>` and no
 //! `sys_counted_by`. Its data reads as is, every count with no counter (`None`, taken as
@@ -124,7 +124,7 @@
 //!
 //! - `noeviction` (Redis's default) is safe: nothing is lost before its TTL; when memory is
 //!   full, commits fail with Redis's `OOM` error
-//!   ([`StoreErrorKind::Other`](chatmem::StoreErrorKind)) and reads keep working.
+//!   ([`StoreErrorKind::Other`](chatmem::store::StoreErrorKind)) and reads keep working.
 //! - `volatile-lru`, `volatile-lfu`, `volatile-random`, `volatile-ttl` never evict a key
 //!   without a TTL: conversations committed with no TTL, the id index and the schema key
 //!   are safe. A conversation with a TTL may be evicted before its deadline, and one key at
@@ -189,7 +189,7 @@
 //! # Outages
 //!
 //! Each operation is bounded by the response timeout (default 5 s) and fails with
-//! [`StoreErrorKind::Unavailable`](chatmem::StoreErrorKind) when Redis does not answer in
+//! [`StoreErrorKind::Unavailable`](chatmem::store::StoreErrorKind) when Redis does not answer in
 //! time or the connection is refused; the connection is re-established on the next call
 //! once Redis is back. A request whose connection was lost (server restart, killed
 //! client) is sent once more on a new connection within that time.
@@ -221,7 +221,7 @@
 //! bound ([`ChatMemoryBuilder::max_batch`](chatmem::ChatMemoryBuilder::max_batch)) makes
 //! longer scripts; one running past Redis's `busy-reply-threshold` (5 s by default) makes
 //! other clients' requests fail with `BUSY`, which chatmem reports as `Unavailable`.
-//! [`RedisStore`] itself does not bound a [`Commit`](chatmem::Commit) given to it
+//! [`RedisStore`] itself does not bound a [`Commit`](chatmem::store::Commit) given to it
 //! directly.
 
 mod builder;

@@ -1,6 +1,7 @@
 //! Parsing script replies into a [`Snapshot`] and its [`StoredMessage`]s.
 
-use chatmem::{ConversationId, Snapshot, StoreError, StoredMessage, Summary};
+use chatmem::store::{Snapshot, StoreError, StoredMessage};
+use chatmem::{ConversationId, Summary};
 use redis::Value;
 
 use crate::codec;

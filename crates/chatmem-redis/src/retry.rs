@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use chatmem::{StoreError, StoreErrorKind};
+use chatmem::store::{StoreError, StoreErrorKind};
 use redis::{RedisError, RedisResult};
 
 use crate::conn::Conn;

@@ -10,7 +10,7 @@
 //! The meta hash's `summary` field is not a new layout: a missing field reads as no summary,
 //! so older layout 2 data needs no conversion (see the crate docs for mixed versions).
 
-use chatmem::{StoreError, StoreErrorKind};
+use chatmem::store::{StoreError, StoreErrorKind};
 
 use crate::error::corrupt;
 use crate::store::RedisStore;

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chatmem::{Commit, ConversationId, Page, Snapshot, Store, StoreError, StoredMessage, Summary};
+use chatmem::store::{Commit, Snapshot, StoreError, StoredMessage};
+use chatmem::{ConversationId, Page, Store, Summary};
 use redis::{Script, Value};
 
 use crate::builder::{DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, DEFAULT_WINDOW_CACHE_BYTES, RedisStoreBuilder};

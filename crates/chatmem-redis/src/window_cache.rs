@@ -38,7 +38,8 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use chatmem::{Commit, ConversationId, SharedMessages, Snapshot};
+use chatmem::ConversationId;
+use chatmem::store::{Commit, SharedMessages, Snapshot};
 use hashlink::LruCache;
 
 /// The most conversations cached.
@@ -111,7 +112,7 @@ impl Entry {
     }
 
     /// Appends messages read after the cached ones, with their stored sizes.
-    pub(crate) fn append(&mut self, read: impl IntoIterator<Item = (chatmem::StoredMessage, usize)>) {
+    pub(crate) fn append(&mut self, read: impl IntoIterator<Item = (chatmem::store::StoredMessage, usize)>) {
         let (sizes, bytes) = (&mut self.sizes, &mut self.bytes);
         self.messages.extend(read.into_iter().map(|(message, size)| {
             sizes.push_back(size);
@@ -232,7 +233,8 @@ impl WindowCache {
 
 #[cfg(test)]
 mod tests {
-    use chatmem::{Message, StoredMessage};
+    use chatmem::Message;
+    use chatmem::store::StoredMessage;
 
     use super::*;
 

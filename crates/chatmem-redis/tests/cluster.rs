@@ -9,7 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use chatmem::{ConversationId, Message, Retention, Store, StoredMessage};
+use chatmem::store::StoredMessage;
+use chatmem::{ConversationId, Message, Retention, Store};
 use chatmem_redis::RedisStore;
 use chatmem_test::{commit_full, stress};
 use common::{hex, meta_key, unique_prefix};
@@ -395,7 +396,7 @@ async fn cluster_urls_fail_cleanly_without_a_cluster() {
         .connect()
         .await
         .unwrap_err();
-    assert_eq!(e.kind(), chatmem::StoreErrorKind::Unavailable, "{e}");
+    assert_eq!(e.kind(), chatmem::store::StoreErrorKind::Unavailable, "{e}");
     assert!(!e.to_string().contains("secret"), "{e}");
     for bad in [
         "redis+cluster://",
@@ -403,7 +404,7 @@ async fn cluster_urls_fail_cleanly_without_a_cluster() {
         "redis+cluster://u:secret@h:1/3",
     ] {
         let e = RedisStore::connect(bad).await.unwrap_err();
-        assert_eq!(e.kind(), chatmem::StoreErrorKind::InvalidInput, "{bad}: {e}");
+        assert_eq!(e.kind(), chatmem::store::StoreErrorKind::InvalidInput, "{bad}: {e}");
         assert!(!e.to_string().contains("secret"), "{e}");
     }
 }

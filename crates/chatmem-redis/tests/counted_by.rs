@@ -4,7 +4,8 @@
 
 mod common;
 
-use chatmem::{ChatMemory, Commit, ConversationId, Heuristic, Message, Retention, Snapshot, Store, StoredMessage};
+use chatmem::store::{Commit, Snapshot, StoredMessage};
+use chatmem::{ChatMemory, ConversationId, Heuristic, Message, Retention, Store};
 use common::{cleanup, meta_key, msgs_key, raw, store, unique_prefix, url};
 
 /// The counter names of `messages`, in order.

@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use chatmem::{Commit, ConversationId, Message, Retention, Store, StoreErrorKind, StoredMessage};
+use chatmem::store::{Commit, StoreErrorKind, StoredMessage};
+use chatmem::{ConversationId, Message, Retention, Store};
 use chatmem_redis::RedisStore;
 use common::{cleanup, raw, unique_prefix, url};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -58,7 +59,7 @@ fn commit(expected: u64, seq: u64) -> Commit {
     chatmem_test::commit(expected, turn(seq), 1, Retention::KeepHistory)
 }
 
-async fn connect_with_timeout(url: &str) -> (Result<RedisStore, chatmem::StoreError>, Duration) {
+async fn connect_with_timeout(url: &str) -> (Result<RedisStore, chatmem::store::StoreError>, Duration) {
     let started = Instant::now();
     let result = RedisStore::builder(url).timeout(TIMEOUT).connect().await;
     (result, started.elapsed())

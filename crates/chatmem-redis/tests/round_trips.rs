@@ -9,7 +9,8 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use chatmem::{ChatMemory, Commit, ConversationId, Heuristic, Message, Retention, Store, StoredMessage, Summary};
+use chatmem::store::{Commit, StoredMessage};
+use chatmem::{ChatMemory, ConversationId, Heuristic, Message, Retention, Store, Summary};
 use chatmem_test::commit_full;
 use common::{cleanup, raw, store, unique_prefix, url};
 use redis::aio::MultiplexedConnection;

@@ -6,7 +6,8 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chatmem::{Commit, ConversationId, Message, Retention, Snapshot, Store, StoreErrorKind, StoredMessage};
+use chatmem::store::{Commit, Snapshot, StoreErrorKind, StoredMessage};
+use chatmem::{ConversationId, Message, Retention, Store};
 use chatmem_redis::RedisStore;
 use chatmem_test::commit_full;
 use common::{cleanup, hex, meta_key, msgs_key, raw, store, unique_prefix, url};
@@ -363,7 +364,7 @@ async fn chat_memory_refuses_a_batch_over_the_bound() {
 }
 
 /// `e` is a `Corrupt` error naming conversation `id` exactly once and saying `what`.
-fn assert_corrupt(e: &chatmem::StoreError, id: &ConversationId, what: &str) {
+fn assert_corrupt(e: &chatmem::store::StoreError, id: &ConversationId, what: &str) {
     assert_eq!(e.kind(), StoreErrorKind::Corrupt, "{e}");
     assert_eq!(e.conversation(), Some(id), "{e}");
     let shown = e.to_string();

@@ -4,7 +4,8 @@
 
 mod common;
 
-use chatmem::{Commit, ConversationId, Heuristic, Message, Retention, Store, StoreErrorKind, StoredMessage, Summary};
+use chatmem::store::{Commit, StoreErrorKind, StoredMessage};
+use chatmem::{ConversationId, Heuristic, Message, Retention, Store, Summary};
 use common::{cleanup, meta_key, msgs_key, raw, store, unique_prefix, url};
 use redis::aio::MultiplexedConnection;
 

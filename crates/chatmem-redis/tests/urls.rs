@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use chatmem::{StoreError, StoreErrorKind};
+use chatmem::store::{StoreError, StoreErrorKind};
 use chatmem_redis::RedisStore;
 
 /// Every layer of `e`'s chain, outermost first.

@@ -6,7 +6,8 @@
 
 mod common;
 
-use chatmem::{Commit, ConversationId, Message, Retention, Snapshot, Store, StoredMessage};
+use chatmem::store::{Commit, Snapshot, StoredMessage};
+use chatmem::{ConversationId, Message, Retention, Store};
 use chatmem_redis::RedisStore;
 use chatmem_test::commit;
 use common::{cleanup, meta_key, raw, store, unique_prefix, url};

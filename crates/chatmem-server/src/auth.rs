@@ -165,7 +165,7 @@ impl Tenant {
         if !ok {
             return Err(format!(
                 "tenant {:?} must be 1-{MAX_TENANT_BYTES} characters of A-Z a-z 0-9 _ - .",
-                chatmem::printable(name)
+                chatmem::printable::printable(name)
             ));
         }
         // Cannot fail for a name checked above; refused rather than trusted all the same.

@@ -55,7 +55,7 @@ pub struct Upstream {
 impl std::fmt::Debug for Upstream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Upstream")
-            .field("base_url", &chatmem::redact_url(&self.base_url))
+            .field("base_url", &chatmem::store::redact_url(&self.base_url))
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .finish()
     }

@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 /// An error answered to a client: a status, a stable machine-readable `code` and a one-line
-/// `message` (escaped with [`chatmem::printable`], so it never carries raw control characters
+/// `message` (escaped with [`chatmem::printable::printable`], so it never carries raw control characters
 /// from the request).
 ///
 /// ```
@@ -30,7 +30,7 @@ impl ApiError {
         Self {
             status,
             code,
-            message: chatmem::printable(message.as_ref()).into_owned(),
+            message: chatmem::printable::printable(message.as_ref()).into_owned(),
             request_id: None,
         }
     }
@@ -136,7 +136,8 @@ impl IntoResponse for ApiError {
 
 #[cfg(test)]
 mod tests {
-    use chatmem::{ConversationId, Error, StoreError, StoreErrorKind};
+    use chatmem::store::{StoreError, StoreErrorKind};
+    use chatmem::{ConversationId, Error};
 
     use super::*;
 

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use chatmem::{Commit, ConversationId, Page, Snapshot, Store, StoreError, StoredMessage};
+use chatmem::store::{Commit, Snapshot, StoreError, StoredMessage};
+use chatmem::{ConversationId, Page, Store};
 
 use crate::metrics::{Metrics, store_kind};
 

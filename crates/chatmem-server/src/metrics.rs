@@ -184,8 +184,8 @@ impl Metrics {
 }
 
 /// The label of a store error's kind.
-pub(crate) fn store_kind(kind: chatmem::StoreErrorKind) -> &'static str {
-    use chatmem::StoreErrorKind as K;
+pub(crate) fn store_kind(kind: chatmem::store::StoreErrorKind) -> &'static str {
+    use chatmem::store::StoreErrorKind as K;
     match kind {
         K::Conflict => "conflict",
         K::Unavailable => "unavailable",

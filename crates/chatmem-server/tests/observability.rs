@@ -7,10 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use async_trait::async_trait;
-use chatmem::{
-    ChatMemory, Commit, ConversationId, InMemoryStore, Page, Snapshot, Store, StoreError, StoreErrorKind,
-    StoredMessage, WindowPolicy,
-};
+use chatmem::store::{Commit, Snapshot, StoreError, StoreErrorKind, StoredMessage};
+use chatmem::{ChatMemory, ConversationId, InMemoryStore, Page, Store, WindowPolicy};
 use chatmem_server::{Auth, ServerConfig, app, metrics_app};
 use reqwest::StatusCode;
 use serde_json::{Value, json};

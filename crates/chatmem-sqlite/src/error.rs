@@ -1,6 +1,6 @@
 //! Mapping rusqlite errors to [`StoreError`] kinds.
 
-use chatmem::{StoreError, StoreErrorKind};
+use chatmem::store::{StoreError, StoreErrorKind};
 
 /// A rusqlite error while doing `what`, as a store error: lock waits that ran out and I/O
 /// failures are `Unavailable`, a damaged file is `Corrupt`, the rest `Other`.

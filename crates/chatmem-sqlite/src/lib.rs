@@ -38,7 +38,7 @@
 //! any point (tested with SIGKILL); on power loss the last commits may be lost but the file
 //! stays consistent. Writers in one process queue on an in-process lock; writers in other
 //! processes wait on SQLite's lock for up to the timeout (`busy_timeout`), then the call
-//! fails with [`StoreErrorKind::Unavailable`](chatmem::StoreErrorKind).
+//! fails with [`StoreErrorKind::Unavailable`](chatmem::store::StoreErrorKind).
 //!
 //! # Schema
 //! Schema version 3 ([`SCHEMA_VERSION`]):
@@ -60,7 +60,7 @@
 //! missing file is a [`MissingDatabase`] error and nothing is created. A file of schema 1 or 2
 //! is upgraded in place (columns added, nothing rewritten); a file written by a newer schema is
 //! refused with
-//! [`StoreErrorKind::SchemaTooNew`](chatmem::StoreErrorKind).
+//! [`StoreErrorKind::SchemaTooNew`](chatmem::store::StoreErrorKind).
 
 mod error;
 mod migrate;

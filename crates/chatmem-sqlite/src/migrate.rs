@@ -1,7 +1,7 @@
 //! Creating, upgrading and checking the schema: the tables, and the version recorded in
 //! `chatmem_schema`.
 
-use chatmem::{StoreError, StoreErrorKind};
+use chatmem::store::{StoreError, StoreErrorKind};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 
 use crate::error::db_error;

@@ -6,7 +6,8 @@
 
 use std::time::Duration;
 
-use chatmem::{Commit, StoreError, StoreErrorKind, StoredMessage, Summary};
+use chatmem::Summary;
+use chatmem::store::{Commit, StoreError, StoreErrorKind, StoredMessage};
 
 /// One message as the `messages` columns (and the conversation row's `system_*` columns)
 /// hold it.

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use chatmem::{StoreError, StoreErrorKind};
+use chatmem::store::{StoreError, StoreErrorKind};
 use rusqlite::Connection;
 
 use crate::error::db_error;

@@ -1,9 +1,8 @@
 //! Reading result rows into [`Snapshot`]s, [`StoredMessage`]s and ids; bad data becomes a
 //! [`StoreError::corrupt`] error that names the conversation.
 
-use chatmem::{
-    ConversationId, CounterName, SharedMessages, Snapshot, StoreError, StoreErrorKind, StoredMessage, Summary,
-};
+use chatmem::store::{CounterName, SharedMessages, Snapshot, StoreError, StoreErrorKind, StoredMessage};
+use chatmem::{ConversationId, Summary};
 use rusqlite::types::ValueRef;
 use rusqlite::{Row, Rows};
 

@@ -4,7 +4,8 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use chatmem::{Commit, ConversationId, Page, Snapshot, StoreError, StoredMessage};
+use chatmem::store::{Commit, Snapshot, StoreError, StoredMessage};
+use chatmem::{ConversationId, Page};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use crate::error::db_error;

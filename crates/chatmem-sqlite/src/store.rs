@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chatmem::{Commit, ConversationId, Page, Snapshot, Store, StoreError, StoreErrorKind, StoredMessage};
+use chatmem::store::{Commit, Snapshot, StoreError, StoreErrorKind, StoredMessage};
+use chatmem::{ConversationId, Page, Store};
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{Mutex as AsyncMutex, Semaphore};
 use tokio::time::Instant;
@@ -37,7 +38,7 @@ pub const SCHEMA_VERSION: i64 = migrate::SCHEMA_VERSION;
 /// sleeping) and only wait on SQLite's `busy_timeout` against other processes.
 ///
 /// ```no_run
-/// # async fn demo() -> Result<(), chatmem::StoreError> {
+/// # async fn demo() -> Result<(), chatmem::store::StoreError> {
 /// use std::time::Duration;
 /// let store = chatmem_sqlite::SqliteStore::builder("data/chatmem.db")
 ///     .timeout(Duration::from_secs(2))
@@ -446,7 +447,7 @@ fn parse_url(url: &str) -> Result<(PathBuf, bool), StoreError> {
                             StoreErrorKind::InvalidInput,
                             format!(
                                 "unknown sqlite URL parameter {:?}: only mode=ro or mode=rw",
-                                chatmem::printable(param)
+                                chatmem::printable::printable(param)
                             ),
                         ));
                     }

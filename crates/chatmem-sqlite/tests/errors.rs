@@ -4,7 +4,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chatmem::{ChatMemory, Heuristic, Message, Retention, Store, StoreErrorKind};
+use chatmem::store::StoreErrorKind;
+use chatmem::{ChatMemory, Heuristic, Message, Retention, Store};
 use chatmem_sqlite::SqliteStore;
 
 fn memory(store: SqliteStore) -> ChatMemory<SqliteStore> {
@@ -348,7 +349,7 @@ async fn a_version_2_file_is_upgraded_and_then_keeps_a_summary() {
         (1, 2, true)
     );
     let summary = chatmem::Summary::new("u1 asked", 1, &chatmem::Heuristic);
-    let commit = chatmem::Commit::on(&snap)
+    let commit = chatmem::store::Commit::on(&snap)
         .summary(summary.clone(), 0)
         .append(chatmem::Message::user("u3"), 6)
         .window_start(2)

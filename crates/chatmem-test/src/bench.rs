@@ -26,9 +26,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chatmem::{
-    ChatMemory, Commit, ConversationId, Error, Heuristic, Message, Retention, Snapshot, Store, WindowPolicy,
-};
+use chatmem::store::{Commit, Snapshot};
+use chatmem::{ChatMemory, ConversationId, Error, Heuristic, Message, Retention, Store, WindowPolicy};
 
 /// Environment variable that overrides the measured turns per history size (a positive
 /// integer), for a quick run; see [`FlatCostConfig::turns_from_env`].

@@ -34,9 +34,9 @@
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
+use chatmem::store::StoredMessage;
 use chatmem::{
-    ChatMemory, ChatMemoryBuilder, ConversationId, Heuristic, Message, Retention, Role, Store, StoredMessage,
-    Summarizer, WindowPolicy,
+    ChatMemory, ChatMemoryBuilder, ConversationId, Heuristic, Message, Retention, Role, Store, Summarizer, WindowPolicy,
 };
 
 use crate::Scribe;

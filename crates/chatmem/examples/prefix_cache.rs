@@ -86,7 +86,7 @@ async fn simulate(
         if n > 0 && common == previous.len() {
             stable += 1;
         }
-        cached += Cl100k.count_messages(&prompt[..common]) - chatmem::PER_LIST;
+        cached += Cl100k.count_messages(&prompt[..common]) - chatmem::tokens::PER_LIST;
         total += Cl100k.count_messages(&prompt);
         turn.push(Message::assistant(format!(
             "订单 LC2026{n:08} 已从杭州仓发出，由顺丰承运，预计明天下午送达。如需改地址请在今晚八点前告诉我。"

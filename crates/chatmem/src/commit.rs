@@ -22,7 +22,8 @@ use crate::tokens::CounterName;
 /// hold, so it applies the commit as it is: no store re-checks these rules.
 ///
 /// ```
-/// use chatmem::{Commit, Message, Retention, Snapshot};
+/// use chatmem::{Message, Retention};
+/// use chatmem::store::{Commit, Snapshot};
 /// let commit = Commit::on(&Snapshot::empty())
 ///     .system(Message::system("be brief"), 5)
 ///     .append(Message::user("u1"), 6)
@@ -39,7 +40,7 @@ use crate::tokens::CounterName;
 /// let mut later = Snapshot::empty();
 /// (later.version, later.window_start, later.next_seq) = (4, 5, 9);
 /// assert!(Commit::on(&later).window_start(3).build().is_err());
-/// # Ok::<(), chatmem::StoreError>(())
+/// # Ok::<(), chatmem::store::StoreError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct Commit {
@@ -112,14 +113,15 @@ impl Commit {
     /// continues with [`then`](Commit::then).
     ///
     /// ```
-    /// use chatmem::{Commit, Message, StoredMessage};
+    /// use chatmem::Message;
+    /// use chatmem::store::{Commit, StoredMessage};
     /// let commit = Commit::restore(41)
     ///     .append_stored(StoredMessage::new(41, 3, Message::user("u41")))
     ///     .append_stored(StoredMessage::new(42, 3, Message::assistant("a42")))
     ///     .window_start(42)
     ///     .build()?;
     /// assert_eq!((commit.expected_version(), commit.first_seq(), commit.next_seq()), (0, 41, 43));
-    /// # Ok::<(), chatmem::StoreError>(())
+    /// # Ok::<(), chatmem::store::StoreError>(())
     /// ```
     pub fn restore(first_seq: u64) -> CommitBuilder {
         let mut builder = Commit::on(&Snapshot {
@@ -136,13 +138,14 @@ impl Commit {
     /// between batches.
     ///
     /// ```
-    /// use chatmem::{Commit, Message, Retention, Snapshot};
+    /// use chatmem::{Message, Retention};
+    /// use chatmem::store::{Commit, Snapshot};
     /// let first = Commit::on(&Snapshot::empty()).append(Message::user("u1"), 3)
     ///     .retention(Retention::KeepHistory).build()?;
     /// let second = first.then().append(Message::assistant("a1"), 3).build()?;
     /// assert_eq!((second.expected_version(), second.first_seq()), (1, 2));
     /// assert_eq!(second.delete_below(), None); // history kept
-    /// # Ok::<(), chatmem::StoreError>(())
+    /// # Ok::<(), chatmem::store::StoreError>(())
     /// ```
     pub fn then(&self) -> CommitBuilder {
         Commit::on(&Snapshot {
@@ -275,7 +278,8 @@ impl CommitBuilder {
     /// commit's `next_seq` makes [`build`](CommitBuilder::build) fail.
     ///
     /// ```
-    /// use chatmem::{Commit, Message, StoredMessage};
+    /// use chatmem::Message;
+    /// use chatmem::store::{Commit, StoredMessage};
     /// let system = StoredMessage::new(2, 5, Message::system("be brief")).counted_by("o200k_base");
     /// let commit = Commit::restore(1)
     ///     .append_stored(StoredMessage::new(1, 3, Message::user("u1")))
@@ -284,7 +288,7 @@ impl CommitBuilder {
     /// assert_eq!(commit.system(), Some(&system));
     /// let early = Commit::restore(1).system_stored(StoredMessage::new(9, 5, Message::system("s")));
     /// assert!(early.build().is_err());
-    /// # Ok::<(), chatmem::StoreError>(())
+    /// # Ok::<(), chatmem::store::StoreError>(())
     /// ```
     pub fn system_stored(mut self, message: StoredMessage) -> Self {
         self.commit.system = Some(message);
@@ -316,7 +320,8 @@ impl CommitBuilder {
     /// messages stay pending for the next turn.
     ///
     /// ```
-    /// use chatmem::{Commit, Heuristic, Message, Snapshot, Summary};
+    /// use chatmem::{Heuristic, Message, Summary};
+    /// use chatmem::store::{Commit, Snapshot};
     /// let mut loaded = Snapshot::empty();
     /// (loaded.version, loaded.next_seq) = (3, 10);
     /// loaded.summary = Some(Summary::new("up to 4", 4, &Heuristic));
@@ -327,7 +332,7 @@ impl CommitBuilder {
     /// assert!(on(Summary::new("up to 8", 8, &Heuristic), 2)?.summary().is_none());
     /// // Covers no more than the loaded one: dropped.
     /// assert!(on(Summary::new("up to 3", 3, &Heuristic), 4)?.summary().is_none());
-    /// # Ok::<(), chatmem::StoreError>(())
+    /// # Ok::<(), chatmem::store::StoreError>(())
     /// ```
     pub fn summary(mut self, summary: Summary, extends: u64) -> Self {
         if extends == self.loaded_covered && summary.upto > self.loaded_covered {

@@ -89,7 +89,8 @@ impl Error {
     /// 409/503 answers) asks this rather than deriving its own rule.
     ///
     /// ```
-    /// use chatmem::{ConversationId, Error, StoreError, StoreErrorKind};
+    /// use chatmem::{ConversationId, Error};
+    /// use chatmem::store::{StoreError, StoreErrorKind};
     /// let id = ConversationId::new("c1")?;
     /// let down = Error::Store {
     ///     id: id.clone(),
@@ -133,7 +134,7 @@ pub enum StoreErrorKind {
 /// (each [`source`](std::error::Error::source) in turn) to see everything once.
 ///
 /// ```
-/// use chatmem::{StoreError, StoreErrorKind};
+/// use chatmem::store::{StoreError, StoreErrorKind};
 /// let e = StoreError::new(StoreErrorKind::Unavailable, "connecting to redis://127.0.0.1:6379");
 /// assert!(e.is_transient());
 /// assert_eq!(e.to_string(), "store unavailable: connecting to redis://127.0.0.1:6379");
@@ -168,7 +169,8 @@ impl StoreError {
     /// this way, so the message always names the conversation.
     ///
     /// ```
-    /// use chatmem::{ConversationId, StoreError, StoreErrorKind};
+    /// use chatmem::ConversationId;
+    /// use chatmem::store::{StoreError, StoreErrorKind};
     /// let e = StoreError::corrupt(&ConversationId::new("c1")?, "message seq 9 has no token count");
     /// assert_eq!(e.kind(), StoreErrorKind::Corrupt);
     /// assert_eq!(e.to_string(), "stored data is corrupt: conversation \"c1\": message seq 9 has no token count");

@@ -14,7 +14,7 @@ pub const MAX_ID_BYTES: usize = 256;
 /// never share a conversation by accident. An id is non-empty, at most [`MAX_ID_BYTES`]
 /// bytes of UTF-8, and holds no control character, line or paragraph separator, or invisible
 /// format character such as a bidi override or a zero-width space (see
-/// [`is_invisible_or_separator`](crate::is_invisible_or_separator)), so it is safe to print
+/// [`is_invisible_or_separator`](crate::printable::is_invisible_or_separator)), so it is safe to print
 /// and log, `list` prints one id per line, and two ids that look alike are alike.
 /// Any other text is allowed, quotes, `%`, `*`, `:` and `{` included: stores must treat
 /// it as opaque data.
@@ -65,7 +65,10 @@ impl ConversationId {
         if let Some((at, _)) = id.char_indices().find(|(_, c)| c.is_control()) {
             return Err(InvalidConversationId::ControlCharacter(at));
         }
-        if let Some((at, _)) = id.char_indices().find(|&(_, c)| crate::is_invisible_or_separator(c)) {
+        if let Some((at, _)) = id
+            .char_indices()
+            .find(|&(_, c)| crate::printable::is_invisible_or_separator(c))
+        {
             return Err(InvalidConversationId::InvisibleCharacter(at));
         }
         Ok(Self(id))

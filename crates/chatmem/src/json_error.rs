@@ -13,7 +13,7 @@ use serde::Deserialize;
 /// Displayed as ``field `messages[1].role`: reason``, or the reason alone when no field is
 /// named. A data error's reason leaves out serde_json's ` at line L column C` (the path says
 /// more); a syntax error keeps it (it finds the spot in the input). Path and reason are
-/// escaped with [`printable`](crate::printable): both may quote the input.
+/// escaped with [`printable`](crate::printable::printable): both may quote the input.
 ///
 /// ```
 /// #[derive(serde::Deserialize, Debug)]
@@ -53,7 +53,7 @@ impl JsonFieldError {
             // The input itself: serde_json's line and column say where.
             return Self {
                 path: None,
-                reason: crate::printable(&inner.to_string()).into_owned(),
+                reason: crate::printable::printable(&inner.to_string()).into_owned(),
             };
         };
         let reason = inner.to_string();
@@ -64,8 +64,8 @@ impl JsonFieldError {
             strip_position(&reason)
         };
         Self {
-            path: Some(crate::printable(&path).into_owned()),
-            reason: crate::printable(reason).into_owned(),
+            path: Some(crate::printable::printable(&path).into_owned()),
+            reason: crate::printable::printable(reason).into_owned(),
         }
     }
 }

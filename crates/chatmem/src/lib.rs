@@ -35,18 +35,17 @@ mod message;
 mod model;
 mod plan;
 mod policy;
-mod printable;
+pub mod printable;
 mod redact;
 mod shared_messages;
-mod store;
+pub mod store;
 mod summarize;
 mod summary;
-mod tokens;
+pub mod tokens;
 mod turn;
 pub mod window;
 
-pub use crate::commit::{Commit, CommitBuilder};
-pub use crate::error::{Error, Result, StoreError, StoreErrorKind};
+pub use crate::error::{Error, Result};
 pub use crate::id::{ConversationId, InvalidConversationId, MAX_ID_BYTES};
 pub use crate::in_memory_store::InMemoryStore;
 pub use crate::json_error::{JsonFieldError, deserialize_json};
@@ -60,15 +59,9 @@ pub use crate::model::{
     SamplingOptions, ToolCallDelta, ToolDefinition, Usage,
 };
 pub use crate::policy::{Budget, TurnBoundary, WindowPolicy};
-pub use crate::printable::{is_invisible_or_separator, printable};
-pub use crate::redact::{HIDDEN_URL, redact_url};
-pub use crate::shared_messages::SharedMessages;
-pub use crate::store::{Page, Retention, Snapshot, Store, StoredMessage};
+pub use crate::store::{Page, Retention, Store};
 pub use crate::summary::{
     DEFAULT_SUMMARY_MAX_TOKENS, DEFAULT_SUMMARY_PROMPT, SUMMARY_HEADING, Summarizer, Summary, render_system,
 };
-pub use crate::tokens::{
-    Cl100k, CounterName, Heuristic, O200k, PER_IMAGE, PER_LIST, PER_MESSAGE, PER_NAME, TokenCounter, Tokenizer,
-    UNCOUNTED,
-};
+pub use crate::tokens::{Cl100k, Heuristic, O200k, TokenCounter, Tokenizer};
 pub use crate::turn::{Committed, Turn};

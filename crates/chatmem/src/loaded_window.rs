@@ -45,7 +45,7 @@ impl PartialEq for LoadedWindow {
 
 impl LoadedWindow {
     /// The window of `snapshot` under `policy`, by counts of `counter`. Under a token budget a
-    /// message counted by a counter of another name (or [not counted](crate::UNCOUNTED)) is
+    /// message counted by a counter of another name (or [not counted](crate::store::UNCOUNTED)) is
     /// recounted first, so the budget holds for the counter in use; a message whose counter is
     /// not recorded is taken as it is. A message-count window needs no counts.
     pub(crate) fn new(mut snapshot: Snapshot, policy: &WindowPolicy, counter: &dyn TokenCounter) -> Self {
@@ -163,7 +163,7 @@ impl LoadedWindow {
     }
 
     /// The token count of the window by the cached counts, list overhead included. Messages a
-    /// message-count window stored [uncounted](crate::UNCOUNTED) add 0: count
+    /// message-count window stored [uncounted](crate::store::UNCOUNTED) add 0: count
     /// [`messages`](LoadedWindow::messages) with a [`TokenCounter`] for an exact figure.
     pub fn tokens(&self) -> u64 {
         let slot = system_slot(self.snapshot.system.as_ref(), self.snapshot.summary.as_ref());

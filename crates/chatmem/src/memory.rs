@@ -73,7 +73,7 @@ pub struct ChatMemory<S = InMemoryStore> {
 }
 
 /// The counter name stored with messages added under `policy`: the counter's, or
-/// [`UNCOUNTED`](crate::UNCOUNTED) when the window counts messages and nothing is tokenized.
+/// [`UNCOUNTED`](crate::store::UNCOUNTED) when the window counts messages and nothing is tokenized.
 fn counted_by(policy: &WindowPolicy, counter: &dyn TokenCounter) -> CounterName {
     CounterName::from(if policy.counts_tokens() {
         counter.name()

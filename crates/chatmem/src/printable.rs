@@ -9,9 +9,9 @@ use std::borrow::Cow;
 /// different strings look alike. Control characters are [`char::is_control`].
 ///
 /// ```
-/// assert!(chatmem::is_invisible_or_separator('\u{2028}'));
-/// assert!(chatmem::is_invisible_or_separator('\u{202e}')); // right-to-left override
-/// assert!(!chatmem::is_invisible_or_separator('订'));
+/// assert!(chatmem::printable::is_invisible_or_separator('\u{2028}'));
+/// assert!(chatmem::printable::is_invisible_or_separator('\u{202e}')); // right-to-left override
+/// assert!(!chatmem::printable::is_invisible_or_separator('订'));
 /// ```
 pub fn is_invisible_or_separator(c: char) -> bool {
     matches!(
@@ -47,8 +47,8 @@ pub fn is_invisible_or_separator(c: char) -> bool {
 /// can neither drive the terminal nor become several lines.
 ///
 /// ```
-/// assert_eq!(chatmem::printable("a\u{1b}]0;x\u{7}b"), "a\\u{1b}]0;x\\u{7}b");
-/// assert_eq!(chatmem::printable("订单 LC202610060018"), "订单 LC202610060018");
+/// assert_eq!(chatmem::printable::printable("a\u{1b}]0;x\u{7}b"), "a\\u{1b}]0;x\\u{7}b");
+/// assert_eq!(chatmem::printable::printable("订单 LC202610060018"), "订单 LC202610060018");
 /// ```
 pub fn printable(text: &str) -> Cow<'_, str> {
     let unsafe_char = |c: char| c.is_control() || is_invisible_or_separator(c);

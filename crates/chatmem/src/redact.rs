@@ -41,13 +41,13 @@ pub const HIDDEN_URL: &str = "<URL not shown>";
 ///     password from it, and seeing what was typed is what tells a typo.
 ///
 /// ```
-/// use chatmem::redact_url;
+/// use chatmem::store::redact_url;
 /// assert_eq!(redact_url("postgres://app:s3cret@db:5432/x"), "postgres://app:***@db:5432/x");
 /// assert_eq!(redact_url("redis://secret@127.0.0.1:6379"), "redis://***@127.0.0.1:6379");
 /// assert_eq!(redact_url("postgres://u:pa/ss?w#rd@db/x"), "postgres://u:***@db/x");
 /// assert_eq!(redact_url("postgres://db/x?password=s3cret&sslmode=disable"), "postgres://db/x?password=***&sslmode=disable");
 /// assert_eq!(redact_url("host=db password=s3cret"), "host=db password=***");
-/// assert_eq!(redact_url("Server=db;Password=s3cret"), chatmem::HIDDEN_URL);
+/// assert_eq!(redact_url("Server=db;Password=s3cret"), chatmem::store::HIDDEN_URL);
 /// assert_eq!(redact_url("data/x.db"), "data/x.db");
 /// assert_eq!(redact_url("sqlite:/var/lib/app/mem.db"), "sqlite:/var/lib/app/mem.db");
 /// ```

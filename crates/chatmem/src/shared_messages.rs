@@ -8,7 +8,7 @@ use crate::store::StoredMessage;
 use crate::tokens::CounterName;
 use crate::window::is_plain;
 
-/// The messages of a [`Snapshot`](crate::Snapshot), oldest first: an immutable run that
+/// The messages of a [`Snapshot`](crate::store::Snapshot), oldest first: an immutable run that
 /// reads as a slice (`&[StoredMessage]`) and clones in constant time.
 ///
 /// A store that keeps its messages in memory hands out its own log this way, so a load
@@ -18,7 +18,8 @@ use crate::window::is_plain;
 /// never sees a later commit.
 ///
 /// ```
-/// use chatmem::{Message, SharedMessages, StoredMessage};
+/// use chatmem::Message;
+/// use chatmem::store::{SharedMessages, StoredMessage};
 /// let mut log: SharedMessages = vec![StoredMessage::new(1, 2, Message::user("hi"))].into();
 /// let snapshot = log.clone(); // no copy
 /// log.extend([StoredMessage::new(2, 3, Message::assistant("hello"))]);
@@ -121,7 +122,7 @@ impl SharedMessages {
     /// An empty run.
     ///
     /// ```
-    /// assert!(chatmem::SharedMessages::new().is_empty());
+    /// assert!(chatmem::store::SharedMessages::new().is_empty());
     /// ```
     pub fn new() -> Self {
         Self::default()
@@ -131,7 +132,8 @@ impl SharedMessages {
     /// copy shares each [`Message`](crate::Message) and copies no text).
     ///
     /// ```
-    /// use chatmem::{Message, SharedMessages, StoredMessage};
+    /// use chatmem::Message;
+    /// use chatmem::store::{SharedMessages, StoredMessage};
     /// let run: SharedMessages = vec![StoredMessage::new(1, 2, Message::user("hi"))].into();
     /// assert_eq!(run.into_vec()[0].seq, 1);
     /// ```
@@ -155,7 +157,8 @@ impl SharedMessages {
     /// time per dropped message).
     ///
     /// ```
-    /// use chatmem::{Message, SharedMessages, StoredMessage};
+    /// use chatmem::Message;
+    /// use chatmem::store::{SharedMessages, StoredMessage};
     /// let mut run: SharedMessages = (1..=4).map(|seq| StoredMessage::new(seq, 1, Message::user("m"))).collect();
     /// let snapshot = run.clone();
     /// run.drop_below(3);

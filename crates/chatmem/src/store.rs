@@ -1,22 +1,28 @@
-//! The [`Store`] trait that durable backends implement, and the records it moves.
+//! The [`Store`] trait that durable backends implement, the records it moves, and everything
+//! else a store implementer needs: [`Commit`] (built only by the core), [`SharedMessages`],
+//! [`StoreError`] and its kinds, the counter names stored with token counts, and
+//! [`redact_url`], the one way a store URL is printed. An application needs only what the crate
+//! root re-exports.
 //!
 //! A store keeps, per conversation: the current system message, an append-only log of the
 //! other messages numbered by sequence, the sequence where the window starts, and a version
-//! that every commit bumps. It never decides which messages stay: [`ChatMemory`]
-//! (crate::ChatMemory) computes the new window start from the loaded tail and the new
-//! messages and hands the store a [`Commit`].
+//! that every commit bumps. It never decides which messages stay:
+//! [`ChatMemory`](crate::ChatMemory) computes the new window start from the loaded tail and the
+//! new messages and hands the store a [`Commit`].
 
 use std::sync::Arc;
 
+pub use crate::commit::{Commit, CommitBuilder};
+pub use crate::error::{StoreError, StoreErrorKind};
+pub use crate::redact::{HIDDEN_URL, redact_url};
+pub use crate::shared_messages::SharedMessages;
+pub use crate::tokens::{CounterName, UNCOUNTED};
+
 use async_trait::async_trait;
 
-use crate::commit::Commit;
-use crate::error::{StoreError, StoreErrorKind};
 use crate::id::ConversationId;
 use crate::message::Message;
-use crate::shared_messages::SharedMessages;
 use crate::summary::Summary;
-use crate::tokens::CounterName;
 
 /// A message as stored: its sequence number and its token count, computed once when added.
 ///
@@ -25,7 +31,8 @@ use crate::tokens::CounterName;
 /// corrupt-data error.
 ///
 /// ```
-/// use chatmem::{ConversationId, Message, StoredMessage, StoreErrorKind};
+/// use chatmem::{ConversationId, Message};
+/// use chatmem::store::{StoredMessage, StoreErrorKind};
 /// let id = ConversationId::new("c1")?;
 /// let m = StoredMessage::new(7, 3, Message::user("hi"));
 /// let json = m.message_json()?;
@@ -64,7 +71,7 @@ impl StoredMessage {
     /// The message, owned: taken out when nothing else shares it, copied otherwise.
     ///
     /// ```
-    /// let stored = chatmem::StoredMessage::new(1, 2, chatmem::Message::user("hi"));
+    /// let stored = chatmem::store::StoredMessage::new(1, 2, chatmem::Message::user("hi"));
     /// assert_eq!(stored.into_message(), chatmem::Message::user("hi"));
     /// ```
     pub fn into_message(self) -> Message {
@@ -158,7 +165,7 @@ impl Snapshot {
     /// The snapshot of a conversation that does not exist: version 0, sequences from 1.
     ///
     /// ```
-    /// use chatmem::Snapshot;
+    /// use chatmem::store::Snapshot;
     /// assert_eq!(Snapshot::default(), Snapshot::empty());
     /// assert_eq!((Snapshot::empty().window_start, Snapshot::empty().next_seq), (1, 1));
     /// ```
@@ -254,7 +261,8 @@ impl Page {
 /// use std::collections::BTreeMap;
 /// use std::sync::Mutex;
 /// use async_trait::async_trait;
-/// use chatmem::{Commit, ConversationId, Page, Snapshot, Store, StoreError, StoredMessage};
+/// use chatmem::{ConversationId, Page, Store};
+/// use chatmem::store::{Commit, Snapshot, StoreError, StoredMessage};
 ///
 /// #[derive(Debug, Default)]
 /// struct MapStore(Mutex<BTreeMap<ConversationId, (Snapshot, Vec<StoredMessage>)>>);

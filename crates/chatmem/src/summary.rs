@@ -112,7 +112,7 @@ impl Summary {
     /// Reads the summary of conversation `id` stored as `json`.
     ///
     /// # Errors
-    /// [`StoreErrorKind::Corrupt`](crate::StoreErrorKind) naming the conversation when `json`
+    /// [`StoreErrorKind::Corrupt`](crate::store::StoreErrorKind) naming the conversation when `json`
     /// is not a summary.
     pub fn from_json(id: &ConversationId, json: &[u8]) -> Result<Self, StoreError> {
         serde_json::from_slice(json)

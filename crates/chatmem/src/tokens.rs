@@ -37,7 +37,8 @@ pub const PER_LIST: usize = 3;
 /// counted by another tokenizer.
 ///
 /// ```
-/// use chatmem::{ChatMemory, ConversationId, Message, UNCOUNTED, WindowPolicy};
+/// use chatmem::{ChatMemory, ConversationId, Message, WindowPolicy};
+/// use chatmem::store::UNCOUNTED;
 /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
 /// let memory = ChatMemory::builder(chatmem::InMemoryStore::new()).policy(WindowPolicy::messages(6)).build()?;
 /// let id = ConversationId::new("c1")?;
@@ -59,7 +60,7 @@ pub const UNCOUNTED: &str = "uncounted";
 /// reads as a `str`.
 ///
 /// ```
-/// use chatmem::CounterName;
+/// use chatmem::store::CounterName;
 /// let name = CounterName::from("cl100k_base");
 /// assert_eq!(&*name, "cl100k_base");
 /// assert_eq!(name, CounterName::from(String::from("cl100k_base")));
@@ -67,7 +68,7 @@ pub const UNCOUNTED: &str = "uncounted";
 /// assert_eq!(Some(custom).as_deref(), Some("words"));
 /// ```
 ///
-/// [`StoredMessage::counted_by`]: crate::StoredMessage::counted_by
+/// [`StoredMessage::counted_by`]: crate::store::StoredMessage::counted_by
 #[derive(Clone)]
 pub struct CounterName(NameRepr);
 

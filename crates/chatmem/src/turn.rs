@@ -117,7 +117,7 @@ impl<'m, S: Store> Turn<'m, S> {
     }
 
     /// Adds a message to the turn, counting its tokens when the window is a token budget (the
-    /// only time they are counted; a message-count window stores it [uncounted](crate::UNCOUNTED)).
+    /// only time they are counted; a message-count window stores it [uncounted](crate::store::UNCOUNTED)).
     ///
     /// The system message rule is applied here, once: a system message with the text of the
     /// one in effect (the turn's latest, else the stored one) is ignored — neither counted

@@ -18,7 +18,8 @@
 //! Messages are never split, so a window may hold fewer messages than the budget allows.
 //!
 //! ```
-//! use chatmem::{Message, StoredMessage};
+//! use chatmem::Message;
+//! use chatmem::store::StoredMessage;
 //! use chatmem::window::{select, WindowPolicy};
 //!
 //! let msgs: Vec<StoredMessage> = ["u1", "a1", "u2", "a2", "u3"]
@@ -65,7 +66,8 @@ pub struct Selection {
 /// Calls still awaiting results at the very end of the conversation are kept.
 ///
 /// ```
-/// use chatmem::{Message, StoredMessage, ToolCall};
+/// use chatmem::{Message, ToolCall};
+/// use chatmem::store::StoredMessage;
 /// let msgs: Vec<StoredMessage> = vec![
 ///     Message::tool_result("gone", "orphan"),
 ///     Message::user("q"),

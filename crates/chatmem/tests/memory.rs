@@ -280,12 +280,16 @@ struct Yielding(InMemoryStore);
 
 #[async_trait::async_trait]
 impl Store for Yielding {
-    async fn load(&self, id: &ConversationId) -> Result<chatmem::Snapshot, chatmem::StoreError> {
+    async fn load(&self, id: &ConversationId) -> Result<chatmem::store::Snapshot, chatmem::store::StoreError> {
         let snapshot = self.0.load(id).await;
         tokio::task::yield_now().await;
         snapshot
     }
-    async fn commit(&self, id: &ConversationId, commit: chatmem::Commit) -> Result<u64, chatmem::StoreError> {
+    async fn commit(
+        &self,
+        id: &ConversationId,
+        commit: chatmem::store::Commit,
+    ) -> Result<u64, chatmem::store::StoreError> {
         self.0.commit(id, commit).await
     }
     async fn history(
@@ -293,13 +297,17 @@ impl Store for Yielding {
         id: &ConversationId,
         after: u64,
         limit: usize,
-    ) -> Result<Vec<chatmem::StoredMessage>, chatmem::StoreError> {
+    ) -> Result<Vec<chatmem::store::StoredMessage>, chatmem::store::StoreError> {
         self.0.history(id, after, limit).await
     }
-    async fn clear(&self, id: &ConversationId) -> Result<bool, chatmem::StoreError> {
+    async fn clear(&self, id: &ConversationId) -> Result<bool, chatmem::store::StoreError> {
         self.0.clear(id).await
     }
-    async fn list(&self, after: Option<&ConversationId>, limit: usize) -> Result<chatmem::Page, chatmem::StoreError> {
+    async fn list(
+        &self,
+        after: Option<&ConversationId>,
+        limit: usize,
+    ) -> Result<chatmem::Page, chatmem::store::StoreError> {
         self.0.list(after, limit).await
     }
 }

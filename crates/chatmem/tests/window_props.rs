@@ -1,10 +1,8 @@
 //! Property tests of the window contract over random conversations with tool loops.
 
+use chatmem::store::StoredMessage;
 use chatmem::window::{Budget, TurnBoundary, WindowPolicy, repair, select};
-use chatmem::{
-    ChatMemory, ConversationId, Heuristic, InMemoryStore, Message, Retention, Role, StoredMessage, TokenCounter,
-    ToolCall,
-};
+use chatmem::{ChatMemory, ConversationId, Heuristic, InMemoryStore, Message, Retention, Role, TokenCounter, ToolCall};
 use proptest::prelude::*;
 use std::collections::HashSet;
 use std::sync::Arc;

@@ -13,7 +13,8 @@ use std::io::BufRead;
 use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
-use chatmem::{ChatMemory, Commit, Retention, Store, StoredMessage};
+use chatmem::store::{Commit, StoredMessage};
+use chatmem::{ChatMemory, Retention, Store};
 
 use crate::args::ImportArgs;
 use crate::line_format::{self, Line};
@@ -177,7 +178,8 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use async_trait::async_trait;
-    use chatmem::{ConversationId, InMemoryStore, Message, Page, Snapshot, StoreError, StoreErrorKind, StoredMessage};
+    use chatmem::store::{Snapshot, StoreError, StoreErrorKind, StoredMessage};
+    use chatmem::{ConversationId, InMemoryStore, Message, Page};
 
     use super::*;
 

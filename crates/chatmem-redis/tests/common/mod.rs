@@ -92,7 +92,8 @@ pub async fn a_conversation_without_meta_does_not_exist(
     conn: &mut impl redis::aio::ConnectionLike,
     prefix: &str,
 ) {
-    use chatmem::{ConversationId, Message, Retention, Store, StoredMessage};
+    use chatmem::store::StoredMessage;
+    use chatmem::{ConversationId, Message, Retention, Store};
 
     let turn = |seq: u64, text: &str| {
         vec![

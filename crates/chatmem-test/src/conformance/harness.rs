@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chatmem::{ChatMemory, Commit, ConversationId, Message, Retention, Snapshot, Store, StoreError, StoredMessage};
+use chatmem::store::{Commit, Snapshot, StoreError, StoredMessage};
+use chatmem::{ChatMemory, ConversationId, Message, Retention, Store};
 
 type Mem = ChatMemory<Arc<dyn Store>>;
 

@@ -3,7 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chatmem::{ChatMemory, Heuristic, Message, Retention, Snapshot};
+use chatmem::store::Snapshot;
+use chatmem::{ChatMemory, Heuristic, Message, Retention};
 
 use super::harness::{Run, commit, creating, seqs, sm, stored_texts, strs, turns};
 

@@ -1,7 +1,8 @@
 //! What a store gives back is what was stored: an unknown conversation, raw commits,
 //! the counter names, `ChatMemory` turns and exact JSON.
 
-use chatmem::{ChatMemory, Commit, Heuristic, Message, Retention, Snapshot, StoredMessage, WindowPolicy};
+use chatmem::store::{Commit, Snapshot, StoredMessage};
+use chatmem::{ChatMemory, Heuristic, Message, Retention, WindowPolicy};
 use serde_json::{Value, json};
 
 use super::harness::{Run, commit, commit_full, creating, seqs, sm, turns};

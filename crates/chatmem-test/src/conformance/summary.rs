@@ -3,10 +3,8 @@
 
 use std::sync::Arc;
 
-use chatmem::{
-    ChatMemory, ChatModel, Commit, CommitBuilder, Heuristic, Message, Retention, Snapshot, Summarizer, Summary,
-    WindowPolicy,
-};
+use chatmem::store::{Commit, CommitBuilder, Snapshot};
+use chatmem::{ChatMemory, ChatModel, Heuristic, Message, Retention, Summarizer, Summary, WindowPolicy};
 
 use super::harness::{Run, commit, seqs, turns};
 use crate::summary_models::{Failing, Scribe};

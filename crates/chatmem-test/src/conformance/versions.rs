@@ -1,13 +1,14 @@
 //! Version checks: a stale or conflicting commit writes nothing; a resent commit is stored
 //! once.
 
-use chatmem::{Message, Retention, Snapshot, StoreErrorKind};
+use chatmem::store::{Snapshot, StoreErrorKind};
+use chatmem::{Message, Retention};
 
 use super::harness::{Run, commit, commit_full, seqs, sm, turns};
 
 pub(super) async fn conflicts(run: &Run) {
     let id = run.id("conflict");
-    let err_kind = |r: Result<u64, chatmem::StoreError>| match r {
+    let err_kind = |r: Result<u64, chatmem::store::StoreError>| match r {
         Ok(v) => panic!("expected a conflict, got version {v}"),
         Err(e) => e.kind(),
     };

@@ -466,7 +466,8 @@ mod tests {
         assert!(!e.chars().any(|c| c.is_control()), "{e:?}");
         let e = err("[{\"role\":\"\\u001b]0;pwned\\u0007\\u2028\",\"content\":\"x\"}]");
         assert!(
-            !e.chars().any(|c| c.is_control() || crate::is_invisible_or_separator(c)),
+            !e.chars()
+                .any(|c| c.is_control() || crate::printable::is_invisible_or_separator(c)),
             "{e:?}"
         );
         assert!(e.contains("\\u{1b}"), "{e:?}");
