@@ -136,7 +136,11 @@ fn bad_input_is_one_line_and_exit_2() {
         "[]",
         "cannot be used",
     );
-    fails(&["trim", "--tokenizer", "gpt2"], "[]", "expected cl100k (or cl100k_base)");
+    fails(
+        &["trim", "--tokenizer", "gpt2"],
+        "[]",
+        "expected cl100k (or cl100k_base)",
+    );
     fails(&["trim", "--boundary", "assistant"], "[]", "expected user or pair-safe");
     fails(&["frobnicate"], "", "frobnicate");
     fails(
@@ -411,7 +415,13 @@ fn every_policy_command_takes_every_policy_flag() {
     for command in ["trim", "add", "get", "chat", "serve"] {
         let out = chatmem(&[command, "--help"], "");
         let help = String::from_utf8_lossy(&out.stdout);
-        for flag in ["--max-messages", "--max-tokens", "--evict-to", "--tokenizer", "--boundary"] {
+        for flag in [
+            "--max-messages",
+            "--max-tokens",
+            "--evict-to",
+            "--tokenizer",
+            "--boundary",
+        ] {
             assert!(help.contains(flag), "{command} --help lacks {flag}");
         }
     }

@@ -368,8 +368,10 @@ async fn odd_ids_are_data() {
 #[tokio::test]
 async fn the_longest_id_of_the_longest_tenant_is_stored() {
     let tenant = "t".repeat(MAX_TENANT_BYTES);
-    let auth = Auth::from_toml(&format!("[[token]]\ntoken = \"token-of-the-longest\"\ntenant = \"{tenant}\"\n"))
-        .expect("auth");
+    let auth = Auth::from_toml(&format!(
+        "[[token]]\ntoken = \"token-of-the-longest\"\ntenant = \"{tenant}\"\n"
+    ))
+    .expect("auth");
     let base = serve(
         Arc::new(InMemoryStore::new()),
         ServerConfig {
@@ -390,7 +392,12 @@ async fn the_longest_id_of_the_longest_tenant_is_stored() {
         .await
         .expect("post");
     assert_eq!(r.status(), StatusCode::OK);
-    let r = http.get(&url).header("authorization", bearer).send().await.expect("get");
+    let r = http
+        .get(&url)
+        .header("authorization", bearer)
+        .send()
+        .await
+        .expect("get");
     assert_eq!(r.status(), StatusCode::OK);
     let window: Value = r.json().await.expect("json");
     assert_eq!(window["conversation"], id.as_str());
