@@ -8,14 +8,14 @@
 //!
 //! Used by the fuzz target `server_request` and by `crates/chatmem-server/tests/fuzz_smoke.rs`.
 
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
 use arbitrary::{Result, Unstructured};
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
-use chatmem::{ChatMemory, InMemoryStore, Store};
-use chatmem_server::{Auth, DEFAULT_MAX_ID_BYTES, ServerConfig, Upstream, app};
+use chatmem::{ChatMemory, ConversationId, InMemoryStore, Store};
+use chatmem_server::{Auth, DEFAULT_MAX_ID_BYTES, MAX_TENANT_BYTES, ServerConfig, Upstream, app};
 use percent_encoding::{NON_ALPHANUMERIC, percent_encode, utf8_percent_encode};
 use serde_json::Value;
 use tower::ServiceExt;
@@ -54,10 +54,11 @@ impl Harness {
     }
 }
 
-/// A fresh server over an empty in-memory store; with `auth`, one token for tenant `acme`.
+/// A fresh server over an empty in-memory store; with `auth`, one token for a tenant with the
+/// longest name.
 fn server(auth: bool) -> Router {
     let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
-    let auth = auth.then(acme);
+    let auth = auth.then(longest_tenant);
     let config = ServerConfig {
         auth,
         // The model builder refuses this URL: a body that parses ends there, with no network.
@@ -259,16 +260,18 @@ impl Case {
     }
 }
 
-/// One token, for tenant `acme`.
-fn acme() -> Auth {
-    Auth::from_toml(&format!("[[token]]\ntoken = \"{TOKEN}\"\ntenant = \"acme\"\n")).expect("a valid auth file")
+/// One token, for a tenant whose name is the longest allowed: its keys leave the least room
+/// for an id.
+fn longest_tenant() -> Auth {
+    let name = "a".repeat(MAX_TENANT_BYTES);
+    Auth::from_toml(&format!("[[token]]\ntoken = \"{TOKEN}\"\ntenant = \"{name}\"\n")).expect("a valid auth file")
 }
 
-/// An id the server takes with or without auth: within its default limit, and a valid key for
-/// tenant `acme` (whose prefix is longer than none).
+/// An id the server takes for every tenant: a valid conversation id within its default limit,
+/// which leaves room for the longest tenant prefix (so the server, with or without auth, must
+/// accept it).
 fn valid_id(id: &str) -> bool {
-    static ACME: LazyLock<Auth> = LazyLock::new(acme);
-    id.len() <= DEFAULT_MAX_ID_BYTES && ACME.tenant_for(TOKEN).is_some_and(|t| t.key(id).is_ok())
+    id.len() <= DEFAULT_MAX_ID_BYTES && ConversationId::new(id).is_ok()
 }
 
 fn error_message(body: &Value) -> &str {

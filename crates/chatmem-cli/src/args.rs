@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use chatmem::{
-    ChatMemory, ConversationId, Retention, Store, Summarizer, TokenCounter, Tokenizer, TurnBoundary, WindowPolicy,
+    ChatMemory, ConversationId, PolicySpec, Retention, Store, Summarizer, TokenCounter, Tokenizer, TurnBoundary,
+    WindowPolicy,
 };
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -84,9 +85,10 @@ pub(crate) struct TrimArgs {
 
 #[derive(Args, Debug)]
 pub(crate) struct CountArgs {
-    /// The tokenizer used to count tokens.
-    #[arg(long, value_enum, default_value_t = TokenizerArg::Cl100k)]
-    pub(crate) tokenizer: TokenizerArg,
+    /// The tokenizer used to count tokens: cl100k (or cl100k_base), o200k (or o200k_base) or
+    /// heuristic.
+    #[arg(long, value_name = "NAME", default_value_t = Tokenizer::Cl100k)]
+    pub(crate) tokenizer: Tokenizer,
 }
 
 #[derive(Args, Debug)]
@@ -218,9 +220,10 @@ impl MemoryOptions {
             RetentionArg::DropEvicted => Retention::DropEvicted,
             RetentionArg::KeepHistory => Retention::KeepHistory,
         };
+        let (policy, counter) = self.policy.build()?;
         let mut builder = ChatMemory::builder(store)
-            .policy(self.policy.policy()?)
-            .counter(self.policy.counter())
+            .policy(policy)
+            .counter(counter)
             .retention(retention);
         if let Some(ttl) = self.ttl {
             builder = builder.ttl(ttl);
@@ -238,7 +241,8 @@ enum RetentionArg {
     KeepHistory,
 }
 
-/// Window policy flags shared by the commands that apply a window.
+/// Window policy flags shared by the commands that apply a window: a [`PolicySpec`], whose
+/// names and checks are the core's (a server request's `"policy"` is the same spec).
 #[derive(Args, Debug, Clone)]
 pub(crate) struct PolicyArgs {
     /// Keep at most N messages, the system message included (default 20).
@@ -247,12 +251,14 @@ pub(crate) struct PolicyArgs {
     /// Keep at most N tokens, the system message and list overhead included.
     #[arg(long, value_name = "N", value_parser = positive)]
     max_tokens: Option<usize>,
-    /// The tokenizer used to count tokens.
-    #[arg(long, value_enum, default_value_t = TokenizerArg::Cl100k)]
-    tokenizer: TokenizerArg,
-    /// Where the window may start.
-    #[arg(long, value_enum, default_value_t = BoundaryArg::User)]
-    turn_boundary: BoundaryArg,
+    /// The tokenizer used to count tokens: cl100k (or cl100k_base), o200k (or o200k_base) or
+    /// heuristic [default: cl100k].
+    #[arg(long, value_name = "NAME")]
+    tokenizer: Option<Tokenizer>,
+    /// Where the window may start: user (on a user message) or pair-safe (on any message that
+    /// is not a tool result) [default: user].
+    #[arg(long, visible_alias = "turn-boundary", value_name = "user|pair-safe")]
+    boundary: Option<TurnBoundary>,
     /// Block eviction: once the window outgrows the budget, evict until it fits N (messages
     /// with --max-messages, tokens with --max-tokens); until then the prompt's beginning stays
     /// the same, so a provider's prompt cache serves it. N must be below the budget.
@@ -261,51 +267,17 @@ pub(crate) struct PolicyArgs {
 }
 
 impl PolicyArgs {
-    /// The window policy the flags describe.
-    pub(crate) fn policy(&self) -> anyhow::Result<WindowPolicy> {
-        let boundary = match self.turn_boundary {
-            BoundaryArg::User => TurnBoundary::User,
-            BoundaryArg::PairSafe => TurnBoundary::PairSafe,
+    /// The window policy and token counter the flags describe.
+    pub(crate) fn build(&self) -> anyhow::Result<(WindowPolicy, Arc<dyn TokenCounter>)> {
+        let spec = PolicySpec {
+            max_messages: self.max_messages,
+            max_tokens: self.max_tokens,
+            evict_to: self.evict_to,
+            tokenizer: self.tokenizer,
+            boundary: self.boundary,
         };
-        let policy = match (self.max_messages, self.max_tokens) {
-            (_, Some(t)) => WindowPolicy::try_tokens(t)?,
-            (Some(n), None) => WindowPolicy::try_messages(n)?,
-            (None, None) => WindowPolicy::default(),
-        };
-        let policy = policy.with_boundary(boundary);
-        Ok(match self.evict_to {
-            Some(n) => policy.evict_to(n)?,
-            None => policy,
-        })
+        Ok(spec.build()?)
     }
-
-    /// The token counter `--tokenizer` names.
-    pub(crate) fn counter(&self) -> Arc<dyn TokenCounter> {
-        Tokenizer::from(self.tokenizer).counter()
-    }
-}
-
-#[derive(ValueEnum, Debug, Clone, Copy)]
-pub(crate) enum TokenizerArg {
-    Cl100k,
-    O200k,
-    Heuristic,
-}
-
-impl From<TokenizerArg> for Tokenizer {
-    fn from(t: TokenizerArg) -> Self {
-        match t {
-            TokenizerArg::Cl100k => Tokenizer::Cl100k,
-            TokenizerArg::O200k => Tokenizer::O200k,
-            TokenizerArg::Heuristic => Tokenizer::Heuristic,
-        }
-    }
-}
-
-#[derive(ValueEnum, Debug, Clone, Copy)]
-enum BoundaryArg {
-    User,
-    PairSafe,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {

@@ -83,15 +83,15 @@ fn trim_keeps_tool_pairs_and_round_trips_fields() {
     // Four non-system messages fit: [R, A, U, A]; a tool result cannot start the run.
     assert_eq!(roles(&out), ["system", "assistant", "user", "assistant"]);
 
-    let out = ok_json(&["trim", "--max-messages", "6", "--turn-boundary", "pair-safe"], input);
+    let out = ok_json(&["trim", "--max-messages", "6", "--boundary", "pair-safe"], input);
     assert_eq!(
         roles(&out),
         ["system", "assistant", "tool", "assistant", "user", "assistant"]
     );
     assert_eq!(out[1]["tool_calls"][0]["function"]["name"], "order_status");
     assert_eq!(out[5]["reasoning_content"], "订单未发货，按店规可退。");
-    // A token budget and each tokenizer.
-    for tokenizer in ["cl100k", "o200k", "heuristic"] {
+    // A token budget and each tokenizer, by either of its names (the core's).
+    for tokenizer in ["cl100k", "o200k", "heuristic", "cl100k_base", "o200k_base"] {
         let out = ok_json(&["trim", "--max-tokens", "120", "--tokenizer", tokenizer], input);
         assert_eq!(roles(&out)[0], "system");
         assert!(out.as_array().unwrap().len() < 9);
@@ -104,6 +104,8 @@ fn count_prints_the_token_count() {
     // 3 (list) + 3 (message) + "user" 1 + "hello world" 2
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "9");
     let out = chatmem(&["count", "--tokenizer", "heuristic"], "[]");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "3");
+    let out = chatmem(&["count", "--tokenizer", "o200k_base"], "[]");
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "3");
 }
 
@@ -134,7 +136,12 @@ fn bad_input_is_one_line_and_exit_2() {
         "[]",
         "cannot be used",
     );
-    fails(&["trim", "--tokenizer", "gpt2"], "[]", "gpt2");
+    fails(
+        &["trim", "--tokenizer", "gpt2"],
+        "[]",
+        "expected cl100k (or cl100k_base)",
+    );
+    fails(&["trim", "--boundary", "assistant"], "[]", "expected user or pair-safe");
     fails(&["frobnicate"], "", "frobnicate");
     fails(
         &["get", "--conversation", "", "--store", "memory:"],
@@ -399,4 +406,23 @@ fn summary_flags_are_checked_before_anything_runs() {
         "",
         "at least 1",
     );
+}
+
+/// Every command with a window policy takes the whole `PolicySpec`: `serve`'s flags are the
+/// server's configured policy.
+#[test]
+fn every_policy_command_takes_every_policy_flag() {
+    for command in ["trim", "add", "get", "chat", "serve"] {
+        let out = chatmem(&[command, "--help"], "");
+        let help = String::from_utf8_lossy(&out.stdout);
+        for flag in [
+            "--max-messages",
+            "--max-tokens",
+            "--evict-to",
+            "--tokenizer",
+            "--boundary",
+        ] {
+            assert!(help.contains(flag), "{command} --help lacks {flag}");
+        }
+    }
 }

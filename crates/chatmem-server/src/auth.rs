@@ -19,17 +19,16 @@ use serde::Deserialize;
 pub const MAX_TENANT_BYTES: usize = 64;
 
 /// The longest conversation id a client may give by default, in bytes
-/// ([`Limits::max_id_bytes`](crate::Limits::max_id_bytes)).
-///
-/// Below [`chatmem::MAX_ID_BYTES`] to leave room for the `<tenant>/` prefix of the stored key
-/// `<tenant>/<id>`. The room is smaller than a name of [`MAX_TENANT_BYTES`] needs: with the
-/// longest tenant names the longest ids fit this limit but not the key, and [`Tenant::key`]
-/// refuses them.
+/// ([`Limits::max_id_bytes`](crate::Limits::max_id_bytes)): what [`chatmem::MAX_ID_BYTES`]
+/// leaves of a stored key `<tenant>/<id>` after the longest tenant prefix, so every id within
+/// it is stored for every tenant (256 − 64 − 1 = 191).
 ///
 /// ```
-/// assert_eq!(chatmem_server::Limits::default().max_id_bytes, chatmem_server::DEFAULT_MAX_ID_BYTES);
+/// use chatmem_server::{DEFAULT_MAX_ID_BYTES, Limits, MAX_TENANT_BYTES};
+/// assert_eq!(Limits::default().max_id_bytes, DEFAULT_MAX_ID_BYTES);
+/// assert_eq!(MAX_TENANT_BYTES + "/".len() + DEFAULT_MAX_ID_BYTES, chatmem::MAX_ID_BYTES);
 /// ```
-pub const DEFAULT_MAX_ID_BYTES: usize = 200;
+pub const DEFAULT_MAX_ID_BYTES: usize = chatmem::MAX_ID_BYTES - MAX_TENANT_BYTES - "/".len();
 
 /// Bearer tokens from a TOML file, each mapped to a tenant:
 ///
@@ -237,11 +236,11 @@ mod tests {
         let open = Tenant::open();
         assert_eq!(open.key("x").map(|k| k.as_str().to_owned()), Ok("x".to_owned()));
         assert_eq!(open.list_start(), None);
-        // The room the default id limit leaves in a key is what a tenant name may use.
-        let room = chatmem::MAX_ID_BYTES - DEFAULT_MAX_ID_BYTES - "/".len();
-        let longest = "i".repeat(DEFAULT_MAX_ID_BYTES);
-        assert!(Tenant::new(&"t".repeat(room)).is_ok_and(|t| t.key(&longest).is_ok()));
-        assert!(Tenant::new(&"t".repeat(room + 1)).is_ok_and(|t| t.key(&longest).is_err()));
+        // The longest id the server takes by default is a key for the longest tenant name,
+        // and not one byte more.
+        let longest = Tenant::new(&"t".repeat(MAX_TENANT_BYTES)).expect("the longest name");
+        assert!(longest.key(&"i".repeat(DEFAULT_MAX_ID_BYTES)).is_ok());
+        assert!(longest.key(&"i".repeat(DEFAULT_MAX_ID_BYTES + 1)).is_err());
         // The longest name is accepted, one byte more is not.
         assert!(Tenant::new(&"t".repeat(MAX_TENANT_BYTES)).is_ok());
         assert!(Tenant::new(&"t".repeat(MAX_TENANT_BYTES + 1)).is_err());

@@ -83,17 +83,7 @@ pub(crate) async fn chat_completions(
         let key = conversation_key(&state, &headers, &id)?;
         let body = body_bytes(&state, body)?;
         let request: CompletionRequest = parse_body(&body, "chat completion request")?;
-        let limits = &state.config.limits;
-        if request.messages.len() > limits.max_messages
-            || request
-                .messages
-                .iter()
-                .any(|m| m.payload_len() > limits.max_message_bytes)
-        {
-            return Err(ApiError::too_large(
-                "the request's messages are over the server's limits",
-            ));
-        }
+        state.config.limits.batch.check(&request.messages)?;
         let model = upstream_model(&state, upstream, &request.model)?;
         let advisor = MemoryAdvisor::new(model, (*state.memory).clone());
         let turn = TurnRequest {

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use chatmem::BatchLimits;
+
 use crate::auth::{Auth, DEFAULT_MAX_ID_BYTES};
 use crate::metrics::Metrics;
 
@@ -11,15 +13,16 @@ use crate::metrics::Metrics;
 /// ```
 /// let limits = chatmem_server::Limits::default();
 /// assert_eq!(limits.max_body_bytes, 1 << 20);
+/// assert_eq!((limits.batch.messages, limits.batch.message_bytes), (1_000, 256 << 10));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Bytes of a request body (default 1 MiB).
     pub max_body_bytes: usize,
-    /// Messages in one `POST …/messages` (default 1,000).
-    pub max_messages: usize,
-    /// Bytes of text in one message ([`chatmem::Message::payload_len`], default 256 KiB).
-    pub max_message_bytes: usize,
+    /// The messages of one `POST …/messages` or chat completion, checked by
+    /// [`BatchLimits::check`] (default 1,000 messages, 256 KiB of text per message, and the
+    /// core's bound on a commit's text, [`chatmem::DEFAULT_MAX_BATCH_BYTES`]).
+    pub batch: BatchLimits,
     /// Bytes of a conversation id as the client gives it (default
     /// [`DEFAULT_MAX_ID_BYTES`](crate::DEFAULT_MAX_ID_BYTES), which says why it is below
     /// [`chatmem::MAX_ID_BYTES`]).
@@ -34,8 +37,11 @@ impl Default for Limits {
     fn default() -> Self {
         Self {
             max_body_bytes: 1 << 20,
-            max_messages: 1_000,
-            max_message_bytes: 256 << 10,
+            batch: BatchLimits {
+                messages: 1_000,
+                message_bytes: 256 << 10,
+                ..BatchLimits::default()
+            },
             max_id_bytes: DEFAULT_MAX_ID_BYTES,
             store_timeout: Duration::from_secs(10),
             upstream_timeout: Duration::from_secs(120),

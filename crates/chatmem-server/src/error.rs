@@ -100,6 +100,14 @@ impl From<chatmem::Error> for ApiError {
     }
 }
 
+/// A request's messages over the server's [`BatchLimits`](chatmem::BatchLimits): 413, the
+/// message naming what is too large (the one wording of every route that takes messages).
+impl From<chatmem::TooLarge> for ApiError {
+    fn from(e: chatmem::TooLarge) -> Self {
+        Self::too_large(e.to_string())
+    }
+}
+
 /// The JSON body of every error. `ApiError` answers exactly this, and `/openapi.json`
 /// documents this type, so the documented shape is the real one.
 #[derive(serde::Serialize, utoipa::ToSchema)]

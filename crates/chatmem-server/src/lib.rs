@@ -11,8 +11,8 @@
 //!
 //! | request | answer |
 //! |---|---|
-//! | `POST /v1/conversations/{id}/messages` with `{"messages": [...]}` (and optionally `"policy": {"max_messages": N}` or `{"max_tokens": N, "tokenizer": "cl100k"}`, with `"evict_to"`) | the batch committed atomically; `{"conversation", "messages"}` with the window after it |
-//! | `GET /v1/conversations/{id}/messages` (optionally `?max_messages=N`, `?max_tokens=N&tokenizer=…`, `&evict_to=N`) | the window the model sees (404 for an unknown conversation) |
+//! | `POST /v1/conversations/{id}/messages` with `{"messages": [...]}` (and optionally `"policy": {"max_messages": N}` or `{"max_tokens": N, "tokenizer": "cl100k"}`, with `"evict_to"` and `"boundary"`: a `chatmem::PolicySpec`) | the batch committed atomically; `{"conversation", "messages"}` with the window after it |
+//! | `GET /v1/conversations/{id}/messages` (optionally `?max_messages=N`, `?max_tokens=N&tokenizer=…`, `&evict_to=N`, `&boundary=pair-safe`) | the window the model sees (404 for an unknown conversation) |
 //! | `GET /v1/conversations/{id}/history` | everything stored (404 for an unknown conversation) |
 //! | `DELETE /v1/conversations/{id}` | 204, or 404 |
 //! | `GET /v1/conversations?cursor=…&limit=…` | `{"conversations": [...], "next_cursor"}` |

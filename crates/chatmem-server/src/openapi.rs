@@ -10,7 +10,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi, ToSchema};
 
 use crate::error::ErrorBody;
-use crate::policy::PolicyOverride;
+use crate::policy::PolicySchema;
 use crate::routes::{ConversationPage, Health, PostMessages, WindowBody};
 
 /// The document, built once per request (it is small and requests for it are rare).
@@ -37,7 +37,7 @@ pub(crate) async fn serve() -> Response {
         chat_completions,
         models
     ),
-    components(schemas(ErrorBody, MessageSchema, WindowBody, ConversationPage, Health, PostMessages, PolicyOverride)),
+    components(schemas(ErrorBody, MessageSchema, WindowBody, ConversationPage, Health, PostMessages, PolicySchema)),
     modifiers(&BearerAuth),
     security(("bearer" = []))
 )]
@@ -122,7 +122,7 @@ fn openapi_json() {}
 fn list_conversations() {}
 
 #[utoipa::path(get, path = "/v1/conversations/{id}/messages",
-    params(("id" = String, Path, description = "the conversation id (may hold `/`)"), PolicyOverride),
+    params(("id" = String, Path, description = "the conversation id (may hold `/`)"), PolicySchema),
     responses((status = 200, description = "the window the model sees", body = WindowBody),
               (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
               (status = 503, body = ErrorBody)))]
@@ -195,5 +195,39 @@ mod tests {
             route::HISTORY,
         ]);
         assert_eq!(documented, served);
+    }
+
+    /// The documented policy has the fields of the core's `PolicySpec`, by their serde names.
+    #[test]
+    fn the_policy_schema_is_the_core_spec() {
+        let full = chatmem::PolicySpec {
+            max_messages: Some(1),
+            max_tokens: Some(1),
+            evict_to: Some(1),
+            tokenizer: Some(chatmem::Tokenizer::Cl100k),
+            boundary: Some(chatmem::TurnBoundary::User),
+        };
+        let spec = serde_json::to_value(full).expect("a spec serializes");
+        let spec: BTreeSet<&str> = spec
+            .as_object()
+            .expect("an object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let doc = serde_json::to_value(ApiDoc::openapi()).expect("the document serializes");
+        let schema = doc["components"]["schemas"]["Policy"]["properties"]
+            .as_object()
+            .expect("the Policy schema");
+        let documented: BTreeSet<&str> = schema.keys().map(String::as_str).collect();
+        assert_eq!(documented, spec);
+        let query = doc["paths"]["/v1/conversations/{id}/messages"]["get"]["parameters"]
+            .as_array()
+            .expect("parameters");
+        let params: BTreeSet<&str> = query
+            .iter()
+            .filter(|p| p["in"] == "query")
+            .filter_map(|p| p["name"].as_str())
+            .collect();
+        assert_eq!(params, spec);
     }
 }

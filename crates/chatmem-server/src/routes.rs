@@ -242,7 +242,7 @@ pub(crate) struct PostMessages {
     messages: Vec<Message>,
     /// A window policy for this request instead of the server's.
     #[serde(default)]
-    #[schema(nullable = false)]
+    #[schema(value_type = Option<crate::policy::PolicySchema>, nullable = false)]
     policy: Option<PolicyOverride>,
 }
 
@@ -285,30 +285,11 @@ pub(crate) fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8], what: &str
 
 /// `{"messages": [...]}` checked against the limits; errors name the field.
 fn parse_messages(state: &AppState, body: &[u8]) -> Result<PostMessages, ApiError> {
-    let limits = &state.config.limits;
     let parsed: PostMessages = parse_body(body, "request body")?;
-    let messages = &parsed.messages;
-    if messages.is_empty() {
+    if parsed.messages.is_empty() {
         return Err(ApiError::invalid("`messages` is empty"));
     }
-    if messages.len() > limits.max_messages {
-        return Err(ApiError::too_large(format!(
-            "{} messages in one request; the limit is {}",
-            messages.len(),
-            limits.max_messages
-        )));
-    }
-    if let Some((i, m)) = messages
-        .iter()
-        .enumerate()
-        .find(|(_, m)| m.payload_len() > limits.max_message_bytes)
-    {
-        return Err(ApiError::too_large(format!(
-            "messages[{i}] holds {} bytes of text; the limit is {}",
-            m.payload_len(),
-            limits.max_message_bytes
-        )));
-    }
+    state.config.limits.batch.check(&parsed.messages)?;
     Ok(parsed)
 }
 

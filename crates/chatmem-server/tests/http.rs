@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use chatmem::{ChatMemory, InMemoryStore, Store, WindowPolicy};
-use chatmem_server::{Auth, Limits, ServerConfig, app};
+use chatmem_server::{Auth, DEFAULT_MAX_ID_BYTES, Limits, MAX_TENANT_BYTES, ServerConfig, app};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -212,8 +212,11 @@ async fn memory_api_redis() {
 async fn bad_requests_get_one_error_shape() {
     let limits = Limits {
         max_body_bytes: 4096,
-        max_messages: 3,
-        max_message_bytes: 100,
+        batch: chatmem::BatchLimits {
+            messages: 3,
+            message_bytes: 100,
+            ..Limits::default().batch
+        },
         ..Limits::default()
     };
     let base = serve(
@@ -311,7 +314,7 @@ async fn bad_requests_get_one_error_shape() {
 async fn odd_ids_are_data() {
     let base = serve(Arc::new(InMemoryStore::new()), ServerConfig::default()).await;
     let http = reqwest::Client::new();
-    let long = "订".repeat(66); // 198 bytes
+    let long = "订".repeat(63); // 189 bytes, within the default limit of 191
     for (path, id) in [
         ("a/b", "a/b"),
         ("a%2Fc", "a/c"),
@@ -358,6 +361,66 @@ async fn odd_ids_are_data() {
         assert_eq!(r.status(), StatusCode::BAD_REQUEST, "{path}");
         assert_eq!(error_code(r).await, "invalid_request");
     }
+}
+
+/// The longest id the server takes is stored for the longest tenant name too (the key
+/// `<tenant>/<id>` fits `chatmem::MAX_ID_BYTES`), and read back; one byte more is refused.
+#[tokio::test]
+async fn the_longest_id_of_the_longest_tenant_is_stored() {
+    let tenant = "t".repeat(MAX_TENANT_BYTES);
+    let auth = Auth::from_toml(&format!(
+        "[[token]]\ntoken = \"token-of-the-longest\"\ntenant = \"{tenant}\"\n"
+    ))
+    .expect("auth");
+    let base = serve(
+        Arc::new(InMemoryStore::new()),
+        ServerConfig {
+            auth: Some(auth),
+            ..ServerConfig::default()
+        },
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let bearer = "Bearer token-of-the-longest";
+    let id = "i".repeat(DEFAULT_MAX_ID_BYTES);
+    let url = format!("{base}/v1/conversations/{id}/messages");
+    let r = http
+        .post(&url)
+        .header("authorization", bearer)
+        .json(&aftersale())
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = http
+        .get(&url)
+        .header("authorization", bearer)
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(r.status(), StatusCode::OK);
+    let window: Value = r.json().await.expect("json");
+    assert_eq!(window["conversation"], id.as_str());
+    assert_eq!(roles_of(&window), ["system", "user", "assistant"]);
+    let page: Value = http
+        .get(format!("{base}/v1/conversations"))
+        .header("authorization", bearer)
+        .send()
+        .await
+        .expect("list")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(page["conversations"], json!([id]));
+    let r = http
+        .post(format!("{base}/v1/conversations/{id}i/messages"))
+        .header("authorization", bearer)
+        .json(&aftersale())
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(error_code(r).await, "invalid_request");
 }
 
 #[tokio::test]
@@ -469,6 +532,7 @@ async fn an_invalid_policy_is_refused_naming_the_field() {
         (json!({"max_messages": 5, "evict_to": 5}), "evict_to"),
         (json!({"evict_to": 6}), "evict_to"),
         (json!({"max_tokens": 100, "tokenizer": "gpt2"}), "tokenizer"),
+        (json!({"boundary": "assistant"}), "user or pair-safe"),
         (json!({"max_message": 3}), "max_message"),
         (json!("small"), "policy"),
     ] {
@@ -490,16 +554,33 @@ async fn an_invalid_policy_is_refused_naming_the_field() {
     );
     let ok = http
         .post(&url)
-        .json(&json!({"messages": pair, "policy": {"max_tokens": 500, "tokenizer": "o200k", "evict_to": 100}}))
+        .json(&json!({"messages": pair, "policy": {"max_tokens": 500, "tokenizer": "o200k_base", "evict_to": 100}}))
         .send()
         .await
         .expect("post");
     assert_eq!(ok.status(), StatusCode::OK);
+    // A request's boundary: `pair-safe` may start the window on the answer, the server's
+    // (`user`) may not.
+    for (query, roles) in [
+        ("max_messages=1", vec![]),
+        ("max_messages=1&boundary=pair-safe", vec!["assistant"]),
+    ] {
+        let window: Value = http
+            .get(format!("{url}?{query}"))
+            .send()
+            .await
+            .expect("get")
+            .json()
+            .await
+            .expect("json");
+        assert_eq!(roles_of(&window), roles, "{query}: {window}");
+    }
     for (query, names) in [
         ("max_messages=0", "max_messages"),
         ("max_messages=abc", "max_messages"),
         ("evict_to=6", "evict_to"),
         ("max_tokens=10&tokenizer=nope", "tokenizer"),
+        ("boundary=any", "user or pair-safe"),
         ("max_messages=2&max_tokens=2", "not both"),
         ("colour=red", "colour"),
     ] {

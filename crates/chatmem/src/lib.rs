@@ -29,6 +29,7 @@ mod error;
 mod id;
 mod in_memory_store;
 mod json_error;
+mod limits;
 mod loaded_window;
 mod memory;
 mod message;
@@ -49,16 +50,15 @@ pub use crate::error::{Error, Result};
 pub use crate::id::{ConversationId, InvalidConversationId, MAX_ID_BYTES};
 pub use crate::in_memory_store::InMemoryStore;
 pub use crate::json_error::{JsonFieldError, deserialize_json};
+pub use crate::limits::{BatchLimits, DEFAULT_MAX_BATCH_BYTES, DEFAULT_MAX_BATCH_MESSAGES, TooLarge};
 pub use crate::loaded_window::LoadedWindow;
-pub use crate::memory::{
-    ChatMemory, ChatMemoryBuilder, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_BATCH_BYTES, DEFAULT_MAX_BATCH_MESSAGES,
-};
+pub use crate::memory::{ChatMemory, ChatMemoryBuilder, DEFAULT_MAX_ATTEMPTS};
 pub use crate::message::{Body, ContentPart, ImageUrl, Message, Metadata, Role, ToolCall, UserContent, parse_messages};
 pub use crate::model::{
     ChatDelta, ChatModel, ChatRequest, ChatResponse, DeltaAccumulator, DeltaStream, ModelError, ModelErrorKind,
     SamplingOptions, ToolCallDelta, ToolDefinition, Usage,
 };
-pub use crate::policy::{Budget, TurnBoundary, WindowPolicy};
+pub use crate::policy::{Budget, PolicySpec, TurnBoundary, WindowPolicy};
 pub use crate::store::{Page, Retention, Store};
 pub use crate::summary::{
     DEFAULT_SUMMARY_MAX_TOKENS, DEFAULT_SUMMARY_PROMPT, SUMMARY_HEADING, Summarizer, Summary, render_system,

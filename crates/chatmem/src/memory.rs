@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::id::ConversationId;
 use crate::in_memory_store::InMemoryStore;
+use crate::limits::BatchLimits;
 use crate::loaded_window::LoadedWindow;
 use crate::message::Message;
 use crate::plan::Settings;
@@ -14,13 +15,6 @@ use crate::summary::Summarizer;
 use crate::tokens::{Cl100k, CounterName, TokenCounter};
 use crate::turn::Turn;
 use crate::window::WindowPolicy;
-
-/// The most messages one commit carries by default: a store applies a commit in one
-/// statement or script, and a huge one would hold locks (or block Redis) for seconds.
-pub const DEFAULT_MAX_BATCH_MESSAGES: usize = 10_000;
-
-/// The most bytes of text one commit carries by default (16 MiB).
-pub const DEFAULT_MAX_BATCH_BYTES: usize = 16 << 20;
 
 /// How many times a commit that lost a version check is retried by default.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 64;
@@ -68,7 +62,7 @@ pub struct ChatMemory<S = InMemoryStore> {
     /// The counter name stored with new messages, made once (see [`counted_by`]).
     counted_by: CounterName,
     max_attempts: u32,
-    max_batch: (usize, usize),
+    max_batch: BatchLimits,
     summarizer: Option<Summarizer>,
 }
 
@@ -122,10 +116,15 @@ impl<S: Store> ChatMemoryBuilder<S> {
     }
 
     /// The most messages and bytes of text ([`Message::payload_len`]) one commit may carry
-    /// (default [`DEFAULT_MAX_BATCH_MESSAGES`] and [`DEFAULT_MAX_BATCH_BYTES`]); a larger
-    /// batch fails with [`Error::BatchTooLarge`] before anything is sent to the store.
+    /// (default [`DEFAULT_MAX_BATCH_MESSAGES`](crate::DEFAULT_MAX_BATCH_MESSAGES) and
+    /// [`DEFAULT_MAX_BATCH_BYTES`](crate::DEFAULT_MAX_BATCH_BYTES)); a larger batch fails with
+    /// [`Error::BatchTooLarge`] before anything is sent to the store.
     pub fn max_batch(mut self, messages: usize, bytes: usize) -> Self {
-        self.inner.max_batch = (messages, bytes);
+        self.inner.max_batch = BatchLimits {
+            messages,
+            bytes,
+            ..BatchLimits::default()
+        };
         self
     }
 
@@ -174,7 +173,7 @@ impl<S: Store> ChatMemoryBuilder<S> {
         if self.inner.max_attempts == 0 {
             return Err(Error::InvalidConfig("max_attempts must be at least 1".into()));
         }
-        if self.inner.max_batch.0 == 0 || self.inner.max_batch.1 == 0 {
+        if self.inner.max_batch.messages == 0 || self.inner.max_batch.bytes == 0 {
             return Err(Error::InvalidConfig(
                 "max_batch must allow at least 1 message and 1 byte".into(),
             ));
@@ -208,7 +207,7 @@ impl<S: Store> ChatMemory<S> {
             counted_by: counted_by(&policy, &Cl100k),
             counter: Arc::new(Cl100k),
             max_attempts: DEFAULT_MAX_ATTEMPTS,
-            max_batch: (DEFAULT_MAX_BATCH_MESSAGES, DEFAULT_MAX_BATCH_BYTES),
+            max_batch: BatchLimits::default(),
             summarizer: None,
         }
     }
@@ -235,14 +234,15 @@ impl<S: Store> ChatMemory<S> {
         self.retention
     }
 
-    /// The most messages and bytes of text one commit may carry (see
-    /// [`ChatMemoryBuilder::max_batch`]): what a caller writing a large history splits it by.
+    /// How much one commit may carry (see [`ChatMemoryBuilder::max_batch`]): what a caller
+    /// writing a large history splits it by.
     ///
     /// ```
     /// let memory = chatmem::ChatMemory::in_memory();
-    /// assert_eq!(memory.max_batch(), (chatmem::DEFAULT_MAX_BATCH_MESSAGES, chatmem::DEFAULT_MAX_BATCH_BYTES));
+    /// assert_eq!(memory.max_batch(), chatmem::BatchLimits::default());
+    /// assert_eq!(memory.max_batch().messages, chatmem::DEFAULT_MAX_BATCH_MESSAGES);
     /// ```
-    pub fn max_batch(&self) -> (usize, usize) {
+    pub fn max_batch(&self) -> BatchLimits {
         self.max_batch
     }
 
@@ -368,19 +368,14 @@ impl<S: Store> ChatMemory<S> {
     ///
     /// # Errors
     /// [`Error::BatchTooLarge`] naming both sizes and both limits.
-    pub(crate) fn limits_check<'a>(&self, batch: impl ExactSizeIterator<Item = &'a Message>) -> Result<()> {
-        let (max_messages, max_bytes) = self.max_batch;
-        let messages = batch.len();
-        let bytes: usize = batch.map(Message::payload_len).sum();
-        if messages > max_messages || bytes > max_bytes {
-            return Err(Error::BatchTooLarge {
-                messages,
-                bytes,
-                max_messages,
-                max_bytes,
-            });
-        }
-        Ok(())
+    pub(crate) fn limits_check<'a>(&self, batch: impl ExactSizeIterator<Item = &'a Message> + Clone) -> Result<()> {
+        let limits = self.max_batch;
+        limits.check(batch.clone()).map_err(|_| Error::BatchTooLarge {
+            messages: batch.len(),
+            bytes: batch.map(Message::payload_len).sum(),
+            max_messages: limits.messages,
+            max_bytes: limits.bytes,
+        })
     }
 
     /// Deletes conversation `id`; returns whether it existed.

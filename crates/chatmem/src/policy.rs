@@ -1,8 +1,35 @@
 //! Window policies: how much of a conversation the model sees ([`WindowPolicy`]: a budget in
 //! messages or tokens, a turn boundary, block eviction). Valid by construction; the rules
-//! that apply a policy are in [`window`](crate::window).
+//! that apply a policy are in [`window`](crate::window). [`PolicySpec`] is a policy as
+//! configuration gives it (the command line's flags, a server request's `"policy"`), checked
+//! into a [`WindowPolicy`] in one place.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::tokens::{TokenCounter, Tokenizer};
+
+/// Serde for a type configuration names by a string: [`Display`](fmt::Display) writes it and
+/// [`FromStr`] reads it, so serde, the command line and a server's query accept the same names.
+macro_rules! serde_by_name {
+    ($t:ty) => {
+        impl serde::Serialize for $t {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.collect_str(self)
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $t {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let name = <std::borrow::Cow<'de, str> as serde::Deserialize>::deserialize(deserializer)?;
+                name.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+pub(crate) use serde_by_name;
 
 /// The default message budget.
 pub const DEFAULT_MAX_MESSAGES: usize = 20;
@@ -16,7 +43,15 @@ pub enum Budget {
     Tokens(usize),
 }
 
-/// Where the window may start.
+/// Where the window may start. Named `user` and `pair-safe` (parsed, displayed and in serde).
+///
+/// ```
+/// use chatmem::TurnBoundary;
+/// assert_eq!("pair-safe".parse::<TurnBoundary>()?, TurnBoundary::PairSafe);
+/// assert_eq!(TurnBoundary::User.to_string(), "user");
+/// assert!("pair_safe".parse::<TurnBoundary>().unwrap_err().to_string().contains("user or pair-safe"));
+/// # Ok::<(), chatmem::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TurnBoundary {
     /// On a user message (default): the model never sees an answer without its question.
@@ -24,6 +59,47 @@ pub enum TurnBoundary {
     User,
     /// On any message that is not a tool result.
     PairSafe,
+}
+
+impl TurnBoundary {
+    /// Every boundary, in the order error messages list them.
+    const ALL: [TurnBoundary; 2] = [TurnBoundary::User, TurnBoundary::PairSafe];
+
+    /// The name: `user` or `pair-safe`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            TurnBoundary::User => "user",
+            TurnBoundary::PairSafe => "pair-safe",
+        }
+    }
+}
+
+impl fmt::Display for TurnBoundary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for TurnBoundary {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|b| s == b.name())
+            .ok_or_else(|| unknown_name("turn boundary", s, &Self::ALL.map(|b| b.name().to_owned())))
+    }
+}
+
+serde_by_name!(TurnBoundary);
+
+/// The error for a name that is none of `expected`: it quotes the name and lists the others.
+pub(crate) fn unknown_name(what: &str, name: &str, expected: &[String]) -> Error {
+    let list = match expected {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} or {last}", init.join(", ")),
+    };
+    Error::InvalidConfig(format!("unknown {what} {name:?}; expected {list}"))
 }
 
 /// A window policy: a budget and a turn boundary.
@@ -177,5 +253,195 @@ impl WindowPolicy {
     /// ```
     pub fn counts_tokens(&self) -> bool {
         matches!(self.budget, Budget::Tokens(_))
+    }
+}
+
+/// A window policy as configuration gives it: every field optional, checked into a
+/// [`WindowPolicy`] and a token counter by [`build`](PolicySpec::build) (over the defaults) or
+/// [`over`](PolicySpec::over) (over a configured policy). The command line's policy flags and a
+/// server request's `"policy"` object (or query) are this, with the same names: `max_messages`
+/// or `max_tokens`, `evict_to`, `tokenizer` ([`Tokenizer`]'s names), `boundary`
+/// ([`TurnBoundary`]'s names). Unknown fields are refused.
+///
+/// ```
+/// use chatmem::{PolicySpec, TurnBoundary, WindowPolicy};
+/// let spec: PolicySpec = serde_json::from_str(
+///     r#"{"max_tokens": 2000, "evict_to": 1000, "tokenizer": "o200k_base", "boundary": "pair-safe"}"#,
+/// )?;
+/// let (policy, counter) = spec.build()?;
+/// assert_eq!(policy, WindowPolicy::tokens(2000).with_boundary(TurnBoundary::PairSafe).evict_to(1000)?);
+/// assert_eq!(counter.name(), "o200k_base");
+/// // Both budgets, or evict_to not below the budget: an error naming the field.
+/// let both = PolicySpec { max_messages: Some(6), ..spec };
+/// assert!(both.build().unwrap_err().to_string().contains("not both"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PolicySpec {
+    /// At most this many messages, the system message included (at least 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_messages: Option<usize>,
+    /// At most this many tokens, the system message and list overhead included (at least 1);
+    /// not with `max_messages`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<usize>,
+    /// Block eviction's low-water mark, in the budget's unit, below the budget
+    /// ([`WindowPolicy::evict_to`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evict_to: Option<usize>,
+    /// The token counter.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokenizer: Option<Tokenizer>,
+    /// Where the window may start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub boundary: Option<TurnBoundary>,
+}
+
+impl PolicySpec {
+    /// Whether the spec gives nothing (so [`over`](PolicySpec::over) keeps the base as it is).
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// The policy and counter the spec describes, each field absent the default's: 20
+    /// messages, [`TurnBoundary::User`], no block eviction, [`Tokenizer::Cl100k`].
+    ///
+    /// ```
+    /// let (policy, counter) = chatmem::PolicySpec { evict_to: Some(5), ..Default::default() }.build()?;
+    /// assert_eq!(policy, chatmem::WindowPolicy::messages(20).evict_to(5)?);
+    /// assert_eq!(counter.name(), "cl100k_base");
+    /// # Ok::<(), chatmem::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`over`](PolicySpec::over).
+    pub fn build(&self) -> Result<(WindowPolicy, Arc<dyn TokenCounter>)> {
+        self.over(&WindowPolicy::default(), &Tokenizer::default().counter())
+    }
+
+    /// The spec laid over a configured policy and counter (a server's, for one request):
+    /// each field absent is the base's; a new budget drops the base's `evict_to` (its unit
+    /// may differ), while `evict_to` alone keeps the base's budget.
+    ///
+    /// ```
+    /// use chatmem::{PolicySpec, Tokenizer, WindowPolicy};
+    /// let base = WindowPolicy::tokens(4000).evict_to(2000)?;
+    /// let counter = Tokenizer::O200k.counter();
+    /// let spec = |json| serde_json::from_str::<PolicySpec>(json);
+    /// let (policy, _) = spec(r#"{"evict_to": 1000}"#)?.over(&base, &counter)?;
+    /// assert_eq!(policy, WindowPolicy::tokens(4000).evict_to(1000)?);
+    /// let (policy, same) = spec(r#"{"max_messages": 6}"#)?.over(&base, &counter)?;
+    /// assert_eq!((policy, same.name()), (WindowPolicy::messages(6), "o200k_base"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] naming the field: both `max_messages` and `max_tokens`, a
+    /// budget of 0, an `evict_to` of 0 or not below the budget.
+    pub fn over(
+        &self,
+        base: &WindowPolicy,
+        counter: &Arc<dyn TokenCounter>,
+    ) -> Result<(WindowPolicy, Arc<dyn TokenCounter>)> {
+        let budget = match (self.max_messages, self.max_tokens) {
+            (Some(_), Some(_)) => {
+                return Err(Error::InvalidConfig("give max_messages or max_tokens, not both".into()));
+            }
+            (Some(n), None) => Some(Budget::Messages(n)),
+            (None, Some(n)) => Some(Budget::Tokens(n)),
+            (None, None) => None,
+        };
+        let policy =
+            WindowPolicy::new(budget.unwrap_or(base.budget))?.with_boundary(self.boundary.unwrap_or(base.boundary));
+        let evict_to = match budget {
+            Some(_) => self.evict_to,
+            None => self.evict_to.or(base.evict_to),
+        };
+        let policy = match evict_to {
+            Some(n) => policy.evict_to(n)?,
+            None => policy,
+        };
+        let counter = self.tokenizer.map_or_else(|| Arc::clone(counter), Tokenizer::counter);
+        Ok((policy, counter))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_reads_back_as_written_in_every_form() {
+        for t in Tokenizer::ALL {
+            assert_eq!(t.to_string().parse::<Tokenizer>().unwrap(), t);
+            assert_eq!(t.counter().name().parse::<Tokenizer>().unwrap(), t);
+            let json = serde_json::to_string(&t).unwrap();
+            assert_eq!(json, format!("\"{t}\""));
+            assert_eq!(serde_json::from_str::<Tokenizer>(&json).unwrap(), t);
+        }
+        for b in TurnBoundary::ALL {
+            assert_eq!(b.to_string().parse::<TurnBoundary>().unwrap(), b);
+            let json = serde_json::to_string(&b).unwrap();
+            assert_eq!(serde_json::from_str::<TurnBoundary>(&json).unwrap(), b);
+        }
+        let e = "gpt2".parse::<Tokenizer>().unwrap_err().to_string();
+        assert!(
+            e.ends_with("\"gpt2\"; expected cl100k (or cl100k_base), o200k (or o200k_base) or heuristic"),
+            "{e}"
+        );
+        let e = serde_json::from_str::<PolicySpec>(r#"{"boundary": "all"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("unknown turn boundary \"all\"; expected user or pair-safe"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_spec_is_refused_naming_its_field() {
+        for (json, names) in [
+            (r#"{"max_messages": 0}"#, "max_messages"),
+            (r#"{"max_tokens": 0}"#, "max_tokens"),
+            (r#"{"max_messages": 5, "max_tokens": 100}"#, "not both"),
+            (r#"{"max_messages": 5, "evict_to": 5}"#, "evict_to"),
+            (r#"{"evict_to": 0}"#, "evict_to"),
+            (r#"{"evict_to": 20}"#, "evict_to"),
+        ] {
+            let spec: PolicySpec = serde_json::from_str(json).unwrap();
+            let e = spec.build().unwrap_err();
+            assert!(
+                matches!(&e, Error::InvalidConfig(m) if m.contains(names)),
+                "{json}: {e}"
+            );
+        }
+        let e = serde_json::from_str::<PolicySpec>(r#"{"max_message": 3}"#).unwrap_err();
+        assert!(e.to_string().contains("max_message"), "{e}");
+    }
+
+    #[test]
+    fn over_a_base_each_absent_field_is_the_bases() {
+        let base = WindowPolicy::tokens(4000)
+            .with_boundary(TurnBoundary::PairSafe)
+            .evict_to(2000)
+            .unwrap();
+        let counter = Tokenizer::O200k.counter();
+        let over = |spec: PolicySpec| spec.over(&base, &counter).unwrap();
+        let (same, kept) = over(PolicySpec::default());
+        assert_eq!((same, kept.name()), (base, "o200k_base"));
+        let user = PolicySpec {
+            boundary: Some(TurnBoundary::User),
+            ..PolicySpec::default()
+        };
+        assert_eq!(over(user).0, base.with_boundary(TurnBoundary::User));
+        let six = PolicySpec {
+            max_messages: Some(6),
+            tokenizer: Some(Tokenizer::Heuristic),
+            ..PolicySpec::default()
+        };
+        let (policy, counter) = over(six);
+        assert_eq!(policy, WindowPolicy::messages(6).with_boundary(TurnBoundary::PairSafe));
+        assert_eq!(counter.name(), "heuristic");
     }
 }

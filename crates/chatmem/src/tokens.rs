@@ -332,12 +332,17 @@ impl TokenCounter for O200k {
     }
 }
 
-/// The built-in counters by name, for configuration (`cl100k`, `o200k`, `heuristic`).
+/// The built-in counters by name, for configuration: each is named by its short name
+/// (`cl100k`, `o200k`, `heuristic`, what [`Display`](fmt::Display) and serde write) or by its
+/// counter's name (`cl100k_base`, `o200k_base`), and nothing else.
 ///
 /// ```
 /// use chatmem::Tokenizer;
 /// let t: Tokenizer = "o200k".parse()?;
 /// assert_eq!(t.counter().name(), "o200k_base");
+/// assert_eq!("o200k_base".parse::<Tokenizer>()?, t);
+/// assert_eq!(t.to_string(), "o200k");
+/// assert!("gpt2".parse::<Tokenizer>().unwrap_err().to_string().contains("expected cl100k"));
 /// # Ok::<(), chatmem::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -353,6 +358,9 @@ pub enum Tokenizer {
 }
 
 impl Tokenizer {
+    /// Every tokenizer, in the order error messages list them.
+    pub(crate) const ALL: [Tokenizer; 3] = [Tokenizer::Cl100k, Tokenizer::O200k, Tokenizer::Heuristic];
+
     /// A shared counter of this kind.
     pub fn counter(self) -> Arc<dyn TokenCounter> {
         match self {
@@ -361,21 +369,49 @@ impl Tokenizer {
             Tokenizer::Heuristic => Arc::new(Heuristic),
         }
     }
+
+    /// The short name, the one written.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Tokenizer::Cl100k => "cl100k",
+            Tokenizer::O200k => "o200k",
+            Tokenizer::Heuristic => HEURISTIC,
+        }
+    }
+
+    /// The counter's name ([`TokenCounter::name`]), also accepted when parsing.
+    const fn counter_name(self) -> &'static str {
+        match self {
+            Tokenizer::Cl100k => CL100K_BASE,
+            Tokenizer::O200k => O200K_BASE,
+            Tokenizer::Heuristic => HEURISTIC,
+        }
+    }
+}
+
+impl fmt::Display for Tokenizer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 impl FromStr for Tokenizer {
     type Err = crate::Error;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "cl100k" | "cl100k_base" => Ok(Tokenizer::Cl100k),
-            "o200k" | "o200k_base" => Ok(Tokenizer::O200k),
-            "heuristic" => Ok(Tokenizer::Heuristic),
-            other => Err(crate::Error::InvalidConfig(format!(
-                "unknown tokenizer {other:?}; expected cl100k, o200k or heuristic"
-            ))),
-        }
+        Self::ALL
+            .into_iter()
+            .find(|t| s == t.name() || s == t.counter_name())
+            .ok_or_else(|| {
+                let names = Self::ALL.map(|t| match (t.name(), t.counter_name()) {
+                    (name, counter) if name == counter => name.to_owned(),
+                    (name, counter) => format!("{name} (or {counter})"),
+                });
+                crate::policy::unknown_name("tokenizer", s, &names)
+            })
     }
 }
+
+crate::policy::serde_by_name!(Tokenizer);
 
 #[cfg(test)]
 mod tests {

@@ -2,8 +2,8 @@
 //! rebuilt exactly (sequence numbers, token counts, system message, window start).
 //!
 //! A line is read and checked whole before anything of it is written. A conversation larger
-//! than one commit may carry (`ChatMemory::max_batch`) is written in several commits; if one
-//! of them fails, what the earlier ones wrote is deleted again, so no conversation is left
+//! than one commit may carry (`ChatMemory::max_batch`, a `BatchLimits`) is written in several
+//! commits; if one of them fails, what the earlier ones wrote is deleted again, so no conversation is left
 //! half-imported (unless that delete fails too, which the error then says). Meanwhile other
 //! clients can see the conversation grow; its window is set by the last commit.
 //!
@@ -106,11 +106,12 @@ async fn write_one<S: Store>(
         }
         store.clear(&id).await.map_err(failed)?;
     }
-    let (max_messages, max_bytes) = memory.max_batch();
+    let mut limits = memory.max_batch();
     let mut system: Option<StoredMessage> = line.system.map(Into::into);
     let mut summary = line.summary;
     // The system message travels in the last commit: keep room for it in every one.
-    let max_bytes = max_bytes
+    limits.bytes = limits
+        .bytes
         .saturating_sub(system.as_ref().map_or(0, |s| s.message.payload_len()))
         .max(1);
     let total = line.messages.len();
@@ -122,8 +123,9 @@ async fn write_one<S: Store>(
     let mut written = 0;
     loop {
         let (mut count, mut bytes) = (0, 0);
+        // A commit carries at least one message, whatever its size.
         while let Some(m) =
-            messages.next_if(|m| count == 0 || (count < max_messages && bytes + m.message.payload_len() <= max_bytes))
+            messages.next_if(|m| count == 0 || limits.admits(count + 1, bytes + m.message.payload_len()))
         {
             (count, bytes) = (count + 1, bytes + m.message.payload_len());
             builder = builder.append_stored(m);

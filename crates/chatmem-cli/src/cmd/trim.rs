@@ -9,9 +9,10 @@ use crate::stdio::{print_json, read_messages};
 /// Runs `chatmem trim`.
 pub(crate) async fn run(args: TrimArgs) -> anyhow::Result<()> {
     let messages = read_messages()?;
+    let (policy, counter) = args.policy.build()?;
     let memory = ChatMemory::builder(InMemoryStore::new())
-        .policy(args.policy.policy()?)
-        .counter(args.policy.counter())
+        .policy(policy)
+        .counter(counter)
         .build()?;
     let id = ConversationId::new("trim")?;
     memory.add(&id, messages).await?;
