@@ -120,27 +120,42 @@ pub(crate) struct ImportArgs {
     pub(crate) store: StoreArgs,
 }
 
-/// Declares a command that runs a memory with a model: its own flags in the field `$own`,
-/// then the store, memory and summary flags, so `serve` and `chat` share that list (and its
-/// order in `--help`) from one place.
-macro_rules! memory_command {
-    ($name:ident, $own:ident: $own_args:ty) => {
-        #[derive(Args, Debug)]
-        pub(crate) struct $name {
-            #[command(flatten)]
-            pub(crate) $own: $own_args,
-            #[command(flatten)]
-            pub(crate) store: StoreArgs,
-            #[command(flatten)]
-            pub(crate) options: MemoryOptions,
-            #[command(flatten)]
-            pub(crate) summary: summarize::SummaryArgs,
-        }
-    };
+/// `chatmem serve`: its listener and upstream flags, then the memory's.
+#[derive(Args, Debug)]
+pub(crate) struct ServeCommand {
+    #[command(flatten)]
+    pub(crate) serve: serve::ServeArgs,
+    #[command(flatten)]
+    pub(crate) memory: ModelMemoryArgs,
 }
 
-memory_command!(ServeCommand, serve: serve::ServeArgs);
-memory_command!(ChatCommand, chat: chat::ChatArgs);
+/// `chatmem chat`: its model and conversation flags, then the memory's.
+#[derive(Args, Debug)]
+pub(crate) struct ChatCommand {
+    #[command(flatten)]
+    pub(crate) chat: chat::ChatArgs,
+    #[command(flatten)]
+    pub(crate) memory: ModelMemoryArgs,
+}
+
+/// The memory of a command that calls a model (`serve`, `chat`): the store, how memory is kept,
+/// and the summaries — one list, in one order in `--help`.
+#[derive(Args, Debug)]
+pub(crate) struct ModelMemoryArgs {
+    #[command(flatten)]
+    pub(crate) store: StoreArgs,
+    #[command(flatten)]
+    pub(crate) options: MemoryOptions,
+    #[command(flatten)]
+    pub(crate) summary: summarize::SummaryArgs,
+}
+
+impl ModelMemoryArgs {
+    /// The memory over the store, opened for writing (created if missing), with `summarizer`.
+    pub(crate) async fn open(&self, summarizer: Option<Summarizer>) -> anyhow::Result<ChatMemory<Arc<dyn Store>>> {
+        self.options.memory(self.store.open(Access::Write).await?, summarizer)
+    }
+}
 
 /// Which store to use.
 #[derive(Args, Debug, Clone)]

@@ -15,7 +15,6 @@ use futures_util::StreamExt;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::args::ChatCommand;
-use crate::stores::Access;
 
 /// Chat with a model; each turn carries the conversation's memory and is stored after it.
 #[derive(clap::Args, Debug)]
@@ -44,10 +43,8 @@ pub(crate) struct ChatArgs {
 
 /// Runs `chatmem chat` (the store is created if missing).
 pub(crate) async fn run(command: ChatCommand) -> Result<()> {
-    let summarizer = command.summary.summarizer(|model| command.chat.model(model))?;
-    let memory = command
-        .options
-        .memory(command.store.open(Access::Write).await?, summarizer)?;
+    let summarizer = command.memory.summary.summarizer(|model| command.chat.model(model))?;
+    let memory = command.memory.open(summarizer).await?;
     chat(command.chat, memory).await
 }
 

@@ -7,7 +7,6 @@ use anyhow::{Context, bail};
 use chatmem_server::{Auth, ServerConfig, Upstream, app, metrics_app};
 
 use crate::args::ServeCommand;
-use crate::stores::Access;
 
 /// Serve conversation memory over HTTP for applications in any language.
 #[derive(clap::Args, Debug)]
@@ -52,13 +51,10 @@ fn upstream_key() -> Option<String> {
 
 /// Runs `chatmem serve` (the store is created if missing).
 pub(crate) async fn run(command: ServeCommand) -> anyhow::Result<()> {
-    let summary_model = command.summary.required_model()?;
-    let summarizer = command
-        .summary
-        .summarizer(|_| command.serve.summary_model(summary_model))?;
-    let memory = command
-        .options
-        .memory(command.store.open(Access::Write).await?, summarizer)?;
+    let summary = &command.memory.summary;
+    let summary_model = summary.required_model()?;
+    let summarizer = summary.summarizer(|_| command.serve.summary_model(summary_model))?;
+    let memory = command.memory.open(summarizer).await?;
     serve(&command.serve, memory).await
 }
 
