@@ -3,8 +3,10 @@
 //!
 //! It is for: teams that want chatmem's windows, stores and commit guarantees without writing
 //! Rust, and OpenAI clients that get memory by changing their base URL and adding one header.
-//! It is not: a store (it uses one), nor a policy (that is the [`chatmem::ChatMemory`] it is
-//! given), nor a model client (that is `chatmem-openai`, through `chatmem-advisor`).
+//! It is not: a store (it uses one); nor the window rules (the [`chatmem::ChatMemory`] it is
+//! given holds the policy, and a request's `"policy"` is the core's [`chatmem::PolicySpec`]
+//! laid over it); nor a model client (that is `chatmem-openai`, through `chatmem-advisor`). It
+//! speaks OpenAI's JSON to its own clients (the chat completion's answer and stream events).
 //!
 //! `chatmem serve` runs it. The API (JSON; errors are
 //! `{"error": {"code", "message", "request_id"}}`):
