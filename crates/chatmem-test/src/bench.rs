@@ -1,8 +1,8 @@
 //! The flat-cost bench each store crate runs as `benches/turn.rs`: the cost of one turn at
 //! growing history sizes.
 //!
-//! A turn is what an application does per model call: [`ChatMemory::load`], then
-//! [`ChatMemory::commit`] of a user + assistant pair, with [`Retention::KeepHistory`] and
+//! A turn is what an application does per model call: [`ChatMemory::begin`] (the load), then
+//! [`Turn::commit_window`](chatmem::Turn::commit_window) of a user + assistant pair, with [`Retention::KeepHistory`] and
 //! a 20-message window. A store that reads only the window and writes only the new
 //! messages costs the same per turn whatever the history, so the ratio between the largest
 //! and the smallest history should stay near 1.
@@ -224,7 +224,7 @@ impl fmt::Display for Table<'_> {
         let r = self.report;
         writeln!(
             f,
-            "{}: one turn = ChatMemory::load + ChatMemory::commit(user, assistant), KeepHistory, {}-message window",
+            "{}: one turn = ChatMemory::begin + Turn::commit_window(user, assistant), KeepHistory, {}-message window",
             self.store, r.window
         )?;
         writeln!(

@@ -41,7 +41,7 @@ async fn flat_cost_measures_every_history_and_clears_up() {
     );
 
     let table = report.table("chatmem-memory").to_string();
-    assert!(table.starts_with("chatmem-memory: one turn = ChatMemory::load + ChatMemory::commit"));
+    assert!(table.starts_with("chatmem-memory: one turn = ChatMemory::begin + Turn::commit_window"));
     let lines: Vec<&str> = table.lines().filter(|l| l.starts_with('|')).collect();
     assert_eq!(lines.len(), 2 + 3, "header, rule and one line per history:\n{table}");
     assert!(lines[0].contains("reads/load") && lines[0].contains("reads/commit"));
