@@ -8,7 +8,7 @@
 //! panics (with `assert!`) on the first failure, and uses fresh random conversation ids on
 //! each call, so several runs may share one database server at once.
 //!
-//! The suite is not a benchmark (the [`bench`] module is) and not a unit-test helper for
+//! The suite is not a benchmark (the [`bench`](mod@bench) module is) and not a unit-test helper for
 //! `chatmem` itself; the crate is not published.
 //!
 //! ```no_run
@@ -20,7 +20,7 @@
 //! ```
 //!
 //! For the multi-process stress test see the [`stress`] module; for the per-turn bench every
-//! store crate runs, the [`bench`] module.
+//! store crate runs, the [`bench`](mod@bench) module.
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
