@@ -10,8 +10,12 @@
 //! retried a few times first ([`OpenAiModelBuilder::max_retries`]).
 //!
 //! What it never sends: `reasoning_content` (DeepSeek rejects it in requests and it only
-//! costs tokens), chatmem's `metadata`, or a tool result's `is_error` flag. It logs no
+//! costs tokens), chatmem's `metadata`, or a tool result's `is_error` flag or `name`. It logs no
 //! message text: requests and answers are logged at `debug` by counts only.
+//!
+//! For applications that call async-openai themselves, [`convert`] turns a chatmem window
+//! into async-openai's request messages (the same messages this client sends) and an answer
+//! back into a chatmem message.
 //!
 //! What it is not: conversation memory. It sends exactly the messages it is given; put a
 //! `chatmem-advisor` `MemoryAdvisor` in front of it for memory.
@@ -33,9 +37,13 @@
 //! of the wrong shape is reported without being logged; only non-JSON bodies reach that log.
 
 mod config;
+pub mod convert;
 mod error;
 mod model;
 mod wire;
+
+/// The async-openai crate whose types [`convert`] speaks, so an application names the same ones.
+pub use async_openai;
 
 pub use crate::config::{DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, OpenAiModelBuilder, Provider, UnknownProvider};
 pub use crate::error::ConfigError;

@@ -12,6 +12,8 @@ use chatmem::{
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::convert::ConversionErrorKind;
+
 #[derive(Debug, Serialize)]
 pub(crate) struct WireRequest<'a> {
     model: &'a str,
@@ -111,29 +113,86 @@ fn tool(t: &ToolDefinition) -> WireTool<'_> {
     }
 }
 
-/// One message as sent: reasoning, metadata and `is_error` are left out on purpose
-/// (reasoning must not be sent back to DeepSeek; the others are chatmem's own fields).
-fn message(m: &Message) -> WireMessage<'_> {
-    let mut w = WireMessage {
-        role: m.role().as_str(),
-        content: None,
-        name: m.name.as_deref(),
-        tool_calls: Vec::new(),
-        tool_call_id: None,
-    };
+/// What of a message is sent to a model: the one place that decides it, for the request body
+/// here and for [`crate::convert`]. Left out on purpose: `reasoning_content` (DeepSeek
+/// rejects it in requests, and it only costs tokens), `metadata` and `is_error` (chatmem's own
+/// fields), and a tool result's `name` (the tool role has none in the protocol).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Sent<'a> {
+    System {
+        content: &'a str,
+        name: Option<&'a str>,
+    },
+    User {
+        content: &'a UserContent,
+        name: Option<&'a str>,
+    },
+    Assistant {
+        /// `None` only next to tool calls.
+        content: Option<&'a str>,
+        tool_calls: &'a [ToolCall],
+        name: Option<&'a str>,
+    },
+    Tool {
+        tool_call_id: &'a str,
+        content: &'a str,
+    },
+}
+
+pub(crate) fn sent(m: &Message) -> Sent<'_> {
+    let name = m.name.as_deref();
     match &m.body {
-        Body::System { content } => w.content = Some(WireContent::Text(content)),
-        Body::User {
-            content: UserContent::Text(t),
-        } => w.content = Some(WireContent::Text(t)),
-        Body::User {
-            content: UserContent::Parts(p),
-        } => w.content = Some(WireContent::Parts(p)),
+        Body::System { content } => Sent::System { content, name },
+        Body::User { content } => Sent::User { content, name },
         Body::Assistant {
             content,
             reasoning_content: _,
             tool_calls,
+        } => Sent::Assistant {
+            // Providers reject an assistant message with neither text nor calls.
+            content: match (content, tool_calls.is_empty()) {
+                (Some(c), _) => Some(c),
+                (None, true) => Some(""),
+                (None, false) => None,
+            },
+            tool_calls,
+            name,
+        },
+        Body::Tool {
+            tool_call_id,
+            content,
+            is_error: _,
+        } => Sent::Tool { tool_call_id, content },
+    }
+}
+
+/// One message as sent (see [`Sent`] for what is left out).
+fn message(m: &Message) -> WireMessage<'_> {
+    let mut w = WireMessage {
+        role: m.role().as_str(),
+        content: None,
+        name: None,
+        tool_calls: Vec::new(),
+        tool_call_id: None,
+    };
+    match sent(m) {
+        Sent::System { content, name } => {
+            w.content = Some(WireContent::Text(content));
+            w.name = name;
+        }
+        Sent::User { content, name } => {
+            w.content = Some(match content {
+                UserContent::Text(t) => WireContent::Text(t),
+                UserContent::Parts(p) => WireContent::Parts(p),
+            });
+            w.name = name;
+        }
+        Sent::Assistant {
+            content,
+            tool_calls,
+            name,
         } => {
+            w.content = content.map(WireContent::Text);
             w.tool_calls = tool_calls
                 .iter()
                 .map(|c| WireToolCall {
@@ -145,22 +204,11 @@ fn message(m: &Message) -> WireMessage<'_> {
                     },
                 })
                 .collect();
-            // Providers reject an assistant message with neither text nor calls.
-            w.content = match (content, tool_calls.is_empty()) {
-                (Some(c), _) => Some(WireContent::Text(c)),
-                (None, true) => Some(WireContent::Text("")),
-                (None, false) => None,
-            };
+            w.name = name;
         }
-        Body::Tool {
-            tool_call_id,
-            content,
-            is_error: _,
-        } => {
+        Sent::Tool { tool_call_id, content } => {
             w.tool_call_id = Some(tool_call_id);
             w.content = Some(WireContent::Text(content));
-            // The tool role has no `name` in the protocol.
-            w.name = None;
         }
     }
     w
@@ -263,7 +311,7 @@ pub(crate) fn response(v: Value) -> Result<ChatResponse, ModelError> {
         .next()
         .ok_or_else(|| protocol("the completion has no choices"))?;
     let m = choice.message;
-    let tool_calls: Vec<ToolCall> = m
+    let tool_calls = m
         .tool_calls
         .unwrap_or_default()
         .into_iter()
@@ -273,28 +321,52 @@ pub(crate) fn response(v: Value) -> Result<ChatResponse, ModelError> {
             arguments: c.function.arguments.unwrap_or_default(),
         })
         .collect();
-    if tool_calls.iter().any(|c| c.id.is_empty() || c.name.is_empty()) {
-        return Err(protocol("a tool call has no id or name"));
-    }
-    let content = match (m.content.or(m.refusal), tool_calls.is_empty()) {
-        // DeepSeek sends "" next to tool calls; there is no text then.
-        (Some(c), false) if c.is_empty() => None,
-        (None, true) => Some(String::new()),
-        (c, _) => c,
-    };
-    let message = Message {
-        body: Body::Assistant {
-            content,
-            reasoning_content: m.reasoning_content.filter(|r| !r.is_empty()),
-            tool_calls,
-        },
-        name: None,
-        metadata: None,
-    };
+    let message = answer(m.content, m.refusal, tool_calls, m.reasoning_content)
+        .map_err(|e| protocol(format!("the answer could not be read: {e}")))?;
     Ok(ChatResponse {
         message,
         usage,
         finish_reason: choice.finish_reason,
+    })
+}
+
+/// The assistant message an answer's fields make: the one rule for reading an answer, for
+/// [`response`] and for [`crate::convert`].
+///
+/// chatmem has no refusal field: a refusal is the answer's text (it is what the model said,
+/// and sent back as content the model sees it said it). An answer with both text and a
+/// refusal is refused rather than losing either. Empty text or reasoning next to tool calls
+/// is no text (DeepSeek sends `""` there); an answer with neither text nor calls is `""`.
+pub(crate) fn answer(
+    content: Option<String>,
+    refusal: Option<String>,
+    tool_calls: Vec<ToolCall>,
+    reasoning_content: Option<String>,
+) -> Result<Message, ConversionErrorKind> {
+    for (index, c) in tool_calls.iter().enumerate() {
+        if c.id.is_empty() {
+            return Err(ConversionErrorKind::EmptyToolCallField { index, field: "id" });
+        }
+        if c.name.is_empty() {
+            return Err(ConversionErrorKind::EmptyToolCallField {
+                index,
+                field: "function.name",
+            });
+        }
+    }
+    let content = match (content.filter(|c| !c.is_empty()), refusal.filter(|r| !r.is_empty())) {
+        (Some(_), Some(_)) => return Err(ConversionErrorKind::ContentAndRefusal),
+        (None, None) if tool_calls.is_empty() => Some(String::new()),
+        (c, r) => c.or(r),
+    };
+    Ok(Message {
+        body: Body::Assistant {
+            content,
+            reasoning_content: reasoning_content.filter(|r| !r.is_empty()),
+            tool_calls,
+        },
+        name: None,
+        metadata: None,
     })
 }
 
@@ -477,6 +549,20 @@ mod tests {
         assert_eq!(e.kind(), ModelErrorKind::Protocol);
         let e = response(json!({"error": {"message": "overloaded"}})).unwrap_err();
         assert_eq!(e.kind(), ModelErrorKind::Server);
+    }
+
+    #[test]
+    fn a_refusal_is_the_text_and_never_overwrites_it() {
+        let answer = |m: Value| response(json!({"choices": [{"index": 0, "message": m}]}));
+        let r = answer(json!({"role": "assistant", "content": null, "refusal": "I can't help with that."})).unwrap();
+        assert_eq!(r.message, Message::assistant("I can't help with that."));
+        let e = answer(json!({"role": "assistant", "content": "sure", "refusal": "no"})).unwrap_err();
+        assert_eq!(e.kind(), ModelErrorKind::Protocol);
+        let e = answer(json!({"role": "assistant", "tool_calls": [
+            {"id": "", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        ]}))
+        .unwrap_err();
+        assert_eq!(e.kind(), ModelErrorKind::Protocol);
     }
 
     #[test]
