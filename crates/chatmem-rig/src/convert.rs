@@ -578,3 +578,307 @@ fn assistant_to_rig(
         .transpose()?;
     Ok(AssistantMessage::new(content).with_origin(origin).with_stop(stop))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chatmem::{Message as Cm, ToolCall as CmCall};
+    use rig_core::message::{Audio, Document, Opaque, Origin, StopReason, Video};
+
+    fn name(n: &str) -> ToolName {
+        ToolName::new(n).unwrap_or_else(|_| unreachable!())
+    }
+
+    fn call(id: &str, tool: &str, arguments: Value) -> ToolCall {
+        ToolCall::from_wire(id, ToolFunction::new(name(tool), arguments))
+    }
+
+    /// rig → chatmem gives `expected`, and chatmem → rig gives the rig messages back.
+    fn round_trip(rig: Vec<RigMessage>, expected: Vec<Cm>) {
+        let stored = to_chatmem(&rig).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(stored, expected);
+        assert_eq!(to_rig(stored).unwrap_or_else(|e| panic!("{e}")), rig);
+    }
+
+    fn refused(rig: RigMessage) -> Unsupported {
+        match to_chatmem(&[RigMessage::user("ok"), rig]) {
+            Err(ConvertError::Unsupported { index: 1, what }) => what,
+            other => panic!("not refused at index 1: {other:?}"),
+        }
+    }
+
+    fn unreadable(cm: Cm) -> Unreadable {
+        match to_rig(vec![Cm::user("ok"), cm]) {
+            Err(ConvertError::Unreadable { index: 1, what }) => what,
+            other => panic!("not refused at index 1: {other:?}"),
+        }
+    }
+
+    fn rig_record(rig: Value) -> Metadata {
+        let mut m = Metadata::new();
+        m.insert(METADATA_KEY.into(), rig);
+        m
+    }
+
+    #[test]
+    fn system_user_and_assistant_text() {
+        round_trip(
+            vec![
+                RigMessage::system("你是邻里仓售后。"),
+                RigMessage::user("我的订单是 LC202610060018，还没发货。"),
+                RigMessage::assistant("已查到订单 LC202610060018，尚未发货。"),
+            ],
+            vec![
+                Cm::system("你是邻里仓售后。"),
+                Cm::user("我的订单是 LC202610060018，还没发货。"),
+                Cm::assistant("已查到订单 LC202610060018，尚未发货。"),
+            ],
+        );
+    }
+
+    #[test]
+    fn several_text_blocks_are_parts() {
+        round_trip(
+            vec![RigMessage::User {
+                content: vec![UserContent::text("a"), UserContent::text("b")],
+            }],
+            vec![Cm::user_parts(vec![
+                ContentPart::Text("a".into()),
+                ContentPart::Text("b".into()),
+            ])],
+        );
+    }
+
+    #[test]
+    fn images_by_url_and_base64() {
+        round_trip(
+            vec![RigMessage::User {
+                content: vec![
+                    UserContent::text("这个包裹破了"),
+                    UserContent::image_url("https://example.invalid/p.jpg", None, Some(ImageDetail::High)),
+                    UserContent::image_base64("aGVsbG8=", Some(ImageMediaType::PNG), None),
+                ],
+            }],
+            vec![Cm::user_parts(vec![
+                ContentPart::Text("这个包裹破了".into()),
+                ContentPart::ImageUrl(ImageUrl {
+                    url: "https://example.invalid/p.jpg".into(),
+                    detail: Some("high".into()),
+                }),
+                ContentPart::ImageUrl(ImageUrl {
+                    url: "data:image/png;base64,aGVsbG8=".into(),
+                    detail: None,
+                }),
+            ])],
+        );
+    }
+
+    #[test]
+    fn tool_calls_and_results_keep_their_ids() {
+        let order = call("call_1", "order_status", json!({"order": "LC202610060018"}));
+        let refund = call("call_2", "refund_policy", json!({}));
+        round_trip(
+            vec![
+                RigMessage::Assistant(AssistantMessage::new(vec![
+                    AssistantContent::text("我查一下。"),
+                    AssistantContent::ToolCall(order.clone()),
+                    AssistantContent::ToolCall(refund.clone()),
+                ])),
+                RigMessage::tool_results(vec![
+                    order.result(vec![ToolResultContent::text("未发货")]),
+                    refund.error_result(vec![ToolResultContent::text("服务超时")]),
+                ]),
+            ],
+            vec![
+                Cm {
+                    body: Body::Assistant {
+                        content: Some("我查一下。".into()),
+                        reasoning_content: None,
+                        tool_calls: vec![
+                            CmCall::new("call_1", "order_status", r#"{"order":"LC202610060018"}"#),
+                            CmCall::new("call_2", "refund_policy", "{}"),
+                        ],
+                    },
+                    name: None,
+                    metadata: None,
+                },
+                Cm::tool_result("call_1", "未发货").with_name("order_status"),
+                Cm::tool_error("call_2", "服务超时")
+                    .with_name("refund_policy")
+                    .with_metadata(rig_record(json!({"joins_previous": true}))),
+            ],
+        );
+    }
+
+    #[test]
+    fn separate_tool_result_messages_stay_separate() {
+        let a = call("call_1", "t", json!({}));
+        let b = call("call_2", "t", json!({}));
+        let rig = vec![
+            RigMessage::tool_results(vec![a.result(vec![ToolResultContent::text("1")])]),
+            RigMessage::tool_results(vec![b.result(vec![ToolResultContent::text("2")])]),
+        ];
+        let stored = to_chatmem(&rig).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(to_rig(stored).unwrap_or_else(|e| panic!("{e}")), rig);
+    }
+
+    #[test]
+    fn json_tool_output_and_invalid_arguments() {
+        let bad = ToolCall::from_wire("call_1", ToolFunction::parse(name("t"), r#"{"order": "LC2"#));
+        round_trip(
+            vec![
+                RigMessage::from(bad.clone()),
+                RigMessage::tool_results(vec![
+                    bad.result(vec![ToolResultContent::json(json!({"b": 1, "a": [true]}))]),
+                ]),
+            ],
+            vec![
+                Cm::assistant_tool_calls(vec![CmCall::new("call_1", "t", r#"{"order": "LC2"#)]),
+                Cm::tool_result("call_1", r#"{"b":1,"a":[true]}"#)
+                    .with_name("t")
+                    .with_metadata(rig_record(json!({"content": "json"}))),
+            ],
+        );
+    }
+
+    #[test]
+    fn reasoning_origin_stop_and_rig_issued_ids() {
+        let local = ToolCall::from_wire("", ToolFunction::new(name("t"), json!({"x": 1})));
+        assert!(local.id.is_local());
+        let turn = AssistantMessage::new(vec![
+            AssistantContent::Reasoning(Reasoning {
+                text: String::new(),
+                redacted: true,
+                native: None,
+            }),
+            AssistantContent::text("好的"),
+            AssistantContent::ToolCall(local.clone()),
+        ])
+        .with_origin(Origin::new("openai.chat", "openai", "m"))
+        .with_stop(StopReason::ToolUse);
+        let rig = vec![
+            RigMessage::Assistant(turn),
+            RigMessage::tool_results(vec![local.result(vec![ToolResultContent::text("r")])]),
+        ];
+        let stored = to_chatmem(&rig).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(stored[0].tool_calls()[0].id, local.id.wire());
+        assert_eq!(stored[1].tool_call_id(), Some(&*local.id.wire()));
+        assert_eq!(to_rig(stored).unwrap_or_else(|e| panic!("{e}")), rig);
+    }
+
+    #[test]
+    fn provider_items_on_assistant_blocks_are_kept() {
+        let text = AssistantContent::text("好的").with_native(json!({"type": "output_text", "text": "好的"}));
+        let rig = vec![RigMessage::Assistant(AssistantMessage::new(vec![text]))];
+        let stored = to_chatmem(&rig).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(stored[0].text().as_deref(), Some("好的"));
+        assert_eq!(to_rig(stored).unwrap_or_else(|e| panic!("{e}")), rig);
+    }
+
+    #[test]
+    fn refuses_what_chatmem_cannot_hold() {
+        let audio = UserContent::Audio(Audio::default());
+        assert_eq!(refused(audio.into()), Unsupported::Content("audio"));
+        assert_eq!(
+            refused(UserContent::Video(Video::default()).into()),
+            Unsupported::Content("video")
+        );
+        let doc = UserContent::Document(Document::default());
+        assert_eq!(refused(doc.into()), Unsupported::Content("document"));
+        let image = AssistantContent::image_base64("aGVsbG8=", Some(ImageMediaType::PNG), None);
+        assert_eq!(refused(image.into()), Unsupported::Content("assistant image"));
+        let opaque = AssistantContent::Opaque(Opaque {
+            item: json!({"type": "web_search_call"}),
+            replay: true,
+        });
+        assert_eq!(refused(opaque.into()), Unsupported::Content("opaque provider item"));
+    }
+
+    #[test]
+    fn refuses_image_sources_without_a_url() {
+        let raw = UserContent::image_raw(vec![1, 2], Some(ImageMediaType::PNG), None);
+        assert_eq!(refused(raw.into()), Unsupported::ImageSource("raw bytes"));
+        let b64 = UserContent::image_base64("aGVsbG8=", None, None);
+        assert_eq!(
+            refused(b64.into()),
+            Unsupported::ImageSource("base64 without a media type")
+        );
+        let typed_url = UserContent::image_url("https://x.invalid/a.png", Some(ImageMediaType::PNG), None);
+        assert_eq!(refused(typed_url.into()), Unsupported::ImageUrlMediaType);
+        // A URL that is itself a data URL would read back as base64: refused, not changed.
+        let data_url = UserContent::image_url("data:image/png;base64,aGVsbG8=", None, None);
+        assert!(matches!(refused(data_url.into()), Unsupported::NotLossless(_)));
+    }
+
+    #[test]
+    fn refuses_tool_results_chatmem_cannot_hold() {
+        let c = call("call_1", "t", json!({}));
+        let mixed = RigMessage::User {
+            content: vec![
+                UserContent::ToolResult(c.result(vec![ToolResultContent::text("r")])),
+                UserContent::text("and"),
+            ],
+        };
+        assert_eq!(refused(mixed), Unsupported::MixedToolResults);
+        let two = RigMessage::tool_results(vec![
+            c.result(vec![ToolResultContent::text("a"), ToolResultContent::text("b")]),
+        ]);
+        assert_eq!(refused(two), Unsupported::ToolResultContent("several blocks"));
+        let image = ToolResultContent::image_url("https://x.invalid/a.png", None, None);
+        let image = RigMessage::tool_results(vec![c.result(vec![image])]);
+        assert_eq!(refused(image), Unsupported::ToolResultContent("an image"));
+    }
+
+    #[test]
+    fn refuses_assistant_turns_out_of_chatmem_order() {
+        let two = RigMessage::Assistant(AssistantMessage::new(vec![
+            AssistantContent::text("a"),
+            AssistantContent::text("b"),
+        ]));
+        assert_eq!(refused(two), Unsupported::AssistantLayout("more than one text block"));
+        let c = AssistantContent::ToolCall(call("call_1", "t", json!({})));
+        let late = RigMessage::Assistant(AssistantMessage::new(vec![c, AssistantContent::text("a")]));
+        assert_eq!(refused(late), Unsupported::AssistantLayout("blocks out of order"));
+    }
+
+    #[test]
+    fn refuses_what_rig_cannot_hold() {
+        let audio = Cm::user_parts(vec![ContentPart::Other(
+            json!({"type": "input_audio", "input_audio": {}})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+        )]);
+        assert_eq!(unreadable(audio), Unreadable::ContentPart("input_audio".into()));
+        assert_eq!(unreadable(Cm::user("hi").with_name("bob")), Unreadable::Name("user"));
+        assert_eq!(
+            unreadable(Cm::tool_result("call_1", "r")),
+            Unreadable::EmptyToolName("result")
+        );
+        assert_eq!(
+            unreadable(Cm::tool_result("", "r").with_name("t")),
+            Unreadable::EmptyCallId
+        );
+        let detail = Cm::user_parts(vec![ContentPart::ImageUrl(ImageUrl {
+            url: "https://x.invalid/a.png".into(),
+            detail: Some("ultra".into()),
+        })]);
+        assert_eq!(unreadable(detail), Unreadable::ImageDetail("ultra".into()));
+        let bmp = Cm::user_parts(vec![ContentPart::ImageUrl(ImageUrl {
+            url: "data:image/bmp;base64,AA==".into(),
+            detail: None,
+        })]);
+        assert_eq!(unreadable(bmp), Unreadable::ImageMediaType("image/bmp".into()));
+        let bad = Cm::assistant("a").with_metadata(rig_record(json!({"origin": 5})));
+        assert_eq!(unreadable(bad), Unreadable::Metadata("origin"));
+    }
+
+    #[test]
+    fn errors_name_the_message_and_the_content() {
+        let err = to_chatmem(&[UserContent::Audio(Audio::default()).into()]).err();
+        assert_eq!(
+            err.map(|e| e.to_string()).as_deref(),
+            Some("rig message 0 cannot be stored in chatmem: audio content (chatmem has no field for it)")
+        );
+    }
+}
