@@ -116,6 +116,14 @@ pub fn to_chatmem(messages: &[RigMessage]) -> Result<Vec<CmMessage>, ConvertErro
                 what: Unsupported::NotLossless(lost_what(message)),
             });
         }
+        // And a durable store reads it back: stores keep chatmem's JSON form, whose reader
+        // has rules of its own.
+        if converted.iter().any(|m| !stores_as_json(m)) {
+            return Err(ConvertError::Unsupported {
+                index,
+                what: Unsupported::NotLossless("chatmem's stored form would not read back"),
+            });
+        }
         out.extend(converted);
     }
     Ok(out)
@@ -179,6 +187,13 @@ pub enum ConvertError {
         #[source]
         what: Unreadable,
     },
+}
+
+/// Whether `message` written as chatmem's JSON reads back as itself.
+fn stores_as_json(message: &CmMessage) -> bool {
+    serde_json::to_value(message)
+        .and_then(serde_json::from_value::<CmMessage>)
+        .is_ok_and(|back| back == *message)
 }
 
 /// A best guess at what the round-trip check lost, for its error.
@@ -376,11 +391,18 @@ fn assistant_to_chatmem(turn: &AssistantMessage) -> Result<CmMessage, Unsupporte
     if !local_calls.is_empty() {
         rig.insert("local_calls".into(), Value::Array(local_calls));
     }
-    // No text block and no calls is an empty turn; chatmem's `content: None` with no calls
-    // stores it as such.
+    // chatmem's assistant message needs text or calls: a turn with neither (reasoning only,
+    // or nothing) is stored with empty text, marked as no text block.
+    if text.is_none() && calls.is_empty() {
+        rig.insert("no_text".into(), json!(true));
+    }
+    let content = match text {
+        None if calls.is_empty() => Some(String::new()),
+        text => text,
+    };
     let message = CmMessage {
         body: Body::Assistant {
-            content: text,
+            content,
             reasoning_content: reasoning,
             tool_calls: calls,
         },
@@ -538,8 +560,12 @@ fn assistant_to_rig(
             native: None,
         }));
     }
-    if let Some(text) = text {
-        content.push(AssistantContent::Text(Text::new(text)));
+    let no_text = rig.get("no_text").and_then(Value::as_bool) == Some(true);
+    match text {
+        Some(text) if !no_text => content.push(AssistantContent::Text(Text::new(text))),
+        Some(text) if text.is_empty() => {}
+        Some(_) => return Err(Unreadable::Metadata("no_text")),
+        None => {}
     }
     for call in calls {
         let name = ToolName::new(call.name).map_err(|_| Unreadable::EmptyToolName("call"))?;
@@ -763,6 +789,18 @@ mod tests {
         let stored = to_chatmem(&rig).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(stored[0].tool_calls()[0].id, local.id.wire());
         assert_eq!(stored[1].tool_call_id(), Some(&*local.id.wire()));
+        assert_eq!(to_rig(stored).unwrap_or_else(|e| panic!("{e}")), rig);
+    }
+
+    #[test]
+    fn a_turn_without_text_or_calls_is_stored_readable() {
+        let rig = vec![
+            RigMessage::Assistant(AssistantMessage::new(vec![AssistantContent::reasoning("先查订单")])),
+            RigMessage::Assistant(AssistantMessage::new(vec![])),
+        ];
+        let stored = to_chatmem(&rig).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(stored[0].text().as_deref(), Some(""));
+        assert!(stored.iter().all(stores_as_json));
         assert_eq!(to_rig(stored).unwrap_or_else(|e| panic!("{e}")), rig);
     }
 

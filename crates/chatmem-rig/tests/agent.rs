@@ -101,12 +101,23 @@ async fn a_new_process_over_the_same_sqlite_file_continues() -> TestResult {
 
 #[tokio::test]
 async fn a_tool_turn_is_stored_with_its_call_and_loads_back_intact() -> TestResult {
+    let memory = ChatMemory::builder(InMemoryStore::new())
+        .policy(WindowPolicy::messages(20))
+        .build()?;
+    tool_turn(RigMemory::new(memory)).await
+}
+
+#[tokio::test]
+async fn a_tool_turn_round_trips_through_sqlite() -> TestResult {
+    // A durable store keeps chatmem's JSON form: the rig record in metadata goes through it.
+    let dir = tempfile::tempdir()?;
+    let store = SqliteStore::open(dir.path().join("chatmem.db")).await?;
+    let memory = ChatMemory::builder(store).policy(WindowPolicy::messages(20)).build()?;
+    tool_turn(RigMemory::new(memory)).await
+}
+
+async fn tool_turn<S: chatmem::Store + 'static>(memory: RigMemory<S>) -> TestResult {
     let stand_in = StandIn::start().await?;
-    let memory = RigMemory::new(
-        ChatMemory::builder(InMemoryStore::new())
-            .policy(WindowPolicy::messages(20))
-            .build()?,
-    );
     let agent = agent(&stand_in, memory.clone());
 
     let response = agent.prompt("LC202610060018 到哪了？").max_turns(3).await?;
