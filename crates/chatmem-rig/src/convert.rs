@@ -880,6 +880,26 @@ mod tests {
     }
 
     #[test]
+    fn refuses_citations_and_provider_items_off_the_assistant() {
+        use rig_core::message::{Citation, Source, SourceLocation};
+        let source = Source::new(SourceLocation::Url {
+            url: "https://example.invalid/policy".into(),
+        });
+        let cited = Text::new("未发货可退。").with_citations([Citation::new([source])]);
+        let turn = RigMessage::Assistant(AssistantMessage::new(vec![AssistantContent::Text(cited)]));
+        assert_eq!(refused(turn), Unsupported::Citations);
+        // A user text block never carries a provider item in rig; one that does is refused.
+        let user_native = match AssistantContent::text("hi").with_native(json!({"t": 1})) {
+            AssistantContent::Text(t) => t,
+            _ => unreachable!(),
+        };
+        assert_eq!(
+            refused(UserContent::Text(user_native).into()),
+            Unsupported::Native("user text")
+        );
+    }
+
+    #[test]
     fn refuses_what_rig_cannot_hold() {
         let audio = Cm::user_parts(vec![ContentPart::Other(
             json!({"type": "input_audio", "input_audio": {}})
