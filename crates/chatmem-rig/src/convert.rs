@@ -6,6 +6,28 @@
 //! [`METADATA_KEY`], which chatmem stores and never sends to a model. Anything else rig can say
 //! and chatmem cannot hold is refused with [`Unsupported`]; every converted message is also
 //! converted back and compared, so a loss nobody foresaw is refused too, never stored.
+//!
+//! | rig | chatmem | `metadata.rig` |
+//! |---|---|---|
+//! | `System { content }` | system message | — |
+//! | `User` with one `Text` | user message, text content | — |
+//! | `User` with several `Text`/`Image` | user message, parts (`text`, `image_url`) | — |
+//! | `Image` from a URL (no media type), `detail` | `image_url` part `{url, detail}` | — |
+//! | `Image` from base64 with a media type | `image_url` part with a `data:<mime>;base64,…` URL | — |
+//! | `User` of `ToolResult`s | one tool message per result: `tool_call_id` = the call id, `name` = the tool, `content` = its text, `is_error` | `joins_previous` (2nd result on), `content: "json"` (a `Json` block, stored as its JSON text), `local_call` (a rig-issued id) |
+//! | `Assistant` blocks `Reasoning`?, `Text`?, `ToolCall`* | assistant message: `reasoning_content`, `content`, `tool_calls` (`id`, `name`, arguments as JSON text, or the invalid text rig kept) | `origin`, `stop`, `native` (each block's provider item), `reasoning_redacted`, `local_calls`, `no_text` (a turn with neither text nor calls is stored with empty text) |
+//!
+//! Refused ([`Unsupported`]): audio, video and document content; assistant images; opaque
+//! provider items; citations; images as raw bytes, file ids, strings or base64 without a
+//! media type, and image URLs with a media type; a user message mixing tool results with
+//! other content; tool results of an image or of several blocks; assistant turns with two
+//! text or reasoning blocks or blocks out of that order; provider items on user content.
+//!
+//! Back from chatmem ([`Unreadable`]): content parts other than text and image URL, a `name`
+//! on a user or assistant message, empty call ids or tool names, image details other than
+//! low/high/auto, data URLs of media types rig does not know, and a `metadata.rig` record
+//! this crate did not write are refused rather than changed. Other metadata is chatmem's and
+//! not given to rig.
 
 use chatmem::{
     Body, ContentPart, ImageUrl, Message as CmMessage, Metadata, ToolCall as CmToolCall, UserContent as CmUser,

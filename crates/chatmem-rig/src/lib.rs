@@ -58,6 +58,17 @@ pub use convert::{ConvertError, Unreadable, Unsupported, to_chatmem, to_rig};
 
 /// What went wrong in a [`RigMemory`] call. rig receives it as
 /// `MemoryError::Backend` with this error as its source (downcast to branch on it).
+///
+/// ```
+/// use rig_core::message::{Message, UserContent};
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// let memory = chatmem_rig::RigMemory::new(chatmem::ChatMemory::in_memory());
+/// let audio = UserContent::audio_url("https://example.invalid/a.mp3", None);
+/// let err = memory.append_turn(&"c1".into(), &[Message::from(audio)]).await.unwrap_err();
+/// assert!(matches!(err, chatmem_rig::Error::Convert(_)));
+/// assert!(memory.load_window(&"c1".into()).await.unwrap().is_empty()); // nothing stored
+/// # });
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -138,6 +149,18 @@ impl<S: Store> RigMemory<S> {
     }
 
     /// Appends `messages` to conversation `id` as one atomic commit (one turn).
+    ///
+    /// ```
+    /// use rig_core::message::Message;
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let memory = chatmem_rig::RigMemory::new(chatmem::ChatMemory::in_memory());
+    /// let id = "app-user-42-aftersale".into();
+    /// let turn = [Message::user("那单能退吗？"), Message::assistant("订单 LC202610060018 未发货，可以退。")];
+    /// memory.append_turn(&id, &turn).await?;
+    /// assert_eq!(memory.load_window(&id).await?, turn);
+    /// # Ok::<(), chatmem_rig::Error>(())
+    /// # }).unwrap();
+    /// ```
     ///
     /// # Errors
     /// [`Error::InvalidConversationId`], [`Error::Convert`] (before anything is loaded or
