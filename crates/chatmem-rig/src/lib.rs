@@ -28,7 +28,7 @@
 //!
 //! **rig version**: built against rig-core **0.44** (`~0.44.0`), whose
 //! `ConversationMemory` (`load`, `append`, `clear`, since 0.41) it implements. rig-core 0.45
-//! and later need a newer rustc than this workspace's 1.95.
+//! and later require rustc 1.97.1, newer than this workspace's 1.95.
 //!
 //! ```
 //! use chatmem::{ChatMemory, InMemoryStore, WindowPolicy};
