@@ -20,6 +20,9 @@ pub const DEFAULT_POOL_SIZE: usize = 16;
 /// The default table prefix: tables `chatmem_conversations`, `chatmem_messages`, ….
 pub const DEFAULT_PREFIX: &str = "chatmem";
 
+/// How long an idle pooled connection is kept.
+const IDLE_TTL: Duration = Duration::from_secs(300);
+
 /// Settings for a [`MysqlStore`]; see [`MysqlStore::builder`].
 ///
 /// Timeouts can also come from the URL (see the [crate docs](crate#settings)); a builder
@@ -185,6 +188,10 @@ impl MysqlStoreBuilder {
             .pool_opts(
                 PoolOpts::default()
                     .with_constraints(constraints)
+                    // Keep idle connections (up to the pool size) for this long: without a
+                    // TTL the pool closes every connection above its minimum when it comes
+                    // back, and each operation would open a new one.
+                    .with_inactive_connection_ttl(IDLE_TTL)
                     // No COM_RESET_CONNECTION when a connection goes back to the pool: it would
                     // drop the prepared statements and cost a round trip per operation.
                     .with_reset_connection(false),
