@@ -113,6 +113,7 @@ pub enum ReplyLoss {
 pub struct Proxy {
     pub addr: SocketAddr,
     round_trips: Arc<AtomicU64>,
+    executes: Arc<AtomicU64>,
     mode: watch::Sender<Mode>,
     /// 0: forward replies; else the [`ReplyLoss`] (as `1 + index`) for the next command.
     lose_reply: Arc<AtomicU8>,
@@ -123,9 +124,11 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("proxy bind");
         let addr = listener.local_addr().expect("proxy addr");
         let round_trips = Arc::new(AtomicU64::new(0));
+        let executes = Arc::new(AtomicU64::new(0));
         let (mode, _) = watch::channel(Mode::Up);
         let mode_rx = mode.subscribe();
         let counter = round_trips.clone();
+        let exec_counter = executes.clone();
         let lose_reply = Arc::new(AtomicU8::new(0));
         let armed = lose_reply.clone();
         tokio::spawn(async move {
@@ -138,6 +141,7 @@ impl Proxy {
                     continue;
                 }
                 let (counter, mode_rx, armed) = (counter.clone(), mode_rx.clone(), armed.clone());
+                let exec_counter = exec_counter.clone();
                 let losing = Arc::new(AtomicU8::new(0));
                 tokio::spawn(async move {
                     let Ok(server) = TcpStream::connect(upstream).await else {
@@ -147,7 +151,7 @@ impl Proxy {
                     let _ = server.set_nodelay(true);
                     let (cr, cw) = client.into_split();
                     let (sr, sw) = server.into_split();
-                    let frontend = Frontend::new(counter, armed, losing.clone());
+                    let frontend = Frontend::new(counter, exec_counter, armed, losing.clone());
                     let up = tokio::spawn(pump(cr, sw, mode_rx.clone(), Some(frontend), None));
                     let down = tokio::spawn(pump(sr, cw, mode_rx, None, Some(losing)));
                     let _ = up.await;
@@ -158,12 +162,14 @@ impl Proxy {
         Self {
             addr,
             round_trips,
+            executes,
             mode,
             lose_reply,
         }
     }
 
-    /// The next command a client sends, on whichever connection, reaches the server but its
+    /// The next statement a client executes (`COM_STMT_EXECUTE`; a prepare is let through),
+    /// on whichever connection, reaches the server but its
     /// reply never reaches the client; the connection is then closed (after the server has
     /// had time to finish the command) or left silent, as `how` says.
     pub fn lose_next_reply(&self, how: ReplyLoss) {
@@ -182,6 +188,11 @@ impl Proxy {
     /// Round trips (commands that wait for a reply) seen so far.
     pub fn round_trips(&self) -> u64 {
         self.round_trips.load(Ordering::SeqCst)
+    }
+
+    /// Prepared statements executed (`COM_STMT_EXECUTE`) so far: every store operation is one.
+    pub fn executes(&self) -> u64 {
+        self.executes.load(Ordering::SeqCst)
     }
 
     pub fn set(&self, mode: Mode) {
@@ -244,22 +255,21 @@ async fn pump(
 
 /// Splits the client's byte stream into packets without buffering bodies.
 struct Frontend {
-    /// Packets of the handshake (the client's response, auth switches) are not commands.
-    handshake: bool,
     header: Vec<u8>,
     skip: usize,
     round_trips: Arc<AtomicU64>,
+    executes: Arc<AtomicU64>,
     armed: Arc<AtomicU8>,
     losing: Arc<AtomicU8>,
 }
 
 impl Frontend {
-    fn new(round_trips: Arc<AtomicU64>, armed: Arc<AtomicU8>, losing: Arc<AtomicU8>) -> Self {
+    fn new(round_trips: Arc<AtomicU64>, executes: Arc<AtomicU64>, armed: Arc<AtomicU8>, losing: Arc<AtomicU8>) -> Self {
         Self {
-            handshake: true,
             header: Vec::with_capacity(5),
             skip: 0,
             round_trips,
+            executes,
             armed,
             losing,
         }
@@ -269,6 +279,7 @@ impl Frontend {
         const COM_QUIT: u8 = 0x01;
         const COM_STMT_SEND_LONG_DATA: u8 = 0x18;
         const COM_STMT_CLOSE: u8 = 0x19;
+        const COM_STMT_EXECUTE: u8 = 0x17;
         while !data.is_empty() {
             if self.skip > 0 {
                 let k = self.skip.min(data.len());
@@ -288,13 +299,16 @@ impl Frontend {
             let seq = self.header[3];
             let command = self.header[4];
             if seq == 0 {
-                // A command: the handshake is over (the client speaks first with seq 0 only then).
-                self.handshake = false;
+                // A command: the client's handshake packets have sequence ids from 1.
                 if ![COM_QUIT, COM_STMT_SEND_LONG_DATA, COM_STMT_CLOSE].contains(&command) {
                     self.round_trips.fetch_add(1, Ordering::SeqCst);
-                    if self.losing.load(Ordering::SeqCst) == 0 {
-                        self.losing
-                            .store(self.armed.swap(0, Ordering::SeqCst), Ordering::SeqCst);
+                    if command == COM_STMT_EXECUTE {
+                        self.executes.fetch_add(1, Ordering::SeqCst);
+                        // Taken before the command is forwarded, so before any reply to it.
+                        if self.losing.load(Ordering::SeqCst) == 0 {
+                            self.losing
+                                .store(self.armed.swap(0, Ordering::SeqCst), Ordering::SeqCst);
+                        }
                     }
                 }
             }
