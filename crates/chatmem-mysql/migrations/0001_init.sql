@@ -45,7 +45,9 @@ DROP PROCEDURE IF EXISTS {p}_commit
 -- was already applied by an earlier send: it answers with that version and writes nothing.
 -- Returns one row: (applied 1/0, the new version or the current one).
 -- p_messages is a JSON array of [seq, tokens, counted_by, json text] for the appended
--- messages; JSON_TABLE turns it into rows, so any batch is one parameter and one call.
+-- messages; JSON_TABLE turns it into rows, so a batch is one parameter and one call. NULL:
+-- the batch was staged in this connection's temporary table {p}_staged (a batch too large
+-- for one parameter).
 CREATE PROCEDURE {p}_commit(
     IN p_id VARBINARY(256),
     IN p_expected BIGINT,
@@ -125,6 +127,14 @@ BEGIN
         ELSE
             SELECT 0 AS applied, IF(cur_live, cur_version, 0) AS version;
         END IF;
+    ELSEIF p_messages IS NULL THEN
+        -- A batch larger than one parameter may be (max_allowed_packet) was staged by this
+        -- connection in its temporary table first.
+        INSERT INTO {p}_messages (conversation_id, seq, tokens, counted_by, json)
+        SELECT p_id, m.seq, m.tokens, m.counted_by, m.json FROM {p}_staged AS m
+        WHERE p_delete_below IS NULL OR m.seq >= p_delete_below;
+        COMMIT;
+        SELECT 1 AS applied, IF(p_expected = 0, 1, p_expected + 1) AS version;
     ELSE
         INSERT INTO {p}_messages (conversation_id, seq, tokens, counted_by, json)
         SELECT p_id, m.seq, m.tokens, m.counted_by, m.json

@@ -35,6 +35,13 @@
 //! 1 each). Each statement is prepared once per pooled connection, at its first use there
 //! (one more round trip then); pooled connections are kept and never reset between uses.
 //!
+//! One value can never exceed the server's `max_allowed_packet` (MariaDB ships 16 MiB, less
+//! than the 16 MiB of text plus JSON a commit may carry). A batch whose JSON passes 4 MiB is
+//! therefore staged first on the same connection, in a temporary table filled one 4 MiB
+//! chunk per statement, and the call reads it from there: 4 more round trips plus one per
+//! chunk, for such batches only (an import's; a turn's messages are far below). The
+//! staging writes nothing durable; the commit is still the one atomic call.
+//!
 //! # Outages
 //!
 //! Every operation is bounded by the [timeouts](#settings) and fails with

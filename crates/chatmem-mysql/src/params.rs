@@ -15,31 +15,63 @@ use chatmem::{ConversationId, Summary};
 /// represent never expires.
 pub(crate) const MAX_TTL: Duration = Duration::from_secs(5_000 * 366 * 24 * 3600);
 
-/// The 13 parameters of `CALL <prefix>_commit(...)`, in order, converted before anything
+/// The largest JSON text sent as one parameter: well under the smallest
+/// `max_allowed_packet` servers ship with (MariaDB 16 MiB, MySQL 64 MiB), which a single
+/// value can never exceed.
+pub(crate) const MAX_PARAM_BYTES: usize = 4 << 20;
+
+/// A commit as the procedure takes it.
+pub(crate) struct CommitParams {
+    /// The 13 parameters of `CALL <prefix>_commit(...)`, in order.
+    pub(crate) values: Vec<Value>,
+    /// When the batch's JSON exceeds [`MAX_PARAM_BYTES`]: the batch as JSON arrays of at most
+    /// that size each (a larger single message alone), to be staged in the connection's
+    /// temporary table before the call, whose messages parameter is then NULL. Empty
+    /// otherwise.
+    pub(crate) staged: Vec<String>,
+}
+
+/// The procedure's parameters for `commit` to conversation `id`, converted before anything
 /// is sent.
-pub(crate) fn commit_params(id: &ConversationId, commit: &Commit) -> Result<Vec<Value>, StoreError> {
-    // The appended messages as one JSON array of [seq, tokens, counted_by, json text]:
-    // the procedure reads it with JSON_TABLE, so a batch of any size is one parameter.
-    let mut rows = Vec::with_capacity(commit.appended().len());
+pub(crate) fn commit_params(id: &ConversationId, commit: &Commit) -> Result<CommitParams, StoreError> {
+    // The appended messages as JSON arrays of [seq, tokens, counted_by, json text]: the
+    // procedure reads them with JSON_TABLE, so a batch is one parameter.
+    let mut chunks: Vec<String> = Vec::new();
+    let mut chunk = String::from("[");
     for m in commit.appended() {
-        rows.push((
+        let row = (
             bigint(m.seq, "sequence")?,
             m.tokens,
             m.counted_by.as_deref(),
             m.message_json()?,
-        ));
+        );
+        let row = serde_json::to_string(&row).map_err(|e| {
+            StoreError::new(
+                StoreErrorKind::InvalidInput,
+                "an appended message cannot be written as JSON",
+            )
+            .with_source(e)
+        })?;
+        if chunk.len() > 1 && chunk.len() + row.len() + 1 > MAX_PARAM_BYTES {
+            chunk.push(']');
+            chunks.push(std::mem::replace(&mut chunk, String::from("[")));
+        }
+        if chunk.len() > 1 {
+            chunk.push(',');
+        }
+        chunk.push_str(&row);
     }
-    let messages = serde_json::to_string(&rows).map_err(|e| {
-        StoreError::new(
-            StoreErrorKind::InvalidInput,
-            "the appended messages cannot be written as JSON",
-        )
-        .with_source(e)
-    })?;
+    chunk.push(']');
+    chunks.push(chunk);
+    let (messages, staged) = if chunks.len() == 1 {
+        (Value::Bytes(chunks.remove(0).into_bytes()), Vec::new())
+    } else {
+        (Value::NULL, chunks)
+    };
     let system = commit.system();
     let text = |s: Option<String>| s.map_or(Value::NULL, |s| Value::Bytes(s.into_bytes()));
     let int = |n: Option<i64>| n.map_or(Value::NULL, Value::Int);
-    Ok(vec![
+    let values = vec![
         Value::Bytes(id.as_str().as_bytes().to_vec()),
         Value::Int(bigint(commit.expected_version(), "expected version")?),
         int(system.map(|s| bigint(s.seq, "system sequence")).transpose()?),
@@ -52,8 +84,9 @@ pub(crate) fn commit_params(id: &ConversationId, commit: &Commit) -> Result<Vec<
         int(commit.ttl().and_then(ttl_micros)),
         Value::UInt(commit.token()),
         text(commit.summary().map(Summary::to_json)),
-        Value::Bytes(messages.into_bytes()),
-    ])
+        messages,
+    ];
+    Ok(CommitParams { values, staged })
 }
 
 /// A number as MySQL's `BIGINT`.
@@ -90,20 +123,41 @@ mod tests {
     fn messages_travel_as_one_json_array() {
         use chatmem::Message;
         let id = ConversationId::new("c").unwrap();
-        let commit = chatmem_test::commit(
-            0,
-            vec![StoredMessage::new(1, 3, Message::user("hi 🦀 \"q\"")).counted_by("heuristic")],
-            1,
-            chatmem::Retention::DropEvicted,
-        );
+        let commit = Commit::on(&chatmem::store::Snapshot::empty())
+            .counted_by("heuristic")
+            .append(Message::user("hi 🦀 \"q\""), 3)
+            .build()
+            .unwrap();
         let params = commit_params(&id, &commit).unwrap();
-        assert_eq!(params.len(), 13);
-        let Value::Bytes(json) = &params[12] else {
-            panic!("{:?}", params[12])
+        assert_eq!(params.values.len(), 13);
+        assert!(params.staged.is_empty());
+        let Value::Bytes(json) = &params.values[12] else {
+            panic!("{:?}", params.values[12])
         };
         let rows: Vec<(i64, u32, Option<String>, String)> = serde_json::from_slice(json).unwrap();
         assert_eq!(rows[0].0, 1);
         assert_eq!(rows[0].2.as_deref(), Some("heuristic"));
         assert_eq!(rows[0].3, commit.appended()[0].message_json().unwrap());
+    }
+
+    #[test]
+    fn a_large_batch_is_staged_in_chunks() {
+        use chatmem::Message;
+        let id = ConversationId::new("c").unwrap();
+        let text = "x".repeat(1 << 20);
+        let batch = (1..=9)
+            .map(|seq| StoredMessage::new(seq, 1, Message::user(text.as_str())))
+            .collect();
+        let commit = chatmem_test::commit(0, batch, 1, chatmem::Retention::DropEvicted);
+        let params = commit_params(&id, &commit).unwrap();
+        assert_eq!(params.values[12], Value::NULL);
+        assert_eq!(params.staged.len(), 3, "three messages of 1 MiB per 4 MiB chunk");
+        let mut seqs = Vec::new();
+        for chunk in &params.staged {
+            assert!(chunk.len() <= MAX_PARAM_BYTES);
+            let rows: Vec<(i64, u32, Option<String>, String)> = serde_json::from_str(chunk).unwrap();
+            seqs.extend(rows.iter().map(|r| r.0));
+        }
+        assert_eq!(seqs, (1..=9).collect::<Vec<_>>());
     }
 }

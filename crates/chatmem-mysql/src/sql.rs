@@ -46,6 +46,24 @@ ORDER BY kind, seq"
 /// summary, the appended messages as one JSON array.
 const COMMIT: &str = "CALL {p}_commit(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
+/// A batch too large for one parameter is staged first, on the connection that then calls
+/// the commit: its temporary table made afresh (two statements, no multi-statement text)…
+const STAGE_DROP: &str = "DROP TEMPORARY TABLE IF EXISTS `{p}_staged`";
+const STAGE_CREATE: &str = "CREATE TEMPORARY TABLE `{p}_staged` (
+    seq        BIGINT NOT NULL PRIMARY KEY,
+    tokens     BIGINT NOT NULL,
+    counted_by VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+    json       LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL
+) ENGINE = InnoDB";
+/// …then filled one chunk (`?`, a JSON array as the commit procedure takes) per statement.
+const STAGE_INSERT: &str = "INSERT INTO `{p}_staged` (seq, tokens, counted_by, json)
+SELECT m.seq, m.tokens, m.counted_by, m.json
+FROM JSON_TABLE(?, '$[*]' COLUMNS (
+    seq BIGINT PATH '$[0]',
+    tokens BIGINT PATH '$[1]',
+    counted_by VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[2]',
+    json LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[3]')) AS m";
+
 /// `?` id, `?` after, `?` limit.
 const HISTORY: &str = concat!(
     "SELECT m.seq, m.tokens, m.counted_by, m.json
@@ -79,6 +97,9 @@ const PURGE: &str = "DELETE FROM {conv} WHERE expires_at <= UTC_TIMESTAMP(6)";
 pub(crate) struct Statements {
     pub(crate) load: String,
     pub(crate) commit: String,
+    pub(crate) stage_drop: String,
+    pub(crate) stage_create: String,
+    pub(crate) stage_insert: String,
     pub(crate) history: String,
     pub(crate) clear: String,
     pub(crate) list: String,
@@ -92,6 +113,9 @@ impl Statements {
         Self {
             load: fill(LOAD),
             commit: fill(COMMIT),
+            stage_drop: fill(STAGE_DROP),
+            stage_create: fill(STAGE_CREATE),
+            stage_insert: fill(STAGE_INSERT),
             history: fill(HISTORY),
             clear: fill(CLEAR),
             list: fill(LIST),
@@ -115,7 +139,17 @@ mod tests {
     #[test]
     fn statements_fill_every_placeholder() {
         let s = Statements::new("t1");
-        for sql in [&s.load, &s.commit, &s.history, &s.clear, &s.list, &s.purge] {
+        for sql in [
+            &s.load,
+            &s.commit,
+            &s.stage_drop,
+            &s.stage_create,
+            &s.stage_insert,
+            &s.history,
+            &s.clear,
+            &s.list,
+            &s.purge,
+        ] {
             assert!(!sql.contains('{'), "{sql}");
             assert!(sql.contains("t1_"), "{sql}");
         }

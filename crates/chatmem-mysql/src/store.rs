@@ -15,7 +15,7 @@ use chatmem::{ConversationId, Page, Store};
 use crate::builder::{MysqlStoreBuilder, Timeouts};
 use crate::error::{connection_lost, db_error, no_connection, outcome_unknown, statement_timed_out};
 use crate::migrate;
-use crate::params::commit_params;
+use crate::params::{CommitParams, commit_params};
 use crate::rows::{self, Reader};
 use crate::sql::Statements;
 
@@ -120,21 +120,30 @@ impl MysqlStore {
     }
 
     /// Runs one prepared statement: the only way this store talks to the server, so every
-    /// operation is exactly one round trip (plus the prepare, once per connection).
+    /// operation is exactly one round trip (plus the prepare, once per connection; a commit
+    /// whose batch is too large for one parameter stages it first, see [`send`]).
     async fn query(&self, what: &str, statement: &str, params: Vec<Value>) -> Result<Vec<Row>, StoreError> {
-        self.run(what, statement, params).await.map_err(|failed| failed.error)
+        self.run(what, statement, params, &[])
+            .await
+            .map_err(|failed| failed.error)
     }
 
     /// [`query`](Self::query), telling a statement that may have been applied from one that
-    /// was not.
-    async fn run(&self, what: &str, statement: &str, params: Vec<Value>) -> Result<Vec<Row>, Failed> {
+    /// was not; a commit's `staged` chunks (see [`CommitParams`]) are staged first.
+    async fn run(
+        &self,
+        what: &str,
+        statement: &str,
+        params: Vec<Value>,
+        staged: &[String],
+    ) -> Result<Vec<Row>, Failed> {
         let mut conn = self.conn(what).await.map_err(|error| Failed {
             maybe_applied: false,
             error,
         })?;
         match timeout(
-            self.timeouts.statement,
-            conn.exec::<Row, _, _>(statement, params_of(params)),
+            self.bound(staged),
+            send(&mut conn, &self.sql, statement, params, staged),
         )
         .await
         {
@@ -158,7 +167,7 @@ impl MysqlStore {
     /// own (a pooled one may be as broken as the one just lost), within the connect timeout
     /// plus the statement timeout. Its row lock makes it read the newest committed row, so
     /// one send tells applied from conflict.
-    async fn resend_commit(&self, id: &ConversationId, params: Vec<Value>) -> Result<Option<u64>, StoreError> {
+    async fn resend_commit(&self, id: &ConversationId, params: CommitParams) -> Result<Option<u64>, StoreError> {
         const WHAT: &str = "resending a commit";
         let mut conn = match timeout(self.timeouts.connect, Conn::new(self.opts.clone())).await {
             Ok(Ok(conn)) => conn,
@@ -166,8 +175,8 @@ impl MysqlStore {
             Err(_) => return Err(no_connection(WHAT, &self.target)),
         };
         let sent = timeout(
-            self.timeouts.statement,
-            conn.exec::<Row, _, _>(self.sql.commit.as_str(), params_of(params)),
+            self.bound(&params.staged),
+            send(&mut conn, &self.sql, &self.sql.commit, params.values, &params.staged),
         )
         .await;
         // Closed in the background: a silent server must not hold the caller.
@@ -180,6 +189,38 @@ impl MysqlStore {
             Err(_) => Err(statement_timed_out(WHAT, &self.target)),
         }
     }
+}
+
+impl MysqlStore {
+    /// How long the client waits for one operation: the statement timeout per statement.
+    fn bound(&self, staged: &[String]) -> Duration {
+        let statements = if staged.is_empty() { 1 } else { staged.len() + 4 };
+        self.timeouts
+            .statement
+            .saturating_mul(u32::try_from(statements).unwrap_or(u32::MAX))
+    }
+}
+
+/// Sends one statement on `conn`. A commit with `staged` chunks first makes the connection's
+/// temporary table afresh and fills it (one statement per chunk), and drops it after the call.
+async fn send(
+    conn: &mut Conn,
+    sql: &Statements,
+    statement: &str,
+    params: Vec<Value>,
+    staged: &[String],
+) -> Result<Vec<Row>, mysql_async::Error> {
+    if staged.is_empty() {
+        return conn.exec(statement, params_of(params)).await;
+    }
+    conn.query_drop(sql.stage_drop.as_str()).await?;
+    conn.query_drop(sql.stage_create.as_str()).await?;
+    for chunk in staged {
+        conn.exec_drop(sql.stage_insert.as_str(), (chunk.as_bytes(),)).await?;
+    }
+    let rows = conn.exec(statement, params_of(params)).await?;
+    conn.query_drop(sql.stage_drop.as_str()).await?;
+    Ok(rows)
 }
 
 fn params_of(values: Vec<Value>) -> Params {
@@ -220,7 +261,10 @@ impl Store for MysqlStore {
     async fn commit(&self, id: &ConversationId, commit: Commit) -> Result<u64, StoreError> {
         const WHAT: &str = "committing to a conversation";
         let params = commit_params(id, &commit)?;
-        let outcome = match self.run(WHAT, &self.sql.commit, params.clone()).await {
+        let outcome = match self
+            .run(WHAT, &self.sql.commit, params.values.clone(), &params.staged)
+            .await
+        {
             Ok(rows) => commit_outcome(id, &rows)?,
             Err(failed) if failed.maybe_applied => {
                 // The commit may have landed with only its answer lost: the token makes the

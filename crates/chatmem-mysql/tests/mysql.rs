@@ -386,3 +386,24 @@ async fn expired_conversations_restart_and_purge() {
     assert_eq!(left, Some(0), "its messages went with it");
     common::drop_prefix(&url, &prefix).await;
 }
+
+/// The largest batch a commit may carry (10,000 messages, 16 MiB of text) is one parameter
+/// larger than MariaDB's default `max_allowed_packet`; it still lands whole.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_batch_at_the_commit_limit_lands_whole() {
+    let Some(url) = common::mysql_url() else { return };
+    let prefix = common::fresh_prefix("big");
+    let store = common::store_in(&url, &prefix).await;
+    let conv = id("big");
+    let (n, bytes) = (chatmem::DEFAULT_MAX_BATCH_MESSAGES, chatmem::DEFAULT_MAX_BATCH_BYTES);
+    let text = "x".repeat(bytes / n - 8);
+    let n = n as u64;
+    let batch: Vec<StoredMessage> = (1..=n).map(|seq| sm(seq, &format!("{seq:07} {text}"))).collect();
+    let c = commit(0, batch, n - 19, Retention::KeepHistory);
+    assert_eq!(store.commit(&conv, c).await.expect("the largest batch"), 1);
+    assert_eq!(store.load(&conv).await.expect("load").messages.len(), 20);
+    let all = store.history(&conv, 0, usize::MAX).await.expect("history");
+    assert_eq!(all.len() as u64, n);
+    assert_eq!(all[9_999].message.text().unwrap_or_default(), format!("{n:07} {text}"));
+    common::drop_prefix(&url, &prefix).await;
+}
