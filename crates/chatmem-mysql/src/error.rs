@@ -42,13 +42,28 @@ pub(crate) fn connection_lost(e: &Error) -> bool {
 
 /// A driver error while doing `what` on `target` (a server name without password). The
 /// driver error stays the source, so the server's message is printed once, by it.
+///
+/// The driver's errors repeat their source in their own text (`Input/output error: …: …`),
+/// so only the innermost message becomes the source: every fact printed once.
 pub(crate) fn db_error(e: Error, what: &str, target: &str) -> StoreError {
     let kind = kind_of(&e);
-    let context = match &e {
-        Error::Server(s) => format!("{what} on {target} (error {}, SQLSTATE {})", s.code, s.state),
-        _ => format!("{what} on {target}"),
+    let (context, message) = match &e {
+        Error::Server(s) => (
+            format!("{what} on {target} (error {}, SQLSTATE {})", s.code, s.state),
+            s.message.clone(),
+        ),
+        _ => (format!("{what} on {target}"), innermost(&e)),
     };
-    StoreError::new(kind, context).with_source(e)
+    StoreError::new(kind, context).with_source(message)
+}
+
+/// The text of the deepest error in `e`'s source chain.
+fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut deepest = e;
+    while let Some(next) = deepest.source() {
+        deepest = next;
+    }
+    deepest.to_string()
 }
 
 /// No pooled connection within the pool and connect timeouts.
@@ -109,5 +124,8 @@ mod tests {
         assert!(connection_lost(&io));
         let e = db_error(server(1146), "loading", "mysql://u@h/db");
         assert!(e.to_string().contains("error 1146"), "{e}");
+        let e = db_error(io, "loading", "mysql://u@h/db");
+        let source = std::error::Error::source(&e).map(ToString::to_string);
+        assert_eq!(source.as_deref(), Some("reset"), "the innermost message only");
     }
 }
