@@ -8,7 +8,8 @@
 //! [`chatmem::ChatMemory`]; it holds no window logic of its own.
 //!
 //! **For** applications that already run MySQL (8.0 and later) or MariaDB (10.6 and later:
-//! the commit reads its batch with `JSON_TABLE`). **Not for**: a general MySQL client, TLS
+//! the commit reads its batch with `JSON_TABLE`). Its tests run against MariaDB 10.11; the
+//! SQL keeps to what MySQL 8.0 documents too, but has not been run against it here. **Not for**: a general MySQL client, TLS
 //! connections (it connects without TLS: use loopback or a network you trust), or servers
 //! where the connecting user may not create tables and procedures unless an administrator
 //! ran the migration once (later connects then run no DDL).
