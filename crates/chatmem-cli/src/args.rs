@@ -160,8 +160,8 @@ impl ModelMemoryArgs {
 /// Which store to use.
 #[derive(Args, Debug, Clone)]
 pub(crate) struct StoreArgs {
-    /// Store URL: memory:, sqlite:PATH, postgres://…, redis://… [default: an SQLite file in the
-    /// user's data directory]
+    /// Store URL: memory:, sqlite:PATH, postgres://…, mysql://…, redis://… [default: an SQLite
+    /// file in the user's data directory]
     #[arg(long, value_name = "URL", env = stores::STORE_ENV)]
     pub(crate) store: Option<String>,
 }

@@ -1,4 +1,5 @@
-//! Opening a store from a URL: `memory:`, `sqlite:PATH`, `postgres://…`, `redis://…`.
+//! Opening a store from a URL: `memory:`, `sqlite:PATH`, `postgres://…`, `mysql://…`,
+//! `redis://…`.
 //!
 //! A command that only reads opens an existing store and never creates one (a typo in a
 //! path must not leave a new empty database behind); a command that writes creates it.
@@ -17,7 +18,7 @@ pub(crate) const STORE_ENV: &str = "CHATMEM_STORE";
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Access {
     /// Only reads (`get`, `history`, `list`, `export`): the store must exist and is opened
-    /// without a write: SQLite read-only, PostgreSQL without migrations.
+    /// without a write: SQLite read-only, PostgreSQL and MySQL without migrations.
     Read,
     /// Writes: a missing store (file, schema) is created.
     Write,
@@ -43,6 +44,12 @@ pub(crate) async fn open(url: &str, access: Access) -> anyhow::Result<Arc<dyn St
         "sqlite" => Arc::new(open_sqlite(url, access).await?),
         "postgres" | "postgresql" => Arc::new(
             chatmem_postgres::PostgresStore::builder(url)
+                .migrate(access == Access::Write)
+                .connect()
+                .await?,
+        ),
+        "mysql" => Arc::new(
+            chatmem_mysql::MysqlStore::builder(url)
                 .migrate(access == Access::Write)
                 .connect()
                 .await?,
@@ -75,7 +82,8 @@ async fn open_sqlite(url: &str, access: Access) -> anyhow::Result<SqliteStore> {
 /// A URL with no scheme the CLI knows, shown as typed (a password hidden), with the fix
 /// when a likely one is clear.
 fn unknown_url(url: &str) -> anyhow::Error {
-    const EXPECTED: &str = "expected memory:, sqlite:PATH, postgres://…, redis://… or redis+cluster://host:port,…";
+    const EXPECTED: &str =
+        "expected memory:, sqlite:PATH, postgres://…, mysql://…, redis://… or redis+cluster://host:port,…";
     if url.is_empty() {
         return anyhow!("the store URL is empty: {EXPECTED}");
     }
@@ -84,6 +92,7 @@ fn unknown_url(url: &str) -> anyhow::Error {
         "memory" => " (did you mean memory:?)".to_owned(),
         "sqlite" => " (did you mean sqlite:PATH?)".to_owned(),
         "postgres" | "postgresql" => " (did you mean postgres://USER@HOST/DATABASE?)".to_owned(),
+        "mysql" => " (did you mean mysql://USER@HOST/DATABASE?)".to_owned(),
         "redis" | "rediss" => " (did you mean redis://HOST:PORT?)".to_owned(),
         "redis+cluster" => " (did you mean redis+cluster://HOST:PORT,…?)".to_owned(),
         // No scheme, nothing that could be a password or a connection string: a file path.
@@ -108,7 +117,7 @@ mod tests {
     async fn an_unknown_url_prints_no_secret() {
         for url in [
             "host=db user=u password=secret",
-            "mysql://u:secret@db/x",
+            "mssql://u:secret@db/x",
             "ftp://db/x?password=secret",
             "u:secret@db/x",
             "secret@db/x",
@@ -124,16 +133,17 @@ mod tests {
         for (url, said) in [
             (
                 "data/x.db",
-                "unknown store URL \"data/x.db\": expected memory:, sqlite:PATH, postgres://…, redis://… or redis+cluster://host:port,… (did you mean sqlite:data/x.db?)",
+                "unknown store URL \"data/x.db\": expected memory:, sqlite:PATH, postgres://…, mysql://…, redis://… or redis+cluster://host:port,… (did you mean sqlite:data/x.db?)",
             ),
             ("memory", "(did you mean memory:?)"),
             ("sqlite", "(did you mean sqlite:PATH?)"),
             ("postgres", "(did you mean postgres://USER@HOST/DATABASE?)"),
             ("redis", "(did you mean redis://HOST:PORT?)"),
             (
-                "mysql://u:pw@db/x",
-                "unknown store URL \"mysql://u:***@db/x\": expected",
+                "mssql://u:pw@db/x",
+                "unknown store URL \"mssql://u:***@db/x\": expected",
             ),
+            ("mysql", "(did you mean mysql://USER@HOST/DATABASE?)"),
             (
                 "host=db password=pw",
                 "unknown store URL \"host=db password=***\": expected",
@@ -144,6 +154,6 @@ mod tests {
             assert!(e.contains(said), "{url:?}: {e}");
         }
         // No sqlite: suggestion for what is not a path.
-        assert!(!refused("mysql://db/x").await.contains("did you mean"));
+        assert!(!refused("mssql://db/x").await.contains("did you mean"));
     }
 }

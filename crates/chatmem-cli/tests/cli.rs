@@ -237,6 +237,7 @@ fn a_store_outlives_the_process_and_memory_does_not() {
 fn postgres_and_redis_outlive_the_process() {
     for var in [
         "CHATMEM_TEST_PG_URL",
+        "CHATMEM_TEST_MYSQL_URL",
         "CHATMEM_TEST_REDIS_URL",
         "CHATMEM_TEST_REDIS_CLUSTER_URL",
     ] {
@@ -270,6 +271,8 @@ fn an_unreachable_server_is_one_clear_line_without_the_password() {
         "postgres://app:s3cret@127.0.0.1:1/db",
         "postgres://postgres@127.0.0.1:1/test?password=s3cret",
         "postgres://u:pa/ss3cret@127.0.0.1:1/test",
+        "mysql://app:s3cret@127.0.0.1:1/db",
+        "mysql://root:pa%2Fs3cret@127.0.0.1:1/test?chatmem_timeout_ms=500",
         "redis://s3cret@127.0.0.1:1",
         "redis://:pa#s3cret@127.0.0.1:1",
         "redis://127.0.0.1:1/0?password=s3cret",

@@ -154,10 +154,10 @@ fn an_unknown_store_url_is_shown_as_typed_with_the_fix() {
 fn an_unknown_store_url_hides_only_its_password() {
     let dir = tempfile::tempdir().expect("tempdir");
     for (store, shown) in [
-        ("mysql://app:s3cret@db/x", "\"mysql://app:***@db/x\""),
+        ("mssql://app:s3cret@db/x", "\"mssql://app:***@db/x\""),
         (
-            "mysql://db/x?password=s3cret&ssl=1",
-            "\"mysql://db/x?password=***&ssl=1\"",
+            "mssql://db/x?password=s3cret&ssl=1",
+            "\"mssql://db/x?password=***&ssl=1\"",
         ),
         ("host=db user=app password=s3cret", "\"host=db user=app password=***\""),
         ("app:s3cret@db/x", "\"app:***@db/x\""),
@@ -215,4 +215,49 @@ async fn reading_postgres_creates_no_schema() {
         .await
         .expect("drop the database");
     assert_eq!(tables, 0, "a read created tables");
+}
+
+/// A read through MySQL creates no tables: in a database without chatmem's tables it is an
+/// error saying so, and the database stays empty.
+#[tokio::test(flavor = "multi_thread")]
+async fn reading_mysql_creates_no_tables() {
+    use mysql_async::prelude::Queryable;
+    let Ok(url) = std::env::var("CHATMEM_TEST_MYSQL_URL") else {
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr(),
+            "skipping: CHATMEM_TEST_MYSQL_URL not set (start the server and set it to run this test)"
+        );
+        return;
+    };
+    let opts = mysql_async::Opts::from_url(&url).expect("CHATMEM_TEST_MYSQL_URL parses");
+    let mut admin = mysql_async::Conn::new(opts)
+        .await
+        .expect("connect to CHATMEM_TEST_MYSQL_URL");
+    let database = format!("chatmem_cli_read_{:012x}", fastrand::u64(..) >> 16);
+    admin
+        .query_drop(format!("CREATE DATABASE {database}"))
+        .await
+        .expect("create a database");
+    let Some((server, _)) = url.split('?').next().and_then(|u| u.rsplit_once('/')) else {
+        panic!("CHATMEM_TEST_MYSQL_URL has no database: {url}");
+    };
+    let store = format!("{server}/{database}");
+    let dir = tempfile::tempdir().expect("tempdir");
+    for args in reads(&store) {
+        let out = chatmem_in(dir.path(), dir.path(), &args);
+        fails(&out, &args, &["no chatmem tables", &database]);
+    }
+    let tables: Option<i64> = admin
+        .exec_first(
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = ?",
+            (&database,),
+        )
+        .await
+        .expect("count tables");
+    admin
+        .query_drop(format!("DROP DATABASE {database}"))
+        .await
+        .expect("drop the database");
+    assert_eq!(tables, Some(0), "a read created tables");
 }

@@ -183,6 +183,7 @@ fn a_round_trip_through_every_store_is_lossless() {
     let mut stores = Vec::new();
     for var in [
         "CHATMEM_TEST_PG_URL",
+        "CHATMEM_TEST_MYSQL_URL",
         "CHATMEM_TEST_REDIS_URL",
         "CHATMEM_TEST_REDIS_CLUSTER_URL",
     ] {

@@ -1,0 +1,50 @@
+//! Per-turn latency of `ChatMemory` over `MysqlStore` at growing history sizes: the shared
+//! flat-cost bench of [`chatmem_test::bench`]. A turn reads only the window and writes only
+//! the new messages, so the latency should not grow with the history.
+//!
+//! `CHATMEM_TEST_MYSQL_URL=mysql://root@127.0.0.1:3306/test cargo bench -p chatmem-mysql --bench turn`
+//! (`CHATMEM_BENCH_TURNS` sets the measured turns per history, default 300). Works in
+//! throwaway tables that it drops at the end.
+
+use std::sync::Arc;
+
+use chatmem_mysql::MysqlStore;
+use chatmem_test::bench::{self, FlatCostConfig};
+use mysql_async::prelude::Queryable;
+
+fn main() {
+    let Some(url) = bench::service_url("CHATMEM_TEST_MYSQL_URL", "start MySQL or MariaDB") else {
+        return;
+    };
+    bench::block_on(run(&url));
+}
+
+async fn run(url: &str) {
+    let prefix = format!("cmbench_{:012x}", fastrand::u64(..) >> 16);
+    let store = MysqlStore::builder(url)
+        .prefix(&prefix)
+        .pool_size(2)
+        .connect()
+        .await
+        .expect("connect");
+    let config = FlatCostConfig {
+        seed_batch: 5_000,
+        ..FlatCostConfig::default()
+    }
+    .turns_from_env();
+    let report = bench::flat_cost(Arc::new(store), &config).await.expect("bench");
+    print!("{}", report.table("chatmem-mysql"));
+
+    let mut conn = mysql_async::Conn::new(mysql_async::Opts::from_url(url).expect("url"))
+        .await
+        .expect("connect to drop the tables");
+    for sql in [
+        format!("DROP TABLE IF EXISTS `{prefix}_messages`"),
+        format!("DROP TABLE IF EXISTS `{prefix}_conversations`"),
+        format!("DROP TABLE IF EXISTS `{prefix}_schema_version`"),
+        format!("DROP PROCEDURE IF EXISTS `{prefix}_commit`"),
+        format!("DROP PROCEDURE IF EXISTS `{prefix}_clear`"),
+    ] {
+        conn.query_drop(sql).await.expect("dropping the bench tables");
+    }
+}

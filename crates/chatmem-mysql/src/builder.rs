@@ -1,0 +1,293 @@
+//! [`MysqlStoreBuilder`]: the URL, pool, timeout and table-prefix settings, and connecting
+//! with them.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mysql_async::{Opts, OptsBuilder, Pool, PoolConstraints, PoolOpts};
+
+use chatmem::store::{StoreError, StoreErrorKind, redact_url};
+
+use crate::sql::Statements;
+use crate::store::MysqlStore;
+use crate::url::{self, UrlTimeouts};
+
+/// The default of every timeout: connect, pool and statement.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The default number of pooled connections.
+pub const DEFAULT_POOL_SIZE: usize = 16;
+/// The default table prefix: tables `chatmem_conversations`, `chatmem_messages`, ….
+pub const DEFAULT_PREFIX: &str = "chatmem";
+
+/// How long an idle pooled connection is kept.
+const IDLE_TTL: Duration = Duration::from_secs(300);
+
+/// Settings for a [`MysqlStore`]; see [`MysqlStore::builder`].
+///
+/// Timeouts can also come from the URL (see the [crate docs](crate#settings)); a builder
+/// method overrides the URL.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), chatmem::store::StoreError> {
+/// let store = chatmem_mysql::MysqlStore::builder("mysql://root@127.0.0.1:3306/test")
+///     .prefix("app1")
+///     .timeout(std::time::Duration::from_secs(2))
+///     .connect()
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct MysqlStoreBuilder {
+    url: String,
+    pool_size: usize,
+    timeout: Option<Duration>,
+    connect_timeout: Option<Duration>,
+    pool_timeout: Option<Duration>,
+    statement_timeout: Option<Duration>,
+    prefix: String,
+    migrate: bool,
+}
+
+impl fmt::Debug for MysqlStoreBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MysqlStoreBuilder")
+            .field("url", &redact_url(&self.url))
+            .field("pool_size", &self.pool_size)
+            .field("timeout", &self.timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("pool_timeout", &self.pool_timeout)
+            .field("statement_timeout", &self.statement_timeout)
+            .field("prefix", &self.prefix)
+            .field("migrate", &self.migrate)
+            .finish()
+    }
+}
+
+/// The timeouts a store runs with, once the builder and the URL are combined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Timeouts {
+    /// Opening one connection.
+    pub(crate) connect: Duration,
+    /// Waiting for a free pooled connection.
+    pub(crate) pool: Duration,
+    /// One statement, as the client waits for it.
+    pub(crate) statement: Duration,
+}
+
+impl MysqlStoreBuilder {
+    /// The settings for `url` with every default; made by [`MysqlStore::builder`].
+    pub(crate) fn new(url: &str) -> Self {
+        Self {
+            url: url.to_owned(),
+            pool_size: DEFAULT_POOL_SIZE,
+            timeout: None,
+            connect_timeout: None,
+            pool_timeout: None,
+            statement_timeout: None,
+            prefix: DEFAULT_PREFIX.to_owned(),
+            migrate: true,
+        }
+    }
+
+    /// How many connections the pool may open (default [`DEFAULT_POOL_SIZE`]); zero is
+    /// refused by [`connect`](Self::connect).
+    pub fn pool_size(mut self, size: usize) -> Self {
+        self.pool_size = size;
+        self
+    }
+
+    /// Sets the connect, pool and statement timeouts at once (each default
+    /// [`DEFAULT_TIMEOUT`]); one of those also called wins. URL: `chatmem_timeout_ms`.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// The most opening one connection may take, handshake included (default
+    /// [`DEFAULT_TIMEOUT`]); longer than zero. URL: `chatmem_connect_timeout_ms`.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = Some(timeout);
+        self
+    }
+
+    /// The most an operation waits for a pooled connection when all are busy (default
+    /// [`DEFAULT_TIMEOUT`]). URL: `chatmem_pool_timeout_ms`.
+    pub fn pool_timeout(mut self, timeout: Duration) -> Self {
+        self.pool_timeout = Some(timeout);
+        self
+    }
+
+    /// The most the client waits for one statement's answer (default [`DEFAULT_TIMEOUT`]),
+    /// at least 1 ms; also the server's `innodb_lock_wait_timeout` (in whole seconds,
+    /// rounded up), so that a commit waiting for a row lock gives up on the server too.
+    /// URL: `chatmem_statement_timeout_ms`.
+    pub fn statement_timeout(mut self, timeout: Duration) -> Self {
+        self.statement_timeout = Some(timeout);
+        self
+    }
+
+    /// The prefix of chatmem's tables and procedures in the URL's database (default
+    /// [`DEFAULT_PREFIX`]): 1-40 ASCII letters, digits and `_`, not starting with a digit.
+    /// Separate prefixes are separate stores: tests use one each.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Whether [`connect`](Self::connect) creates or upgrades the tables (default: true).
+    /// With false it writes nothing: it only checks that the schema is at
+    /// [`SCHEMA_VERSION`](crate::SCHEMA_VERSION), so that a program that only reads (the
+    /// CLI's `get`, `history`, `list`, `export`) never creates tables in a database it was
+    /// pointed at by mistake. A missing or older schema is then
+    /// [`StoreErrorKind::InvalidInput`].
+    pub fn migrate(mut self, migrate: bool) -> Self {
+        self.migrate = migrate;
+        self
+    }
+
+    /// Connects, creates or upgrades the schema (unless [`migrate(false)`](Self::migrate)),
+    /// and returns the store.
+    ///
+    /// # Errors
+    /// [`StoreErrorKind::InvalidInput`] for a malformed URL (or one without a database),
+    /// prefix or setting, or, without migrations, a missing or older schema;
+    /// [`StoreErrorKind::Unavailable`] when the server cannot be reached within the
+    /// timeouts; [`StoreErrorKind::SchemaTooNew`] for a schema of a newer chatmem-mysql.
+    /// Errors name the server without its password.
+    pub async fn connect(self) -> Result<MysqlStore, StoreError> {
+        check_prefix(&self.prefix)?;
+        let target = redact_url(&self.url);
+        if !self.url.starts_with("mysql://") {
+            return Err(invalid_setting(format!("{target} is not a mysql:// URL")));
+        }
+        let (driver_url, from_url) = url::split(&self.url)?;
+        let opts = Opts::from_url(&driver_url).map_err(|e| {
+            StoreError::new(StoreErrorKind::InvalidInput, format!("invalid MySQL URL {target}")).with_source(e)
+        })?;
+        if opts.db_name().is_none_or(str::is_empty) {
+            return Err(invalid_setting(format!(
+                "the MySQL URL {target} names no database (mysql://USER@HOST:PORT/DATABASE)"
+            )));
+        }
+        if self.pool_size == 0 {
+            return Err(invalid_setting("pool_size must be at least 1"));
+        }
+        let timeouts = self.timeouts(from_url)?;
+        let lock_wait_secs = timeouts.statement.as_millis().div_ceil(1000).max(1);
+        let constraints =
+            PoolConstraints::new(0, self.pool_size).ok_or_else(|| invalid_setting("pool_size must be at least 1"))?;
+        let opts: Opts = OptsBuilder::from_opts(opts)
+            // Over TCP as given: never switch to the server's Unix socket behind the URL's back.
+            .prefer_socket(false)
+            // Once per connection, when it opens: the commit's row lock wait ends on the
+            // server near the client's own deadline.
+            .init(vec![format!(
+                "SET NAMES utf8mb4 COLLATE utf8mb4_bin, SESSION innodb_lock_wait_timeout = {lock_wait_secs}"
+            )])
+            .pool_opts(
+                PoolOpts::default()
+                    .with_constraints(constraints)
+                    // Keep idle connections (up to the pool size) for this long: without a
+                    // TTL the pool closes every connection above its minimum when it comes
+                    // back, and each operation would open a new one.
+                    .with_inactive_connection_ttl(IDLE_TTL)
+                    // No COM_RESET_CONNECTION when a connection goes back to the pool: it would
+                    // drop the prepared statements and cost a round trip per operation.
+                    .with_reset_connection(false),
+            )
+            .into();
+        let store = MysqlStore {
+            pool: Pool::new(opts.clone()),
+            opts,
+            sql: Arc::new(Statements::new(&self.prefix)),
+            timeouts,
+            target,
+            prefix: self.prefix,
+        };
+        if self.migrate {
+            store.migrate().await?;
+        } else {
+            store.check_schema().await?;
+        }
+        Ok(store)
+    }
+
+    /// Each timeout from the first of: its builder method, the builder's `timeout`, its URL
+    /// parameter, the URL's `chatmem_timeout_ms`, [`DEFAULT_TIMEOUT`]; checked.
+    fn timeouts(&self, from_url: UrlTimeouts) -> Result<Timeouts, StoreError> {
+        let pick = |builder: Option<Duration>, name: &'static str, url_param: Option<Duration>| {
+            builder
+                .map(|t| (t, name))
+                .or(self.timeout.map(|t| (t, "timeout")))
+                .or(url_param.map(|t| (t, name)))
+                .or(from_url.timeout.map(|t| (t, url::TIMEOUT_PARAM)))
+                .unwrap_or((DEFAULT_TIMEOUT, name))
+        };
+        let (connect, connect_name) = pick(self.connect_timeout, "connect_timeout", from_url.connect);
+        let (pool, _) = pick(self.pool_timeout, "pool_timeout", from_url.pool);
+        let (statement, statement_name) = pick(self.statement_timeout, "statement_timeout", from_url.statement);
+        if connect.is_zero() {
+            return Err(invalid_setting(format!("{connect_name} must be longer than zero")));
+        }
+        if statement < Duration::from_millis(1) {
+            return Err(invalid_setting(format!("{statement_name} must be at least 1 ms")));
+        }
+        Ok(Timeouts {
+            connect,
+            pool,
+            statement,
+        })
+    }
+}
+
+fn invalid_setting(what: impl Into<String>) -> StoreError {
+    StoreError::new(StoreErrorKind::InvalidInput, what)
+}
+
+/// Checks a table prefix: it is written into table and procedure names.
+fn check_prefix(prefix: &str) -> Result<(), StoreError> {
+    let valid = !prefix.is_empty()
+        && prefix.len() <= 40
+        && !prefix.starts_with(|c: char| c.is_ascii_digit())
+        && prefix.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if valid {
+        Ok(())
+    } else {
+        Err(invalid_setting(format!(
+            "table prefix {prefix:?} is not 1-40 ASCII letters, digits and _ (not starting with a digit)"
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes() {
+        assert!(check_prefix("chatmem_t1").is_ok());
+        for bad in ["", "1abc", "a`b", "a b", "a;drop", &"x".repeat(41)] {
+            assert_eq!(check_prefix(bad).unwrap_err().kind(), StoreErrorKind::InvalidInput);
+        }
+    }
+
+    #[tokio::test]
+    async fn bad_settings_are_refused_before_connecting() {
+        for (builder, said) in [
+            (MysqlStore::builder("postgres://u:s3cret@h/db"), "not a mysql:// URL"),
+            (MysqlStore::builder("mysql://u:s3cret@h:1"), "names no database"),
+            (MysqlStore::builder("mysql://u:s3cret@h:1/db").pool_size(0), "pool_size"),
+            (
+                MysqlStore::builder("mysql://u:s3cret@h:1/db").prefix("a-b"),
+                "table prefix",
+            ),
+            (MysqlStore::builder("mysql://u:s3cret@h:1/db?chatmem_x=1"), "chatmem_x"),
+        ] {
+            let err = builder.connect().await.unwrap_err();
+            assert_eq!(err.kind(), StoreErrorKind::InvalidInput, "{err}");
+            assert!(err.to_string().contains(said), "{err}");
+            assert!(!format!("{err} {err:?}").contains("s3cret"), "{err:?}");
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! A MySQL and MariaDB [`Store`](chatmem::Store) for chatmem: conversation memory that
+//! survives restarts and is shared by every process connected to the same database.
+//!
+//! [`MysqlStore`] keeps each conversation as one row plus an append-only message log, and
+//! does each [`Store::load`](chatmem::Store::load) in one statement and each
+//! [`Store::commit`](chatmem::Store::commit) in one atomic, version-checked call of a stored
+//! procedure: one round trip each, whatever the history length. Use it with
+//! [`chatmem::ChatMemory`]; it holds no window logic of its own.
+//!
+//! **For** applications that already run MySQL (8.0 and later) or MariaDB (10.6 and later:
+//! the commit reads its batch with `JSON_TABLE`). Its tests run against MariaDB 10.11; the
+//! SQL keeps to what MySQL 8.0 documents too, but has not been run against it here. **Not for**: a general MySQL client, TLS
+//! connections (it connects without TLS: use loopback or a network you trust), or servers
+//! where the connecting user may not create tables and procedures unless an administrator
+//! ran the migration once (later connects then run no DDL).
+//!
+//! # The client
+//!
+//! [`mysql_async`](https://docs.rs/mysql_async) (pure Rust, on tokio, maintained): it speaks
+//! the binary protocol with prepared statements cached per connection, so an operation is
+//! one `COM_STMT_EXECUTE`; it calls stored procedures that return a result set; and it has a
+//! connection pool. sqlx's MySQL driver would also do, but brings its own pool, macros and
+//! migration machinery that this crate does not need. It is built without TLS and with the
+//! pure-Rust compression backend: nothing to link.
+//!
+//! # Round trips
+//!
+//! Load is one `SELECT` (the conversation row `UNION ALL` its messages from the window
+//! start on, one consistent read). Commit is one `CALL <prefix>_commit(…)`: the procedure
+//! locks the conversation row, checks the version, and in one transaction updates the row,
+//! inserts the whole batch (passed as one JSON array parameter and read with `JSON_TABLE`),
+//! deletes below [`Commit::delete_below`](chatmem::store::Commit::delete_below), commits, and
+//! returns one row. A lost version check is the same one call. `tests/round_trips.rs` counts
+//! this on the wire with a loopback proxy that splits the client's packets and counts the
+//! commands that wait for a reply: load = 1, commit = 1 (history, list, clear and purge are
+//! 1 each). Each statement is prepared once per pooled connection, at its first use there
+//! (one more round trip then); pooled connections are kept and never reset between uses.
+//!
+//! One value can never exceed the server's `max_allowed_packet` (MariaDB ships 16 MiB, less
+//! than the 16 MiB of text plus JSON a commit may carry). A batch whose JSON passes 4 MiB is
+//! therefore staged first on the same connection, in a temporary table filled one 4 MiB
+//! chunk per statement, and the call reads it from there: 4 more round trips plus one per
+//! chunk, for such batches only (an import's; a turn's messages are far below). The
+//! staging writes nothing durable; the commit is still the one atomic call.
+//!
+//! # Outages
+//!
+//! Every operation is bounded by the [timeouts](#settings) and fails with
+//! [`StoreErrorKind::Unavailable`](chatmem::store::StoreErrorKind::Unavailable) when the server
+//! cannot be reached or does not answer in time; the pool opens new connections once it is
+//! back. An error the server reported (an error code) means nothing was written; a deadlock
+//! (1213) is a [`Conflict`](chatmem::store::StoreErrorKind::Conflict): rolled back, reload and
+//! retry.
+//!
+//! A commit can land while its answer is lost. Each conversation row keeps the
+//! [token](chatmem::store::Commit::token) of its last commit (`commit_token`); a commit that
+//! finds the version one past the one it expected, with its own token, was already applied
+//! and answers with that version. When a commit gets no answer, the store sends it once more
+//! on a new connection (outside the pool), within the connect timeout plus the statement
+//! timeout. The procedure's locking read sees the newest committed row, so that one resend
+//! tells applied from conflict even when it waited for the first send's row lock. Only when
+//! the resend fails too does the commit fail, with an error saying that whether it was
+//! applied is unknown (reload to find out). Either way a commit is applied whole or not at
+//! all. As in every store, only the last token is kept: a resend that arrives after another
+//! writer's commit reports a conflict although the first send applied.
+//!
+//! # Settings
+//!
+//! Set with [`MysqlStoreBuilder`] methods, or with `chatmem_*` query parameters of the
+//! `mysql://` URL (for programs that only take a URL, such as the CLI), in milliseconds; a
+//! builder method wins over the URL.
+//!
+//! | Builder method | URL parameter | Default | What it bounds |
+//! |---|---|---|---|
+//! | [`timeout`](MysqlStoreBuilder::timeout) | `chatmem_timeout_ms` | — | the three below at once |
+//! | [`connect_timeout`](MysqlStoreBuilder::connect_timeout) | `chatmem_connect_timeout_ms` | [`DEFAULT_TIMEOUT`] (5 s) | opening one connection |
+//! | [`pool_timeout`](MysqlStoreBuilder::pool_timeout) | `chatmem_pool_timeout_ms` | [`DEFAULT_TIMEOUT`] (5 s) | waiting for a free pooled connection |
+//! | [`statement_timeout`](MysqlStoreBuilder::statement_timeout) | `chatmem_statement_timeout_ms` | [`DEFAULT_TIMEOUT`] (5 s) | one statement as the client waits; also the server's `innodb_lock_wait_timeout` (whole seconds, rounded up) |
+//! | [`pool_size`](MysqlStoreBuilder::pool_size) | — | [`DEFAULT_POOL_SIZE`] (16) | pooled connections |
+//! | [`prefix`](MysqlStoreBuilder::prefix) | — | [`DEFAULT_PREFIX`] (`chatmem`) | the tables' and procedures' name prefix |
+//! | [`migrate`](MysqlStoreBuilder::migrate) | — | true | false: create nothing, only check the schema version |
+//!
+//! The URL must name a database (`mysql://user[:password]@host[:port]/database`); other
+//! query parameters go to `mysql_async`. The store connects over TCP as given (never
+//! switching to the server's Unix socket). Errors and `Debug` print the URL through
+//! [`chatmem::store::redact_url`], never a password.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use chatmem::{ChatMemory, ConversationId, Message};
+//! use chatmem_mysql::MysqlStore;
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let store = MysqlStore::builder("mysql://root@127.0.0.1:3306/test")
+//!     .pool_size(8)
+//!     .timeout(Duration::from_secs(2))
+//!     .connect()
+//!     .await?;
+//! let memory = ChatMemory::new(store);
+//! let id = ConversationId::new("app-user-42-aftersale")?;
+//! memory.add(&id, [Message::user("我的订单还没发货。🦀"), Message::assistant("已查询。")]).await?;
+//! assert_eq!(memory.get(&id).await?.len(), 2);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Data layout
+//!
+//! In the URL's database, at schema version [`SCHEMA_VERSION`] (1), with the default prefix:
+//!
+//! - `chatmem_conversations`, one row per conversation: `id` (`VARBINARY(256)`, the primary
+//!   key), `version`, `window_start`, `next_seq`, `expires_at` (`DATETIME(6)` in UTC; NULL:
+//!   never; indexed for purging), `commit_token` (`BIGINT UNSIGNED`, see
+//!   [*Outages*](#outages)), the system message as `system_json`, `system_seq`,
+//!   `system_tokens`, `system_counted_by` (all NULL: none), and `summary`, the
+//!   [`Summary`](chatmem::Summary) as [`Summary::to_json`](chatmem::Summary::to_json) writes it
+//!   (NULL: none);
+//! - `chatmem_messages`, the append-only log keyed by (`conversation_id`, `seq`): `tokens`,
+//!   `counted_by` (the [`TokenCounter`](chatmem::TokenCounter) that made the count; NULL: not
+//!   recorded) and `json`, the message exactly as serde_json wrote it; a foreign key with
+//!   `ON DELETE CASCADE` deletes a conversation's messages with its row;
+//! - `chatmem_schema_version`, one row per applied migration;
+//! - procedures `chatmem_commit` and `chatmem_clear`.
+//!
+//! Text columns are `utf8mb4` with the binary collation `utf8mb4_bin` (4-byte characters
+//! such as emoji are stored as they are; the connection is `SET NAMES utf8mb4`). Ids are
+//! `VARBINARY`, not `utf8mb4_bin` text: MySQL's and MariaDB's `utf8mb4_bin` is a PAD SPACE
+//! collation, under which `a` and `a ` would be one key; bytes compare exactly and list in
+//! the UTF-8 byte order the contract asks for. Expired conversations read as absent, a
+//! commit expecting version 0 starts one afresh in place, and
+//! [`Store::purge_expired`](chatmem::Store::purge_expired) deletes them. A TTL beyond 5,000
+//! years never expires (`DATETIME` ends in 9999).
+//!
+//! The migrations (`migrations/000N_*.sql`) run on connect under a named lock
+//! (`GET_LOCK`), so concurrent connects take turns. MySQL commits DDL at once, so each step
+//! is idempotent and an interrupted migration is run again by the next connect. A schema
+//! newer than this code is refused with
+//! [`StoreErrorKind::SchemaTooNew`](chatmem::store::StoreErrorKind::SchemaTooNew).
+
+mod builder;
+mod error;
+mod migrate;
+mod params;
+mod rows;
+mod sql;
+mod store;
+mod url;
+
+pub use crate::builder::{DEFAULT_POOL_SIZE, DEFAULT_PREFIX, DEFAULT_TIMEOUT, MysqlStoreBuilder};
+pub use crate::store::{MysqlStore, SCHEMA_VERSION};

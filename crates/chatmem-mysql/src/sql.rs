@@ -1,0 +1,157 @@
+//! The SQL texts, with the table prefix filled in once when the store is built.
+//!
+//! Every store operation is exactly one of these statements, sent as a prepared statement
+//! (`COM_STMT_EXECUTE`): one round trip each. The driver prepares each text once per pooled
+//! connection, at its first use there, and keeps it (one more round trip then).
+
+/// A conversation is live while it has no expiry or its expiry is still ahead (UTC).
+macro_rules! live {
+    ($alias:literal) => {
+        concat!(
+            "(",
+            $alias,
+            ".expires_at IS NULL OR ",
+            $alias,
+            ".expires_at > UTC_TIMESTAMP(6))"
+        )
+    };
+}
+
+/// The conversation row (kind 0) followed by its messages from `window_start` on (kind 1),
+/// in one statement, so from one consistent read. No row at all: unknown or expired.
+/// Columns: kind, version, window start, next seq (only in the conversation row), then seq,
+/// tokens, counted_by, json of the system message or of the message, then the summary (only
+/// in the conversation row).
+///
+/// `?` id, `?` the same id.
+const LOAD: &str = concat!(
+    "SELECT 0 AS kind, c.version, c.window_start, c.next_seq,
+       c.system_seq AS seq, c.system_tokens AS tokens, c.system_counted_by AS counted_by,
+       c.system_json AS json, c.summary
+FROM {conv} AS c
+WHERE c.id = ? AND ",
+    live!("c"),
+    "
+UNION ALL
+SELECT 1, NULL, NULL, NULL, m.seq, m.tokens, m.counted_by, m.json, NULL
+FROM {conv} AS c JOIN {msgs} AS m ON m.conversation_id = c.id AND m.seq >= c.window_start
+WHERE c.id = ? AND ",
+    live!("c"),
+    "
+ORDER BY kind, seq"
+);
+
+/// The commit procedure (see `migrations/0001_init.sql`): `?` id, expected version, system
+/// seq, tokens, json, counted_by, window start, next seq, delete below, TTL in µs, token,
+/// summary, the appended messages as one JSON array.
+const COMMIT: &str = "CALL {p}_commit(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+
+/// A batch too large for one parameter is staged first, on the connection that then calls
+/// the commit: its temporary table made afresh (two statements, no multi-statement text)…
+const STAGE_DROP: &str = "DROP TEMPORARY TABLE IF EXISTS `{p}_staged`";
+const STAGE_CREATE: &str = "CREATE TEMPORARY TABLE `{p}_staged` (
+    seq        BIGINT NOT NULL PRIMARY KEY,
+    tokens     BIGINT NOT NULL,
+    counted_by VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+    json       LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL
+) ENGINE = InnoDB";
+/// …then filled one chunk (`?`, a JSON array as the commit procedure takes) per statement.
+const STAGE_INSERT: &str = "INSERT INTO `{p}_staged` (seq, tokens, counted_by, json)
+SELECT m.seq, m.tokens, m.counted_by, m.json
+FROM JSON_TABLE(?, '$[*]' COLUMNS (
+    seq BIGINT PATH '$[0]',
+    tokens BIGINT PATH '$[1]',
+    counted_by VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[2]',
+    json LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[3]')) AS m";
+
+/// `?` id, `?` after, `?` limit.
+const HISTORY: &str = concat!(
+    "SELECT m.seq, m.tokens, m.counted_by, m.json
+FROM {conv} AS c JOIN {msgs} AS m ON m.conversation_id = c.id
+WHERE c.id = ? AND ",
+    live!("c"),
+    " AND m.seq > ?
+ORDER BY m.seq
+LIMIT ?"
+);
+
+/// `?` id: one row, whether a live conversation was deleted.
+const CLEAR: &str = "CALL {p}_clear(?)";
+
+/// No id is empty, so `''` stands for "from the start". `?` after, `?` limit (one more
+/// than asked, to know whether more remain).
+const LIST: &str = concat!(
+    "SELECT c.id FROM {conv} AS c
+WHERE c.id > ? AND ",
+    live!("c"),
+    "
+ORDER BY c.id
+LIMIT ?"
+);
+
+/// Messages go with their rows (ON DELETE CASCADE); the affected rows are the conversations.
+const PURGE: &str = "DELETE FROM {conv} WHERE expires_at <= UTC_TIMESTAMP(6)";
+
+/// The statements for one table prefix.
+#[derive(Debug, Clone)]
+pub(crate) struct Statements {
+    pub(crate) load: String,
+    pub(crate) commit: String,
+    pub(crate) stage_drop: String,
+    pub(crate) stage_create: String,
+    pub(crate) stage_insert: String,
+    pub(crate) history: String,
+    pub(crate) clear: String,
+    pub(crate) list: String,
+    pub(crate) purge: String,
+}
+
+impl Statements {
+    /// The statements for tables named `<prefix>_…` (a prefix already checked).
+    pub(crate) fn new(prefix: &str) -> Self {
+        let fill = |template: &str| fill(template, prefix);
+        Self {
+            load: fill(LOAD),
+            commit: fill(COMMIT),
+            stage_drop: fill(STAGE_DROP),
+            stage_create: fill(STAGE_CREATE),
+            stage_insert: fill(STAGE_INSERT),
+            history: fill(HISTORY),
+            clear: fill(CLEAR),
+            list: fill(LIST),
+            purge: fill(PURGE),
+        }
+    }
+}
+
+/// `template` with its table and procedure names for `prefix`.
+pub(crate) fn fill(template: &str, prefix: &str) -> String {
+    template
+        .replace("{conv}", &format!("`{prefix}_conversations`"))
+        .replace("{msgs}", &format!("`{prefix}_messages`"))
+        .replace("{p}", prefix)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statements_fill_every_placeholder() {
+        let s = Statements::new("t1");
+        for sql in [
+            &s.load,
+            &s.commit,
+            &s.stage_drop,
+            &s.stage_create,
+            &s.stage_insert,
+            &s.history,
+            &s.clear,
+            &s.list,
+            &s.purge,
+        ] {
+            assert!(!sql.contains('{'), "{sql}");
+            assert!(sql.contains("t1_"), "{sql}");
+        }
+    }
+}

@@ -1,0 +1,357 @@
+//! [`MysqlStore`]: the connection pool and the [`Store`] operations, each one statement.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Opts, Params, Pool, Row, Value};
+use tokio::time::timeout;
+
+use chatmem::store::{Commit, Snapshot, StoreError, StoreErrorKind, StoredMessage};
+use chatmem::{ConversationId, Page, Store};
+
+use crate::builder::{MysqlStoreBuilder, Timeouts};
+use crate::error::{connection_lost, db_error, no_connection, outcome_unknown, statement_timed_out};
+use crate::migrate;
+use crate::params::{CommitParams, commit_params};
+use crate::rows::{self, Reader};
+use crate::sql::Statements;
+
+/// The schema version this crate writes; a database at a higher one is refused with
+/// [`StoreErrorKind::SchemaTooNew`].
+pub const SCHEMA_VERSION: i32 = migrate::LATEST;
+
+/// Conversations in MySQL or MariaDB.
+///
+/// Made by [`MysqlStore::connect`] or [`MysqlStore::builder`]; cheap to clone and share (it
+/// holds a connection pool). Every operation is one prepared statement (one round trip),
+/// bounded by the configured timeouts. An unreachable or silent server gives
+/// [`StoreErrorKind::Unavailable`], and the store recovers once the server is back. A commit
+/// that got no answer is sent once more, on a new connection, before it fails (see
+/// [*Outages*](crate#outages)).
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = chatmem_mysql::MysqlStore::connect("mysql://root@127.0.0.1:3306/test").await?;
+/// let memory = chatmem::ChatMemory::new(store);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct MysqlStore {
+    pub(crate) pool: Pool,
+    /// What the pool connects with, for the one-off connection a commit is resent on.
+    pub(crate) opts: Opts,
+    pub(crate) sql: Arc<Statements>,
+    pub(crate) timeouts: Timeouts,
+    /// The server as typed, the password hidden: for errors.
+    pub(crate) target: String,
+    pub(crate) prefix: String,
+}
+
+impl fmt::Debug for MysqlStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MysqlStore")
+            .field("target", &self.target)
+            .field("prefix", &self.prefix)
+            .field("timeouts", &self.timeouts)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A statement that failed, and whether it may have been applied all the same.
+struct Failed {
+    /// Sent, but the connection was lost or no answer came within the statement timeout.
+    maybe_applied: bool,
+    error: StoreError,
+}
+
+impl MysqlStore {
+    /// Connects to `url` (`mysql://user[:password]@host[:port]/database`) with the default
+    /// settings, creating the tables if needed (see [`MysqlStoreBuilder::migrate`]).
+    ///
+    /// # Errors
+    /// As [`MysqlStoreBuilder::connect`].
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        Self::builder(url).connect().await
+    }
+
+    /// A builder for a store at `url`, with the defaults of [`connect`](Self::connect).
+    pub fn builder(url: &str) -> MysqlStoreBuilder {
+        MysqlStoreBuilder::new(url)
+    }
+
+    /// The prefix of this store's tables.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// A pooled connection within the pool wait plus the connect timeout.
+    async fn conn(&self, what: &str) -> Result<Conn, StoreError> {
+        match timeout(self.timeouts.pool + self.timeouts.connect, self.pool.get_conn()).await {
+            Ok(Ok(conn)) => Ok(conn),
+            Ok(Err(e)) => Err(db_error(e, what, &self.target)),
+            Err(_) => Err(no_connection(what, &self.target)),
+        }
+    }
+
+    /// Creates or upgrades the schema; run once, by the builder.
+    pub(crate) async fn migrate(&self) -> Result<(), StoreError> {
+        const WHAT: &str = "migrating the schema";
+        let mut conn = self.conn(WHAT).await?;
+        // DDL and the lock wait may take longer than a statement: bounded by the lock wait.
+        let bound = self.timeouts.statement.max(Duration::from_secs(60));
+        timeout(bound, migrate::migrate(&mut conn, &self.prefix, &self.target))
+            .await
+            .unwrap_or_else(|_| Err(statement_timed_out(WHAT, &self.target)))
+    }
+
+    /// Checks that the schema is current without writing anything; run once, by the builder.
+    pub(crate) async fn check_schema(&self) -> Result<(), StoreError> {
+        const WHAT: &str = "checking the schema";
+        let mut conn = self.conn(WHAT).await?;
+        timeout(
+            self.timeouts.statement,
+            migrate::check(&mut conn, &self.prefix, &self.target),
+        )
+        .await
+        .unwrap_or_else(|_| Err(statement_timed_out(WHAT, &self.target)))
+    }
+
+    /// Runs one prepared statement: the only way this store talks to the server, so every
+    /// operation is exactly one round trip (plus the prepare, once per connection; a commit
+    /// whose batch is too large for one parameter stages it first, see [`send`]).
+    async fn query(&self, what: &str, statement: &str, params: Vec<Value>) -> Result<Vec<Row>, StoreError> {
+        self.run(what, statement, params, &[])
+            .await
+            .map_err(|failed| failed.error)
+    }
+
+    /// [`query`](Self::query), telling a statement that may have been applied from one that
+    /// was not; a commit's `staged` chunks (see [`CommitParams`]) are staged first.
+    async fn run(
+        &self,
+        what: &str,
+        statement: &str,
+        params: Vec<Value>,
+        staged: &[String],
+    ) -> Result<Vec<Row>, Failed> {
+        let mut conn = self.conn(what).await.map_err(|error| Failed {
+            maybe_applied: false,
+            error,
+        })?;
+        match timeout(
+            self.bound(staged),
+            send(&mut conn, &self.sql, statement, params, staged),
+        )
+        .await
+        {
+            Ok(Ok(rows)) => Ok(rows),
+            Ok(Err(e)) => Err(Failed {
+                // A server error means the statement did not apply; a lost connection may
+                // have lost only the answer.
+                maybe_applied: connection_lost(&e),
+                error: db_error(e, what, &self.target),
+            }),
+            // The connection goes back to the pool, which reads and discards the late answer
+            // (or drops the connection) before handing it out again.
+            Err(_) => Err(Failed {
+                maybe_applied: true,
+                error: statement_timed_out(what, &self.target),
+            }),
+        }
+    }
+
+    /// Sends a commit whose first send got no answer once more, on a new connection of its
+    /// own (a pooled one may be as broken as the one just lost), within the connect timeout
+    /// plus the statement timeout. Its row lock makes it read the newest committed row, so
+    /// one send tells applied from conflict.
+    async fn resend_commit(&self, id: &ConversationId, params: CommitParams) -> Result<Option<u64>, StoreError> {
+        const WHAT: &str = "resending a commit";
+        let mut conn = match timeout(self.timeouts.connect, Conn::new(self.opts.clone())).await {
+            Ok(Ok(conn)) => conn,
+            Ok(Err(e)) => return Err(db_error(e, WHAT, &self.target)),
+            Err(_) => return Err(no_connection(WHAT, &self.target)),
+        };
+        let sent = timeout(
+            self.bound(&params.staged),
+            send(&mut conn, &self.sql, &self.sql.commit, params.values, &params.staged),
+        )
+        .await;
+        // Closed in the background: a silent server must not hold the caller.
+        tokio::spawn(async move {
+            let _ = timeout(Duration::from_secs(1), conn.disconnect()).await;
+        });
+        match sent {
+            Ok(Ok(rows)) => commit_outcome(id, &rows),
+            Ok(Err(e)) => Err(db_error(e, WHAT, &self.target)),
+            Err(_) => Err(statement_timed_out(WHAT, &self.target)),
+        }
+    }
+}
+
+impl MysqlStore {
+    /// How long the client waits for one operation: the statement timeout per statement.
+    fn bound(&self, staged: &[String]) -> Duration {
+        let statements = if staged.is_empty() { 1 } else { staged.len() + 4 };
+        self.timeouts
+            .statement
+            .saturating_mul(u32::try_from(statements).unwrap_or(u32::MAX))
+    }
+}
+
+/// Sends one statement on `conn`. A commit with `staged` chunks first makes the connection's
+/// temporary table afresh and fills it (one statement per chunk), and drops it after the call.
+async fn send(
+    conn: &mut Conn,
+    sql: &Statements,
+    statement: &str,
+    params: Vec<Value>,
+    staged: &[String],
+) -> Result<Vec<Row>, mysql_async::Error> {
+    if staged.is_empty() {
+        return conn.exec(statement, params_of(params)).await;
+    }
+    conn.query_drop(sql.stage_drop.as_str()).await?;
+    conn.query_drop(sql.stage_create.as_str()).await?;
+    for chunk in staged {
+        conn.exec_drop(sql.stage_insert.as_str(), (chunk.as_bytes(),)).await?;
+    }
+    let rows = conn.exec(statement, params_of(params)).await?;
+    conn.query_drop(sql.stage_drop.as_str()).await?;
+    Ok(rows)
+}
+
+fn params_of(values: Vec<Value>) -> Params {
+    if values.is_empty() {
+        Params::Empty
+    } else {
+        Params::Positional(values)
+    }
+}
+
+/// Reads the procedure's result row: (applied, version). Applied by this call or by an
+/// earlier send of the same commit: `Some` of the version it made. Not applied (a lost
+/// version check): `None`.
+fn commit_outcome(id: &ConversationId, rows: &[Row]) -> Result<Option<u64>, StoreError> {
+    let read = Reader {
+        id,
+        what: "the commit result",
+    };
+    let row = rows
+        .first()
+        .ok_or_else(|| StoreError::new(StoreErrorKind::Other, "the commit procedure returned no row"))?;
+    if read.get::<i64>(row, 0)? == 1 {
+        return read.u64(read.get::<Option<i64>>(row, 1)?, "the new version").map(Some);
+    }
+    Ok(None)
+}
+
+#[async_trait]
+impl Store for MysqlStore {
+    async fn load(&self, id: &ConversationId) -> Result<Snapshot, StoreError> {
+        let key = Value::Bytes(id.as_str().as_bytes().to_vec());
+        let rows = self
+            .query("loading a conversation", &self.sql.load, vec![key.clone(), key])
+            .await?;
+        rows::snapshot(id, &rows)
+    }
+
+    async fn commit(&self, id: &ConversationId, commit: Commit) -> Result<u64, StoreError> {
+        const WHAT: &str = "committing to a conversation";
+        let params = commit_params(id, &commit)?;
+        let outcome = match self
+            .run(WHAT, &self.sql.commit, params.values.clone(), &params.staged)
+            .await
+        {
+            Ok(rows) => commit_outcome(id, &rows)?,
+            Err(failed) if failed.maybe_applied => {
+                // The commit may have landed with only its answer lost: the token makes the
+                // same call, sent again, answer with the version it made.
+                tracing::debug!(server = %self.target, error = %failed.error, "no answer to a commit; resending it once");
+                self.resend_commit(id, params)
+                    .await
+                    .map_err(|e| outcome_unknown(e, WHAT, &self.target))?
+            }
+            Err(failed) => return Err(failed.error),
+        };
+        outcome.ok_or_else(StoreError::conflict)
+    }
+
+    async fn history(&self, id: &ConversationId, after: u64, limit: usize) -> Result<Vec<StoredMessage>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let after = i64::try_from(after).unwrap_or(i64::MAX);
+        let limit = u64::try_from(limit).unwrap_or(u64::MAX);
+        let params = vec![
+            Value::Bytes(id.as_str().as_bytes().to_vec()),
+            Value::Int(after),
+            Value::UInt(limit),
+        ];
+        let rows = self
+            .query("reading a conversation's history", &self.sql.history, params)
+            .await?;
+        rows::history(id, &rows)
+    }
+
+    async fn clear(&self, id: &ConversationId) -> Result<bool, StoreError> {
+        let key = Value::Bytes(id.as_str().as_bytes().to_vec());
+        let rows = self
+            .query("clearing a conversation", &self.sql.clear, vec![key])
+            .await?;
+        let read = Reader {
+            id,
+            what: "the clear result",
+        };
+        match rows.first() {
+            Some(row) => Ok(read.get::<Option<i64>>(row, 0)?.unwrap_or(0) == 1),
+            None => Ok(false),
+        }
+    }
+
+    async fn list(&self, after: Option<&ConversationId>, limit: usize) -> Result<Page, StoreError> {
+        let limit = limit.max(1);
+        let fetch = u64::try_from(limit.saturating_add(1)).unwrap_or(u64::MAX);
+        let after = after.map_or(&b""[..], |a| a.as_str().as_bytes()).to_vec();
+        let rows = self
+            .query(
+                "listing conversations",
+                &self.sql.list,
+                vec![Value::Bytes(after), Value::UInt(fetch)],
+            )
+            .await?;
+        let mut ids = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let bytes: Vec<u8> = row
+                .get_opt(0)
+                .and_then(Result::ok)
+                .ok_or_else(|| StoreError::new(StoreErrorKind::Other, "reading a listed conversation id"))?;
+            let id = String::from_utf8(bytes)
+                .ok()
+                .and_then(|text| ConversationId::new(text).ok())
+                .ok_or_else(|| {
+                    StoreError::new(
+                        StoreErrorKind::Corrupt,
+                        format!("a conversation id in {}_conversations is not a valid id", self.prefix),
+                    )
+                })?;
+            ids.push(id);
+        }
+        Ok(Page::from_overfetch(ids, limit))
+    }
+
+    async fn purge_expired(&self) -> Result<u64, StoreError> {
+        const WHAT: &str = "purging expired conversations";
+        let mut conn = self.conn(WHAT).await?;
+        let purge = async {
+            conn.exec_drop(self.sql.purge.as_str(), Params::Empty).await?;
+            Ok::<_, mysql_async::Error>(conn.affected_rows())
+        };
+        match timeout(self.timeouts.statement, purge).await {
+            Ok(result) => result.map_err(|e| db_error(e, WHAT, &self.target)),
+            Err(_) => Err(statement_timed_out(WHAT, &self.target)),
+        }
+    }
+}

@@ -1,0 +1,313 @@
+//! Outages: nothing listening, a server that never answers, a server that goes away and
+//! comes back, a commit whose reply is lost (simulated by a loopback proxy; the real server
+//! is never touched).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use chatmem::store::{Commit, StoreErrorKind, StoredMessage};
+use chatmem::{Heuristic, Message, Retention, Store, Summary};
+use chatmem_mysql::MysqlStore;
+use common::Mode;
+use mysql_async::prelude::Queryable;
+
+const TIMEOUT: Duration = Duration::from_millis(800);
+/// Slack for scheduling on a busy two-core machine.
+const SLACK: Duration = Duration::from_millis(1500);
+
+#[tokio::test(flavor = "multi_thread")]
+async fn nothing_listening_is_unavailable_without_the_password() {
+    let start = Instant::now();
+    let err = MysqlStore::builder("mysql://root:hunter2@127.0.0.1:1/test")
+        .timeout(TIMEOUT)
+        .connect()
+        .await
+        .expect_err("port 1 has no server");
+    assert_eq!(err.kind(), StoreErrorKind::Unavailable, "{err}");
+    assert!(start.elapsed() < 2 * TIMEOUT + SLACK, "took {:?}", start.elapsed());
+    let text = format!("{err} {err:?}");
+    assert!(!text.contains("hunter2"), "the password leaked: {text}");
+    assert!(text.contains("127.0.0.1:1"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_silent_server_times_out_as_unavailable() {
+    // Accepts connections and never says a word.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let holder = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    let start = Instant::now();
+    let err = MysqlStore::builder(&format!("mysql://root@{addr}/test"))
+        .timeout(TIMEOUT)
+        .connect()
+        .await
+        .expect_err("a silent server");
+    assert_eq!(err.kind(), StoreErrorKind::Unavailable, "{err}");
+    let took = start.elapsed();
+    assert!(took >= TIMEOUT / 2 && took < 2 * TIMEOUT + SLACK, "took {took:?}");
+    holder.abort();
+}
+
+fn turn(first: u64) -> Vec<StoredMessage> {
+    vec![
+        StoredMessage::new(first, 2, Message::user("q")),
+        StoredMessage::new(first + 1, 2, Message::assistant("a")),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn operations_fail_fast_during_an_outage_and_recover_after() {
+    let Some((url, upstream)) = common::mysql_url_over_tcp() else {
+        return;
+    };
+    let prefix = common::fresh_prefix("outage");
+    let proxy = common::Proxy::start(upstream).await;
+    let store = MysqlStore::builder(&common::url_via(&url, proxy.addr))
+        .prefix(&prefix)
+        .pool_size(2)
+        .timeout(TIMEOUT)
+        .connect()
+        .await
+        .expect("connect through the proxy");
+    let id = chatmem_test::unique_id("outage");
+    let commit = |expected, first| chatmem_test::commit(expected, turn(first), 1, Retention::KeepHistory);
+    assert_eq!(store.commit(&id, commit(0, 1)).await.expect("commit"), 1);
+
+    // The server goes away: open connections are cut, new ones refused.
+    proxy.set(Mode::Down);
+    for _ in 0..3 {
+        let start = Instant::now();
+        let err = store.load(&id).await.expect_err("down");
+        assert_eq!(err.kind(), StoreErrorKind::Unavailable, "{err}");
+        assert!(start.elapsed() < 2 * TIMEOUT + SLACK, "took {:?}", start.elapsed());
+        let err = store.commit(&id, commit(1, 3)).await.expect_err("down");
+        assert_eq!(err.kind(), StoreErrorKind::Unavailable, "{err}");
+    }
+    proxy.set(Mode::Up);
+    let snap = recover(&store, &id).await;
+    assert_eq!(snap.version, 1, "nothing was written during the outage");
+
+    // The server stops answering mid-connection: the call times out, and so does the one
+    // resend of the commit (its new connection gets no answer within the connect timeout).
+    proxy.set(Mode::Stalled);
+    let start = Instant::now();
+    let err = store.commit(&id, commit(1, 3)).await.expect_err("stalled");
+    let took = start.elapsed();
+    assert_eq!(err.kind(), StoreErrorKind::Unavailable, "{err}");
+    assert!(err.to_string().contains("unknown"), "the outcome is unknown: {err}");
+    assert!(took >= TIMEOUT / 2 && took < 2 * TIMEOUT + SLACK, "took {took:?}");
+    // Cut the stalled connections before resuming, so the bytes the proxy held are not
+    // delivered late.
+    proxy.set(Mode::Down);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    proxy.set(Mode::Up);
+    let snap = recover(&store, &id).await;
+    // A timed-out commit has an unknown outcome; either way it applied whole or not at all.
+    match snap.version {
+        1 => assert_eq!(store.commit(&id, commit(1, 3)).await.expect("commit after recovery"), 2),
+        2 => {}
+        v => panic!("unexpected version {v}"),
+    }
+    assert_eq!(texts(&store, &id).await, expected_texts(2));
+    assert_eq!(store.commit(&id, commit(2, 5)).await.expect("commit after recovery"), 3);
+    common::drop_prefix(&url, &prefix).await;
+}
+
+/// Loads until the store answers again (a pooled connection cut during the outage may
+/// fail once more), within a few seconds.
+async fn recover(store: &MysqlStore, id: &chatmem::ConversationId) -> chatmem::store::Snapshot {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match store.load(id).await {
+            Ok(snap) => return snap,
+            Err(e) if e.kind() == StoreErrorKind::Unavailable && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("the store did not recover: {e}"),
+        }
+    }
+}
+
+/// The stored (seq, text) pairs of a conversation, oldest first.
+async fn texts(store: &MysqlStore, id: &chatmem::ConversationId) -> Vec<(u64, String)> {
+    store
+        .history(id, 0, 100)
+        .await
+        .expect("history")
+        .iter()
+        .map(|m| (m.seq, m.message.text().unwrap_or_default().into_owned()))
+        .collect()
+}
+
+fn expected_texts(turns: u64) -> Vec<(u64, String)> {
+    (1..=turns * 2)
+        .map(|seq| (seq, if seq % 2 == 1 { "q" } else { "a" }.to_owned()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_commit_whose_reply_is_lost_is_applied_once() {
+    let Some((url, upstream)) = common::mysql_url_over_tcp() else {
+        return;
+    };
+    let prefix = common::fresh_prefix("lost_reply");
+    let proxy = common::Proxy::start(upstream).await;
+    let store = MysqlStore::builder(&common::url_via(&url, proxy.addr))
+        .prefix(&prefix)
+        .pool_size(1)
+        .timeout(TIMEOUT)
+        .connect()
+        .await
+        .expect("connect through the proxy");
+    let id = chatmem_test::unique_id("lost-reply");
+    let commit = |expected, first| chatmem_test::commit(expected, turn(first), 1, Retention::KeepHistory);
+    // Prepare the commit on the pooled connection, so that the lost reply is the execute's.
+    let _ = store.commit(&chatmem_test::unique_id("warm"), commit(1, 1)).await;
+
+    // The server commits, then the connection closes before the reply reaches the client:
+    // first when the commit creates the conversation, then when it updates it.
+    for (expected, first) in [(0, 1), (1, 3)] {
+        proxy.lose_next_reply(common::ReplyLoss::Close);
+        let before = proxy.executes();
+        let version = store
+            .commit(&id, commit(expected, first))
+            .await
+            .unwrap_or_else(|e| panic!("a commit that landed is reported as failed: {e}"));
+        assert!(proxy.reply_lost(), "the proxy did not see the reply");
+        assert_eq!(proxy.executes() - before, 2, "sent, then resent once");
+        assert_eq!(version, expected + 1);
+        assert_eq!(texts(&store, &id).await, expected_texts(version), "stored once");
+    }
+
+    // The reply never comes: the client times out, then resends.
+    proxy.lose_next_reply(common::ReplyLoss::Silence);
+    let start = Instant::now();
+    let version = store
+        .commit(&id, commit(2, 5))
+        .await
+        .unwrap_or_else(|e| panic!("a commit that landed is reported as failed: {e}"));
+    let took = start.elapsed();
+    assert!(proxy.reply_lost(), "the proxy did not see the reply");
+    assert_eq!(version, 3);
+    assert!(took >= TIMEOUT / 2 && took < 2 * TIMEOUT + SLACK, "took {took:?}");
+    assert_eq!(texts(&store, &id).await, expected_texts(3), "stored once");
+
+    // The store goes on as usual, and a stale commit still conflicts.
+    assert_eq!(store.commit(&id, commit(3, 7)).await.expect("next commit"), 4);
+    let err = store.commit(&id, commit(3, 7)).await.expect_err("stale");
+    assert!(err.is_conflict(), "{err}");
+    assert_eq!(texts(&store, &id).await, expected_texts(4));
+
+    // A commit carrying a summary and a delete bound below its window start, its reply
+    // lost: recognised as applied, with its summary, the uncovered messages 5-6 kept.
+    let snap = store.load(&id).await.expect("load");
+    let summary = Summary::new("q, a, q, a", 4, &Heuristic);
+    let with_summary = turn(9)
+        .into_iter()
+        .fold(
+            Commit::on(&snap)
+                .keep_unsummarized()
+                .summary(summary.clone(), snap.summary.as_ref().map_or(0, |s| s.upto)),
+            |b, m| b.append(m.message, m.tokens),
+        )
+        .window_start(7)
+        .retention(Retention::DropEvicted)
+        .build()
+        .expect("a valid commit");
+    assert_eq!(with_summary.delete_below(), Some(5));
+    proxy.lose_next_reply(common::ReplyLoss::Close);
+    let version = store
+        .commit(&id, with_summary)
+        .await
+        .unwrap_or_else(|e| panic!("a commit that landed is reported as failed: {e}"));
+    assert!(proxy.reply_lost(), "the proxy did not see the reply");
+    assert_eq!(version, 5);
+    let snap = store.load(&id).await.expect("load");
+    assert_eq!((snap.version, snap.summary), (5, Some(summary)));
+    let kept: Vec<u64> = store
+        .history(&id, 0, 100)
+        .await
+        .expect("history")
+        .iter()
+        .map(|m| m.seq)
+        .collect();
+    assert_eq!(kept, [5, 6, 7, 8, 9, 10]);
+    common::drop_prefix(&url, &prefix).await;
+}
+
+/// The first send of a commit can still be running on the server when the client gives up
+/// on its answer (here: waiting for a row lock), and land while the resend waits for the
+/// same row. The resend's locking read sees the newest committed row, so it finds its own
+/// token and reports the commit applied, not a conflict.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resend_that_waited_for_the_row_finds_the_first_send_landed() {
+    const LONG: Duration = Duration::from_secs(2);
+    let Some((url, upstream)) = common::mysql_url_over_tcp() else {
+        return;
+    };
+    let prefix = common::fresh_prefix("resend_wait");
+    let proxy = common::Proxy::start(upstream).await;
+    let store = MysqlStore::builder(&common::url_via(&url, proxy.addr))
+        .prefix(&prefix)
+        .pool_size(1)
+        .timeout(LONG)
+        .connect()
+        .await
+        .expect("connect through the proxy");
+    let id = chatmem_test::unique_id("resend-wait");
+    let create = chatmem_test::commit(0, turn(1), 1, Retention::KeepHistory);
+    assert_eq!(store.commit(&id, create).await.expect("create"), 1);
+    let next = chatmem_test::commit(1, turn(3), 1, Retention::KeepHistory);
+
+    // Stands for the first send still running: a transaction that holds the row and writes
+    // exactly what `next` writes, its token included, and commits only when told.
+    let mut raw = common::raw_conn(&url).await;
+    raw.query_drop("START TRANSACTION").await.expect("begin");
+    raw.exec_drop(
+        format!("UPDATE `{prefix}_conversations` SET version = 2, next_seq = 5, commit_token = ? WHERE id = ?"),
+        (next.token(), id.as_str().as_bytes()),
+    )
+    .await
+    .expect("hold the row");
+    for m in next.appended() {
+        raw.exec_drop(
+            format!("INSERT INTO `{prefix}_messages` (conversation_id, seq, tokens, json) VALUES (?, ?, 2, ?)"),
+            (id.as_str().as_bytes(), m.seq, m.message_json().expect("json")),
+        )
+        .await
+        .expect("insert");
+    }
+
+    // The first send's own answer (the server's lock wait timeout) is lost too, so that the
+    // client, not the server, gives up on it.
+    proxy.lose_next_reply(common::ReplyLoss::Silence);
+    let before = proxy.executes();
+    let committing = {
+        let (store, id, next) = (store.clone(), id.clone(), next.clone());
+        tokio::spawn(async move { store.commit(&id, next).await })
+    };
+    let deadline = Instant::now() + 2 * LONG + SLACK;
+    while proxy.executes() < before + 2 {
+        assert!(Instant::now() < deadline, "the commit was never resent");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The resend now waits for the row; the first send lands.
+    tokio::time::sleep(LONG / 4).await;
+    raw.query_drop("COMMIT").await.expect("land the first send");
+
+    let version = committing
+        .await
+        .expect("join")
+        .unwrap_or_else(|e| panic!("the landed commit is reported as failed: {e}"));
+    assert_eq!(version, 2);
+    assert_eq!(proxy.executes() - before, 2, "the first send and the resend");
+    assert_eq!(texts(&store, &id).await, expected_texts(2), "stored once");
+    let _ = raw.disconnect().await;
+    common::drop_prefix(&url, &prefix).await;
+}

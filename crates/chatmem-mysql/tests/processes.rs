@@ -1,0 +1,142 @@
+//! Tests across processes: 16 processes appending to one conversation, and a process that
+//! writes then exits while a new store reads its work back. The children are copies of
+//! this test binary, started in child mode through environment variables; run normally,
+//! the child tests return at once.
+
+mod common;
+
+use std::process::Command;
+use std::sync::Arc;
+
+use chatmem::{ChatMemory, ConversationId, Heuristic, Message, Retention, WindowPolicy};
+use chatmem_mysql::MysqlStore;
+use chatmem_test::stress;
+
+const ENV_RESTART_ID: &str = "CHATMEM_MYSQL_RESTART_ID";
+
+async fn shared_store(url: &str, pool_size: usize) -> MysqlStore {
+    MysqlStore::builder(url)
+        .prefix(common::SHARED_PREFIX)
+        .pool_size(pool_size)
+        .connect()
+        .await
+        .unwrap_or_else(|e| panic!("connect: {e}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stress_child() {
+    let Some(child) = stress::child_env() else { return };
+    let store = shared_store(&child.url, 2).await;
+    stress::run_child(Arc::new(store), &child).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sixteen_processes_append_to_one_conversation() {
+    if stress::child_env().is_some() || std::env::var_os(ENV_RESTART_ID).is_some() {
+        return;
+    }
+    let Some(url) = common::mysql_url() else { return };
+    let store = shared_store(&url, 4).await;
+    let start = std::time::Instant::now();
+    stress::run_parent(Arc::new(store), "stress_child", &url, stress::PROCESSES, stress::TURNS).await;
+    eprintln!(
+        "{} processes x {} turns: {:?}",
+        stress::PROCESSES,
+        stress::TURNS,
+        start.elapsed()
+    );
+}
+
+/// The same with summaries on: evicted turns are summarized and dropped; no turn is lost and
+/// the summary never moves backwards.
+#[tokio::test(flavor = "multi_thread")]
+async fn sixteen_summarizing_processes_append_to_one_conversation() {
+    if stress::child_env().is_some() || std::env::var_os(ENV_RESTART_ID).is_some() {
+        return;
+    }
+    let Some(url) = common::mysql_url() else { return };
+    let store = shared_store(&url, 4).await;
+    stress::run_parent_summarizing(Arc::new(store), "stress_child", &url, stress::PROCESSES, stress::TURNS).await;
+}
+
+fn restart_memory<S: chatmem::Store>(store: S) -> ChatMemory<S> {
+    ChatMemory::builder(store)
+        .policy(WindowPolicy::messages(4))
+        .retention(Retention::KeepHistory)
+        .counter(Arc::new(Heuristic))
+        .build()
+        .expect("valid memory settings")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn restart_child() {
+    let Ok(id) = std::env::var(ENV_RESTART_ID) else { return };
+    let Some(url) = common::mysql_url() else {
+        panic!("the restart child needs CHATMEM_TEST_MYSQL_URL")
+    };
+    let id = ConversationId::new(id).expect("id");
+    write_restart_conversation(&restart_memory(shared_store(&url, 1).await), &id).await;
+}
+
+async fn write_restart_conversation<S: chatmem::Store>(memory: &ChatMemory<S>, id: &ConversationId) {
+    memory.add(id, [Message::system("rules v1")]).await.expect("add");
+    for turn in 0..4 {
+        memory
+            .add(
+                id,
+                [
+                    Message::user(format!("u{turn}")),
+                    Message::assistant(format!("a{turn}")),
+                ],
+            )
+            .await
+            .expect("add");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_process_reads_what_an_exited_one_wrote() {
+    if stress::child_env().is_some() || std::env::var_os(ENV_RESTART_ID).is_some() {
+        return;
+    }
+    let Some(url) = common::mysql_url() else { return };
+    let id = chatmem_test::unique_id("restart");
+    let exe = std::env::current_exe().expect("current_exe");
+    let out = tokio::task::spawn_blocking({
+        let id = id.clone();
+        move || {
+            Command::new(exe)
+                .args(["--exact", "restart_child", "--nocapture", "--test-threads", "1"])
+                .env(ENV_RESTART_ID, id.as_str())
+                .output()
+                .expect("spawn the writer")
+        }
+    })
+    .await
+    .expect("join");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "writer failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The writer's process is gone; a new store and memory read its conversation.
+    let memory = restart_memory(shared_store(&url, 1).await);
+    let text = |ms: Vec<Message>| {
+        ms.iter()
+            .map(|m| m.text().unwrap_or_default().into_owned())
+            .collect::<Vec<_>>()
+    };
+    // The same writes in memory give the window to expect.
+    let reference = restart_memory(chatmem::InMemoryStore::new());
+    write_restart_conversation(&reference, &id).await;
+    let window = text(memory.get(&id).await.expect("get"));
+    assert_eq!(window, text(reference.get(&id).await.expect("get")));
+    assert_eq!(window.first().map(String::as_str), Some("rules v1"));
+    assert_eq!(window.last().map(String::as_str), Some("a3"));
+    assert_eq!(
+        text(memory.history(&id).await.expect("history")),
+        ["rules v1", "u0", "a0", "u1", "a1", "u2", "a2", "u3", "a3"]
+    );
+    assert!(memory.clear(&id).await.expect("clear"));
+}
