@@ -21,7 +21,14 @@ type TestResult = Result<(), Box<dyn std::error::Error>>;
 const CONVERSATION: &str = "app-user-42-aftersale";
 
 fn agent(stand_in: &StandIn, memory: impl ConversationMemory + 'static) -> rig_agent::Agent {
-    AgentBuilder::new(model(stand_in))
+    agent_on(model(stand_in), memory)
+}
+
+fn agent_on(
+    model: rig_core::Model<rig_core::providers::openai::wire::Chat>,
+    memory: impl ConversationMemory + 'static,
+) -> rig_agent::Agent {
+    AgentBuilder::new(model)
         .preamble("你是邻里仓售后。未发货可退。")
         .memory(memory)
         .conversation(CONVERSATION)
@@ -68,34 +75,70 @@ async fn second_turn_carries_the_order_number_from_memory() -> TestResult {
     Ok(())
 }
 
+/// The SQLite file and the stand-in's address that the restart test hands its second process.
+const CHILD_DB: &str = "CHATMEM_RIG_TEST_CHILD_DB";
+const CHILD_URL: &str = "CHATMEM_RIG_TEST_CHILD_URL";
+/// How the second process prints its answer, for the first to read.
+const CHILD_ANSWER: &str = "child answer: ";
+
+/// A rig memory over the SQLite file at `path`, as each process of the restart test opens it.
+async fn sqlite_memory(path: &std::path::Path) -> Result<RigMemory<SqliteStore>, Box<dyn std::error::Error>> {
+    let memory = ChatMemory::builder(SqliteStore::open(path).await?)
+        .policy(WindowPolicy::messages(10))
+        .retention(Retention::KeepHistory)
+        .build()?;
+    Ok(RigMemory::new(memory))
+}
+
 #[tokio::test]
 async fn a_new_process_over_the_same_sqlite_file_continues() -> TestResult {
     let stand_in = StandIn::start().await?;
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("chatmem.db");
-    let open = || async {
-        let store = SqliteStore::open(&path).await?;
-        let memory = ChatMemory::builder(store)
-            .policy(WindowPolicy::messages(10))
-            .retention(Retention::KeepHistory)
-            .build()?;
-        Ok::<_, Box<dyn std::error::Error>>(RigMemory::new(memory))
-    };
-
     {
-        let agent = agent(&stand_in, open().await?);
+        let agent = agent(&stand_in, sqlite_memory(&path).await?);
         turn(&agent, "我的订单是 LC202610060018，还没发货。").await?;
-    } // the first "process" ends: its memory, store and connections are dropped
+    } // this process's memory, store and connections are dropped
 
-    let agent = agent(&stand_in, open().await?);
-    let answer = turn(&agent, "那单能退吗？").await?;
+    // Turn 2 in a second process: this test binary again, running only `second_process_turn`.
+    let mut child = std::process::Command::new(std::env::current_exe()?);
+    child
+        .args(["--exact", "second_process_turn", "--nocapture", "--test-threads=1"])
+        .env(CHILD_DB, &path)
+        .env(CHILD_URL, stand_in.base_url());
+    // Waited for on a blocking thread: this runtime must go on serving the stand-in meanwhile.
+    let output = tokio::task::spawn_blocking(move || child.output()).await??;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "the second process failed: {stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let answer = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(CHILD_ANSWER))
+        .ok_or("the second process ran no turn")?;
+    assert_eq!(answer, format!("订单 {ORDER} 未发货，可以退。"));
     let bodies = stand_in.bodies();
-    let second = request_text(bodies.last().ok_or("no request")?);
+    assert_eq!(bodies.len(), 2, "one request per process");
+    let second = request_text(&bodies[1]);
     assert!(
         second.contains(ORDER),
-        "the second request lacks the order number: {second}"
+        "the second process's request lacks the order number: {second}"
     );
-    assert_eq!(answer, format!("订单 {ORDER} 未发货，可以退。"));
+    Ok(())
+}
+
+/// The second process of `a_new_process_over_the_same_sqlite_file_continues`; does nothing
+/// unless that test started it with the file and the stand-in's address.
+#[tokio::test]
+async fn second_process_turn() -> TestResult {
+    let (Some(path), Ok(base_url)) = (std::env::var_os(CHILD_DB), std::env::var(CHILD_URL)) else {
+        return Ok(());
+    };
+    let agent = agent_on(common::model_at(&base_url), sqlite_memory(path.as_ref()).await?);
+    let answer = turn(&agent, "那单能退吗？").await?;
+    println!("{CHILD_ANSWER}{answer}");
     Ok(())
 }
 

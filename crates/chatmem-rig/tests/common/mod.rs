@@ -89,7 +89,12 @@ async fn complete(State(requests): State<Arc<Mutex<Vec<Value>>>>, Json(body): Js
 
 /// rig's OpenAI Chat Completions model on the stand-in.
 pub fn model(stand_in: &StandIn) -> rig_core::Model<rig_core::providers::openai::wire::Chat> {
+    model_at(&stand_in.base_url())
+}
+
+/// rig's OpenAI Chat Completions model on a stand-in at `base_url` (one another process started).
+pub fn model_at(base_url: &str) -> rig_core::Model<rig_core::providers::openai::wire::Chat> {
     let mut config = rig_core::providers::openai::OpenAIConfig::new("sk-stand-in");
-    config.base_url = stand_in.base_url();
+    config.base_url = base_url.to_owned();
     config.client().chat("stand-in")
 }
