@@ -116,8 +116,9 @@ async fn a_new_process_over_the_same_sqlite_file_continues() -> TestResult {
     );
     let answer = stdout
         .lines()
-        .find_map(|l| l.strip_prefix(CHILD_ANSWER))
-        .ok_or("the second process ran no turn")?;
+        // The harness prints the test's name on the same line, before it.
+        .find_map(|l| l.split_once(CHILD_ANSWER).map(|(_, answer)| answer))
+        .ok_or_else(|| format!("the second process ran no turn: {stdout}"))?;
     assert_eq!(answer, format!("订单 {ORDER} 未发货，可以退。"));
     let bodies = stand_in.bodies();
     assert_eq!(bodies.len(), 2, "one request per process");
