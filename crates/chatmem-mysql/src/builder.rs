@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use mysql_async::{Opts, OptsBuilder, Pool, PoolConstraints, PoolOpts};
 
-use chatmem::store::{StoreError, StoreErrorKind, redact_url};
+use chatmem::store::{StoreError, StoreErrorKind, TimeoutSettings, Timeouts, redact_url};
 
 use crate::sql::Statements;
 use crate::store::MysqlStore;
-use crate::url::{self, UrlTimeouts};
+use crate::url;
 
 /// The default of every timeout: connect, pool and statement.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -41,10 +41,8 @@ const IDLE_TTL: Duration = Duration::from_secs(300);
 pub struct MysqlStoreBuilder {
     url: String,
     pool_size: usize,
-    timeout: Option<Duration>,
-    connect_timeout: Option<Duration>,
-    pool_timeout: Option<Duration>,
-    statement_timeout: Option<Duration>,
+    /// The builder's timeouts; the URL's are read at connect.
+    timeouts: TimeoutSettings,
     prefix: String,
     migrate: bool,
 }
@@ -54,25 +52,14 @@ impl fmt::Debug for MysqlStoreBuilder {
         f.debug_struct("MysqlStoreBuilder")
             .field("url", &redact_url(&self.url))
             .field("pool_size", &self.pool_size)
-            .field("timeout", &self.timeout)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("pool_timeout", &self.pool_timeout)
-            .field("statement_timeout", &self.statement_timeout)
+            .field("timeout", &self.timeouts.timeout)
+            .field("connect_timeout", &self.timeouts.connect)
+            .field("pool_timeout", &self.timeouts.pool)
+            .field("statement_timeout", &self.timeouts.statement)
             .field("prefix", &self.prefix)
             .field("migrate", &self.migrate)
             .finish()
     }
-}
-
-/// The timeouts a store runs with, once the builder and the URL are combined.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Timeouts {
-    /// Opening one connection.
-    pub(crate) connect: Duration,
-    /// Waiting for a free pooled connection.
-    pub(crate) pool: Duration,
-    /// One statement, as the client waits for it.
-    pub(crate) statement: Duration,
 }
 
 impl MysqlStoreBuilder {
@@ -81,10 +68,7 @@ impl MysqlStoreBuilder {
         Self {
             url: url.to_owned(),
             pool_size: DEFAULT_POOL_SIZE,
-            timeout: None,
-            connect_timeout: None,
-            pool_timeout: None,
-            statement_timeout: None,
+            timeouts: TimeoutSettings::default(),
             prefix: DEFAULT_PREFIX.to_owned(),
             migrate: true,
         }
@@ -100,21 +84,21 @@ impl MysqlStoreBuilder {
     /// Sets the connect, pool and statement timeouts at once (each default
     /// [`DEFAULT_TIMEOUT`]); one of those also called wins. URL: `chatmem_timeout_ms`.
     pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = Some(timeout);
+        self.timeouts.timeout = Some(timeout);
         self
     }
 
     /// The most opening one connection may take, handshake included (default
     /// [`DEFAULT_TIMEOUT`]); longer than zero. URL: `chatmem_connect_timeout_ms`.
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = Some(timeout);
+        self.timeouts.connect = Some(timeout);
         self
     }
 
     /// The most an operation waits for a pooled connection when all are busy (default
     /// [`DEFAULT_TIMEOUT`]). URL: `chatmem_pool_timeout_ms`.
     pub fn pool_timeout(mut self, timeout: Duration) -> Self {
-        self.pool_timeout = Some(timeout);
+        self.timeouts.pool = Some(timeout);
         self
     }
 
@@ -123,7 +107,7 @@ impl MysqlStoreBuilder {
     /// rounded up), so that a commit waiting for a row lock gives up on the server too.
     /// URL: `chatmem_statement_timeout_ms`.
     pub fn statement_timeout(mut self, timeout: Duration) -> Self {
-        self.statement_timeout = Some(timeout);
+        self.timeouts.statement = Some(timeout);
         self
     }
 
@@ -135,19 +119,19 @@ impl MysqlStoreBuilder {
         self
     }
 
-    /// Whether [`connect`](Self::connect) creates or upgrades the tables (default: true).
-    /// With false it writes nothing: it only checks that the schema is at
-    /// [`SCHEMA_VERSION`](crate::SCHEMA_VERSION), so that a program that only reads (the
-    /// CLI's `get`, `history`, `list`, `export`) never creates tables in a database it was
-    /// pointed at by mistake. A missing or older schema is then
-    /// [`StoreErrorKind::InvalidInput`].
+    /// Whether [`connect`](Self::connect) creates or upgrades the tables of the
+    /// [prefix](Self::prefix) (default: true). With false it writes nothing: it only checks
+    /// that they are at [`SCHEMA_VERSION`](crate::SCHEMA_VERSION), so that a program that
+    /// only reads (the CLI's `get`, `history`, `list`, `export`) never creates tables in a
+    /// database it was pointed at by mistake. Missing or older tables are then
+    /// [`StoreErrorKind::InvalidInput`] naming the prefix and the server.
     pub fn migrate(mut self, migrate: bool) -> Self {
         self.migrate = migrate;
         self
     }
 
-    /// Connects, creates or upgrades the schema (unless [`migrate(false)`](Self::migrate)),
-    /// and returns the store.
+    /// Connects, creates or upgrades the prefix's tables (unless
+    /// [`migrate(false)`](Self::migrate)), and returns the store.
     ///
     /// # Errors
     /// [`StoreErrorKind::InvalidInput`] for a malformed URL (or one without a database),
@@ -214,30 +198,10 @@ impl MysqlStoreBuilder {
     }
 
     /// Each timeout from the first of: its builder method, the builder's `timeout`, its URL
-    /// parameter, the URL's `chatmem_timeout_ms`, [`DEFAULT_TIMEOUT`]; checked.
-    fn timeouts(&self, from_url: UrlTimeouts) -> Result<Timeouts, StoreError> {
-        let pick = |builder: Option<Duration>, name: &'static str, url_param: Option<Duration>| {
-            builder
-                .map(|t| (t, name))
-                .or(self.timeout.map(|t| (t, "timeout")))
-                .or(url_param.map(|t| (t, name)))
-                .or(from_url.timeout.map(|t| (t, url::TIMEOUT_PARAM)))
-                .unwrap_or((DEFAULT_TIMEOUT, name))
-        };
-        let (connect, connect_name) = pick(self.connect_timeout, "connect_timeout", from_url.connect);
-        let (pool, _) = pick(self.pool_timeout, "pool_timeout", from_url.pool);
-        let (statement, statement_name) = pick(self.statement_timeout, "statement_timeout", from_url.statement);
-        if connect.is_zero() {
-            return Err(invalid_setting(format!("{connect_name} must be longer than zero")));
-        }
-        if statement < Duration::from_millis(1) {
-            return Err(invalid_setting(format!("{statement_name} must be at least 1 ms")));
-        }
-        Ok(Timeouts {
-            connect,
-            pool,
-            statement,
-        })
+    /// parameter, the URL's `chatmem_timeout_ms`, [`DEFAULT_TIMEOUT`]; checked. MySQL sets
+    /// no upper limit of its own: the lock wait is rounded up to whole seconds.
+    fn timeouts(&self, from_url: TimeoutSettings) -> Result<Timeouts, StoreError> {
+        self.timeouts.resolve(&from_url, DEFAULT_TIMEOUT, None)
     }
 }
 

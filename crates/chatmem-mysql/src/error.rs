@@ -74,31 +74,6 @@ pub(crate) fn no_connection(what: &str, target: &str) -> StoreError {
     )
 }
 
-/// The server did not answer within the statement timeout.
-pub(crate) fn statement_timed_out(what: &str, target: &str) -> StoreError {
-    StoreError::new(
-        StoreErrorKind::Unavailable,
-        format!("{what} on {target}: no answer within the statement timeout"),
-    )
-}
-
-/// A commit that got no answer and whose resend failed too: it may or may not have been
-/// applied, and the text says so.
-pub(crate) fn outcome_unknown(resend: StoreError, what: &str, target: &str) -> StoreError {
-    let kind = match resend.kind() {
-        // A deadlock of the resend says nothing about the first send.
-        StoreErrorKind::Conflict => StoreErrorKind::Unavailable,
-        kind => kind,
-    };
-    StoreError::new(
-        kind,
-        format!(
-            "{what} on {target}: no answer came and resending the commit failed too, so whether it was applied is unknown (reload to find out)"
-        ),
-    )
-    .with_source(resend)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

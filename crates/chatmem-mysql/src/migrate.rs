@@ -7,7 +7,7 @@
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
 
-use chatmem::store::{StoreError, StoreErrorKind};
+use chatmem::store::{SchemaVersion, StoreError, StoreErrorKind};
 
 use crate::error::db_error;
 use crate::sql::fill;
@@ -20,6 +20,12 @@ const SPLIT: &str = "-- next statement\n";
 
 /// The schema version this code writes and reads.
 pub(crate) const LATEST: i32 = 1;
+
+/// This crate and [`LATEST`], for the version checks' errors.
+const VERSIONS: SchemaVersion = SchemaVersion {
+    store: "chatmem-mysql",
+    latest: LATEST,
+};
 
 /// How long a connect waits for another process's migration (seconds).
 const LOCK_WAIT_SECS: u32 = 60;
@@ -58,7 +64,7 @@ async fn apply(conn: &mut Conn, prefix: &str, target: &str) -> Result<(), StoreE
     let err = |e| db_error(e, "migrating the schema", target);
     let current = recorded_version(conn, prefix).await.map_err(err)?;
     if current > LATEST {
-        return Err(too_new(prefix, target, current));
+        return Err(VERSIONS.too_new(current, &format!("with prefix {prefix}"), target));
     }
     if current == LATEST {
         return Ok(());
@@ -92,22 +98,7 @@ pub(crate) async fn check(conn: &mut Conn, prefix: &str, target: &str) -> Result
     let current = recorded_version(conn, prefix)
         .await
         .map_err(|e| db_error(e, "checking the schema", target))?;
-    match current {
-        LATEST => Ok(()),
-        v if v > LATEST => Err(too_new(prefix, target, v)),
-        0 => Err(StoreError::new(
-            StoreErrorKind::InvalidInput,
-            format!(
-                "{target} has no chatmem tables with prefix {prefix} (connected without migrations: nothing was created)"
-            ),
-        )),
-        v => Err(StoreError::new(
-            StoreErrorKind::InvalidInput,
-            format!(
-                "the chatmem tables with prefix {prefix} on {target} are at version {v}, older than this chatmem-mysql reads ({LATEST}); connect once with migrations to upgrade them"
-            ),
-        )),
-    }
+    VERSIONS.check(current, &format!("with prefix {prefix}"), target)
 }
 
 /// The highest migration recorded for `prefix`; 0 when there is no version table.
@@ -129,15 +120,6 @@ async fn recorded_version(conn: &mut Conn, prefix: &str) -> Result<i32, mysql_as
         ))
         .await?;
     Ok(version.unwrap_or(0))
-}
-
-fn too_new(prefix: &str, target: &str, current: i32) -> StoreError {
-    StoreError::new(
-        StoreErrorKind::SchemaTooNew,
-        format!(
-            "the chatmem tables with prefix {prefix} on {target} are at version {current}; this chatmem-mysql knows up to {LATEST}"
-        ),
-    )
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use mysql_async::Value;
 
-use chatmem::store::{Commit, StoreError, StoreErrorKind, StoredMessage};
+use chatmem::store::{Commit, StoreError, StoreErrorKind, StoredMessage, to_bigint};
 use chatmem::{ConversationId, Summary};
 
 /// The longest TTL written as an expiry: 5,000 years. `DATETIME` ends in 9999, so a much
@@ -91,20 +91,12 @@ pub(crate) fn commit_params(id: &ConversationId, commit: &Commit) -> Result<Comm
 
 /// A number as MySQL's `BIGINT`.
 fn bigint(value: u64, what: &str) -> Result<i64, StoreError> {
-    i64::try_from(value).map_err(|_| {
-        StoreError::new(
-            StoreErrorKind::InvalidInput,
-            format!("{what} {value} is beyond what MySQL's BIGINT holds"),
-        )
-    })
+    to_bigint(value, what, "MySQL's BIGINT")
 }
 
 /// A TTL in microseconds, or `None` (never expires) beyond [`MAX_TTL`].
 fn ttl_micros(ttl: Duration) -> Option<i64> {
-    if ttl > MAX_TTL {
-        return None;
-    }
-    i64::try_from(ttl.as_micros()).ok()
+    chatmem::store::ttl_micros(ttl, MAX_TTL)
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use mysql_async::Row;
 use mysql_async::prelude::FromValue;
 
-use chatmem::store::{SharedMessages, Snapshot, StoreError, StoredMessage};
+use chatmem::store::{SharedMessages, Snapshot, StoreError, StoredMessage, stored_counter};
 use chatmem::{ConversationId, Summary};
 
 /// The rows of the load statement: the conversation row, then its messages. No row at
@@ -93,9 +93,7 @@ impl Reader<'_> {
 
     /// A NOT NULL counter as a u64; NULL or negative is corrupt.
     pub(crate) fn u64(&self, value: Option<i64>, column: &str) -> Result<u64, StoreError> {
-        value
-            .and_then(|v| u64::try_from(v).ok())
-            .ok_or_else(|| StoreError::corrupt(self.id, format!("{column} is {value:?}")))
+        stored_counter(self.id, value, column)
     }
 
     /// A message from its columns, through the one decoding every store shares.

@@ -9,11 +9,13 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, Params, Pool, Row, Value};
 use tokio::time::timeout;
 
-use chatmem::store::{Commit, Snapshot, StoreError, StoreErrorKind, StoredMessage};
+use chatmem::store::{
+    Commit, Snapshot, StoreError, StoreErrorKind, StoredMessage, Timeouts, outcome_unknown, statement_timed_out,
+};
 use chatmem::{ConversationId, Page, Store};
 
-use crate::builder::{MysqlStoreBuilder, Timeouts};
-use crate::error::{connection_lost, db_error, no_connection, outcome_unknown, statement_timed_out};
+use crate::builder::MysqlStoreBuilder;
+use crate::error::{connection_lost, db_error, no_connection};
 use crate::migrate;
 use crate::params::{CommitParams, commit_params};
 use crate::rows::{self, Reader};

@@ -8,11 +8,11 @@ use std::time::Duration;
 use deadpool_postgres::tokio_postgres::{Config, NoTls};
 use deadpool_postgres::{Hook, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 
-use chatmem::store::{StoreError, StoreErrorKind, redact_url};
+use chatmem::store::{StoreError, StoreErrorKind, TimeoutSettings, Timeouts, redact_url};
 
 use crate::sql::Statements;
 use crate::store::PostgresStore;
-use crate::url::{self, UrlTimeouts};
+use crate::url;
 
 /// The default of every timeout: connect, pool and statement.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -32,10 +32,8 @@ pub const MAX_STATEMENT_TIMEOUT: Duration = Duration::from_millis(i32::MAX as u6
 pub struct PostgresStoreBuilder {
     url: String,
     pool_size: usize,
-    timeout: Option<Duration>,
-    connect_timeout: Option<Duration>,
-    pool_timeout: Option<Duration>,
-    statement_timeout: Option<Duration>,
+    /// The builder's timeouts; the URL's are read at connect.
+    timeouts: TimeoutSettings,
     schema: String,
     migrate: bool,
 }
@@ -45,25 +43,14 @@ impl fmt::Debug for PostgresStoreBuilder {
         f.debug_struct("PostgresStoreBuilder")
             .field("url", &redact_url(&self.url))
             .field("pool_size", &self.pool_size)
-            .field("timeout", &self.timeout)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("pool_timeout", &self.pool_timeout)
-            .field("statement_timeout", &self.statement_timeout)
+            .field("timeout", &self.timeouts.timeout)
+            .field("connect_timeout", &self.timeouts.connect)
+            .field("pool_timeout", &self.timeouts.pool)
+            .field("statement_timeout", &self.timeouts.statement)
             .field("schema", &self.schema)
             .field("migrate", &self.migrate)
             .finish()
     }
-}
-
-/// The timeouts a store runs with, once the builder and the URL are combined.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Timeouts {
-    /// Opening one connection.
-    pub(crate) connect: Duration,
-    /// Waiting for a free pooled connection.
-    pub(crate) pool: Duration,
-    /// One statement, on the server and on the client.
-    pub(crate) statement: Duration,
 }
 
 impl PostgresStoreBuilder {
@@ -72,10 +59,7 @@ impl PostgresStoreBuilder {
         Self {
             url: url.to_owned(),
             pool_size: DEFAULT_POOL_SIZE,
-            timeout: None,
-            connect_timeout: None,
-            pool_timeout: None,
-            statement_timeout: None,
+            timeouts: TimeoutSettings::default(),
             schema: DEFAULT_SCHEMA.to_owned(),
             migrate: true,
         }
@@ -93,7 +77,7 @@ impl PostgresStoreBuilder {
     /// [`DEFAULT_TIMEOUT`]); one of those also called on the builder wins. URL parameter:
     /// `chatmem_timeout_ms`.
     pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = Some(timeout);
+        self.timeouts.timeout = Some(timeout);
         self
     }
 
@@ -101,7 +85,7 @@ impl PostgresStoreBuilder {
     /// (default [`DEFAULT_TIMEOUT`]); must be longer than zero. URL parameter:
     /// `chatmem_connect_timeout_ms`, or the standard `connect_timeout` (seconds).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = Some(timeout);
+        self.timeouts.connect = Some(timeout);
         self
     }
 
@@ -110,7 +94,7 @@ impl PostgresStoreBuilder {
     /// fail at once rather than wait. Past it the operation fails with
     /// [`StoreErrorKind::Unavailable`]. URL parameter: `chatmem_pool_timeout_ms`.
     pub fn pool_timeout(mut self, timeout: Duration) -> Self {
-        self.pool_timeout = Some(timeout);
+        self.timeouts.pool = Some(timeout);
         self
     }
 
@@ -122,7 +106,7 @@ impl PostgresStoreBuilder {
     /// [`MAX_STATEMENT_TIMEOUT`]; PostgreSQL counts whole milliseconds, so a fraction is
     /// rounded up. URL parameter: `chatmem_statement_timeout_ms`.
     pub fn statement_timeout(mut self, timeout: Duration) -> Self {
-        self.statement_timeout = Some(timeout);
+        self.timeouts.statement = Some(timeout);
         self
     }
 
@@ -237,48 +221,17 @@ impl PostgresStoreBuilder {
 
     /// The timeouts to run with: for each, the specific builder setting, else the builder's
     /// [`timeout`](Self::timeout), else the URL's specific parameter, else its
-    /// `chatmem_timeout_ms`, else [`DEFAULT_TIMEOUT`]; checked.
+    /// `chatmem_timeout_ms`, else [`DEFAULT_TIMEOUT`]; checked, the statement timeout
+    /// against [`MAX_STATEMENT_TIMEOUT`].
     ///
     /// `libpq_connect` is the URL's standard `connect_timeout`, a URL-specific connect
     /// timeout below `chatmem_connect_timeout_ms`.
-    fn timeouts(&self, from_url: UrlTimeouts, libpq_connect: Option<Duration>) -> Result<Timeouts, StoreError> {
-        let pick = |builder: Option<Duration>, name: &'static str, url_specific: Option<(Duration, &'static str)>| {
-            builder
-                .map(|t| (t, name))
-                .or(self.timeout.map(|t| (t, "timeout")))
-                .or(url_specific)
-                .or(from_url.timeout.map(|t| (t, url::TIMEOUT_PARAM)))
-                .unwrap_or((DEFAULT_TIMEOUT, name))
-        };
-        let connect_from_url = from_url
-            .connect
-            .map(|t| (t, url::CONNECT_TIMEOUT_PARAM))
-            .or(libpq_connect.map(|t| (t, "connect_timeout (URL)")));
-        let (connect, connect_name) = pick(self.connect_timeout, "connect_timeout", connect_from_url);
-        let (pool, _) = pick(
-            self.pool_timeout,
-            "pool_timeout",
-            from_url.pool.map(|t| (t, url::POOL_TIMEOUT_PARAM)),
-        );
-        let (statement, statement_name) = pick(
-            self.statement_timeout,
-            "statement_timeout",
-            from_url.statement.map(|t| (t, url::STATEMENT_TIMEOUT_PARAM)),
-        );
-        if connect.is_zero() {
-            return Err(invalid_setting(format!("{connect_name} must be longer than zero")));
-        }
-        if statement < Duration::from_millis(1) || statement > MAX_STATEMENT_TIMEOUT {
-            return Err(invalid_setting(format!(
-                "{statement_name} must be from 1 ms to {} ms (PostgreSQL's limit), not {statement:?}",
-                MAX_STATEMENT_TIMEOUT.as_millis()
-            )));
-        }
-        Ok(Timeouts {
-            connect,
-            pool,
-            statement,
-        })
+    fn timeouts(&self, mut from_url: TimeoutSettings, libpq_connect: Option<Duration>) -> Result<Timeouts, StoreError> {
+        // The driver keeps only a positive `connect_timeout`, so this one never fails the
+        // zero check that would name it as `chatmem_connect_timeout_ms`.
+        from_url.connect = from_url.connect.or(libpq_connect);
+        self.timeouts
+            .resolve(&from_url, DEFAULT_TIMEOUT, Some((MAX_STATEMENT_TIMEOUT, "PostgreSQL")))
     }
 }
 

@@ -84,29 +84,3 @@ pub(crate) fn pool_error(e: PoolError, what: &str, target: &str) -> StoreError {
         .with_source(other.to_string()),
     }
 }
-
-/// The server did not answer within the statement timeout.
-pub(crate) fn statement_timed_out(what: &str, target: &str) -> StoreError {
-    StoreError::new(
-        StoreErrorKind::Unavailable,
-        format!("{what} on {target}: no answer within the statement timeout"),
-    )
-}
-
-/// A commit that got no answer (lost connection, statement timeout) and whose resend
-/// failed too, with `resend` the resend's error: it may or may not have been applied, and
-/// the text says so. A resend's failed version check is not this: it is a known conflict.
-pub(crate) fn outcome_unknown(resend: StoreError, what: &str, target: &str) -> StoreError {
-    let kind = match resend.kind() {
-        // A serialization failure of the resend says nothing about the first send.
-        StoreErrorKind::Conflict => StoreErrorKind::Unavailable,
-        kind => kind,
-    };
-    StoreError::new(
-        kind,
-        format!(
-            "{what} on {target}: no answer came and resending the commit failed too, so whether it was applied is unknown (reload to find out)"
-        ),
-    )
-    .with_source(resend)
-}

@@ -4,7 +4,7 @@ use deadpool_postgres::Client;
 use deadpool_postgres::tokio_postgres::types::Type;
 use deadpool_postgres::tokio_postgres::{self, GenericClient};
 
-use chatmem::store::{StoreError, StoreErrorKind};
+use chatmem::store::{SchemaVersion, StoreError};
 
 use crate::error::db_error;
 
@@ -20,6 +20,12 @@ const MIGRATIONS: &[(i32, &str)] = &[
 /// The schema version this code writes and reads. 2 added `commit_token`, 3 the
 /// `counted_by` columns, 4 `summary`.
 pub(crate) const LATEST: i32 = 4;
+
+/// This crate and [`LATEST`], for the version checks' errors.
+const VERSIONS: SchemaVersion = SchemaVersion {
+    store: "chatmem-postgres",
+    latest: LATEST,
+};
 
 /// Brings `schema` (`quoted`: the same name as a quoted identifier) to [`LATEST`].
 ///
@@ -38,7 +44,7 @@ pub(crate) async fn migrate(client: &mut Client, schema: &str, quoted: &str, tar
     .map_err(err)?;
     let current = recorded_version(&*tx, quoted).await.map_err(err)?;
     if current > LATEST {
-        return Err(too_new(schema, target, current));
+        return Err(VERSIONS.too_new(current, &format!("in schema {schema}"), target));
     }
     if current == LATEST {
         return tx.commit().await.map_err(err);
@@ -81,28 +87,13 @@ pub(crate) async fn migrate(client: &mut Client, schema: &str, quoted: &str, tar
 /// Checks, writing nothing, that `schema` is at [`LATEST`]: for a store connected without
 /// migrations, which must not create tables to read.
 ///
-/// A missing or older schema is [`StoreErrorKind::InvalidInput`] (this code's statements need
-/// every column of [`LATEST`]), a newer one [`StoreErrorKind::SchemaTooNew`].
+/// A missing or older schema is [`InvalidInput`](chatmem::store::StoreErrorKind::InvalidInput) (this code's statements need
+/// every column of [`LATEST`]), a newer one [`SchemaTooNew`](chatmem::store::StoreErrorKind::SchemaTooNew).
 pub(crate) async fn check(client: &Client, schema: &str, quoted: &str, target: &str) -> Result<(), StoreError> {
     let current = recorded_version(&***client, quoted)
         .await
         .map_err(|e| db_error(e, "checking the schema", target))?;
-    match current {
-        LATEST => Ok(()),
-        v if v > LATEST => Err(too_new(schema, target, v)),
-        0 => Err(StoreError::new(
-            StoreErrorKind::InvalidInput,
-            format!(
-                "schema {schema} on {target} has no chatmem tables (connected without migrations: nothing was created)"
-            ),
-        )),
-        v => Err(StoreError::new(
-            StoreErrorKind::InvalidInput,
-            format!(
-                "schema {schema} on {target} is at version {v}, older than this chatmem-postgres reads ({LATEST}); connect once with migrations to upgrade it"
-            ),
-        )),
-    }
+    VERSIONS.check(current, &format!("in schema {schema}"), target)
 }
 
 /// The highest migration recorded in schema `quoted`; 0 when there is none (no version
@@ -122,13 +113,6 @@ async fn recorded_version(client: &impl GenericClient, quoted: &str) -> Result<i
         .query_typed(&format!("SELECT COALESCE(max(version), 0) FROM {version_table}"), &[])
         .await?;
     Ok(rows.first().and_then(|row| row.try_get::<_, i32>(0).ok()).unwrap_or(0))
-}
-
-fn too_new(schema: &str, target: &str, current: i32) -> StoreError {
-    StoreError::new(
-        StoreErrorKind::SchemaTooNew,
-        format!("schema {schema} on {target} is at version {current}; this chatmem-postgres knows up to {LATEST}"),
-    )
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use chatmem::Summary;
-use chatmem::store::{Commit, StoreError, StoreErrorKind, StoredMessage};
+use chatmem::store::{Commit, StoreError, StoredMessage, to_bigint};
 
 /// The longest TTL written as an expiry: 100,000 years. PostgreSQL's timestamps end in
 /// 294276 AD, so a much longer one could not be stored; as `ChatMemory::ttl` documents, a
@@ -71,12 +71,7 @@ impl<'a> CommitParams<'a> {
 
 /// A number as PostgreSQL's `bigint`.
 fn bigint(value: u64, what: &str) -> Result<i64, StoreError> {
-    i64::try_from(value).map_err(|_| {
-        StoreError::new(
-            StoreErrorKind::InvalidInput,
-            format!("{what} {value} is beyond what PostgreSQL's bigint holds"),
-        )
-    })
+    to_bigint(value, what, "PostgreSQL's bigint")
 }
 
 /// A commit token as PostgreSQL's `bigint`: the same 64 bits, so every u64 has one (a token
@@ -87,10 +82,7 @@ pub(crate) fn token_bits(token: u64) -> i64 {
 
 /// A TTL in microseconds, or `None` (never expires) beyond [`MAX_TTL`].
 fn ttl_micros(ttl: Duration) -> Option<i64> {
-    if ttl > MAX_TTL {
-        return None;
-    }
-    i64::try_from(ttl.as_micros()).ok()
+    chatmem::store::ttl_micros(ttl, MAX_TTL)
 }
 
 #[cfg(test)]

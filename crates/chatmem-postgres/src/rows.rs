@@ -3,7 +3,7 @@
 
 use deadpool_postgres::tokio_postgres::Row;
 
-use chatmem::store::{SharedMessages, Snapshot, StoreError, StoredMessage};
+use chatmem::store::{SharedMessages, Snapshot, StoreError, StoredMessage, stored_counter};
 use chatmem::{ConversationId, Summary};
 
 /// The rows of the load statement: the conversation row, then its messages. No row at
@@ -29,10 +29,10 @@ pub(crate) fn snapshot(id: &ConversationId, rows: &[Row]) -> Result<Snapshot, St
         None => None,
     };
     let mut snapshot = Snapshot {
-        version: read.u64(read.get::<Option<i64>>(head, 1)?.unwrap_or(-1), "version")?,
+        version: read.u64(read.get::<Option<i64>>(head, 1)?, "version")?,
         system,
-        window_start: read.u64(read.get::<Option<i64>>(head, 2)?.unwrap_or(-1), "window_start")?,
-        next_seq: read.u64(read.get::<Option<i64>>(head, 3)?.unwrap_or(-1), "next_seq")?,
+        window_start: read.u64(read.get::<Option<i64>>(head, 2)?, "window_start")?,
+        next_seq: read.u64(read.get::<Option<i64>>(head, 3)?, "next_seq")?,
         messages: SharedMessages::new(),
         // NULL: none yet, as for every conversation written before schema version 4.
         summary: read
@@ -93,8 +93,9 @@ impl Reader<'_> {
         })
     }
 
-    pub(crate) fn u64(&self, value: i64, column: &str) -> Result<u64, StoreError> {
-        u64::try_from(value).map_err(|_| StoreError::corrupt(self.id, format!("{column} is {value}")))
+    /// A NOT NULL counter as a u64; NULL or negative is corrupt.
+    pub(crate) fn u64(&self, value: Option<i64>, column: &str) -> Result<u64, StoreError> {
+        stored_counter(self.id, value, column)
     }
 
     /// A message from its columns, through the one decoding every store shares.

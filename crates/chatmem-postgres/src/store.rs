@@ -9,11 +9,13 @@ use deadpool_postgres::tokio_postgres::{Config, NoTls, Row};
 use deadpool_postgres::{Object, Pool};
 use tokio::time::timeout;
 
-use chatmem::store::{Commit, Snapshot, StoreError, StoreErrorKind, StoredMessage};
+use chatmem::store::{
+    Commit, Snapshot, StoreError, StoreErrorKind, StoredMessage, Timeouts, outcome_unknown, statement_timed_out,
+};
 use chatmem::{ConversationId, Page, Store};
 
-use crate::builder::{PostgresStoreBuilder, Timeouts};
-use crate::error::{connection_lost, db_error, outcome_unknown, pool_error, statement_timed_out};
+use crate::builder::PostgresStoreBuilder;
+use crate::error::{connection_lost, db_error, pool_error};
 use crate::migrate;
 use crate::params::{CommitParams, token_bits};
 use crate::rows::{self, Reader};
@@ -282,10 +284,10 @@ fn commit_outcome(id: &ConversationId, rows: &[Row], commit: &Commit) -> Result<
         .first()
         .ok_or_else(|| StoreError::new(StoreErrorKind::Other, "the commit statement returned no row"))?;
     if let Some(version) = read.get::<Option<i64>>(row, 0)? {
-        return Ok(Outcome::Applied(read.u64(version, "the new version")?));
+        return Ok(Outcome::Applied(read.u64(Some(version), "the new version")?));
     }
     // No live conversation reads as version 0, as a load would.
-    let current = read.u64(read.get::<Option<i64>>(row, 1)?.unwrap_or(0), "version")?;
+    let current = read.u64(Some(read.get::<Option<i64>>(row, 1)?.unwrap_or(0)), "version")?;
     let token = read.get::<Option<i64>>(row, 2)?;
     let expected = commit.expected_version();
     if current.checked_sub(1) == Some(expected) && token == Some(token_bits(commit.token())) {

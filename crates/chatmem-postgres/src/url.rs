@@ -1,36 +1,9 @@
 //! The connection string: chatmem's own `chatmem_*` URL parameters taken out of it (the
 //! driver refuses parameters it does not know), and the name it is printed by.
 
-use std::time::Duration;
-
-use chatmem::store::{StoreError, StoreErrorKind, redact_url};
+use chatmem::store::{StoreError, StoreErrorKind, TimeoutSettings, redact_url};
 use deadpool_postgres::tokio_postgres::Config;
 use deadpool_postgres::tokio_postgres::config::Host;
-
-/// URL parameter for every timeout at once, in milliseconds.
-pub(crate) const TIMEOUT_PARAM: &str = "chatmem_timeout_ms";
-/// URL parameter for the connect timeout, in milliseconds.
-pub(crate) const CONNECT_TIMEOUT_PARAM: &str = "chatmem_connect_timeout_ms";
-/// URL parameter for the pool timeout, in milliseconds.
-pub(crate) const POOL_TIMEOUT_PARAM: &str = "chatmem_pool_timeout_ms";
-/// URL parameter for the statement timeout, in milliseconds.
-pub(crate) const STATEMENT_TIMEOUT_PARAM: &str = "chatmem_statement_timeout_ms";
-
-const PARAMS: [&str; 4] = [
-    TIMEOUT_PARAM,
-    CONNECT_TIMEOUT_PARAM,
-    POOL_TIMEOUT_PARAM,
-    STATEMENT_TIMEOUT_PARAM,
-];
-
-/// The timeouts a URL sets through chatmem's parameters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct UrlTimeouts {
-    pub(crate) timeout: Option<Duration>,
-    pub(crate) connect: Option<Duration>,
-    pub(crate) pool: Option<Duration>,
-    pub(crate) statement: Option<Duration>,
-}
 
 /// Whether `url` is in the URL form (rather than `key=value` pairs).
 pub(crate) fn is_url_form(url: &str) -> bool {
@@ -42,50 +15,13 @@ pub(crate) fn is_url_form(url: &str) -> bool {
 ///
 /// The query is found where the driver finds it: after the first `@`, if any, at the
 /// first `?`.
-pub(crate) fn split(url: &str) -> Result<(String, UrlTimeouts), StoreError> {
-    let mut found = UrlTimeouts::default();
+pub(crate) fn split(url: &str) -> Result<(String, TimeoutSettings), StoreError> {
     if !is_url_form(url) {
-        return Ok((url.to_owned(), found));
+        return Ok((url.to_owned(), TimeoutSettings::default()));
     }
     let after_creds = url.find('@').map_or(0, |at| at + 1);
-    let Some(q) = url[after_creds..].find('?').map(|q| after_creds + q) else {
-        return Ok((url.to_owned(), found));
-    };
-    let mut kept = Vec::new();
-    for param in url[q + 1..].split('&') {
-        let name = param.split_once('=').map_or(param, |(name, _)| name);
-        if !name.starts_with("chatmem_") {
-            kept.push(param);
-            continue;
-        }
-        let invalid = |why: String| StoreError::new(StoreErrorKind::InvalidInput, why);
-        let slot = match name {
-            TIMEOUT_PARAM => &mut found.timeout,
-            CONNECT_TIMEOUT_PARAM => &mut found.connect,
-            POOL_TIMEOUT_PARAM => &mut found.pool,
-            STATEMENT_TIMEOUT_PARAM => &mut found.statement,
-            _ => {
-                return Err(invalid(format!(
-                    "unknown URL parameter {name}: chatmem-postgres reads {}",
-                    PARAMS.join(", ")
-                )));
-            }
-        };
-        if slot.is_some() {
-            return Err(invalid(format!("URL parameter {name} is given twice")));
-        }
-        let ms = param
-            .split_once('=')
-            .and_then(|(_, value)| value.parse::<u64>().ok())
-            .ok_or_else(|| invalid(format!("URL parameter {name} must be a whole number of milliseconds")))?;
-        *slot = Some(Duration::from_millis(ms));
-    }
-    let mut rest = url[..q].to_owned();
-    if !kept.is_empty() {
-        rest.push('?');
-        rest.push_str(&kept.join("&"));
-    }
-    Ok((rest, found))
+    let query = url[after_creds..].find('?').map(|q| after_creds + q);
+    TimeoutSettings::split_url(url, query, "chatmem-postgres")
 }
 
 /// The server a parsed connection string points at, fit for errors and logs.
@@ -142,30 +78,20 @@ pub(crate) fn describe(url: &str, config: &Config) -> Result<String, StoreError>
 #[cfg(test)]
 mod tests {
     use std::str::FromStr;
+    use std::time::Duration;
 
     use super::*;
 
-    fn ms(n: u64) -> Option<Duration> {
-        Some(Duration::from_millis(n))
-    }
-
+    // The parameters' parsing is tested in chatmem::store; here, which strings have a
+    // query, where it starts for this driver, and the crate's name in errors.
     #[test]
-    fn chatmem_parameters_are_taken_out() {
-        let (rest, found) =
-            split("postgres://u:p?w@h/db?sslmode=disable&chatmem_statement_timeout_ms=30000&chatmem_timeout_ms=250")
-                .unwrap();
+    fn the_query_starts_after_the_first_at() {
+        let (rest, found) = split("postgres://u:p?w@h/db?sslmode=disable&chatmem_statement_timeout_ms=30000").unwrap();
         assert_eq!(rest, "postgres://u:p?w@h/db?sslmode=disable");
-        assert_eq!(
-            found,
-            UrlTimeouts {
-                timeout: ms(250),
-                statement: ms(30_000),
-                ..UrlTimeouts::default()
-            }
-        );
-        let (rest, found) = split("postgresql://h/db?chatmem_connect_timeout_ms=1&chatmem_pool_timeout_ms=0").unwrap();
+        assert_eq!(found.statement, Some(Duration::from_millis(30_000)));
+        let (rest, found) = split("postgresql://h/db?chatmem_connect_timeout_ms=1").unwrap();
         assert_eq!(rest, "postgresql://h/db");
-        assert_eq!((found.connect, found.pool), (ms(1), ms(0)));
+        assert_eq!(found.connect, Some(Duration::from_millis(1)));
         for unchanged in [
             "postgres://h/db",
             "postgres://h/db?application_name=x",
@@ -173,33 +99,12 @@ mod tests {
         ] {
             assert_eq!(
                 split(unchanged).unwrap(),
-                (unchanged.to_owned(), UrlTimeouts::default())
+                (unchanged.to_owned(), TimeoutSettings::default())
             );
         }
-    }
-
-    #[test]
-    fn bad_chatmem_parameters_are_named() {
-        for (url, named) in [
-            (
-                "postgres://h/db?chatmem_statement_timeout_ms=30s",
-                "chatmem_statement_timeout_ms",
-            ),
-            ("postgres://h/db?chatmem_timeout_ms=-1", "chatmem_timeout_ms"),
-            ("postgres://h/db?chatmem_pool_timeout_ms", "chatmem_pool_timeout_ms"),
-            (
-                "postgres://h/db?chatmem_statment_timeout_ms=5",
-                "chatmem_statment_timeout_ms",
-            ),
-            (
-                "postgres://h/db?chatmem_timeout_ms=5&chatmem_timeout_ms=6",
-                "given twice",
-            ),
-        ] {
-            let err = split(url).unwrap_err();
-            assert_eq!(err.kind(), StoreErrorKind::InvalidInput, "{url}");
-            assert!(err.to_string().contains(named), "{url}: {err}");
-        }
+        let err = split("postgres://h/db?chatmem_statment_timeout_ms=5").unwrap_err();
+        assert_eq!(err.kind(), StoreErrorKind::InvalidInput);
+        assert!(err.to_string().contains("chatmem-postgres reads"), "{err}");
     }
 
     #[test]

@@ -4,6 +4,12 @@
 //! [`redact_url`], the one way a store URL is printed. An application needs only what the crate
 //! root re-exports.
 //!
+//! For stores that talk to a database server, the rules they share: the timeouts' URL
+//! parameters and builder settings ([`TimeoutSettings`], [`Timeouts`]), the schema-version
+//! check ([`SchemaVersion`]), the errors of an unanswered statement ([`statement_timed_out`],
+//! [`outcome_unknown`]), and the conversions to and from 64-bit columns ([`to_bigint`],
+//! [`ttl_micros`], [`stored_counter`]).
+//!
 //! A store keeps, per conversation: the current system message, an append-only log of the
 //! other messages numbered by sequence, the sequence where the window starts, and a version
 //! that every commit bumps. It never decides which messages stay:
@@ -17,6 +23,18 @@ pub use crate::error::{StoreError, StoreErrorKind};
 pub use crate::redact::{HIDDEN_URL, redact_url};
 pub use crate::shared_messages::SharedMessages;
 pub use crate::tokens::{CounterName, UNCOUNTED};
+pub use columns::{stored_counter, to_bigint, ttl_micros};
+pub use schema_version::SchemaVersion;
+pub use server_errors::{outcome_unknown, statement_timed_out};
+pub use timeouts::{
+    CONNECT_TIMEOUT_PARAM, POOL_TIMEOUT_PARAM, STATEMENT_TIMEOUT_PARAM, TIMEOUT_PARAM, TIMEOUT_PARAMS, TimeoutSettings,
+    Timeouts,
+};
+
+mod columns;
+mod schema_version;
+mod server_errors;
+mod timeouts;
 
 use async_trait::async_trait;
 
