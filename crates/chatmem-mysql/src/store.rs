@@ -18,7 +18,7 @@ use crate::builder::MysqlStoreBuilder;
 use crate::error::{connection_lost, db_error, no_connection};
 use crate::migrate;
 use crate::params::{CommitParams, commit_params};
-use crate::rows::{self, Reader};
+use crate::rows::{self, Column, Reader};
 use crate::sql::Statements;
 
 /// The schema version this crate writes; a database at a higher one is refused with
@@ -245,7 +245,9 @@ fn commit_outcome(id: &ConversationId, rows: &[Row]) -> Result<Option<u64>, Stor
         .first()
         .ok_or_else(|| StoreError::new(StoreErrorKind::Other, "the commit procedure returned no row"))?;
     if read.get::<i64>(row, 0)? == 1 {
-        return read.u64(read.get::<Option<i64>>(row, 1)?, "the new version").map(Some);
+        return read
+            .counter(read.get::<Option<i64>>(row, 1)?, "the new version")
+            .map(Some);
     }
     Ok(None)
 }

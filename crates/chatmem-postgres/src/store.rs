@@ -18,7 +18,7 @@ use crate::builder::PostgresStoreBuilder;
 use crate::error::{connection_lost, db_error, pool_error};
 use crate::migrate;
 use crate::params::{CommitParams, token_bits};
-use crate::rows::{self, Reader};
+use crate::rows::{self, Column, Reader};
 use crate::sql::{Statement, Statements};
 
 /// The schema version this crate writes; a database at a higher one is refused with
@@ -284,10 +284,10 @@ fn commit_outcome(id: &ConversationId, rows: &[Row], commit: &Commit) -> Result<
         .first()
         .ok_or_else(|| StoreError::new(StoreErrorKind::Other, "the commit statement returned no row"))?;
     if let Some(version) = read.get::<Option<i64>>(row, 0)? {
-        return Ok(Outcome::Applied(read.u64(Some(version), "the new version")?));
+        return Ok(Outcome::Applied(read.counter(Some(version), "the new version")?));
     }
     // No live conversation reads as version 0, as a load would.
-    let current = read.u64(Some(read.get::<Option<i64>>(row, 1)?.unwrap_or(0)), "version")?;
+    let current = read.counter(Some(read.get::<Option<i64>>(row, 1)?.unwrap_or(0)), "version")?;
     let token = read.get::<Option<i64>>(row, 2)?;
     let expected = commit.expected_version();
     if current.checked_sub(1) == Some(expected) && token == Some(token_bits(commit.token())) {

@@ -8,7 +8,7 @@
 //! parameters and builder settings ([`TimeoutSettings`], [`Timeouts`]), the schema-version
 //! check ([`SchemaVersion`]), the errors of an unanswered statement ([`statement_timed_out`],
 //! [`outcome_unknown`]), and the conversions to and from 64-bit columns ([`to_bigint`],
-//! [`ttl_micros`], [`stored_counter`]).
+//! [`ttl_micros`], [`stored_counter`], [`RowReader`]).
 //!
 //! A store keeps, per conversation: the current system message, an append-only log of the
 //! other messages numbered by sequence, the sequence where the window starts, and a version
@@ -23,7 +23,7 @@ pub use crate::error::{StoreError, StoreErrorKind};
 pub use crate::redact::{HIDDEN_URL, redact_url};
 pub use crate::shared_messages::SharedMessages;
 pub use crate::tokens::{CounterName, UNCOUNTED};
-pub use columns::{stored_counter, to_bigint, ttl_micros};
+pub use columns::{RowReader, stored_counter, to_bigint, ttl_micros};
 pub use schema_version::SchemaVersion;
 pub use server_errors::{outcome_unknown, statement_timed_out};
 pub use timeouts::{
