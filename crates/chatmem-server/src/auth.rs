@@ -3,11 +3,12 @@
 //! another's requests. The key rule `<tenant>/<id>` and the lengths it depends on live here,
 //! and nowhere else.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::path::Path;
 
 use chatmem::{ConversationId, InvalidConversationId};
 use serde::Deserialize;
+use subtle::ConstantTimeEq;
 
 /// The longest tenant name, in bytes.
 ///
@@ -46,7 +47,9 @@ pub const DEFAULT_MAX_ID_BYTES: usize = chatmem::MAX_ID_BYTES - MAX_TENANT_BYTES
 /// ```
 #[derive(Clone, Default)]
 pub struct Auth {
-    tokens: HashMap<String, Tenant>,
+    /// Every token with its tenant, compared one by one in constant time (not hashed into a
+    /// map, whose lookup would stop at the first differing byte).
+    tokens: Vec<(String, Tenant)>,
 }
 
 impl std::fmt::Debug for Auth {
@@ -115,8 +118,17 @@ impl Auth {
         if file.token.is_empty() {
             return Err(AuthError::Invalid("no [[token]] entries".into()));
         }
-        let mut tokens = HashMap::new();
+        let mut tokens = Vec::with_capacity(file.token.len());
+        let mut seen = HashSet::new();
         for (i, entry) in file.token.into_iter().enumerate() {
+            // A request's token is read without the white space around it (RFC 7235), so a
+            // file token with some could never match: refused here, not at the first request.
+            if entry.token.trim() != entry.token {
+                return Err(AuthError::Invalid(format!(
+                    "token #{} has white space at its start or end",
+                    i + 1
+                )));
+            }
             if entry.token.len() < 16 {
                 return Err(AuthError::Invalid(format!(
                     "token #{} is shorter than 16 characters",
@@ -124,17 +136,43 @@ impl Auth {
                 )));
             }
             let tenant = Tenant::new(&entry.tenant).map_err(AuthError::Invalid)?;
-            if tokens.insert(entry.token, tenant).is_some() {
+            if !seen.insert(entry.token.clone()) {
                 return Err(AuthError::Invalid(format!("token #{} is given twice", i + 1)));
             }
+            tokens.push((entry.token, tenant));
         }
         Ok(Self { tokens })
     }
 
     /// The tenant of bearer token `token`, if it is one of ours.
     pub fn tenant_for(&self, token: &str) -> Option<&Tenant> {
-        self.tokens.get(token)
+        // Every entry is compared, each in constant time for tokens of its length, so how long
+        // an answer takes does not tell how much of a guess was right.
+        let mut found = None;
+        for (known, tenant) in &self.tokens {
+            if bool::from(known.as_bytes().ct_eq(token.as_bytes())) {
+                found = Some(tenant);
+            }
+        }
+        found
     }
+}
+
+/// The token of an `Authorization` header value of the `Bearer` scheme, `None` for another
+/// scheme or none. The scheme is matched without regard to case (RFC 7235: `bearer`, `BEARER`)
+/// and the white space around the token is not part of it.
+///
+/// ```
+/// use chatmem_server::bearer_token;
+/// assert_eq!(bearer_token("Bearer token-of-team-a-000"), Some("token-of-team-a-000"));
+/// assert_eq!(bearer_token("bearer  token-of-team-a-000 "), Some("token-of-team-a-000"));
+/// assert_eq!(bearer_token("Basic dXNlcjpwdw=="), None);
+/// assert_eq!(bearer_token("Bearer"), None);
+/// ```
+pub fn bearer_token(authorization: &str) -> Option<&str> {
+    let (scheme, token) = authorization.trim().split_once([' ', '\t'])?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
 /// Whose conversations a request may see. Without auth there is one tenant whose keys are the

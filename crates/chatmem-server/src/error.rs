@@ -2,7 +2,7 @@
 //! `{"error": {"code": "...", "message": "...", "request_id": "..."}}`.
 
 use axum::Json;
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 /// An error answered to a client: a status, a stable machine-readable `code` and a one-line
@@ -138,7 +138,14 @@ impl IntoResponse for ApiError {
                 request_id: self.request_id,
             },
         };
-        (self.status, Json(body)).into_response()
+        let mut response = (self.status, Json(body)).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            // RFC 6750: a 401 says which scheme would be accepted.
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
     }
 }
 

@@ -50,7 +50,7 @@ mod policy;
 mod routes;
 
 pub use crate::app::{AppState, app};
-pub use crate::auth::{Auth, AuthError, DEFAULT_MAX_ID_BYTES, MAX_TENANT_BYTES, Tenant};
+pub use crate::auth::{Auth, AuthError, DEFAULT_MAX_ID_BYTES, MAX_TENANT_BYTES, Tenant, bearer_token};
 pub use crate::completions::CONVERSATION_HEADER;
 pub use crate::config::{Limits, ServerConfig, Upstream};
 pub use crate::error::ApiError;

@@ -13,7 +13,7 @@ use chatmem::{ConversationId, Message};
 use serde::Deserialize;
 
 use crate::app::{AppState, RequestId};
-use crate::auth::Tenant;
+use crate::auth::{Tenant, bearer_token};
 use crate::error::ApiError;
 use crate::policy::PolicyOverride;
 
@@ -55,9 +55,9 @@ pub(crate) fn tenant(state: &AppState, headers: &HeaderMap) -> Result<Tenant, Ap
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
+        .and_then(bearer_token)
         .ok_or_else(|| ApiError::unauthorized("an Authorization: Bearer <token> header is required"))?;
-    auth.tenant_for(token.trim())
+    auth.tenant_for(token)
         .cloned()
         .ok_or_else(|| ApiError::unauthorized("the bearer token is not valid"))
 }

@@ -591,3 +591,54 @@ async fn an_invalid_policy_is_refused_naming_the_field() {
         assert!(message.contains(names), "{query}: {message}");
     }
 }
+
+/// Issue 25, finding 5: the `Bearer` scheme in any case, every 401 saying which scheme it
+/// wants, and an auth file whose token could never match refused at start.
+#[tokio::test]
+async fn bearer_auth_follows_the_rfcs() {
+    let auth = Auth::from_toml("[[token]]\ntoken = \"token-of-team-a-000\"\ntenant = \"team-a\"\n").expect("auth");
+    let base = serve(
+        Arc::new(InMemoryStore::new()),
+        ServerConfig {
+            auth: Some(auth),
+            ..ServerConfig::default()
+        },
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let url = format!("{base}/v1/conversations/c1/messages");
+    for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
+        let r = http
+            .post(&url)
+            .header("authorization", format!("{scheme} token-of-team-a-000"))
+            .json(&aftersale())
+            .send()
+            .await
+            .expect("post");
+        assert_eq!(r.status(), StatusCode::OK, "scheme {scheme}");
+    }
+    for header in [
+        None,
+        Some("Bearer token-of-team-b-000"),
+        Some("Basic dXNlcjpwdw=="),
+        Some("Bearer"),
+    ] {
+        let mut request = http.get(&url);
+        if let Some(value) = header {
+            request = request.header("authorization", value);
+        }
+        let r = request.send().await.expect("get");
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{header:?}");
+        let challenge = r
+            .headers()
+            .get("www-authenticate")
+            .map(|v| v.to_str().unwrap_or_default().to_owned());
+        assert_eq!(challenge.as_deref(), Some("Bearer"), "{header:?}");
+        assert_eq!(error_code(r).await, "unauthorized");
+    }
+    for token in [" token-of-team-a-000", "token-of-team-a-000 ", &" ".repeat(20)] {
+        let file = format!("[[token]]\ntoken = \"{token}\"\ntenant = \"team-a\"\n");
+        let e = Auth::from_toml(&file).expect_err("white space around a token");
+        assert!(e.to_string().contains("white space"), "{e}");
+    }
+}
