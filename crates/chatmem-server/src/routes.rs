@@ -91,13 +91,13 @@ struct Target<'a> {
 fn target<'a>(state: &AppState, headers: &HeaderMap, rest: &'a str) -> Result<Target<'a>, ApiError> {
     let tenant = tenant(state, headers)?;
     let (id, what) = split_path(rest);
-    let key = key(state, &tenant, id)?;
+    let key = key(state, &tenant, id, "conversation id")?;
     Ok(Target { id, what, key })
 }
 
 /// The stored key of conversation `id` for the caller's tenant.
 pub(crate) fn conversation_key(state: &AppState, headers: &HeaderMap, id: &str) -> Result<ConversationId, ApiError> {
-    key(state, &tenant(state, headers)?, id)
+    key(state, &tenant(state, headers)?, id, "conversation id")
 }
 
 /// A request body within the body limit, or the error that says why not.
@@ -114,15 +114,17 @@ pub(crate) fn body_bytes(state: &AppState, body: Result<Bytes, BytesRejection>) 
     })
 }
 
-fn key(state: &AppState, tenant: &Tenant, id: &str) -> Result<ConversationId, ApiError> {
+/// The stored key of `id` for `tenant`; `what` names it in errors (`conversation id`, or
+/// `cursor` for a listing's cursor): over the id limit is 413, otherwise invalid is 400.
+fn key(state: &AppState, tenant: &Tenant, id: &str, what: &str) -> Result<ConversationId, ApiError> {
     let max = state.config.limits.max_id_bytes;
     if id.len() > max {
-        return Err(ApiError::invalid(format!(
-            "conversation id is {} bytes long; the limit is {max}",
+        return Err(ApiError::too_large(format!(
+            "{what} is {} bytes long; the limit is {max}",
             id.len()
         )));
     }
-    tenant.key(id).map_err(|e| ApiError::invalid(e.to_string()))
+    tenant.key(id).map_err(|e| ApiError::invalid(format!("{what}: {e}")))
 }
 
 /// The answer of the message routes; written directly (not through a JSON value) so each
@@ -338,7 +340,7 @@ pub(crate) async fn list(
         }
         // From the tenant's cursor or its first key, to the first key that is not its.
         let after = match &query.cursor {
-            Some(cursor) => Some(key(&state, &tenant, cursor)?),
+            Some(cursor) => Some(key(&state, &tenant, cursor, "cursor")?),
             None => tenant.list_start().cloned(),
         };
         let page = timed(&state, "list", state.memory.list(after.as_ref(), limit + 1)).await?;

@@ -351,16 +351,30 @@ async fn odd_ids_are_data() {
         .expect("read");
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.contains(r#""conversation":"..""#), "{answer}");
-    // Over the id limit, and ids a ConversationId refuses.
-    for path in ["订".repeat(86), "a%0Ab".to_string(), "x%E2%80%AEy".to_string()] {
+    // Over the id limit (413, issue 25's finding 4), and ids a ConversationId refuses (400).
+    for (path, status, code) in [
+        ("订".repeat(86), StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
+        ("a%0Ab".to_string(), StatusCode::BAD_REQUEST, "invalid_request"),
+        ("x%E2%80%AEy".to_string(), StatusCode::BAD_REQUEST, "invalid_request"),
+    ] {
         let r = http
             .get(format!("{base}/v1/conversations/{path}/messages"))
             .send()
             .await
             .expect("get");
-        assert_eq!(r.status(), StatusCode::BAD_REQUEST, "{path}");
-        assert_eq!(error_code(r).await, "invalid_request");
+        assert_eq!(r.status(), status, "{path}");
+        assert_eq!(error_code(r).await, code);
     }
+    // A listing cursor over the limit is named as the cursor, not as a conversation id.
+    let r = http
+        .get(format!("{base}/v1/conversations?cursor={}", "c".repeat(300)))
+        .send()
+        .await
+        .expect("list");
+    assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    let body: Value = r.json().await.expect("json");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.starts_with("cursor is 300 bytes long"), "{message}");
 }
 
 /// The longest id the server takes is stored for the longest tenant name too (the key
@@ -419,8 +433,8 @@ async fn the_longest_id_of_the_longest_tenant_is_stored() {
         .send()
         .await
         .expect("post");
-    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
-    assert_eq!(error_code(r).await, "invalid_request");
+    assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(error_code(r).await, "too_large");
 }
 
 #[tokio::test]
