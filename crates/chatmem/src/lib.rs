@@ -52,7 +52,7 @@ pub use crate::in_memory_store::InMemoryStore;
 pub use crate::json_error::{JsonFieldError, deserialize_json};
 pub use crate::limits::{BatchLimits, DEFAULT_MAX_BATCH_BYTES, DEFAULT_MAX_BATCH_MESSAGES, TooLarge};
 pub use crate::loaded_window::LoadedWindow;
-pub use crate::memory::{ChatMemory, ChatMemoryBuilder, DEFAULT_MAX_ATTEMPTS};
+pub use crate::memory::{ChatMemory, ChatMemoryBuilder, DEFAULT_MAX_ATTEMPTS, HistoryPage};
 pub use crate::message::{Body, ContentPart, ImageUrl, Message, Metadata, Role, ToolCall, UserContent, parse_messages};
 pub use crate::model::{
     ChatDelta, ChatModel, ChatRequest, ChatResponse, DeltaAccumulator, DeltaStream, ModelError, ModelErrorKind,
@@ -60,6 +60,7 @@ pub use crate::model::{
 };
 pub use crate::policy::{Budget, PolicySpec, TurnBoundary, WindowPolicy};
 pub use crate::store::{Page, Retention, Store};
+pub use crate::summarize::SummaryOutcome;
 pub use crate::summary::{
     DEFAULT_SUMMARY_MAX_TOKENS, DEFAULT_SUMMARY_PROMPT, SUMMARY_HEADING, Summarizer, Summary, render_system,
 };

@@ -295,6 +295,21 @@ impl<S: Store> ChatMemory<S> {
         }
     }
 
+    /// The same memory with its summarizer changed by `change` (nothing without one): for a
+    /// host that gives it a spawner and an observer ([`Summarizer::spawn_with`],
+    /// [`Summarizer::observe`]) without knowing how the memory was built.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when the changed summarizer's bounds are zero.
+    pub fn map_summarizer(mut self, change: impl FnOnce(Summarizer) -> Summarizer) -> Result<Self> {
+        if let Some(summarizer) = self.summarizer.take() {
+            let changed = change(summarizer);
+            changed.validate().map_err(Error::InvalidConfig)?;
+            self.summarizer = Some(changed);
+        }
+        Ok(self)
+    }
+
     /// The summarizer, if this memory summarizes.
     pub fn summarizer(&self) -> Option<&Summarizer> {
         self.summarizer.as_ref()
@@ -397,21 +412,59 @@ impl<S: Store> ChatMemory<S> {
     /// [`Error::Store`] when the store fails.
     pub async fn history(&self, id: &ConversationId) -> Result<Vec<Message>> {
         const PAGE: usize = 1000;
-        let store_err = |source| Error::Store { id: id.clone(), source };
-        let snapshot = self.store.load(id).await.map_err(store_err)?;
-        let mut out: Vec<Message> = snapshot.system.into_iter().map(StoredMessage::into_message).collect();
-        let mut after = 0;
+        let mut page = self.history_page(id, 0, PAGE).await?;
+        let mut out: Vec<Message> = page.system.take().into_iter().collect();
         loop {
-            let page = self.store.history(id, after, PAGE).await.map_err(store_err)?;
-            let Some(last) = page.last() else { break };
-            after = last.seq;
-            let full = page.len() == PAGE;
-            out.extend(page.into_iter().map(StoredMessage::into_message));
-            if !full {
-                break;
-            }
+            let next = page.next();
+            out.extend(page.messages.into_iter().map(StoredMessage::into_message));
+            let Some(after) = next else { break };
+            page = self.history_page(id, after, PAGE).await?;
         }
         Ok(out)
+    }
+
+    /// One page of what [`history`](ChatMemory::history) returns: at most `limit` messages
+    /// with a sequence number above `after` (`0`: from the start, the system message first),
+    /// for a reader that must not hold a long transcript at once (the server's `/history`).
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use chatmem::{ChatMemory, ConversationId, Message};
+    /// let memory = ChatMemory::in_memory();
+    /// let id = ConversationId::new("c1")?;
+    /// memory.add(&id, [Message::system("Be brief."), Message::user("u1"), Message::assistant("a1")]).await?;
+    /// let first = memory.history_page(&id, 0, 1).await?;
+    /// assert_eq!(first.system, Some(Message::system("Be brief.")));
+    /// assert_eq!(first.messages.len(), 1);
+    /// let rest = memory.history_page(&id, first.next().expect("more"), 1).await?;
+    /// assert_eq!((rest.messages.len(), rest.next()), (1, None));
+    /// # Ok::<(), chatmem::Error>(()) }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails; [`Error::InvalidConfig`] for a `limit` of 0.
+    pub async fn history_page(&self, id: &ConversationId, after: u64, limit: usize) -> Result<HistoryPage> {
+        if limit == 0 {
+            return Err(Error::InvalidConfig("a history page holds at least 1 message".into()));
+        }
+        let store_err = |source| Error::Store { id: id.clone(), source };
+        let system = match after {
+            0 => self.store.load(id).await.map_err(store_err)?.system,
+            _ => None,
+        };
+        // One more than asked for tells whether more follow.
+        let mut messages = self
+            .store
+            .history(id, after, limit.saturating_add(1))
+            .await
+            .map_err(store_err)?;
+        let more = messages.len() > limit;
+        messages.truncate(limit);
+        Ok(HistoryPage {
+            system: system.map(StoredMessage::into_message),
+            messages,
+            more,
+        })
     }
 
     /// One page of conversation ids after `after`, ascending.
@@ -428,5 +481,24 @@ impl<S: Store> ChatMemory<S> {
     /// [`Error::StoreGlobal`] when the store fails.
     pub async fn purge_expired(&self) -> Result<u64> {
         self.store.purge_expired().await.map_err(Error::StoreGlobal)
+    }
+}
+
+/// One page of a conversation's history, from [`ChatMemory::history_page`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistoryPage {
+    /// The system message, on the first page (`after` 0) only.
+    pub system: Option<Message>,
+    /// The page's messages in order, each with its sequence number.
+    pub messages: Vec<StoredMessage>,
+    /// Whether messages follow this page.
+    pub more: bool,
+}
+
+impl HistoryPage {
+    /// The `after` of the next page (the last message's sequence number); `None` on the last
+    /// page.
+    pub fn next(&self) -> Option<u64> {
+        self.messages.last().filter(|_| self.more).map(|m| m.seq)
     }
 }

@@ -11,7 +11,9 @@
 //! covers it, so every message is always either stored or summarized.
 //!
 //! If the summary call fails or times out, the turn is committed without it and the pending
-//! messages wait for a later turn: summarizing never breaks a turn.
+//! messages wait for a later turn: summarizing never breaks a turn. A turn waits for its
+//! summary at most [`Summarizer::wait`] (2 s by default); a slower summary goes on (on the
+//! summarizer's [spawner](Summarizer::spawn_with)) and rides in a later commit.
 //!
 //! The model sees one system message: the stored system text, then [`SUMMARY_HEADING`] and
 //! the summary ([`render_system`]). It counts toward the window budget like the system
@@ -24,7 +26,7 @@
 
 use std::fmt;
 use std::future::Future;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -36,6 +38,7 @@ use crate::id::ConversationId;
 use crate::message::{Body, Message};
 use crate::model::{ChatModel, ChatRequest, ModelError, ModelErrorKind};
 use crate::store::StoredMessage;
+use crate::summarize::{DEFAULT_SUMMARY_WAIT, LateSummaries, Observe, Spawn, SummaryOutcome};
 use crate::tokens::TokenCounter;
 
 /// The line between the system text and the summary in the system message the model sees.
@@ -184,6 +187,11 @@ pub struct Summarizer {
     chunk_messages: usize,
     chunk_tokens: u64,
     timeout: Duration,
+    wait: Duration,
+    spawn: Option<Spawn>,
+    observe: Option<Observe>,
+    /// Shared by the clones of this summarizer: the late summaries of its memory.
+    late: Arc<LateSummaries>,
 }
 
 impl fmt::Debug for Summarizer {
@@ -194,6 +202,8 @@ impl fmt::Debug for Summarizer {
             .field("chunk_messages", &self.chunk_messages)
             .field("chunk_tokens", &self.chunk_tokens)
             .field("timeout", &self.timeout)
+            .field("wait", &self.wait)
+            .field("spawns", &self.spawn.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -201,7 +211,8 @@ impl fmt::Debug for Summarizer {
 impl Summarizer {
     /// A summarizer calling `model` (often a cheaper one than the conversation's) with
     /// [`DEFAULT_SUMMARY_PROMPT`], at most [`DEFAULT_SUMMARY_MAX_TOKENS`] tokens per summary,
-    /// chunks of at most 200 messages or 16,000 tokens, and a 60-second timeout.
+    /// chunks of at most 200 messages or 16,000 tokens, a 60-second timeout and a 2-second
+    /// wait.
     pub fn new(model: impl ChatModel + 'static) -> Self {
         Self::from_arc(Arc::new(model))
     }
@@ -215,6 +226,10 @@ impl Summarizer {
             chunk_messages: 200,
             chunk_tokens: 16_000,
             timeout: Duration::from_secs(60),
+            wait: DEFAULT_SUMMARY_WAIT,
+            spawn: None,
+            observe: None,
+            late: Arc::default(),
         }
     }
 
@@ -247,6 +262,67 @@ impl Summarizer {
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
+    }
+
+    /// How long a turn's commit waits for its summary (default 2 s; zero: never waits). Past
+    /// it the turn commits without the summary; the call goes on until its
+    /// [`timeout`](Summarizer::timeout) and its summary rides in the conversation's next
+    /// commit that finds it ready. A slow summary model thus delays a turn by at most this.
+    ///
+    /// ```
+    /// # use chatmem::{ChatModel, ChatRequest, ChatResponse, ModelError};
+    /// # #[derive(Debug)] struct Cheap;
+    /// # #[async_trait::async_trait] impl ChatModel for Cheap {
+    /// #     async fn complete(&self, _: ChatRequest<'_>) -> Result<ChatResponse, ModelError> { unimplemented!() }
+    /// # }
+    /// use std::time::Duration;
+    /// let summarizer = chatmem::Summarizer::new(Cheap).wait(Duration::from_millis(500));
+    /// assert_eq!(summarizer.wait_value(), Duration::from_millis(500));
+    /// ```
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = wait;
+        self
+    }
+
+    /// The wait set by [`wait`](Summarizer::wait).
+    pub fn wait_value(&self) -> Duration {
+        self.wait
+    }
+
+    /// Runs a late summary to its end with `spawn` (on tokio: `|f| { tokio::spawn(f); }`).
+    /// Without a spawner (the core needs no runtime) a late call makes progress only while a
+    /// later turn of its conversation waits for it.
+    pub fn spawn_with(
+        mut self,
+        spawn: impl Fn(Pin<Box<dyn Future<Output = ()> + Send>>) + Send + Sync + 'static,
+    ) -> Self {
+        self.spawn = Some(Arc::new(spawn));
+        self
+    }
+
+    /// Calls `observe` with each [`SummaryOutcome`] (made, late, failed): to count them.
+    pub fn observe(mut self, observe: impl Fn(SummaryOutcome) + Send + Sync + 'static) -> Self {
+        self.observe = Some(Arc::new(observe));
+        self
+    }
+
+    pub(crate) fn report(&self, outcome: SummaryOutcome) {
+        if let Some(observe) = &self.observe {
+            observe(outcome);
+        }
+    }
+
+    /// Hands a late call to the spawner, if there is one.
+    pub(crate) fn run_late(&self, call: impl Future<Output = Option<Summary>> + Send + 'static) {
+        if let Some(spawn) = &self.spawn {
+            spawn(Box::pin(async move {
+                call.await;
+            }));
+        }
+    }
+
+    pub(crate) fn late(&self) -> &LateSummaries {
+        &self.late
     }
 
     pub(crate) fn validate(&self) -> Result<(), String> {
@@ -367,7 +443,7 @@ fn cut_to_tokens(text: String, max: u32, counter: &dyn TokenCounter) -> String {
 
 /// `future`, or `None` once `timeout` has passed (a runtime-independent timer, like the
 /// commit backoff's).
-async fn with_timeout<F: Future>(future: F, timeout: Duration) -> Option<F::Output> {
+pub(crate) async fn with_timeout<F: Future>(future: F, timeout: Duration) -> Option<F::Output> {
     let mut future = pin!(future);
     let mut delay = pin!(futures_timer::Delay::new(timeout));
     std::future::poll_fn(|cx| {

@@ -305,7 +305,7 @@ impl<'m, S: Store> Turn<'m, S> {
         let store_err = |id: &ConversationId, source| Error::Store { id: id.clone(), source };
         let summary = match memory.summarizer().filter(|_| summarize) {
             Some(summarizer) => {
-                let (store, counter) = (memory.store(), memory.counter().as_ref());
+                let (store, counter) = (memory.store(), memory.counter());
                 let (snapshot, planned) = (self.loaded.snapshot(), self.plan().draft());
                 pending_summary(store, &self.id, summarizer, counter, snapshot, planned).await
             }
