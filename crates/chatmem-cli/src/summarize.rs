@@ -1,5 +1,7 @@
 //! `--summarize`: what leaves the window lives on as a summary (for `chat` and `serve`).
 
+use std::time::Duration;
+
 use anyhow::{Result, bail};
 use chatmem::{DEFAULT_SUMMARY_MAX_TOKENS, Summarizer};
 use chatmem_openai::OpenAiModel;
@@ -19,6 +21,15 @@ pub(crate) struct SummaryArgs {
     /// The longest summary, in tokens.
     #[arg(long, value_name = "N", requires = "summarize", value_parser = positive_u32)]
     summary_max_tokens: Option<u32>,
+    /// How long a turn waits for its summary (`0s`: never). A slower summary goes on and
+    /// lands in a later turn's commit, so a slow summary model delays a turn by at most this.
+    #[arg(long, value_name = "DURATION", requires = "summarize", default_value = "2s", value_parser = parse_wait)]
+    summary_wait: Duration,
+}
+
+/// A duration, zero allowed (`0s`: a turn never waits for its summary).
+fn parse_wait(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 0s, 500ms, 2s)"))
 }
 
 fn positive_u32(s: &str) -> Result<u32, String> {
@@ -41,7 +52,11 @@ impl SummaryArgs {
         }
         let model = model(self.summary_model.as_deref())?;
         let max = self.summary_max_tokens.unwrap_or(DEFAULT_SUMMARY_MAX_TOKENS);
-        Ok(Some(Summarizer::new(model).max_tokens(max)))
+        let summarizer = Summarizer::new(model).max_tokens(max).wait(self.summary_wait);
+        // Late summaries finish on the runtime every command runs in.
+        Ok(Some(summarizer.spawn_with(|call| {
+            tokio::spawn(call);
+        })))
     }
 
     /// The summary model's name, required (for `serve`).

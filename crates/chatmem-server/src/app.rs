@@ -49,13 +49,20 @@ pub struct AppState {
 pub(crate) struct RequestId(pub(crate) String);
 
 /// The server's router over `memory`, ready for `axum::serve` or for tests to drive with
-/// `tower::ServiceExt::oneshot`. Its store calls are counted in `config.metrics`.
+/// `tower::ServiceExt::oneshot`. Its store calls are counted in `config.metrics` and each is
+/// bounded by `config.limits.store_timeout`; a summarizer's late summaries finish on tokio
+/// and their outcomes are counted too. Call it within a tokio runtime.
 pub fn app(memory: ChatMemory<Arc<dyn Store>>, config: ServerConfig) -> Router {
     let body_limit = config.limits.max_body_bytes;
-    let metered: Arc<dyn Store> = Arc::new(MeteredStore::new(Arc::clone(memory.store()), config.metrics.clone()));
+    let metered: Arc<dyn Store> = Arc::new(MeteredStore::new(
+        Arc::clone(memory.store()),
+        config.metrics.clone(),
+        config.limits.store_timeout,
+    ));
     let metrics = config.metrics.clone();
+    let memory = with_summaries_on_tokio(memory.with_store(metered), &metrics);
     let state = AppState {
-        memory: Arc::new(memory.with_store(metered)),
+        memory: Arc::new(memory),
         config: Arc::new(config),
     };
     Router::new()
@@ -77,6 +84,19 @@ pub fn app(memory: ChatMemory<Arc<dyn Store>>, config: ServerConfig) -> Router {
         .layer(middleware::from_fn_with_state(metrics, observe))
         .layer(middleware::from_fn(request_id))
         .with_state(state)
+}
+
+/// `memory` with its summarizer's late calls spawned on tokio and their outcomes counted.
+fn with_summaries_on_tokio(memory: ChatMemory<Arc<dyn Store>>, metrics: &Metrics) -> ChatMemory<Arc<dyn Store>> {
+    let metrics = metrics.clone();
+    let changed = memory.clone().map_summarizer(|s| {
+        s.spawn_with(|call| {
+            tokio::spawn(call);
+        })
+        .observe(move |outcome| metrics.summary(outcome))
+    });
+    // Spawner and observer leave the summarizer's bounds as they were, so this cannot fail.
+    changed.unwrap_or(memory)
 }
 
 /// Gives the request an id, runs it inside a span naming it, and returns the id as

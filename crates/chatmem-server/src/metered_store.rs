@@ -1,28 +1,54 @@
-//! [`MeteredStore`]: the server's store, counted. Every store call of the server passes
-//! here (through [`chatmem::ChatMemory`], whose retries are invisible from outside), so
-//! commits, lost version checks and store errors are counted where they happen.
+//! [`MeteredStore`]: the server's store, counted and bounded. Every store call of the server
+//! passes here (through [`chatmem::ChatMemory`], whose retries are invisible from outside), so
+//! commits, lost version checks and store errors are counted where they happen, and each call
+//! is bounded by the store timeout: the timeout bounds store calls only, never a summary or
+//! model call made between them.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
-use chatmem::store::{Commit, Snapshot, StoreError, StoredMessage};
+use chatmem::store::{Commit, Snapshot, StoreError, StoreErrorKind, StoredMessage};
 use chatmem::{ConversationId, Page, Store};
 
 use crate::metrics::{Metrics, store_kind};
 
-/// A store that counts what its inner store answers.
+/// A store that counts what its inner store answers, and gives each call at most `timeout`.
 #[derive(Debug)]
 pub(crate) struct MeteredStore {
     inner: Arc<dyn Store>,
     metrics: Metrics,
+    timeout: Duration,
 }
 
 impl MeteredStore {
-    pub(crate) fn new(inner: Arc<dyn Store>, metrics: Metrics) -> Self {
-        Self { inner, metrics }
+    pub(crate) fn new(inner: Arc<dyn Store>, metrics: Metrics, timeout: Duration) -> Self {
+        Self {
+            inner,
+            metrics,
+            timeout,
+        }
     }
 
-    fn count<T>(&self, op: &'static str, result: Result<T, StoreError>) -> Result<T, StoreError> {
+    /// The error of a call that did not answer within the timeout, counted as a `timeout`.
+    fn timed_out(&self, op: &'static str) -> StoreError {
+        self.metrics.store_error(op, "timeout");
+        StoreError::new(
+            StoreErrorKind::Unavailable,
+            format!("the store did not answer within {:?}", self.timeout),
+        )
+    }
+
+    /// `call` within the timeout, its error counted.
+    async fn count<T>(
+        &self,
+        op: &'static str,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        let Ok(result) = tokio::time::timeout(self.timeout, call).await else {
+            return Err(self.timed_out(op));
+        };
         if let Err(e) = &result {
             self.metrics.store_error(op, store_kind(e.kind()));
         }
@@ -33,11 +59,13 @@ impl MeteredStore {
 #[async_trait]
 impl Store for MeteredStore {
     async fn load(&self, id: &ConversationId) -> Result<Snapshot, StoreError> {
-        self.count("load", self.inner.load(id).await)
+        self.count("load", self.inner.load(id)).await
     }
 
     async fn commit(&self, id: &ConversationId, commit: Commit) -> Result<u64, StoreError> {
-        let result = self.inner.commit(id, commit).await;
+        let Ok(result) = tokio::time::timeout(self.timeout, self.inner.commit(id, commit)).await else {
+            return Err(self.timed_out("commit"));
+        };
         match &result {
             Ok(_) => self.metrics.commit(),
             // Lost to another writer: ChatMemory reloads and retries; not a failure.
@@ -48,18 +76,18 @@ impl Store for MeteredStore {
     }
 
     async fn history(&self, id: &ConversationId, after: u64, limit: usize) -> Result<Vec<StoredMessage>, StoreError> {
-        self.count("history", self.inner.history(id, after, limit).await)
+        self.count("history", self.inner.history(id, after, limit)).await
     }
 
     async fn clear(&self, id: &ConversationId) -> Result<bool, StoreError> {
-        self.count("clear", self.inner.clear(id).await)
+        self.count("clear", self.inner.clear(id)).await
     }
 
     async fn list(&self, after: Option<&ConversationId>, limit: usize) -> Result<Page, StoreError> {
-        self.count("list", self.inner.list(after, limit).await)
+        self.count("list", self.inner.list(after, limit)).await
     }
 
     async fn purge_expired(&self) -> Result<u64, StoreError> {
-        self.count("purge", self.inner.purge_expired().await)
+        self.count("purge", self.inner.purge_expired()).await
     }
 }

@@ -43,6 +43,7 @@ struct Inner {
     conflicts: Counter,
     store_errors: Family<StoreLabels, Counter>,
     upstream_errors: Family<UpstreamLabels, Counter>,
+    summaries: Family<SummaryLabels, Counter>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -66,6 +67,11 @@ struct StoreLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct UpstreamLabels {
     kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SummaryLabels {
+    outcome: &'static str,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -119,6 +125,13 @@ impl Metrics {
             "Failed calls of the upstream model, by kind",
             upstream_errors.clone(),
         );
+        let summaries = Family::<SummaryLabels, Counter>::default();
+        registry.register(
+            "summaries",
+            "Summaries a turn asked for, by outcome: made, late (the turn committed without it; \
+             it lands in a later commit), timeout or error (its messages stay pending)",
+            summaries.clone(),
+        );
         Self {
             inner: Arc::new(Inner {
                 registry,
@@ -128,6 +141,7 @@ impl Metrics {
                 conflicts,
                 store_errors,
                 upstream_errors,
+                summaries,
             }),
         }
     }
@@ -165,6 +179,19 @@ impl Metrics {
 
     pub(crate) fn store_error(&self, op: &'static str, kind: &'static str) {
         self.inner.store_errors.get_or_create(&StoreLabels { op, kind }).inc();
+    }
+
+    /// Counts what became of a summary (a late or failed one is the summary's error, never
+    /// the store's).
+    pub(crate) fn summary(&self, outcome: chatmem::SummaryOutcome) {
+        use chatmem::{ModelErrorKind, SummaryOutcome as O};
+        let outcome = match outcome {
+            O::Made => "made",
+            O::Late => "late",
+            O::Failed(ModelErrorKind::Timeout) => "timeout",
+            _ => "error",
+        };
+        self.inner.summaries.get_or_create(&SummaryLabels { outcome }).inc();
     }
 
     pub(crate) fn upstream_error(&self, kind: chatmem::ModelErrorKind) {

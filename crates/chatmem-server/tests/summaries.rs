@@ -1,0 +1,136 @@
+//! A slow summary model does not cost REST turns (issue 25, finding 1): the store timeout
+//! bounds store calls only, a turn waits for its summary at most the summarizer's wait, and a
+//! late summary is counted as the summary's, not the store's.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chatmem::{
+    ChatMemory, ChatModel, ChatRequest, ChatResponse, InMemoryStore, Message, ModelError, Store, Summarizer,
+    WindowPolicy,
+};
+use chatmem_server::{Limits, ServerConfig, app};
+use serde_json::{Value, json};
+
+/// A summary model that answers after `delay` (longer than the server's store timeout).
+#[derive(Debug)]
+struct Slow {
+    delay: Duration,
+}
+
+#[async_trait::async_trait]
+impl ChatModel for Slow {
+    async fn complete(&self, _: ChatRequest<'_>) -> Result<ChatResponse, ModelError> {
+        tokio::time::sleep(self.delay).await;
+        Ok(ChatResponse {
+            message: Message::assistant("the order is LC202610060018"),
+            usage: None,
+            finish_reason: None,
+        })
+    }
+}
+
+async fn serve(memory: ChatMemory<Arc<dyn Store>>, config: ServerConfig) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app(memory, config)).await;
+    });
+    format!("http://{addr}")
+}
+
+fn sample(metrics: &str, series: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn a_summary_model_slower_than_the_store_timeout_loses_no_turn() {
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
+    let summarizer = Summarizer::new(Slow {
+        delay: Duration::from_millis(1500),
+    })
+    .wait(Duration::from_millis(100));
+    let memory = ChatMemory::builder(store)
+        .policy(WindowPolicy::messages(3))
+        .summarizer(summarizer)
+        .build()
+        .expect("valid settings");
+    let config = ServerConfig {
+        limits: Limits {
+            store_timeout: Duration::from_millis(500),
+            ..Limits::default()
+        },
+        ..ServerConfig::default()
+    };
+    let base = serve(memory, config).await;
+    let http = reqwest::Client::new();
+    let url = format!("{base}/v1/conversations/slow-summary/messages");
+
+    // Every turn from the second on evicts; each must commit although the summary model
+    // takes three store timeouts to answer.
+    for turn in 0..4 {
+        let r = http
+            .post(&url)
+            .json(&json!({"messages": [
+                {"role": "user", "content": format!("turn {turn}: order LC202610060018")},
+                {"role": "assistant", "content": "noted"},
+            ]}))
+            .send()
+            .await
+            .expect("post");
+        let status = r.status();
+        let body: Value = r.json().await.expect("json");
+        assert_eq!(status, 200, "turn {turn}: {body}");
+    }
+    let history: Value = http
+        .get(format!("{base}/v1/conversations/slow-summary/history"))
+        .send()
+        .await
+        .expect("history")
+        .json()
+        .await
+        .expect("json");
+    let stored = history["messages"].as_array().map_or(0, Vec::len);
+    assert_eq!(stored, 8, "every turn is stored (none summarized yet): {history}");
+
+    // The late summary lands in a later commit once the model has answered.
+    tokio::time::sleep(Duration::from_millis(1700)).await;
+    let r = http
+        .post(&url)
+        .json(&json!({"messages": [{"role": "user", "content": "can it be refunded?"}]}))
+        .send()
+        .await
+        .expect("post");
+    let window: Value = r.json().await.expect("json");
+    let first = &window["messages"][0];
+    assert_eq!(first["role"], "system", "{window}");
+    assert!(
+        first["content"].as_str().is_some_and(|t| t.contains("LC202610060018")),
+        "{window}"
+    );
+
+    let metrics = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        sample(&metrics, "chatmem_summaries_total{outcome=\"late\"}") >= 1.0,
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(&metrics, "chatmem_summaries_total{outcome=\"made\"}"),
+        1.0,
+        "{metrics}"
+    );
+    assert!(
+        !metrics.lines().any(|l| l.starts_with("chatmem_store_errors_total{")),
+        "a slow summary is not a store error: {metrics}"
+    );
+}
