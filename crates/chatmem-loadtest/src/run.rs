@@ -207,10 +207,12 @@ struct PostMessages<'a> {
     messages: &'a [Message],
 }
 
-/// The body of a window or history answer.
+/// The body of a window or history answer (a history page names the next).
 #[derive(Deserialize)]
 struct Messages {
     messages: Vec<Message>,
+    #[serde(default)]
+    next_cursor: Option<String>,
 }
 
 /// Commits the next turn of `conversation` and records its outcome in the ledger.
@@ -250,6 +252,26 @@ fn markers(body: &[u8]) -> Result<Vec<Option<Marker>>, String> {
         .iter()
         .map(|m| m.text().and_then(|t| Marker::parse(&t)))
         .collect())
+}
+
+/// The markers of a whole history, read page by page.
+async fn history_markers(client: &reqwest::Client, url: &str) -> Result<Vec<Option<Marker>>, String> {
+    let mut out = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        // A cursor is the decimal sequence number the previous page named.
+        let page_url = match &cursor {
+            Some(c) => format!("{url}?limit=1000&cursor={c}"),
+            None => format!("{url}?limit=1000"),
+        };
+        let body = send(client.get(page_url)).await?;
+        let page: Messages = serde_json::from_slice(&body).map_err(|_| "answer is not a message list".to_owned())?;
+        out.extend(page.messages.iter().map(|m| m.text().and_then(|t| Marker::parse(&t))));
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => return Ok(out),
+        }
+    }
 }
 
 /// One connection's loop.
@@ -353,7 +375,7 @@ async fn verify(target: &Arc<Target>, ledger: &Ledger, conversations: usize) -> 
         let (client, target) = (client(AFTER_RUN_CONCURRENCY)?, target.clone());
         move |c| {
             let (client, url) = (client.clone(), target.url(c, "history"));
-            async move { markers(&send(client.get(url)).await?) }
+            async move { history_markers(&client, &url).await }
         }
     })
     .await?;

@@ -31,6 +31,37 @@ pub struct Limits {
     pub store_timeout: Duration,
     /// How long one call of the upstream model may take (default 120 s).
     pub upstream_timeout: Duration,
+    /// What a request's own window policy may ask for (see [`PolicyCaps`]).
+    pub policy: PolicyCaps,
+}
+
+/// Bounds on the window policy a request may ask for instead of the server's, so that a
+/// client cannot lift eviction (and grow what its tenant stores) past what the operator
+/// allows. The server's own policy is not bound by them.
+///
+/// ```
+/// let caps = chatmem_server::PolicyCaps::default();
+/// assert_eq!((caps.max_messages, caps.max_tokens, caps.allowed), (1_000, 200_000, true));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PolicyCaps {
+    /// Whether requests may give a policy at all (default true); when not, one that does is
+    /// refused with 400.
+    pub allowed: bool,
+    /// The largest `max_messages` a request may ask for (default 1,000).
+    pub max_messages: usize,
+    /// The largest `max_tokens` a request may ask for (default 200,000).
+    pub max_tokens: usize,
+}
+
+impl Default for PolicyCaps {
+    fn default() -> Self {
+        Self {
+            allowed: true,
+            max_messages: 1_000,
+            max_tokens: 200_000,
+        }
+    }
 }
 
 impl Default for Limits {
@@ -45,6 +76,7 @@ impl Default for Limits {
             max_id_bytes: DEFAULT_MAX_ID_BYTES,
             store_timeout: Duration::from_secs(10),
             upstream_timeout: Duration::from_secs(120),
+            policy: PolicyCaps::default(),
         }
     }
 }

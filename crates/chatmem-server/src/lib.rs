@@ -15,7 +15,7 @@
 //! |---|---|
 //! | `POST /v1/conversations/{id}/messages` with `{"messages": [...]}` (and optionally `"policy": {"max_messages": N}` or `{"max_tokens": N, "tokenizer": "cl100k"}`, with `"evict_to"` and `"boundary"`: a `chatmem::PolicySpec`) | the batch committed atomically; `{"conversation", "messages"}` with the window after it |
 //! | `GET /v1/conversations/{id}/messages` (optionally `?max_messages=N`, `?max_tokens=N&tokenizer=…`, `&evict_to=N`, `&boundary=pair-safe`) | the window the model sees (404 for an unknown conversation) |
-//! | `GET /v1/conversations/{id}/history` | everything stored (404 for an unknown conversation) |
+//! | `GET /v1/conversations/{id}/history?cursor=…&limit=…` | a page of everything stored, `{"conversation", "messages", "next_cursor"}` (404 for an unknown conversation) |
 //! | `DELETE /v1/conversations/{id}` | 204, or 404 |
 //! | `GET /v1/conversations?cursor=…&limit=…` | `{"conversations": [...], "next_cursor"}` |
 //! | `GET /healthz` | 200 when the store answers, 503 otherwise |
@@ -52,6 +52,6 @@ mod routes;
 pub use crate::app::{AppState, app};
 pub use crate::auth::{Auth, AuthError, DEFAULT_MAX_ID_BYTES, MAX_TENANT_BYTES, Tenant, bearer_token};
 pub use crate::completions::CONVERSATION_HEADER;
-pub use crate::config::{Limits, ServerConfig, Upstream};
+pub use crate::config::{Limits, PolicyCaps, ServerConfig, Upstream};
 pub use crate::error::ApiError;
 pub use crate::metrics::{Metrics, metrics_app};

@@ -11,7 +11,7 @@ use utoipa::{Modify, OpenApi, ToSchema};
 
 use crate::error::ErrorBody;
 use crate::policy::PolicySchema;
-use crate::routes::{ConversationPage, Health, PostMessages, WindowBody};
+use crate::routes::{ConversationPage, Health, HistoryBody, PostMessages, WindowBody};
 
 /// The document, built once per request (it is small and requests for it are rare).
 pub(crate) async fn serve() -> Response {
@@ -37,7 +37,7 @@ pub(crate) async fn serve() -> Response {
         chat_completions,
         models
     ),
-    components(schemas(ErrorBody, MessageSchema, WindowBody, ConversationPage, Health, PostMessages, PolicySchema)),
+    components(schemas(ErrorBody, MessageSchema, WindowBody, HistoryBody, ConversationPage, Health, PostMessages, PolicySchema)),
     modifiers(&BearerAuth),
     security(("bearer" = []))
 )]
@@ -139,9 +139,12 @@ fn get_messages() {}
 fn post_messages() {}
 
 #[utoipa::path(get, path = "/v1/conversations/{id}/history",
-    params(("id" = String, Path, description = "the conversation id (may hold `/`)")),
-    responses((status = 200, description = "everything stored", body = WindowBody),
-              (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    params(("id" = String, Path, description = "the conversation id (may hold `/`)"),
+           ("cursor" = Option<String>, Query, description = "the previous page's `next_cursor`"),
+           ("limit" = Option<usize>, Query, description = "1 to 1000 messages (default 100); a page also ends once it holds about the body limit's bytes of text")),
+    responses((status = 200, description = "one page of everything stored, oldest first", body = HistoryBody),
+              (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+              (status = 503, body = ErrorBody)))]
 #[allow(dead_code)]
 fn get_history() {}
 

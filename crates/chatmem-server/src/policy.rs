@@ -5,9 +5,10 @@
 
 use std::sync::Arc;
 
-use chatmem::{ChatMemory, PolicySpec, Store};
+use chatmem::{Budget, ChatMemory, PolicySpec, Store};
 use serde::Deserialize;
 
+use crate::config::Limits;
 use crate::error::ApiError;
 
 /// The window a request asks for: a [`PolicySpec`] (each field absent is the server's; a
@@ -18,20 +19,36 @@ pub(crate) struct PolicyOverride(PolicySpec);
 
 impl PolicyOverride {
     /// The memory to use: `base` itself when nothing is asked for, otherwise `base` with the
-    /// policy asked for. `what` names where the fields came from in errors (`policy` for the
-    /// body's object, `query` for query parameters).
+    /// policy asked for, within the server's [`PolicyCaps`](crate::PolicyCaps). `what` names where the fields
+    /// came from in errors (`policy` for the body's object, `query` for query parameters).
     pub(crate) fn apply(
         &self,
         base: &Arc<ChatMemory<Arc<dyn Store>>>,
+        limits: &Limits,
         what: &str,
     ) -> Result<Arc<ChatMemory<Arc<dyn Store>>>, ApiError> {
         if self.0.is_empty() {
             return Ok(Arc::clone(base));
         }
+        let caps = limits.policy;
+        if !caps.allowed {
+            return Err(ApiError::invalid(format!(
+                "invalid {what}: this server does not take a window policy from requests"
+            )));
+        }
         let (policy, counter) = self
             .0
             .over(base.policy(), base.counter())
             .map_err(|e| ApiError::invalid(format!("invalid {what}: {e}")))?;
+        let (field, asked, cap) = match policy.budget() {
+            Budget::Messages(n) => ("max_messages", n, caps.max_messages),
+            Budget::Tokens(n) => ("max_tokens", n, caps.max_tokens),
+        };
+        if asked > cap {
+            return Err(ApiError::invalid(format!(
+                "invalid {what}: {field} {asked} is over this server's cap of {cap}"
+            )));
+        }
         Ok(Arc::new((**base).clone().with_policy(policy, counter)))
     }
 }

@@ -1,13 +1,11 @@
 //! The handlers: each one checks the caller's tenant, maps the path to a stored key, calls the
 //! memory, and answers JSON or an [`ApiError`].
 
-use std::future::Future;
-
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{Extension, Path, Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use chatmem::{ConversationId, Message};
 use serde::Deserialize;
@@ -24,25 +22,6 @@ pub(crate) fn respond(id: &RequestId, result: Result<Response, ApiError>) -> Res
         Err(e) => {
             tracing::debug!(status = e.status().as_u16(), code = e.code(), "refused");
             e.with_request_id(&id.0).into_response()
-        }
-    }
-}
-
-/// Runs one store operation (`name`, for the metrics) under the configured timeout.
-async fn timed<T>(
-    state: &AppState,
-    name: &'static str,
-    op: impl Future<Output = chatmem::Result<T>>,
-) -> Result<T, ApiError> {
-    match tokio::time::timeout(state.config.limits.store_timeout, op).await {
-        Ok(r) => r.map_err(ApiError::from),
-        Err(_) => {
-            state.config.metrics.store_error(name, "timeout");
-            Err(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "store_timeout",
-                "the store did not answer in time",
-            ))
         }
     }
 }
@@ -165,7 +144,7 @@ fn window_json(id: &str, messages: &[Message]) -> Response {
 }
 
 pub(crate) async fn healthz(State(state): State<AppState>, Extension(rid): Extension<RequestId>) -> Response {
-    let result = timed(&state, "list", async { state.memory.list(None, 1).await.map(drop) }).await;
+    let result = state.memory.list(None, 1).await.map(drop).map_err(ApiError::from);
     respond(&rid, result.map(|()| Json(Health { status: "ok" }).into_response()))
 }
 
@@ -205,34 +184,107 @@ pub(crate) async fn get_conversation(
     Extension(rid): Extension<RequestId>,
     headers: HeaderMap,
     rest: Result<Path<String>, PathRejection>,
-    query: Result<Query<PolicyOverride>, QueryRejection>,
+    uri: Uri,
 ) -> Response {
     let result = async {
         let rest = conversation_path(rest)?;
         let Target { id, what, key } = target(&state, &headers, &rest)?;
-        let Query(policy) = query.map_err(|e| ApiError::invalid(e.body_text()))?;
         let missing = || ApiError::not_found(format!("no conversation {id:?}"));
         match what {
             Some("messages") => {
-                let memory = policy.apply(&state.memory, "query")?;
-                let loaded = timed(&state, "load", memory.load(&key)).await?;
+                let Query(policy) = query::<PolicyOverride>(&uri)?;
+                let memory = policy.apply(&state.memory, &state.config.limits, "query")?;
+                let loaded = memory.load(&key).await?;
                 if !loaded.snapshot().exists() {
                     return Err(missing());
                 }
                 Ok(window_json(id, &loaded.into_messages()))
             }
             Some("history") => {
-                let all = timed(&state, "history", state.memory.history(&key)).await?;
-                if all.is_empty() {
+                let Query(page) = query::<HistoryQuery>(&uri)?;
+                let (after, limit) = page.bounds()?;
+                let page = state.memory.history_page(&key, after, limit).await?;
+                if after == 0 && page.system.is_none() && page.messages.is_empty() {
                     return Err(missing());
                 }
-                Ok(window_json(id, &all))
+                Ok(history_json(id, page, state.config.limits.max_body_bytes))
             }
             _ => Err(ApiError::not_found("GET /v1/conversations/{id}/messages or /history")),
         }
     }
     .await;
     respond(&rid, result)
+}
+
+/// The query of `GET …/history`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HistoryQuery {
+    cursor: Option<String>,
+    limit: Option<usize>,
+}
+
+impl HistoryQuery {
+    /// The page asked for: after which sequence number, and at most how many messages.
+    fn bounds(&self) -> Result<(u64, usize), ApiError> {
+        let limit = self.limit.unwrap_or(100);
+        if !(1..=1000).contains(&limit) {
+            return Err(ApiError::invalid("`limit` must be from 1 to 1000"));
+        }
+        let after = match &self.cursor {
+            None => 0,
+            Some(c) => c
+                .parse::<u64>()
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| ApiError::invalid("`cursor` is not a cursor this route gave"))?,
+        };
+        Ok((after, limit))
+    }
+}
+
+/// The answer of `GET …/history`: a page, cut early once its text passes `max_bytes` (so a
+/// page is never much larger than a request may be), with the cursor of the next.
+fn history_json(id: &str, page: chatmem::HistoryPage, max_bytes: usize) -> Response {
+    let mut messages: Vec<Message> = page.system.into_iter().collect();
+    let mut bytes: usize = messages.iter().map(Message::payload_len).sum();
+    let mut more = page.more;
+    let mut last = None;
+    for stored in page.messages {
+        let size = stored.message.payload_len();
+        if last.is_some() && bytes.saturating_add(size) > max_bytes {
+            more = true;
+            break;
+        }
+        bytes = bytes.saturating_add(size);
+        last = Some(stored.seq);
+        messages.push(stored.into_message());
+    }
+    let next = last.filter(|_| more).map(|seq| seq.to_string());
+    Json(HistoryBody {
+        conversation: id,
+        messages: &messages,
+        next_cursor: next.as_deref(),
+    })
+    .into_response()
+}
+
+/// The answer of `GET …/history`.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[schema(as = HistoryPage)]
+pub(crate) struct HistoryBody<'a> {
+    /// The conversation id, as the client gave it.
+    conversation: &'a str,
+    /// The system message first (on the first page), then stored messages in order.
+    #[schema(value_type = Vec<crate::openapi::MessageSchema>)]
+    messages: &'a [Message],
+    /// Give it as `cursor` for the next page; null on the last page.
+    next_cursor: Option<&'a str>,
+}
+
+/// The query of `uri` as `T`; a bad one answers 400 in the one error shape.
+fn query<T: serde::de::DeserializeOwned>(uri: &Uri) -> Result<Query<T>, ApiError> {
+    Query::try_from_uri(uri).map_err(|e| ApiError::invalid(e.body_text()))
 }
 
 /// The body of `POST …/messages`.
@@ -263,10 +315,12 @@ pub(crate) async fn post_conversation(
         }
         let body = body_bytes(&state, body)?;
         let PostMessages { messages, policy } = parse_messages(&state, &body)?;
-        let memory = policy.unwrap_or_default().apply(&state.memory, "policy")?;
-        let mut turn = timed(&state, "load", memory.begin(&key)).await?;
+        let memory = policy
+            .unwrap_or_default()
+            .apply(&state.memory, &state.config.limits, "policy")?;
+        let mut turn = memory.begin(&key).await?;
         turn.extend(messages);
-        let after = timed(&state, "commit", turn.commit_window()).await?;
+        let after = turn.commit_window().await?;
         tracing::debug!(conversation = %key, "messages committed");
         Ok((StatusCode::OK, window_json(id, &after.into_messages())).into_response())
     }
@@ -307,7 +361,7 @@ pub(crate) async fn delete_conversation(
         if what.is_some() {
             return Err(ApiError::not_found("DELETE /v1/conversations/{id}"));
         }
-        if timed(&state, "clear", state.memory.clear(&key)).await? {
+        if state.memory.clear(&key).await? {
             Ok(StatusCode::NO_CONTENT.into_response())
         } else {
             Err(ApiError::not_found(format!("no conversation {id:?}")))
@@ -343,7 +397,7 @@ pub(crate) async fn list(
             Some(cursor) => Some(key(&state, &tenant, cursor, "cursor")?),
             None => tenant.list_start().cloned(),
         };
-        let page = timed(&state, "list", state.memory.list(after.as_ref(), limit + 1)).await?;
+        let page = state.memory.list(after.as_ref(), limit + 1).await?;
         let mine: Vec<&str> = page.ids.iter().map_while(|k| tenant.client_id(k)).collect();
         let more = mine.len() > limit;
         let ids = &mine[..mine.len().min(limit)];

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use chatmem_server::{Auth, ServerConfig, Upstream, app, metrics_app};
+use chatmem_server::{Auth, Limits, PolicyCaps, ServerConfig, Upstream, app, metrics_app};
 
 use crate::args::ServeCommand;
 
@@ -27,6 +27,17 @@ pub(crate) struct ServeArgs {
     /// It shows counts only, never conversations.
     #[arg(long, value_name = "ADDR")]
     metrics_listen: Option<SocketAddr>,
+    /// The largest `max_messages` a request's own window policy may ask for (a client
+    /// cannot lift eviction past it; the server's own policy is not bound by it).
+    #[arg(long, value_name = "N", default_value_t = PolicyCaps::default().max_messages)]
+    max_window_messages: usize,
+    /// The largest `max_tokens` a request's own window policy may ask for.
+    #[arg(long, value_name = "N", default_value_t = PolicyCaps::default().max_tokens)]
+    max_window_tokens: usize,
+    /// Refuse requests that give their own window policy: every conversation has the
+    /// server's.
+    #[arg(long)]
+    no_client_policy: bool,
 }
 
 impl ServeArgs {
@@ -80,9 +91,18 @@ async fn serve(
         base_url: url.clone(),
         api_key: upstream_key(),
     });
+    let limits = Limits {
+        policy: PolicyCaps {
+            allowed: !args.no_client_policy,
+            max_messages: args.max_window_messages,
+            max_tokens: args.max_window_tokens,
+        },
+        ..Limits::default()
+    };
     let config = ServerConfig {
         auth,
         upstream,
+        limits,
         ..ServerConfig::default()
     };
     if let Some(addr) = args.metrics_listen {
