@@ -31,10 +31,12 @@ use crate::app::RequestId;
 use crate::config::Limits;
 use crate::error::ApiError;
 
-/// hyper's own bound on its read buffer, which holds a request's head while it is parsed: far
-/// above [`Limits::max_header_bytes`] and [`Limits::max_uri_bytes`], so a head over those is
-/// answered by [`refuse_oversized`] in the JSON shape; only a head over this one gets hyper's
-/// bodiless 431.
+/// hyper's bound on its read buffer, which holds a request's head while it is parsed: far
+/// above [`Limits::max_header_bytes`] and [`Limits::max_uri_bytes`], so a head over those
+/// reaches [`refuse_oversized`] and is answered in the JSON shape. hyper answers what it cannot
+/// parse itself, with a fixed bodiless response and no hook to change it (`on_error` in its
+/// h1 role): 400 for bytes it cannot read (a raw 0xFF in the path, two `Content-Length`s), 431
+/// for a head over this bound or over 100 header fields, 414 for a URI over 64 KiB.
 const HEAD_BUFFER_BYTES: usize = 256 << 10;
 
 /// How [`serve`] treats slow and idle clients, and how long it takes to stop.
@@ -84,6 +86,9 @@ impl Default for ServeOptions {
 /// accepting, lets in-flight requests finish within [`ServeOptions::shutdown_timeout`], closes
 /// what is left and returns. Slow clients are held to `options` (the alternative to
 /// `axum::serve`, which waits for every client as long as it likes).
+///
+/// Requests hyper cannot parse get its bodiless 400, 414 or 431 (see `HEAD_BUFFER_BYTES`);
+/// everything else is the router's, in its one JSON error shape.
 ///
 /// Accept errors (too many open files, a connection reset before it was accepted) are logged
 /// and retried, as `axum::serve` does, so today it returns `Ok` once shut down; the `Result`

@@ -360,6 +360,10 @@ async fn a_head_over_the_limits_is_answered_in_the_json_shape() {
 
     // Within the limits, the same requests are served.
     let mut stream = connect(addr).await;
-    send(&mut stream, b"GET /healthz HTTP/1.1\r\nhost: localhost\r\nx-big: aaaa\r\n\r\n").await;
+    send(
+        &mut stream,
+        b"GET /healthz HTTP/1.1\r\nhost: localhost\r\nx-big: aaaa\r\n\r\n",
+    )
+    .await;
     assert_eq!(answer(&mut stream).await.0, 200);
 }

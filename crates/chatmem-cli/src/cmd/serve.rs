@@ -187,7 +187,13 @@ mod tests {
         ]);
         let secs = std::time::Duration::from_secs;
         assert_eq!(
-            (set.header_timeout, set.body_timeout, set.idle_timeout, set.max_connections, set.shutdown_timeout),
+            (
+                set.header_timeout,
+                set.body_timeout,
+                set.idle_timeout,
+                set.max_connections,
+                set.shutdown_timeout
+            ),
             (secs(2), secs(3), secs(4), 5, secs(6))
         );
         assert!(Cli::try_parse_from(["chatmem", "serve", "--max-connections=0"]).is_err());
