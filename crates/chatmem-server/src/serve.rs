@@ -63,7 +63,8 @@ pub struct ServeOptions {
     pub idle_timeout: Duration,
     /// Connections open at once (default 1024). Over it new connections wait in the operating
     /// system's accept queue until one closes (the idle timeout closes idle ones), so they are
-    /// served late rather than refused.
+    /// served late rather than refused. Keep it under the process's open-file limit, so
+    /// accepting never fails for want of a descriptor.
     pub max_connections: usize,
     /// After the shutdown signal, how long in-flight requests have to finish; then the
     /// remaining connections are closed and [`serve`] returns (default 10 s).

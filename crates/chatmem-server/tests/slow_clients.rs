@@ -219,7 +219,7 @@ async fn a_content_length_over_the_limit_is_refused_before_the_body() {
 #[tokio::test]
 async fn an_idle_keep_alive_connection_is_closed_by_the_idle_timeout() {
     let options = ServeOptions {
-        idle_timeout: short(300),
+        idle_timeout: short(1_000),
         ..patient()
     };
     let (addr, _stop, _server) = start(chatmem_app(), options).await;
@@ -298,7 +298,7 @@ async fn shutdown_finishes_in_flight_requests_and_then_closes_stalled_clients() 
         )
     };
     let options = ServeOptions {
-        shutdown_timeout: short(800),
+        shutdown_timeout: short(2_000),
         ..patient()
     };
     let (addr, stop, server) = start(router, options).await;
