@@ -295,7 +295,7 @@ impl PolicyArgs {
     }
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     match humantime::parse_duration(s) {
         Ok(d) if d.is_zero() => Err("must be longer than zero".into()),
         Ok(d) => Ok(d),
@@ -304,7 +304,7 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 /// Parses a whole number of at least 1.
-fn positive(s: &str) -> Result<usize, String> {
+pub(crate) fn positive(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
         Ok(0) => Err("must be at least 1".into()),
         Ok(n) => Ok(n),

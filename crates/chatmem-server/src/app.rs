@@ -48,12 +48,13 @@ pub struct AppState {
 #[derive(Debug, Clone)]
 pub(crate) struct RequestId(pub(crate) String);
 
-/// The server's router over `memory`, ready for `axum::serve` or for tests to drive with
-/// `tower::ServiceExt::oneshot`. Its store calls are counted in `config.metrics` and each is
-/// bounded by `config.limits.store_timeout`; a summarizer's late summaries finish on tokio
-/// and their outcomes are counted too. Call it within a tokio runtime.
+/// The server's router over `memory`, ready for [`serve`](crate::serve()) or for tests to
+/// drive with `tower::ServiceExt::oneshot`. Its store calls are counted in `config.metrics`
+/// and each is bounded by `config.limits.store_timeout`; a summarizer's late summaries finish
+/// on tokio and their outcomes are counted too. Call it within a tokio runtime.
 pub fn app(memory: ChatMemory<Arc<dyn Store>>, config: ServerConfig) -> Router {
     let body_limit = config.limits.max_body_bytes;
+    let limits = config.limits;
     let metered: Arc<dyn Store> = Arc::new(MeteredStore::new(
         Arc::clone(memory.store()),
         config.metrics.clone(),
@@ -81,6 +82,7 @@ pub fn app(memory: ChatMemory<Arc<dyn Store>>, config: ServerConfig) -> Router {
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
+        .layer(middleware::from_fn_with_state(limits, crate::serve::refuse_oversized))
         .layer(middleware::from_fn_with_state(metrics, observe))
         .layer(middleware::from_fn(request_id))
         .with_state(state)

@@ -7,8 +7,8 @@ use chatmem::BatchLimits;
 use crate::auth::{Auth, DEFAULT_MAX_ID_BYTES};
 use crate::metrics::Metrics;
 
-/// Bounds on what one request may carry; over them a request is answered 413 or 400, never
-/// processed.
+/// Bounds on what one request may carry; over them a request is answered 413, 414, 431 or 400,
+/// never processed.
 ///
 /// ```
 /// let limits = chatmem_server::Limits::default();
@@ -17,8 +17,15 @@ use crate::metrics::Metrics;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Bytes of a request body (default 1 MiB).
+    /// Bytes of a request body (default 1 MiB); a `Content-Length` over it is refused before
+    /// the body is read.
     pub max_body_bytes: usize,
+    /// Bytes of a request's header fields, counted as on the wire (`name: value` and CRLF;
+    /// default 16 KiB); over it the request is answered 431 `header_too_large`.
+    pub max_header_bytes: usize,
+    /// Bytes of a request's URI, path and query (default 8 KiB); over it the request is
+    /// answered 414 `uri_too_long`.
+    pub max_uri_bytes: usize,
     /// The messages of one `POST …/messages` or chat completion, checked by
     /// [`BatchLimits::check`] (default 1,000 messages, 256 KiB of text per message, and the
     /// core's bound on a commit's text, [`chatmem::DEFAULT_MAX_BATCH_BYTES`]).
@@ -68,6 +75,8 @@ impl Default for Limits {
     fn default() -> Self {
         Self {
             max_body_bytes: 1 << 20,
+            max_header_bytes: 16 << 10,
+            max_uri_bytes: 8 << 10,
             batch: BatchLimits {
                 messages: 1_000,
                 message_bytes: 256 << 10,

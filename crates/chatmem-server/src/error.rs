@@ -120,8 +120,9 @@ pub(crate) struct ErrorBody {
 #[derive(serde::Serialize, utoipa::ToSchema)]
 pub(crate) struct ErrorDetail {
     /// A stable machine-readable code: `invalid_request`, `unauthorized`, `not_found`,
-    /// `too_large`, `contention`, `store_unavailable` (down, or over the store timeout), `store_error`,
-    /// `no_upstream`, `upstream_error`.
+    /// `too_large`, `uri_too_long`, `header_too_large`, `body_timeout`, `contention`,
+    /// `store_unavailable` (down, or over the store timeout), `store_error`, `no_upstream`,
+    /// `upstream_error`.
     code: &'static str,
     /// One line for people; it names the field when a request was invalid.
     message: String,

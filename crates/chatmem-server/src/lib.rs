@@ -48,6 +48,7 @@ mod metrics;
 mod openapi;
 mod policy;
 mod routes;
+mod serve;
 
 pub use crate::app::{AppState, app};
 pub use crate::auth::{Auth, AuthError, DEFAULT_MAX_ID_BYTES, MAX_TENANT_BYTES, Tenant, bearer_token};
@@ -55,3 +56,4 @@ pub use crate::completions::CONVERSATION_HEADER;
 pub use crate::config::{Limits, PolicyCaps, ServerConfig, Upstream};
 pub use crate::error::ApiError;
 pub use crate::metrics::{Metrics, metrics_app};
+pub use crate::serve::{ServeOptions, serve};

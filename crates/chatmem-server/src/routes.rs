@@ -82,7 +82,9 @@ pub(crate) fn conversation_key(state: &AppState, headers: &HeaderMap, id: &str) 
 /// A request body within the body limit, or the error that says why not.
 pub(crate) fn body_bytes(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
     body.map_err(|e| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        if let Some(timeout) = crate::serve::body_timeout(&e) {
+            timeout
+        } else if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::too_large(format!(
                 "the request body is over the limit of {} bytes",
                 state.config.limits.max_body_bytes

@@ -2,11 +2,12 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{Context, bail};
-use chatmem_server::{Auth, Limits, PolicyCaps, ServerConfig, Upstream, app, metrics_app};
+use chatmem_server::{Auth, Limits, PolicyCaps, ServeOptions, ServerConfig, Upstream, app, metrics_app};
 
-use crate::args::ServeCommand;
+use crate::args::{ServeCommand, parse_duration, positive};
 
 /// Serve conversation memory over HTTP for applications in any language.
 #[derive(clap::Args, Debug)]
@@ -38,9 +39,38 @@ pub(crate) struct ServeArgs {
     /// server's.
     #[arg(long)]
     no_client_policy: bool,
+    /// How long a client has to send a request's headers (from connecting, or from the
+    /// request's first byte on a kept-alive connection); then the connection is closed.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    header_timeout: Duration,
+    /// How long a client has to send a request's body, from the end of its headers; then the
+    /// request is answered 408.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    body_timeout: Duration,
+    /// How long a kept-alive connection may wait for its next request before it is closed.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    idle_timeout: Duration,
+    /// Connections open at once; over it new ones wait in the accept queue until one closes.
+    #[arg(long, value_name = "N", default_value = "1024", value_parser = positive)]
+    max_connections: usize,
+    /// After SIGTERM or Ctrl-C, how long in-flight requests have to finish before the
+    /// remaining connections are closed.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    shutdown_timeout: Duration,
 }
 
 impl ServeArgs {
+    /// How the listeners treat slow clients and shut down.
+    fn serve_options(&self) -> ServeOptions {
+        ServeOptions {
+            header_timeout: self.header_timeout,
+            body_timeout: self.body_timeout,
+            idle_timeout: self.idle_timeout,
+            max_connections: self.max_connections,
+            shutdown_timeout: self.shutdown_timeout,
+        }
+    }
+
     /// The model `--summary-model` names, on the upstream endpoint.
     pub(crate) fn summary_model(&self, name: Option<&str>) -> anyhow::Result<chatmem_openai::OpenAiModel> {
         let (Some(url), Some(name)) = (&self.upstream_base_url, name) else {
@@ -69,7 +99,8 @@ pub(crate) async fn run(command: ServeCommand) -> anyhow::Result<()> {
     serve(&command.serve, memory).await
 }
 
-/// Runs the server on `memory` until SIGTERM or Ctrl-C; in-flight requests finish first.
+/// Runs the server on `memory` until SIGTERM or Ctrl-C; in-flight requests get
+/// `--shutdown-timeout` to finish.
 async fn serve(
     args: &ServeArgs,
     memory: chatmem::ChatMemory<std::sync::Arc<dyn chatmem::Store>>,
@@ -112,8 +143,9 @@ async fn serve(
         eprintln!("chatmem: serving metrics on http://{}/metrics", scrape.local_addr()?);
         // Ends with the process: a scrape holds nothing to finish.
         let router = metrics_app(config.metrics.clone());
+        let options = args.serve_options();
         tokio::spawn(async move {
-            if let Err(e) = axum::serve(scrape, router).await {
+            if let Err(e) = chatmem_server::serve(scrape, router, options, std::future::pending()).await {
                 eprintln!("chatmem: the metrics listener stopped: {e}");
             }
         });
@@ -122,8 +154,7 @@ async fn serve(
         "chatmem: serving conversation memory on http://{}",
         listener.local_addr()?
     );
-    axum::serve(listener, app(memory, config))
-        .with_graceful_shutdown(shutdown())
+    chatmem_server::serve(listener, app(memory, config), args.serve_options(), shutdown())
         .await
         .context("serving")
 }
@@ -147,5 +178,45 @@ async fn shutdown() {
     tokio::select! {
         () = ctrl_c => {},
         () = term => {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::args::{Cli, Command};
+
+    fn options(args: &[&str]) -> chatmem_server::ServeOptions {
+        let cli = Cli::try_parse_from(["chatmem", "serve"].iter().chain(args)).expect("valid flags");
+        let Command::Serve(command) = cli.command else {
+            panic!("not serve")
+        };
+        command.serve.serve_options()
+    }
+
+    #[test]
+    fn the_listener_flags_default_to_the_servers_defaults_and_set_each_option() {
+        assert_eq!(options(&[]), chatmem_server::ServeOptions::default());
+        let set = options(&[
+            "--header-timeout=2s",
+            "--body-timeout=3s",
+            "--idle-timeout=4s",
+            "--max-connections=5",
+            "--shutdown-timeout=6s",
+        ]);
+        let secs = std::time::Duration::from_secs;
+        assert_eq!(
+            (
+                set.header_timeout,
+                set.body_timeout,
+                set.idle_timeout,
+                set.max_connections,
+                set.shutdown_timeout
+            ),
+            (secs(2), secs(3), secs(4), 5, secs(6))
+        );
+        assert!(Cli::try_parse_from(["chatmem", "serve", "--max-connections=0"]).is_err());
+        assert!(Cli::try_parse_from(["chatmem", "serve", "--idle-timeout=0s"]).is_err());
     }
 }
