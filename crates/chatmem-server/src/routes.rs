@@ -17,12 +17,19 @@ use crate::auth::{Tenant, bearer_token};
 use crate::error::ApiError;
 use crate::policy::PolicyOverride;
 
-/// Answers `result`, an error naming the request.
+/// Answers `result`, an error naming the request. A failure of the server's (5xx: the store,
+/// the upstream) is logged at `warn`, a refusal of the client's request (4xx) at `debug`; both
+/// in the request's span, so with its id.
 pub(crate) fn respond(id: &RequestId, result: Result<Response, ApiError>) -> Response {
     match result {
         Ok(r) => r,
         Err(e) => {
-            tracing::debug!(status = e.status().as_u16(), code = e.code(), "refused");
+            let (status, code) = (e.status().as_u16(), e.code());
+            if e.status().is_server_error() {
+                tracing::warn!(status, code, "failed");
+            } else {
+                tracing::debug!(status, code, "refused");
+            }
             e.with_request_id(&id.0).into_response()
         }
     }
@@ -38,6 +45,7 @@ async fn timed<T>(
         Ok(r) => r.map_err(ApiError::from),
         Err(_) => {
             state.config.metrics.store_error(name, "timeout");
+            tracing::warn!(operation = name, "the store did not answer in time");
             Err(ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "store_timeout",
@@ -57,9 +65,14 @@ pub(crate) fn tenant(state: &AppState, headers: &HeaderMap) -> Result<Tenant, Ap
         .and_then(|v| v.to_str().ok())
         .and_then(bearer_token)
         .ok_or_else(|| ApiError::unauthorized("an Authorization: Bearer <token> header is required"))?;
-    auth.tenant_for(token)
+    let tenant = auth
+        .tenant_for(token)
         .cloned()
-        .ok_or_else(|| ApiError::unauthorized("the bearer token is not valid"))
+        .ok_or_else(|| ApiError::unauthorized("the bearer token is not valid"))?;
+    // The request's span (app.rs) names the tenant from here on; a name is configuration,
+    // not user data.
+    tracing::Span::current().record("tenant", tenant.name());
+    Ok(tenant)
 }
 
 /// The conversation a path names, and what of it (`messages`, `history` or the conversation).
