@@ -280,7 +280,7 @@ pub(crate) async fn post_conversation(
         let mut turn = timed(&state, "load", memory.begin(&key)).await?;
         turn.extend(messages);
         let after = timed(&state, "commit", turn.commit_window()).await?;
-        tracing::debug!(conversation = %key, "messages committed");
+        tracing::debug!("messages committed");
         Ok((StatusCode::OK, window_json(id, &after.into_messages())).into_response())
     }
     .await;
