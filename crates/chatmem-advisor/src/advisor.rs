@@ -204,8 +204,9 @@ impl<M: ChatModel, S: Store> MemoryAdvisor<M, S> {
         let mut turn = self.memory.begin(id).await.map_err(Error::Load)?;
         let skipped = turn.push_unstored(messages);
         let new: Vec<Message> = turn.messages().filter(|m| !m.is_system()).cloned().collect();
+        // No conversation id in these lines: ids are the application's data (a server logs
+        // them for every tenant); the caller's span says which request this is.
         tracing::debug!(
-            conversation = %id,
             loaded = turn.loaded().snapshot().messages.len(),
             new = new.len(),
             already_stored = skipped,
@@ -222,15 +223,14 @@ impl<M: ChatModel, S: Store> MemoryAdvisor<M, S> {
     /// Step 4: one atomic commit of the whole turn.
     async fn finish(&self, answered: Answered<'_, S>) -> Result<TurnResponse, Error> {
         let Answered { turn, response } = answered;
-        let id = turn.id().clone();
         let count = turn.messages().count();
         match turn.commit().await {
             Ok(_) => {
-                tracing::debug!(conversation = %id, messages = count, rounds = response.rounds, "turn committed");
+                tracing::debug!(messages = count, rounds = response.rounds, "turn committed");
                 Ok(response)
             }
             Err(source) => {
-                tracing::warn!(conversation = %id, messages = count, "turn answered but not committed");
+                tracing::warn!(messages = count, "turn answered but not committed");
                 Err(Error::Commit {
                     source,
                     response: Some(Box::new(response)),

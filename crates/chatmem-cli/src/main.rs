@@ -15,6 +15,7 @@
 mod args;
 mod cmd;
 mod line_format;
+mod logs;
 mod progress;
 mod report;
 mod stdio;
@@ -49,6 +50,17 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // `serve` logs each request (its operator needs them); the other commands keep stderr for
+    // their own messages unless RUST_LOG asks for logs.
+    let logs = match &cli.command {
+        Command::Serve(command) => logs::install(command.serve.log_format()),
+        _ if logs::asked_for() => logs::install(logs::LogFormat::Text),
+        _ => Ok(()),
+    };
+    if let Err(e) = logs {
+        eprintln!("chatmem: {}", report::error_line(e.as_ref()));
+        return ExitCode::from(2);
+    }
     // The server uses every core; the other commands are short and start faster on one thread.
     let mut builder = match cli.command {
         Command::Serve(_) => tokio::runtime::Builder::new_multi_thread(),

@@ -1,5 +1,5 @@
 //! [`app`]: the router, its shared state, and what every request goes through (a request id,
-//! the body limit, a log span, the request metrics).
+//! a log span and line, the request metrics, the edge rules of `edges.rs`, the body limit).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -15,6 +15,7 @@ use tracing::Instrument;
 
 use crate::completions;
 use crate::config::ServerConfig;
+use crate::edges::{self, Edges};
 use crate::metered_store::MeteredStore;
 use crate::metrics::Metrics;
 use crate::routes;
@@ -62,11 +63,13 @@ pub fn app(memory: ChatMemory<Arc<dyn Store>>, config: ServerConfig) -> Router {
     ));
     let metrics = config.metrics.clone();
     let memory = with_summaries_on_tokio(memory.with_store(metered), &metrics);
+    let edges = Arc::new(Edges::new(&config));
+    let cors = edges::cors(&config);
     let state = AppState {
         memory: Arc::new(memory),
         config: Arc::new(config),
     };
-    Router::new()
+    let router = Router::new()
         .route(route::HEALTHZ, get(routes::healthz))
         .route(route::METRICS, get(routes::metrics))
         .route(route::OPENAPI, get(crate::openapi::serve))
@@ -82,7 +85,14 @@ pub fn app(memory: ChatMemory<Arc<dyn Store>>, config: ServerConfig) -> Router {
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
-        .layer(middleware::from_fn_with_state(limits, crate::serve::refuse_oversized))
+        .layer(middleware::from_fn_with_state(limits, crate::serve::refuse_oversized));
+    // Inside the edge rules: only the origins they let through get CORS answers.
+    let router = match cors {
+        Some(cors) => router.layer(cors),
+        None => router,
+    };
+    router
+        .layer(middleware::from_fn_with_state(edges, edges::guard))
         .layer(middleware::from_fn_with_state(metrics, observe))
         .layer(middleware::from_fn(request_id))
         .with_state(state)
@@ -101,15 +111,25 @@ fn with_summaries_on_tokio(memory: ChatMemory<Arc<dyn Store>>, metrics: &Metrics
     changed.unwrap_or(memory)
 }
 
-/// Gives the request an id, runs it inside a span naming it, and returns the id as
-/// `x-request-id`.
+/// Gives the request an id, runs it inside a span naming it (its id, method, route template
+/// and, once known, tenant: never the raw path, which holds conversation ids), logs one `info`
+/// line when it is answered (status, latency in ms to the response's head), and returns the id
+/// as `x-request-id`.
 async fn request_id(mut request: Request, next: Next) -> Response {
+    let started = Instant::now();
     let id = format!("{:016x}", fastrand::u64(..));
     request.extensions_mut().insert(RequestId(id.clone()));
-    let span =
-        tracing::info_span!("request", request_id = %id, method = %request.method(), path = %request.uri().path());
+    let route = route_label(
+        request.extensions().get::<MatchedPath>().map(MatchedPath::as_str),
+        request.uri().path(),
+    );
+    let method = method_label(request.method());
+    // `tenant` is recorded by `routes::tenant` when the server has auth.
+    let span = tracing::info_span!("request", request_id = %id, method, route, tenant = tracing::field::Empty);
     let mut response = next.run(request).instrument(span.clone()).await;
-    span.in_scope(|| tracing::debug!(status = response.status().as_u16(), "answered"));
+    // Microseconds, in milliseconds: three decimals are enough.
+    let latency_ms = started.elapsed().as_micros() as f64 / 1000.0;
+    tracing::info!(parent: &span, status = response.status().as_u16(), latency_ms, "answered");
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert("x-request-id", value);
     }

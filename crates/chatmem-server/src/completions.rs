@@ -158,6 +158,20 @@ fn stream(
     model: String,
     metrics: Metrics,
 ) -> Response {
+    // The body is sent after the handler (and its span) returned: its failures are logged in
+    // the request's span all the same.
+    let span = tracing::Span::current();
+    let failed = move |e: chatmem_advisor::Error| {
+        span.in_scope(|| {
+            let e = advisor_error(&metrics, e);
+            if e.status().is_server_error() {
+                tracing::warn!(status = e.status().as_u16(), code = e.code(), "the stream failed");
+            } else {
+                tracing::debug!(status = e.status().as_u16(), code = e.code(), "the stream was refused");
+            }
+            error_event(&e)
+        })
+    };
     let events = async_stream::stream! {
         let chunk = |delta: Value, finish: Option<String>, usage: Option<Usage>| {
             json!({
@@ -169,7 +183,7 @@ fn stream(
         let mut turn_stream = match advisor.stream(&key, turn).await {
             Ok(s) => s,
             Err(e) => {
-                yield Ok::<Event, std::convert::Infallible>(error_event(&advisor_error(&metrics, e)));
+                yield Ok::<Event, std::convert::Infallible>(failed(e));
                 return;
             }
         };
@@ -204,7 +218,7 @@ fn stream(
                 }
                 Ok(_) => {}
                 Err(e) => {
-                    yield Ok(error_event(&advisor_error(&metrics, e)));
+                    yield Ok(failed(e));
                     return;
                 }
             }

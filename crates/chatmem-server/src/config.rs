@@ -121,4 +121,21 @@ pub struct ServerConfig {
     /// Where the server counts requests, commits and errors (`GET /metrics`); the default is
     /// a new registry, so each server counts its own.
     pub metrics: Metrics,
+    /// `Host` names a server without auth answers to besides the loopback ones (`localhost`,
+    /// `127.0.0.1`, `[::1]`): a name alone allows any port, `name:port` that port only.
+    /// Other hosts are refused with 403 `forbidden_host`, so a page that rebinds its own DNS
+    /// name to the loopback address reads nothing. Unused with [`auth`](Self::auth).
+    ///
+    /// ```
+    /// let config = chatmem_server::ServerConfig {
+    ///     allowed_hosts: vec!["chatmem.internal".into()],
+    ///     ..Default::default()
+    /// };
+    /// # let _ = config;
+    /// ```
+    pub allowed_hosts: Vec<String>,
+    /// Origins (`https://app.example`, `http://localhost:3000`) whose pages may call the
+    /// server: they get CORS answers. A request with any other cross-site `Origin` is refused
+    /// with 403 `forbidden_origin` (empty, the default: no page may).
+    pub allowed_origins: Vec<String>,
 }

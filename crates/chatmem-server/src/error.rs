@@ -84,19 +84,40 @@ impl From<chatmem::Error> for ApiError {
             }
             Error::BatchTooLarge { .. } => Self::too_large(e.to_string()),
             _ if e.is_transient() => match e.store_error() {
-                Some(store) if !store.is_conflict() => Self::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "store_unavailable",
-                    "the store is unavailable",
-                ),
+                Some(store) if !store.is_conflict() => {
+                    log_store_error(tracing::Level::WARN, store);
+                    Self::new(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "store_unavailable",
+                        "the store is unavailable",
+                    )
+                }
                 // Too much contention, or one lost version check.
                 _ => Self::new(StatusCode::CONFLICT, "contention", e.to_string()),
             },
             _ => {
-                tracing::error!(error = %e, "store failure");
+                match e.store_error() {
+                    Some(store) => log_store_error(tracing::Level::ERROR, store),
+                    None => tracing::error!("store failure"),
+                }
                 Self::new(StatusCode::INTERNAL_SERVER_ERROR, "store_error", "the store failed")
             }
         }
+    }
+}
+
+/// Logs a store's failure without the conversation it names (ids are the client's data): its
+/// kind, its context (free of user data by [`chatmem::store::StoreError::new`]'s contract) and
+/// the driver's error behind it.
+fn log_store_error(level: tracing::Level, e: &chatmem::store::StoreError) {
+    use std::error::Error as _;
+    let kind = e.kind();
+    let context = e.context();
+    let cause = e.source().map(ToString::to_string).unwrap_or_default();
+    if level == tracing::Level::ERROR {
+        tracing::error!(kind = ?kind, context, cause, "store failure");
+    } else {
+        tracing::warn!(kind = ?kind, context, cause, "store failure");
     }
 }
 
@@ -122,7 +143,8 @@ pub(crate) struct ErrorDetail {
     /// A stable machine-readable code: `invalid_request`, `unauthorized`, `not_found`,
     /// `too_large`, `uri_too_long`, `header_too_large`, `body_timeout`, `contention`,
     /// `store_unavailable` (down, or over the store timeout), `store_error`, `no_upstream`,
-    /// `upstream_error`.
+    /// `upstream_error`, `forbidden_host`, `forbidden_origin`, `unsupported_media_type`,
+    /// `method_not_allowed`.
     code: &'static str,
     /// One line for people; it names the field when a request was invalid.
     message: String,

@@ -42,6 +42,7 @@ mod app;
 mod auth;
 mod completions;
 mod config;
+mod edges;
 mod error;
 mod metered_store;
 mod metrics;

@@ -34,6 +34,7 @@ impl MeteredStore {
     /// The error of a call that did not answer within the timeout, counted as a `timeout`.
     fn timed_out(&self, op: &'static str) -> StoreError {
         self.metrics.store_error(op, "timeout");
+        tracing::warn!(operation = op, timeout = ?self.timeout, "the store did not answer in time");
         StoreError::new(
             StoreErrorKind::Unavailable,
             format!("the store did not answer within {:?}", self.timeout),

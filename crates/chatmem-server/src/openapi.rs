@@ -133,8 +133,11 @@ fn get_messages() {}
     params(("id" = String, Path, description = "the conversation id (may hold `/`)")),
     request_body = PostMessages,
     responses((status = 200, description = "committed atomically; the window after the commit", body = WindowBody),
-              (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 409, body = ErrorBody),
-              (status = 413, body = ErrorBody), (status = 503, body = ErrorBody)))]
+              (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+              (status = 403, description = "a Host or Origin the server does not answer to", body = ErrorBody),
+              (status = 409, body = ErrorBody), (status = 413, body = ErrorBody),
+              (status = 415, description = "the body is not declared JSON", body = ErrorBody),
+              (status = 503, body = ErrorBody)))]
 #[allow(dead_code)]
 fn post_messages() {}
 
@@ -159,7 +162,10 @@ fn delete_conversation() {}
     params(("X-Chatmem-Conversation" = String, Header, description = "the conversation whose memory the call uses")),
     request_body(content = Object, description = "OpenAI's chat-completion request; `messages` are the turn's new messages"),
     responses((status = 200, description = "OpenAI's chat completion, or with `\"stream\": true` its server-sent events", body = Object),
-              (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 413, body = ErrorBody),
+              (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+              (status = 403, description = "a Host or Origin the server does not answer to", body = ErrorBody),
+              (status = 413, body = ErrorBody),
+              (status = 415, description = "the body is not declared JSON", body = ErrorBody),
               (status = 502, description = "the upstream model failed", body = ErrorBody),
               (status = 503, description = "no upstream is configured", body = ErrorBody)))]
 #[allow(dead_code)]

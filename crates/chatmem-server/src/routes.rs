@@ -15,12 +15,19 @@ use crate::auth::{Tenant, bearer_token};
 use crate::error::ApiError;
 use crate::policy::PolicyOverride;
 
-/// Answers `result`, an error naming the request.
+/// Answers `result`, an error naming the request. A failure of the server's (5xx: the store,
+/// the upstream) is logged at `warn`, a refusal of the client's request (4xx) at `debug`; both
+/// in the request's span, so with its id.
 pub(crate) fn respond(id: &RequestId, result: Result<Response, ApiError>) -> Response {
     match result {
         Ok(r) => r,
         Err(e) => {
-            tracing::debug!(status = e.status().as_u16(), code = e.code(), "refused");
+            let (status, code) = (e.status().as_u16(), e.code());
+            if e.status().is_server_error() {
+                tracing::warn!(status, code, "failed");
+            } else {
+                tracing::debug!(status, code, "refused");
+            }
             e.with_request_id(&id.0).into_response()
         }
     }
@@ -36,9 +43,14 @@ pub(crate) fn tenant(state: &AppState, headers: &HeaderMap) -> Result<Tenant, Ap
         .and_then(|v| v.to_str().ok())
         .and_then(bearer_token)
         .ok_or_else(|| ApiError::unauthorized("an Authorization: Bearer <token> header is required"))?;
-    auth.tenant_for(token)
+    let tenant = auth
+        .tenant_for(token)
         .cloned()
-        .ok_or_else(|| ApiError::unauthorized("the bearer token is not valid"))
+        .ok_or_else(|| ApiError::unauthorized("the bearer token is not valid"))?;
+    // The request's span (app.rs) names the tenant from here on; a name is configuration,
+    // not user data.
+    tracing::Span::current().record("tenant", tenant.name());
+    Ok(tenant)
 }
 
 /// The conversation a path names, and what of it (`messages`, `history` or the conversation).
@@ -323,7 +335,7 @@ pub(crate) async fn post_conversation(
         let mut turn = memory.begin(&key).await?;
         turn.extend(messages);
         let after = turn.commit_window().await?;
-        tracing::debug!(conversation = %key, "messages committed");
+        tracing::debug!("messages committed");
         Ok((StatusCode::OK, window_json(id, &after.into_messages())).into_response())
     }
     .await;

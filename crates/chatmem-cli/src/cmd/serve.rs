@@ -8,6 +8,7 @@ use anyhow::{Context, bail};
 use chatmem_server::{Auth, Limits, PolicyCaps, ServeOptions, ServerConfig, Upstream, app, metrics_app};
 
 use crate::args::{ServeCommand, parse_duration, positive};
+use crate::logs::LogFormat;
 
 /// Serve conversation memory over HTTP for applications in any language.
 #[derive(clap::Args, Debug)]
@@ -57,9 +58,54 @@ pub(crate) struct ServeArgs {
     /// remaining connections are closed.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     shutdown_timeout: Duration,
+    /// Without --auth, also answer requests whose Host is NAME (or NAME:PORT); repeatable.
+    /// By default only localhost, 127.0.0.1 and [::1] are answered, so a web page that points
+    /// its own DNS name at this machine reads nothing.
+    #[arg(long = "allowed-host", value_name = "NAME", value_parser = parse_host)]
+    allowed_hosts: Vec<String>,
+    /// Let web pages of ORIGIN (`https://app.example`) call the server, with CORS; repeatable.
+    /// By default a request from another site's page is refused (403).
+    #[arg(long = "allowed-origin", value_name = "ORIGIN", value_parser = parse_origin)]
+    allowed_origins: Vec<String>,
+    /// Log lines on stderr as `text` or `json` (one object per line); RUST_LOG sets the level
+    /// (default: info for chatmem, warn for the rest).
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+/// `--allowed-host`: a name, optionally with a port (`chatmem.internal`, `10.0.0.5:8080`).
+fn parse_host(value: &str) -> Result<String, String> {
+    let bad = value.is_empty()
+        || value
+            .chars()
+            .any(|c| c.is_whitespace() || matches!(c, '/' | '@' | '?' | '#'));
+    if bad {
+        return Err(format!("{value:?} is not a host name (give NAME or NAME:PORT)"));
+    }
+    Ok(value.to_owned())
+}
+
+/// `--allowed-origin`: `http(s)://host[:port]`, as browsers send it in `Origin`.
+fn parse_origin(value: &str) -> Result<String, String> {
+    let value = value.trim_end_matches('/');
+    let authority = value
+        .strip_prefix("https://")
+        .or_else(|| value.strip_prefix("http://"))
+        .unwrap_or_default();
+    if parse_host(authority).is_err() {
+        return Err(format!(
+            "{value:?} is not an origin (give SCHEME://HOST[:PORT], as `https://app.example`)"
+        ));
+    }
+    Ok(value.to_owned())
 }
 
 impl ServeArgs {
+    /// How the server's log lines are written (`--log-format`).
+    pub(crate) fn log_format(&self) -> LogFormat {
+        self.log_format
+    }
+
     /// How the listeners treat slow clients and shut down.
     fn serve_options(&self) -> ServeOptions {
         ServeOptions {
@@ -134,6 +180,8 @@ async fn serve(
         auth,
         upstream,
         limits,
+        allowed_hosts: args.allowed_hosts.clone(),
+        allowed_origins: args.allowed_origins.clone(),
         ..ServerConfig::default()
     };
     if let Some(addr) = args.metrics_listen {
