@@ -2,7 +2,8 @@
 //! (`tower::ServiceExt::oneshot`, no socket): no panic and no 5xx; every refusal is the one
 //! JSON error shape with a printable message and the request's id; the memory API accepts a
 //! batch exactly when `chatmem::parse_messages` does and reads back what it answered; a path
-//! id round-trips; chat-completion bodies are parsed to the end (the upstream is a URL the
+//! id round-trips; any method and hostile headers (`Host`, `Origin`, content type and length)
+//! change an answer, never its shape; chat-completion bodies are parsed to the end (the upstream is a URL the
 //! model builder refuses, so a body that parses answers "the upstream model cannot be used"
 //! without any network).
 //!
@@ -101,7 +102,44 @@ struct Case {
     method: Method,
     target: Target,
     payload: Payload,
+    /// Headers set over the usual ones (a hostile `Host`, `Origin`, content type or length,
+    /// anything): they may change the answer, never its shape.
+    headers: Vec<(String, Vec<u8>)>,
 }
+
+/// Header names a hostile client plays with, beside arbitrary ones.
+const HEADER_NAMES: &[&str] = &[
+    "host",
+    "origin",
+    "content-type",
+    "content-length",
+    "transfer-encoding",
+    "authorization",
+    "x-chatmem-conversation",
+    "access-control-request-method",
+    "accept",
+    "cookie",
+];
+
+/// Header values that mean something to the server's edges, beside arbitrary bytes.
+const HEADER_VALUES: &[&str] = &[
+    "evil.example",
+    "localhost",
+    "127.0.0.1:8080",
+    "[::1]",
+    "null",
+    "https://evil.example",
+    "http://localhost",
+    "text/plain",
+    "application/json; charset=utf-8",
+    "application/merge-patch+json",
+    "multipart/form-data; boundary=x",
+    "99999999999",
+    "0",
+    "chunked",
+    "Bearer fuzz-token-0123456789",
+    "",
+];
 
 impl Case {
     fn arbitrary(u: &mut Unstructured<'_>) -> Result<Self> {
@@ -112,7 +150,7 @@ impl Case {
             2 => Some("Bearer wrong".into()),
             _ => Some(u.arbitrary()?),
         };
-        let method = u
+        let mut method = u
             .choose(&[Method::GET, Method::POST, Method::DELETE, Method::PUT, Method::PATCH])?
             .clone();
         let target = match u.int_in_range(0..=5)? {
@@ -152,12 +190,36 @@ impl Case {
         } else {
             Payload::Raw(u.arbitrary()?)
         };
+        // Drawn last, each behind a `bool` (false once the data runs out), so the inputs found
+        // before these existed still decode to the requests they were.
+        if u.arbitrary()? {
+            method = match u.int_in_range(0..=2)? {
+                0 => Method::OPTIONS,
+                1 => Method::HEAD,
+                _ => Method::from_bytes(u.arbitrary::<&[u8]>()?).unwrap_or(Method::TRACE),
+            };
+        }
+        let mut headers = Vec::new();
+        while headers.len() < 4 && u.arbitrary()? {
+            let name = if u.ratio(3, 4)? {
+                (*u.choose(HEADER_NAMES)?).to_owned()
+            } else {
+                u.arbitrary()?
+            };
+            let value = if u.ratio(2, 3)? {
+                u.choose(HEADER_VALUES)?.as_bytes().to_vec()
+            } else {
+                u.arbitrary()?
+            };
+            headers.push((name, value));
+        }
         Ok(Self {
             auth,
             authorization,
             method,
             target,
             payload,
+            headers,
         })
     }
 
@@ -197,7 +259,14 @@ impl Case {
         if let Target::Completions { header: Some(h) } = &self.target {
             r = r.header("x-chatmem-conversation", h.as_str());
         }
-        r.body(Body::from(body)).ok()
+        let mut request = r.body(Body::from(body)).ok()?;
+        for (name, value) in &self.headers {
+            // A name or value http cannot carry is not a request a client can send.
+            let name = axum::http::HeaderName::from_bytes(name.as_bytes()).ok()?;
+            let value = axum::http::HeaderValue::from_bytes(value).ok()?;
+            request.headers_mut().insert(name, value);
+        }
+        Some(request)
     }
 
     /// The tenant's view is open: no auth, or the right token.
@@ -212,6 +281,9 @@ impl Case {
             return; // not a request http can carry (a bad URI or header)
         };
         let (status, body) = send(&router, request).await;
+        if !self.headers.is_empty() || self.method == Method::HEAD {
+            return; // the answer's shape was checked; what the headers change is theirs
+        }
         let messages = match &self.payload {
             Payload::Messages(m) => Some(chatmem::parse_messages(m)),
             Payload::Raw(_) => None,
@@ -281,6 +353,8 @@ fn error_message(body: &Value) -> &str {
 /// Sends `request`; asserts what every answer has (a request id; no 5xx; the one error shape)
 /// and returns the status and the JSON body (`null` for an empty one).
 async fn send(router: &Router, request: Request<Body>) -> (StatusCode, Value) {
+    let head = request.method() == Method::HEAD;
+    let preflight = request.method() == Method::OPTIONS;
     let response = router.clone().oneshot(request).await.expect("the router is infallible");
     let status = response.status();
     let request_id = response
@@ -297,6 +371,10 @@ async fn send(router: &Router, request: Request<Body>) -> (StatusCode, Value) {
         "{status}: {}",
         String::from_utf8_lossy(&bytes)
     );
+    // HEAD answers GET's head without its body; a CORS preflight has none either.
+    if head || (status == StatusCode::OK && bytes.is_empty() && preflight) {
+        return (status, Value::Null);
+    }
     if status == StatusCode::NO_CONTENT {
         assert!(bytes.is_empty());
         return (status, Value::Null);

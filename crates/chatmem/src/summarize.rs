@@ -117,7 +117,10 @@ pub(crate) async fn pending_summary<S: Store>(
         let page = match store.history(id, covered, limit).await {
             Ok(page) => page,
             Err(e) => {
-                tracing::warn!(conversation = %id, error = %e, "could not read messages to summarize; they stay pending");
+                // Ids and store errors (which name the conversation) only at trace: they are
+                // the user's data.
+                tracing::warn!(kind = ?e.kind(), "could not read messages to summarize; they stay pending");
+                tracing::trace!(conversation = %id, error = %e, "the history read that failed");
                 return None;
             }
         };
@@ -154,7 +157,7 @@ pub(crate) async fn pending_summary<S: Store>(
             (summary, covered)
         }),
         None => {
-            tracing::debug!(conversation = %id, "the summary is late; the turn commits without it");
+            tracing::debug!("the summary is late; the turn commits without it");
             summarizer.report(SummaryOutcome::Late);
             if fresh {
                 summarizer.run_late(entry.call.clone());
@@ -180,7 +183,8 @@ fn start(
         match summarizer.summarize(old.as_ref(), &chunk, upto, counter.as_ref()).await {
             Ok(summary) => Some(summary),
             Err(e) => {
-                tracing::warn!(conversation = %id, error = %e, "summary failed; the evicted messages stay stored for a later turn");
+                tracing::warn!(kind = ?e.kind(), "summary failed; the evicted messages stay stored for a later turn");
+                tracing::trace!(conversation = %id, error = %e, "the summary call that failed");
                 summarizer.report(SummaryOutcome::Failed(e.kind()));
                 None
             }

@@ -329,7 +329,7 @@ impl<'m, S: Store> Turn<'m, S> {
             match memory.store().commit(&self.id, commit).await {
                 Ok(version) => return Ok(Some((kept, version))),
                 Err(e) if e.is_conflict() && attempt < memory.max_attempts() => {
-                    tracing::debug!(conversation = %self.id, attempt, "commit lost a version check; reloading");
+                    tracing::debug!(attempt, "commit lost a version check; reloading");
                     backoff(attempt).await;
                     self.loaded = memory.load(&self.id).await?;
                 }
