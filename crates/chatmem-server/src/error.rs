@@ -152,16 +152,28 @@ pub(crate) struct ErrorDetail {
     request_id: Option<String>,
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let body = ErrorBody {
+impl ApiError {
+    /// The body this error answers, in the one shape.
+    fn body(&self) -> ErrorBody {
+        ErrorBody {
             error: ErrorDetail {
                 code: self.code,
-                message: self.message,
-                request_id: self.request_id,
+                message: self.message.clone(),
+                request_id: self.request_id.clone(),
             },
-        };
-        let mut response = (self.status, Json(body)).into_response();
+        }
+    }
+
+    /// The body as JSON bytes, for an answer written outside axum (the listener's).
+    pub(crate) fn body_json(&self) -> Vec<u8> {
+        // Strings and an optional string: serializing cannot fail.
+        serde_json::to_vec(&self.body()).unwrap_or_default()
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = (self.status, Json(self.body())).into_response();
         if self.status == StatusCode::UNAUTHORIZED {
             // RFC 6750: a 401 says which scheme would be accepted.
             response

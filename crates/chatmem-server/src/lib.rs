@@ -50,6 +50,7 @@ mod openapi;
 mod policy;
 mod routes;
 mod serve;
+mod unreadable;
 
 pub use crate::app::{AppState, app};
 pub use crate::auth::{Auth, AuthError, DEFAULT_MAX_ID_BYTES, MAX_TENANT_BYTES, Tenant, bearer_token};

@@ -30,13 +30,14 @@ use tower::ServiceExt;
 use crate::app::RequestId;
 use crate::config::Limits;
 use crate::error::ApiError;
+use crate::unreadable::JsonRefusals;
 
 /// hyper's bound on its read buffer, which holds a request's head while it is parsed: far
 /// above [`Limits::max_header_bytes`] and [`Limits::max_uri_bytes`], so a head over those
 /// reaches [`refuse_oversized`] and is answered in the JSON shape. hyper answers what it cannot
-/// parse itself, with a fixed bodiless response and no hook to change it (`on_error` in its
-/// h1 role): 400 for bytes it cannot read (a raw 0xFF in the path, two `Content-Length`s), 431
-/// for a head over this bound or over 100 header fields, 414 for a URI over 64 KiB.
+/// parse itself (400 for bytes it cannot read, 431 for a head over this bound or over 100
+/// header fields, 414 for a URI over 64 KiB) with a bodiless response, which
+/// [`JsonRefusals`] rewrites in the JSON shape.
 const HEAD_BUFFER_BYTES: usize = 256 << 10;
 
 /// How [`serve`] treats slow and idle clients, and how long it takes to stop.
@@ -88,8 +89,8 @@ impl Default for ServeOptions {
 /// what is left and returns. Slow clients are held to `options` (the alternative to
 /// `axum::serve`, which waits for every client as long as it likes).
 ///
-/// Requests hyper cannot parse get its bodiless 400, 414 or 431 (see `HEAD_BUFFER_BYTES`);
-/// everything else is the router's, in its one JSON error shape.
+/// Every answer is in the one JSON error shape: the router's, and hyper's own to requests it
+/// cannot parse (rewritten from its bodiless answers, see `unreadable.rs`).
 ///
 /// Accept errors (too many open files, a connection reset before it was accepted) are logged
 /// and retried, as `axum::serve` does, so today it returns `Ok` once shut down; the `Result`
@@ -181,10 +182,10 @@ async fn accept_failed(e: &io::Error) {
 /// deadline aborts it.
 async fn connection(stream: TcpStream, http: http1::Builder, router: Router, options: ServeOptions, watcher: Watcher) {
     let (activity, phase) = Activity::new(options);
-    let io = TokioIo::new(Watched {
+    let io = TokioIo::new(JsonRefusals::new(Watched {
         stream,
         activity: Arc::clone(&activity),
-    });
+    }));
     let body_timeout = options.body_timeout;
     let service = hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
         let router = router.clone();

@@ -65,6 +65,11 @@ async fn send(stream: &mut TcpStream, bytes: &[u8]) {
 /// One response: its status and its body parsed as JSON (`Null` when it is not JSON). Fails
 /// when the connection closes first.
 async fn response(stream: &mut TcpStream) -> (u16, Value) {
+    read_response(stream).await
+}
+
+/// [`response`] from any reader (half of a split stream).
+async fn read_response(stream: &mut (impl tokio::io::AsyncRead + Unpin)) -> (u16, Value) {
     let mut buf = Vec::new();
     let head_end = loop {
         if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
@@ -366,4 +371,46 @@ async fn a_head_over_the_limits_is_answered_in_the_json_shape() {
     )
     .await;
     assert_eq!(answer(&mut stream).await.0, 200);
+}
+
+#[tokio::test]
+async fn what_the_http_parser_refuses_is_answered_in_the_json_shape_too() {
+    let (addr, _stop, _server) = start(chatmem_app(), patient()).await;
+    let huge_head = format!(
+        "GET /healthz HTTP/1.1\r\nhost: localhost\r\nx-big: {}\r\n\r\n",
+        "a".repeat(1 << 20)
+    );
+    let many_headers: String = (0..120).map(|i| format!("x-h{i}: 1\r\n")).collect();
+    let many_headers = format!("GET /healthz HTTP/1.1\r\nhost: localhost\r\n{many_headers}\r\n");
+    let long_uri = format!("GET /{} HTTP/1.1\r\nhost: localhost\r\n\r\n", "u".repeat(70_000));
+    let cases: [(&[u8], u16, &str); 5] = [
+        (b"GET /v1/\xff HTTP/1.1\r\nhost: localhost\r\n\r\n", 400, "bad_request"),
+        (
+            b"POST /v1/conversations/c1/messages HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: 2\r\ncontent-length: 3\r\n\r\n{}",
+            400,
+            "bad_request",
+        ),
+        (huge_head.as_bytes(), 431, "header_too_large"),
+        (
+            many_headers.as_bytes(),
+            431,
+            "header_too_large",
+        ),
+        (long_uri.as_bytes(), 414, "uri_too_long"),
+    ];
+    for (request, status, code) in cases {
+        let stream = connect(addr).await;
+        let (mut reading, mut writing) = stream.into_split();
+        // The server answers (and closes) before it has read everything of the larger ones.
+        let request = request.to_vec();
+        let writer = tokio::spawn(async move { writing.write_all(&request).await });
+        let (answered, body) = tokio::time::timeout(BOUND, read_response(&mut reading))
+            .await
+            .expect("an answer in time");
+        assert_eq!(error_code(answered, &body), (status, code.to_owned()), "{body}");
+        let mut rest = Vec::new();
+        let end = tokio::time::timeout(BOUND, reading.read_to_end(&mut rest)).await;
+        assert!(end.is_ok(), "the connection is closed after the refusal");
+        writer.abort();
+    }
 }
