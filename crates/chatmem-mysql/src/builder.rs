@@ -74,51 +74,6 @@ impl MysqlStoreBuilder {
         }
     }
 
-    /// How many connections the pool may open (default [`DEFAULT_POOL_SIZE`]); zero is
-    /// refused by [`connect`](Self::connect).
-    pub fn pool_size(mut self, size: usize) -> Self {
-        self.pool_size = size;
-        self
-    }
-
-    /// Sets the connect, pool and statement timeouts at once (each default
-    /// [`DEFAULT_TIMEOUT`]); one of those also called wins. URL: `chatmem_timeout_ms`.
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeouts.timeout = Some(timeout);
-        self
-    }
-
-    /// The most opening one connection may take, handshake included (default
-    /// [`DEFAULT_TIMEOUT`]); longer than zero. URL: `chatmem_connect_timeout_ms`.
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.timeouts.connect = Some(timeout);
-        self
-    }
-
-    /// The most an operation waits for a pooled connection when all are busy (default
-    /// [`DEFAULT_TIMEOUT`]). URL: `chatmem_pool_timeout_ms`.
-    pub fn pool_timeout(mut self, timeout: Duration) -> Self {
-        self.timeouts.pool = Some(timeout);
-        self
-    }
-
-    /// The most the client waits for one statement's answer (default [`DEFAULT_TIMEOUT`]),
-    /// at least 1 ms; also the server's `innodb_lock_wait_timeout` (in whole seconds,
-    /// rounded up), so that a commit waiting for a row lock gives up on the server too.
-    /// URL: `chatmem_statement_timeout_ms`.
-    pub fn statement_timeout(mut self, timeout: Duration) -> Self {
-        self.timeouts.statement = Some(timeout);
-        self
-    }
-
-    /// The prefix of chatmem's tables and procedures in the URL's database (default
-    /// [`DEFAULT_PREFIX`]): 1-40 ASCII letters, digits and `_`, not starting with a digit.
-    /// Separate prefixes are separate stores: tests use one each.
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
-        self
-    }
-
     /// Whether [`connect`](Self::connect) creates or upgrades the tables of the
     /// [prefix](Self::prefix) (default: true). With false it writes nothing: it only checks
     /// that they are at [`SCHEMA_VERSION`](crate::SCHEMA_VERSION), so that a program that
@@ -127,6 +82,38 @@ impl MysqlStoreBuilder {
     /// [`StoreErrorKind::InvalidInput`] naming the prefix and the server.
     pub fn migrate(mut self, migrate: bool) -> Self {
         self.migrate = migrate;
+        self
+    }
+
+    chatmem::timeout_setters! {
+        /// Sets the connect, pool and statement timeouts at once (each default
+        /// [`DEFAULT_TIMEOUT`]); one of those also called wins. URL: `chatmem_timeout_ms`.
+        timeout;
+        /// The most opening one connection may take, handshake included (default
+        /// [`DEFAULT_TIMEOUT`]); longer than zero. URL: `chatmem_connect_timeout_ms`.
+        connect_timeout;
+        /// The most an operation waits for a pooled connection when all are busy (default
+        /// [`DEFAULT_TIMEOUT`]). URL: `chatmem_pool_timeout_ms`.
+        pool_timeout;
+        /// The most the client waits for one statement's answer (default [`DEFAULT_TIMEOUT`]),
+        /// at least 1 ms; also the server's `innodb_lock_wait_timeout` (in whole seconds,
+        /// rounded up), so that a commit waiting for a row lock gives up on the server too.
+        /// URL: `chatmem_statement_timeout_ms`.
+        statement_timeout;
+    }
+
+    /// How many connections the pool may open (default [`DEFAULT_POOL_SIZE`]); zero is
+    /// refused by [`connect`](Self::connect).
+    pub fn pool_size(mut self, size: usize) -> Self {
+        self.pool_size = size;
+        self
+    }
+
+    /// The prefix of chatmem's tables and procedures in the URL's database (default
+    /// [`DEFAULT_PREFIX`]): 1-40 ASCII letters, digits and `_`, not starting with a digit.
+    /// Separate prefixes are separate stores: tests use one each.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
         self
     }
 

@@ -4,44 +4,34 @@
 use mysql_async::Row;
 use mysql_async::prelude::FromValue;
 
-use chatmem::store::{SharedMessages, Snapshot, StoreError, StoredMessage};
-use chatmem::{ConversationId, Summary};
+use chatmem::ConversationId;
+use chatmem::store::{ConversationRow, Snapshot, StoreError, StoredMessage, snapshot_from_rows};
 
 /// The rows of the load statement: the conversation row, then its messages. No row at
 /// all: an unknown or expired conversation.
 pub(crate) fn snapshot(id: &ConversationId, rows: &[Row]) -> Result<Snapshot, StoreError> {
-    let mut rows = rows.iter();
-    let Some(head) = rows.next() else {
-        return Ok(Snapshot::empty());
+    let head = |read: &Reader<'_>, head: &Row| {
+        let system_json = read.get::<Option<Vec<u8>>>(head, 7)?;
+        let system_counted_by = read.get::<Option<String>>(head, 6)?;
+        let summary_json = read.get::<Option<Vec<u8>>>(head, 8)?;
+        Ok(ConversationRow {
+            version: read.get(head, 1)?,
+            window_start: read.get(head, 2)?,
+            next_seq: read.get(head, 3)?,
+            system: read.system_message(
+                read.get(head, 4)?,
+                read.get(head, 5)?,
+                system_json.as_deref(),
+                system_counted_by.as_deref(),
+            )?,
+            summary: read.summary(summary_json.as_deref())?,
+        })
     };
-    let read = Reader::conversation_row(id);
-    let system = read.system_message(
-        read.get(head, 4)?,
-        read.get(head, 5)?,
-        read.get::<Option<Vec<u8>>>(head, 7)?.as_deref(),
-        read.get::<Option<String>>(head, 6)?.as_deref(),
-    )?;
-    let summary = read
-        .get::<Option<Vec<u8>>>(head, 8)?
-        .map(|json| Summary::from_json(id, &json))
-        .transpose()?;
-    let mut snapshot = Snapshot {
-        version: read.counter(read.get::<Option<i64>>(head, 1)?, "version")?,
-        system,
-        window_start: read.counter(read.get::<Option<i64>>(head, 2)?, "window_start")?,
-        next_seq: read.counter(read.get::<Option<i64>>(head, 3)?, "next_seq")?,
-        messages: SharedMessages::new(),
-        summary,
-    };
-    let read = Reader::message_rows(id);
-    let mut messages = Vec::with_capacity(rows.len());
-    for row in rows {
+    snapshot_from_rows(id, rows, head, |read, row| {
         let json = read.get::<Vec<u8>>(row, 7)?;
         let counted_by = read.get::<Option<String>>(row, 6)?;
-        messages.push(read.message(read.get(row, 4)?, read.get(row, 5)?, &json, counted_by.as_deref())?);
-    }
-    snapshot.messages = messages.into();
-    Ok(snapshot)
+        read.message(read.get(row, 4)?, read.get(row, 5)?, &json, counted_by.as_deref())
+    })
 }
 
 /// The rows of the history statement: seq, tokens, counted_by, json.

@@ -72,42 +72,29 @@ impl PostgresStoreBuilder {
         self
     }
 
-    /// Sets the [connect](Self::connect_timeout), [pool](Self::pool_timeout) and
-    /// [statement](Self::statement_timeout) timeouts at once (each default
-    /// [`DEFAULT_TIMEOUT`]); one of those also called on the builder wins. URL parameter:
-    /// `chatmem_timeout_ms`.
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeouts.timeout = Some(timeout);
-        self
-    }
-
-    /// The most opening one connection may take, TCP connect and authentication included
-    /// (default [`DEFAULT_TIMEOUT`]); must be longer than zero. URL parameter:
-    /// `chatmem_connect_timeout_ms`, or the standard `connect_timeout` (seconds).
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.timeouts.connect = Some(timeout);
-        self
-    }
-
-    /// The most an operation waits for a pooled connection when all
-    /// [`pool_size`](Self::pool_size) are busy (default [`DEFAULT_TIMEOUT`]); zero means
-    /// fail at once rather than wait. Past it the operation fails with
-    /// [`StoreErrorKind::Unavailable`]. URL parameter: `chatmem_pool_timeout_ms`.
-    pub fn pool_timeout(mut self, timeout: Duration) -> Self {
-        self.timeouts.pool = Some(timeout);
-        self
-    }
-
-    /// The most one statement may take (default [`DEFAULT_TIMEOUT`]): the server's
-    /// `statement_timeout` of every connection, so that a statement abandoned by the client
-    /// does not keep running, and how long the client waits for the answer (250 ms more, so
-    /// that the server's own cancel, which says nothing was written, arrives first) before it
-    /// fails with [`StoreErrorKind::Unavailable`] and closes the connection. From 1 ms to
-    /// [`MAX_STATEMENT_TIMEOUT`]; PostgreSQL counts whole milliseconds, so a fraction is
-    /// rounded up. URL parameter: `chatmem_statement_timeout_ms`.
-    pub fn statement_timeout(mut self, timeout: Duration) -> Self {
-        self.timeouts.statement = Some(timeout);
-        self
+    chatmem::timeout_setters! {
+        /// Sets the [connect](Self::connect_timeout), [pool](Self::pool_timeout) and
+        /// [statement](Self::statement_timeout) timeouts at once (each default
+        /// [`DEFAULT_TIMEOUT`]); one of those also called on the builder wins. URL parameter:
+        /// `chatmem_timeout_ms`.
+        timeout;
+        /// The most opening one connection may take, TCP connect and authentication included
+        /// (default [`DEFAULT_TIMEOUT`]); must be longer than zero. URL parameter:
+        /// `chatmem_connect_timeout_ms`, or the standard `connect_timeout` (seconds).
+        connect_timeout;
+        /// The most an operation waits for a pooled connection when all
+        /// [`pool_size`](Self::pool_size) are busy (default [`DEFAULT_TIMEOUT`]); zero means
+        /// fail at once rather than wait. Past it the operation fails with
+        /// [`StoreErrorKind::Unavailable`]. URL parameter: `chatmem_pool_timeout_ms`.
+        pool_timeout;
+        /// The most one statement may take (default [`DEFAULT_TIMEOUT`]): the server's
+        /// `statement_timeout` of every connection, so that a statement abandoned by the client
+        /// does not keep running, and how long the client waits for the answer (250 ms more, so
+        /// that the server's own cancel, which says nothing was written, arrives first) before it
+        /// fails with [`StoreErrorKind::Unavailable`] and closes the connection. From 1 ms to
+        /// [`MAX_STATEMENT_TIMEOUT`]; PostgreSQL counts whole milliseconds, so a fraction is
+        /// rounded up. URL parameter: `chatmem_statement_timeout_ms`.
+        statement_timeout;
     }
 
     /// The schema holding chatmem's tables (default [`DEFAULT_SCHEMA`]); created if

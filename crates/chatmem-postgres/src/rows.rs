@@ -4,46 +4,34 @@
 use deadpool_postgres::tokio_postgres::Row;
 use deadpool_postgres::tokio_postgres::types::FromSql;
 
-use chatmem::store::{SharedMessages, Snapshot, StoreError, StoredMessage};
-use chatmem::{ConversationId, Summary};
+use chatmem::ConversationId;
+use chatmem::store::{ConversationRow, Snapshot, StoreError, StoredMessage, snapshot_from_rows};
 
 /// The rows of the load statement: the conversation row, then its messages. No row at
 /// all: an unknown or expired conversation.
 pub(crate) fn snapshot(id: &ConversationId, rows: &[Row]) -> Result<Snapshot, StoreError> {
-    let mut rows = rows.iter();
-    let Some(head) = rows.next() else {
-        return Ok(Snapshot::empty());
+    let head = |read: &Reader<'_>, head: &Row| {
+        Ok(ConversationRow {
+            version: read.get(head, 1)?,
+            window_start: read.get(head, 2)?,
+            next_seq: read.get(head, 3)?,
+            system: read.system_message(
+                read.get(head, 4)?,
+                read.get(head, 5)?,
+                read.get::<Option<&str>>(head, 6)?.map(str::as_bytes),
+                read.get(head, 7)?,
+            )?,
+            summary: read.summary(read.get::<Option<&str>>(head, 8)?.map(str::as_bytes))?,
+        })
     };
-    let read = Reader::conversation_row(id);
-    let system = read.system_message(
-        read.get(head, 4)?,
-        read.get(head, 5)?,
-        read.get::<Option<&str>>(head, 6)?.map(str::as_bytes),
-        read.get(head, 7)?,
-    )?;
-    let mut snapshot = Snapshot {
-        version: read.counter(read.get::<Option<i64>>(head, 1)?, "version")?,
-        system,
-        window_start: read.counter(read.get::<Option<i64>>(head, 2)?, "window_start")?,
-        next_seq: read.counter(read.get::<Option<i64>>(head, 3)?, "next_seq")?,
-        messages: SharedMessages::new(),
-        // NULL: none yet, as for every conversation written before schema version 4.
-        summary: read
-            .get::<Option<&str>>(head, 8)?
-            .map(|json| Summary::from_json(id, json.as_bytes()))
-            .transpose()?,
-    };
-    let read = Reader::message_rows(id);
-    let mut messages = Vec::with_capacity(rows.len());
-    for row in rows {
-        let seq = read.get::<i64>(row, 4)?;
-        let tokens = read.get::<i64>(row, 5)?;
-        let json = read.get::<&str>(row, 6)?;
-        let counted_by = read.get::<Option<&str>>(row, 7)?;
-        messages.push(read.message(seq, tokens, json.as_bytes(), counted_by)?);
-    }
-    snapshot.messages = messages.into();
-    Ok(snapshot)
+    snapshot_from_rows(id, rows, head, |read, row| {
+        read.message(
+            read.get(row, 4)?,
+            read.get(row, 5)?,
+            read.get::<&str>(row, 6)?.as_bytes(),
+            read.get(row, 7)?,
+        )
+    })
 }
 
 /// The rows of the history statement: one message each.

@@ -32,12 +32,7 @@ impl Scribe {
 impl ChatModel for Scribe {
     async fn complete(&self, request: ChatRequest<'_>) -> Result<ChatResponse, ModelError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
-        let input = request
-            .messages
-            .last()
-            .and_then(|m| m.text())
-            .unwrap_or_default()
-            .into_owned();
+        let input = request.last_text().into_owned();
         let summary = scribe_summary(&input)
             .ok_or_else(|| ModelError::new(ModelErrorKind::InvalidRequest, "not a summary request"))?;
         Ok(ChatResponse {

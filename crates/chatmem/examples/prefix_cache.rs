@@ -112,12 +112,7 @@ struct OrderKeeper(Arc<Cost>);
 #[async_trait]
 impl ChatModel for OrderKeeper {
     async fn complete(&self, request: ChatRequest<'_>) -> Result<ChatResponse, ModelError> {
-        let input = request
-            .messages
-            .last()
-            .and_then(|m| m.text())
-            .unwrap_or_default()
-            .into_owned();
+        let input = request.last_text().into_owned();
         let mut orders: Vec<&str> = input.match_indices("LC2026").map(|(i, _)| &input[i..i + 14]).collect();
         orders.dedup();
         let keep = &orders[orders.len().saturating_sub(10)..];

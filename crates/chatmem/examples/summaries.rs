@@ -61,12 +61,7 @@ struct LineKeeper;
 #[async_trait]
 impl ChatModel for LineKeeper {
     async fn complete(&self, request: ChatRequest<'_>) -> Result<ChatResponse, ModelError> {
-        let input = request
-            .messages
-            .last()
-            .and_then(|m| m.text())
-            .unwrap_or_default()
-            .into_owned();
+        let input = request.last_text().into_owned();
         let (old, new) = input
             .split_once("\n\nMessages leaving the context:\n")
             .unwrap_or(("", &input));

@@ -71,6 +71,19 @@ impl<'a> ChatRequest<'a> {
             ..Self::default()
         }
     }
+
+    /// The text of the last message, empty without one: a summary request's input (the
+    /// transcript to summarize), which a stand-in model reads.
+    ///
+    /// ```
+    /// use chatmem::{ChatRequest, Message};
+    /// let messages = [Message::system("Summarize."), Message::user("user: order LC1")];
+    /// assert_eq!(ChatRequest::new(&messages).last_text(), "user: order LC1");
+    /// assert_eq!(ChatRequest::new(&[]).last_text(), "");
+    /// ```
+    pub fn last_text(&self) -> std::borrow::Cow<'a, str> {
+        self.messages.last().and_then(|m| m.text()).unwrap_or_default()
+    }
 }
 
 /// Token usage reported by the provider.

@@ -23,7 +23,7 @@ pub use crate::error::{StoreError, StoreErrorKind};
 pub use crate::redact::{HIDDEN_URL, redact_url};
 pub use crate::shared_messages::SharedMessages;
 pub use crate::tokens::{CounterName, UNCOUNTED};
-pub use columns::{RowReader, stored_counter, to_bigint, ttl_micros};
+pub use columns::{ConversationRow, RowReader, snapshot_from_rows, stored_counter, to_bigint, ttl_micros};
 pub use schema_version::SchemaVersion;
 pub use server_errors::{outcome_unknown, statement_timed_out};
 pub use timeouts::{

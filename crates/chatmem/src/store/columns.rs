@@ -1,12 +1,14 @@
 //! Converting between chatmem's numbers and a SQL store's signed 64-bit columns, in both
-//! directions, with the database's limits passed in.
+//! directions, with the database's limits passed in; reading a load's rows into a
+//! [`Snapshot`] ([`RowReader`], [`snapshot_from_rows`]).
 
 use std::time::Duration;
 
 use crate::error::StoreError;
 use crate::error::StoreErrorKind;
 use crate::id::ConversationId;
-use crate::store::StoredMessage;
+use crate::store::{Snapshot, StoredMessage};
+use crate::summary::Summary;
 
 /// `value` as a signed 64-bit column, `column_type` naming it in the error
 /// ("MySQL's BIGINT").
@@ -196,6 +198,84 @@ impl RowReader<'_> {
         };
         self.message(seq, tokens, json, counted_by).map(Some)
     }
+
+    /// The summary from its nullable JSON column (NULL: none yet, as for every conversation
+    /// written before summaries were stored).
+    ///
+    /// # Errors
+    /// [`StoreErrorKind::Corrupt`] for JSON that is not a summary.
+    pub fn summary(&self, json: Option<&[u8]>) -> Result<Option<Summary>, StoreError> {
+        json.map(|json| Summary::from_json(self.id, json)).transpose()
+    }
+}
+
+/// A conversation row as a SQL store's driver read it: the counters as stored (checked by
+/// [`snapshot_from_rows`]), the system message and the summary.
+#[derive(Debug, Default)]
+pub struct ConversationRow {
+    /// `version`.
+    pub version: Option<i64>,
+    /// `window_start`.
+    pub window_start: Option<i64>,
+    /// `next_seq`.
+    pub next_seq: Option<i64>,
+    /// The system message ([`RowReader::system_message`]).
+    pub system: Option<StoredMessage>,
+    /// The summary ([`RowReader::summary`]).
+    pub summary: Option<Summary>,
+}
+
+/// The [`Snapshot`] of a load statement's rows, as every SQL store's load answers them: no row
+/// at all is an unknown or expired conversation; else the first is the conversation row, read
+/// by `head`, and each one after it a message, read by `message` (with the readers that name
+/// those rows in errors).
+///
+/// ```
+/// use chatmem::{ConversationId, Message};
+/// use chatmem::store::{ConversationRow, StoredMessage, snapshot_from_rows};
+/// let id = ConversationId::new("c1")?;
+/// let rows = [None, Some((3_i64, StoredMessage::new(3, 1, Message::user("hi")).message_json()?))];
+/// let snapshot = snapshot_from_rows(
+///     &id,
+///     &rows,
+///     |_, _| Ok(ConversationRow { version: Some(2), window_start: Some(3), next_seq: Some(4), ..Default::default() }),
+///     |read, row| {
+///         let (seq, json) = row.as_ref().expect("a message row");
+///         read.message(*seq, 1, json.as_bytes(), None)
+///     },
+/// )?;
+/// assert_eq!((snapshot.version, snapshot.next_seq, snapshot.messages.len()), (2, 4, 1));
+/// assert!(!snapshot_from_rows(&id, &[] as &[()], |_, _| unreachable!(), |_, _| unreachable!())?.exists());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # Errors
+/// What `head` and `message` return, and [`StoreErrorKind::Corrupt`] for a NULL or negative
+/// counter.
+pub fn snapshot_from_rows<R>(
+    id: &ConversationId,
+    rows: &[R],
+    head: impl FnOnce(&RowReader<'_>, &R) -> Result<ConversationRow, StoreError>,
+    mut message: impl FnMut(&RowReader<'_>, &R) -> Result<StoredMessage, StoreError>,
+) -> Result<Snapshot, StoreError> {
+    let Some((first, rest)) = rows.split_first() else {
+        return Ok(Snapshot::empty());
+    };
+    let read = RowReader::conversation_row(id);
+    let row = head(&read, first)?;
+    let read_message = RowReader::message_rows(id);
+    let messages = rest
+        .iter()
+        .map(|r| message(&read_message, r))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Snapshot {
+        version: read.counter(row.version, "version")?,
+        system: row.system,
+        window_start: read.counter(row.window_start, "window_start")?,
+        next_seq: read.counter(row.next_seq, "next_seq")?,
+        messages: messages.into(),
+        summary: row.summary,
+    })
 }
 
 #[cfg(test)]

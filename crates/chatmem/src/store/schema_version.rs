@@ -27,6 +27,19 @@ pub struct SchemaVersion {
 }
 
 impl SchemaVersion {
+    /// Whether a store's migrations, by their numbers in order, are exactly 1 to
+    /// [`latest`](Self::latest): each store's unit test holds its list to this.
+    ///
+    /// ```
+    /// let versions = chatmem::store::SchemaVersion { store: "chatmem-x", latest: 3 };
+    /// assert!(versions.numbers_migrations([1, 2, 3]));
+    /// assert!(!versions.numbers_migrations([1, 3]));
+    /// assert!(!versions.numbers_migrations([1, 2, 3, 4]));
+    /// ```
+    pub fn numbers_migrations(&self, numbers: impl IntoIterator<Item = i32>) -> bool {
+        numbers.into_iter().eq(1..=self.latest)
+    }
+
     /// Checks the recorded version `current` (0: no tables) for a store connected without
     /// migrations, which must not create tables to read.
     ///

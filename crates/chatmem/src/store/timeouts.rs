@@ -50,6 +50,65 @@ pub struct TimeoutSettings {
     pub statement: Option<Duration>,
 }
 
+/// The four timeout setters of a SQL store's builder (a struct with a `timeouts:
+/// TimeoutSettings` field), each with the doc comment the store gives it: the setters are
+/// every store's, the words about each store's server its own.
+///
+/// ```
+/// use std::time::Duration;
+/// use chatmem::store::TimeoutSettings;
+///
+/// #[derive(Default)]
+/// pub struct Builder { timeouts: TimeoutSettings }
+/// impl Builder {
+///     chatmem::timeout_setters! {
+///         /// All at once.
+///         timeout;
+///         /// Opening a connection.
+///         connect_timeout;
+///         /// Waiting for a pooled connection.
+///         pool_timeout;
+///         /// One statement.
+///         statement_timeout;
+///     }
+/// }
+/// let b = Builder::default().timeout(Duration::from_secs(1)).statement_timeout(Duration::from_secs(2));
+/// assert_eq!((b.timeouts.timeout, b.timeouts.statement), (Some(Duration::from_secs(1)), Some(Duration::from_secs(2))));
+/// ```
+#[macro_export]
+macro_rules! timeout_setters {
+    (
+        $(#[$all:meta])* timeout;
+        $(#[$connect:meta])* connect_timeout;
+        $(#[$pool:meta])* pool_timeout;
+        $(#[$statement:meta])* statement_timeout;
+    ) => {
+        $(#[$all])*
+        pub fn timeout(mut self, timeout: ::std::time::Duration) -> Self {
+            self.timeouts.timeout = ::std::option::Option::Some(timeout);
+            self
+        }
+
+        $(#[$connect])*
+        pub fn connect_timeout(mut self, timeout: ::std::time::Duration) -> Self {
+            self.timeouts.connect = ::std::option::Option::Some(timeout);
+            self
+        }
+
+        $(#[$pool])*
+        pub fn pool_timeout(mut self, timeout: ::std::time::Duration) -> Self {
+            self.timeouts.pool = ::std::option::Option::Some(timeout);
+            self
+        }
+
+        $(#[$statement])*
+        pub fn statement_timeout(mut self, timeout: ::std::time::Duration) -> Self {
+            self.timeouts.statement = ::std::option::Option::Some(timeout);
+            self
+        }
+    };
+}
+
 /// The timeouts a store runs with, once builder, URL and default are combined and checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timeouts {
