@@ -44,6 +44,7 @@ mod completions;
 mod config;
 mod edges;
 mod error;
+mod extract;
 mod metered_store;
 mod metrics;
 mod openapi;
