@@ -2,7 +2,8 @@
 //! (`tower::ServiceExt::oneshot`, no socket): no panic and no 5xx; every refusal is the one
 //! JSON error shape with a printable message and the request's id; the memory API accepts a
 //! batch exactly when `chatmem::parse_messages` does and reads back what it answered; a path
-//! id round-trips; any method and hostile headers (`Host`, `Origin`, content type and length)
+//! id (one segment, `%2F` for a `/`) round-trips, and what was written under it is paged and
+//! deleted under it; any method and hostile headers (`Host`, `Origin`, content type and length)
 //! change an answer, never its shape; chat-completion bodies are parsed to the end (the upstream is a URL the
 //! model builder refuses, so a body that parses answers "the upstream model cannot be used"
 //! without any network).
@@ -312,6 +313,19 @@ impl Case {
                 let (read_status, read_body) = send(&router, read).await;
                 assert_eq!(read_status, StatusCode::OK, "{read_body}");
                 assert_eq!(read_body, body);
+                // The same id (one path segment, however odd) is paged and deleted too.
+                let conversation = uri.strip_suffix("/messages").expect("a messages path");
+                let history = self
+                    .request(Method::GET, &format!("{conversation}/history"), Vec::new())
+                    .expect("the same request pages");
+                let (history_status, history_body) = send(&router, history).await;
+                assert_eq!(history_status, StatusCode::OK, "{history_body}");
+                assert_eq!(history_body["conversation"].as_str(), Some(id.as_str()));
+                let delete = self
+                    .request(Method::DELETE, conversation, Vec::new())
+                    .expect("the same request deletes");
+                let (deleted, _) = send(&router, delete).await;
+                assert_eq!(deleted, StatusCode::NO_CONTENT, "{self:?}");
             }
             Target::Completions { header: Some(h) }
                 if self.method == Method::POST && self.authorized() && valid_id(h) =>

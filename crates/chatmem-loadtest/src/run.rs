@@ -95,8 +95,8 @@ pub async fn run(base_url: &str, store: &str, config: &LoadConfig) -> Result<Loa
     for_each_conversation(config.conversations, AFTER_RUN_CONCURRENCY, {
         let (client, target) = (client(AFTER_RUN_CONCURRENCY)?, target.clone());
         move |c| {
-            let (client, url) = (client.clone(), target.url(c, ""));
-            async move { send(client.delete(url.trim_end_matches('/'))).await.map(drop) }
+            let (client, url) = (client.clone(), target.conversation_url(c));
+            async move { send(client.delete(url)).await.map(drop) }
         }
     })
     .await?;
@@ -104,7 +104,8 @@ pub async fn run(base_url: &str, store: &str, config: &LoadConfig) -> Result<Loa
 }
 
 /// Where the run's conversations live: ids `<run>-<index>`, unique per run so runs can
-/// share a store.
+/// share a store. An id is one path segment of the server's routes (a `/` in one would be
+/// sent as `%2F`); these hold only `a-z`, `0-9` and `-`, which need no encoding.
 #[derive(Debug)]
 struct Target {
     base: String,
@@ -116,8 +117,14 @@ impl Target {
         format!("{}-{conversation:04}", self.run)
     }
 
+    /// `/v1/conversations/{id}`, which `DELETE` takes.
+    fn conversation_url(&self, conversation: usize) -> String {
+        format!("{}/v1/conversations/{}", self.base, self.id(conversation))
+    }
+
+    /// `/v1/conversations/{id}/{what}` (`messages` or `history`).
     fn url(&self, conversation: usize, what: &str) -> String {
-        format!("{}/v1/conversations/{}/{what}", self.base, self.id(conversation))
+        format!("{}/{what}", self.conversation_url(conversation))
     }
 }
 

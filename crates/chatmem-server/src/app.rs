@@ -9,7 +9,7 @@ use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::{HeaderValue, Method};
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use chatmem::{ChatMemory, Store};
 use tracing::Instrument;
 
@@ -28,12 +28,23 @@ pub(crate) mod route {
     pub(crate) const MODELS: &str = "/v1/models";
     pub(crate) const COMPLETIONS: &str = "/v1/chat/completions";
     pub(crate) const CONVERSATIONS: &str = "/v1/conversations";
-    /// The one router path under which the three below are told apart by their suffix (ids
-    /// may hold `/`).
-    pub(crate) const ANY_CONVERSATION: &str = "/v1/conversations/{*rest}";
+    // `{id}` is one path segment: a `/` in an id is sent as `%2F` (axum percent-decodes the
+    // segment), so no id can be mistaken for another route.
     pub(crate) const CONVERSATION: &str = "/v1/conversations/{id}";
     pub(crate) const MESSAGES: &str = "/v1/conversations/{id}/messages";
     pub(crate) const HISTORY: &str = "/v1/conversations/{id}/history";
+    /// Every template the router serves.
+    pub(crate) const ALL: [&str; 9] = [
+        HEALTHZ,
+        METRICS,
+        OPENAPI,
+        MODELS,
+        COMPLETIONS,
+        CONVERSATIONS,
+        CONVERSATION,
+        MESSAGES,
+        HISTORY,
+    ];
     /// Any path no route serves.
     pub(crate) const UNMATCHED: &str = "unmatched";
 }
@@ -76,12 +87,9 @@ pub fn app(memory: ChatMemory<Arc<dyn Store>>, config: ServerConfig) -> Router {
         .route(route::MODELS, get(completions::models))
         .route(route::CONVERSATIONS, get(routes::list))
         .route(route::COMPLETIONS, post(completions::chat_completions))
-        .route(
-            route::ANY_CONVERSATION,
-            get(routes::get_conversation)
-                .post(routes::post_conversation)
-                .delete(routes::delete_conversation),
-        )
+        .route(route::MESSAGES, get(routes::get_messages).post(routes::post_messages))
+        .route(route::HISTORY, get(routes::get_history))
+        .route(route::CONVERSATION, delete(routes::delete_conversation))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
@@ -119,10 +127,7 @@ async fn request_id(mut request: Request, next: Next) -> Response {
     let started = Instant::now();
     let id = format!("{:016x}", fastrand::u64(..));
     request.extensions_mut().insert(RequestId(id.clone()));
-    let route = route_label(
-        request.extensions().get::<MatchedPath>().map(MatchedPath::as_str),
-        request.uri().path(),
-    );
+    let route = route_label(request.extensions().get::<MatchedPath>());
     let method = method_label(request.method());
     // `tenant` is recorded by `routes::tenant` when the server has auth.
     let span = tracing::info_span!("request", request_id = %id, method, route, tenant = tracing::field::Empty);
@@ -139,38 +144,19 @@ async fn request_id(mut request: Request, next: Next) -> Response {
 /// Counts the request by route template, method and status, and times it.
 async fn observe(State(metrics): State<Metrics>, request: Request, next: Next) -> Response {
     let started = Instant::now();
-    let route = route_label(
-        request.extensions().get::<MatchedPath>().map(MatchedPath::as_str),
-        request.uri().path(),
-    );
+    let route = route_label(request.extensions().get::<MatchedPath>());
     let method = method_label(request.method());
     let response = next.run(request).await;
     metrics.request(route, method, response.status(), started.elapsed());
     response
 }
 
-/// The route template of a request: the router's path, or for a conversation path the
-/// template its suffix selects. Never the raw path (ids are not labels).
-fn route_label(matched: Option<&str>, path: &str) -> &'static str {
-    use route::*;
-    match matched {
-        Some(HEALTHZ) => HEALTHZ,
-        Some(METRICS) => METRICS,
-        Some(OPENAPI) => OPENAPI,
-        Some(MODELS) => MODELS,
-        Some(COMPLETIONS) => COMPLETIONS,
-        Some(CONVERSATIONS) => CONVERSATIONS,
-        Some(ANY_CONVERSATION) => {
-            let rest = path.strip_prefix("/v1/conversations/").unwrap_or(path);
-            let rest = percent_encoding::percent_decode_str(rest).decode_utf8_lossy();
-            match routes::split_path(&rest).1 {
-                Some("messages") => MESSAGES,
-                Some("history") => HISTORY,
-                _ => CONVERSATION,
-            }
-        }
-        _ => UNMATCHED,
-    }
+/// The route template of a request: the router's matched path (one of [`route::ALL`], as a
+/// `'static` label), or `unmatched`. Never the raw path (ids are not labels).
+fn route_label(matched: Option<&MatchedPath>) -> &'static str {
+    matched
+        .and_then(|m| route::ALL.into_iter().find(|t| *t == m.as_str()))
+        .unwrap_or(route::UNMATCHED)
 }
 
 /// The method as a label; a method no route serves is `other`, so clients cannot add series.
@@ -189,16 +175,36 @@ fn method_label(method: &Method) -> &'static str {
 
 #[cfg(test)]
 mod tests {
+    use axum::body::Body;
+    use axum::routing::any;
+    use tower::ServiceExt;
+
     use super::*;
 
-    #[test]
-    fn conversation_paths_are_labelled_by_template_not_id() {
-        let any = Some(route::ANY_CONVERSATION);
-        assert_eq!(route_label(any, "/v1/conversations/u-42/messages"), route::MESSAGES);
-        assert_eq!(route_label(any, "/v1/conversations/a/b/history"), route::HISTORY);
-        assert_eq!(route_label(any, "/v1/conversations/a%2Fb%2Fmessages"), route::MESSAGES);
-        assert_eq!(route_label(any, "/v1/conversations/u-42"), route::CONVERSATION);
-        assert_eq!(route_label(None, "/v1/secret-id"), route::UNMATCHED);
-        assert_eq!(route_label(Some(route::MODELS), "/v1/models"), route::MODELS);
+    /// Each template is its own label, whatever id the path holds; a path no route serves is
+    /// `unmatched`.
+    #[tokio::test]
+    async fn requests_are_labelled_by_the_matched_template_not_the_path() {
+        let mut router = Router::new();
+        for template in route::ALL {
+            router = router.route(
+                template,
+                any(|m: Option<MatchedPath>| async move { route_label(m.as_ref()) }),
+            );
+        }
+        let router = router.fallback(|m: Option<MatchedPath>| async move { route_label(m.as_ref()) });
+        for (path, label) in [
+            ("/v1/conversations/u-42/messages", route::MESSAGES),
+            ("/v1/conversations/a%2Fb%2Fmessages/history", route::HISTORY),
+            ("/v1/conversations/user%2Fhistory", route::CONVERSATION),
+            ("/v1/conversations/a/b/history", route::UNMATCHED),
+            ("/v1/secret-id", route::UNMATCHED),
+            ("/v1/models", route::MODELS),
+        ] {
+            let request = Request::builder().uri(path).body(Body::empty()).expect("a request");
+            let response = router.clone().oneshot(request).await.expect("infallible");
+            let body = axum::body::to_bytes(response.into_body(), 1024).await.expect("a body");
+            assert_eq!(body, label.as_bytes(), "{path}");
+        }
     }
 }

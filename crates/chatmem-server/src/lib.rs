@@ -19,13 +19,14 @@
 //! | `DELETE /v1/conversations/{id}` | 204, or 404 |
 //! | `GET /v1/conversations?cursor=…&limit=…` | `{"conversations": [...], "next_cursor"}` |
 //! | `GET /healthz` | 200 when the store answers, 503 otherwise |
-//! | `GET /metrics` | [`Metrics`] as OpenMetrics text (bearer token as every route; [`metrics_app`] serves it without one on a second listener) |
+//! | `GET /metrics` | [`Metrics`] as Prometheus text 0.0.4, or OpenMetrics when `Accept` prefers it (bearer token as every route; [`metrics_app`] serves it without one on a second listener) |
 //! | `GET /openapi.json` | this API as OpenAPI 3.1, generated from the code |
 //! | `GET /v1/models` | the upstream's model list, as it came (502 naming the upstream's status when it fails) |
 //! | `POST /v1/chat/completions` with header `X-Chatmem-Conversation: {id}` | OpenAI's chat completion (JSON, or SSE with `"stream": true`) from the upstream model, called with the conversation's memory; the turn is committed on success |
 //!
-//! Ids may hold `/` (`/v1/conversations/a/b/messages` is conversation `a/b`) and any
-//! percent-encoded text a [`chatmem::ConversationId`] allows. Every response carries an
+//! `{id}` is one path segment, percent-decoded: an id may hold `/`, sent as `%2F`
+//! (`/v1/conversations/a%2Fb/messages` is conversation `a/b`; `/v1/conversations/a/b/messages`
+//! is no route), and any text a [`chatmem::ConversationId`] allows. Every response carries an
 //! `x-request-id` header, and every log line of a request its id; message text is never logged.
 //!
 //! ```
@@ -44,6 +45,7 @@ mod completions;
 mod config;
 mod edges;
 mod error;
+mod extract;
 mod metered_store;
 mod metrics;
 mod openapi;

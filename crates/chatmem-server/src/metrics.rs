@@ -1,21 +1,90 @@
 //! [`Metrics`]: one server's Prometheus registry (prometheus-client), held by the app rather
-//! than a global recorder, so several servers in one process count apart.
+//! than a global recorder, so several servers in one process count apart; and `GET /metrics`,
+//! in the format the scraper's `Accept` header asks for ([`Format::negotiate`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use headers_accept::Accept;
+use mediatype::ReadParams;
 use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::{prometheus_text, text};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-/// The content type of [`Metrics::render`]'s text (OpenMetrics, which Prometheus scrapes).
-pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// The two text formats `GET /metrics` speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Format {
+    /// Prometheus's text format 0.0.4 (`text/plain; version=0.0.4`): what every scraper reads,
+    /// and the answer when the `Accept` header prefers neither.
+    Prometheus,
+    /// OpenMetrics 1.0.0 (`application/openmetrics-text`), ending with `# EOF`.
+    OpenMetrics,
+}
+
+impl Format {
+    /// The `Content-Type` of an answer in this format.
+    pub(crate) fn content_type(self) -> &'static str {
+        match self {
+            Format::Prometheus => prometheus_text::CONTENT_TYPE,
+            Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        }
+    }
+
+    /// The format an `Accept` header asks for: the acceptable range of highest quality (RFC
+    /// 9110: then the most specific, then the first) that names one of the two, by type and
+    /// subtype and, when it has one, a `version` this server writes (OpenMetrics `1.0.0` or
+    /// `0.0.1`, the same text; Prometheus `0.0.4`); other parameters (`charset`, `escaping`)
+    /// do not matter, as in Prometheus's own clients. `*/*`, `text/*`, no header or one that
+    /// cannot be read: the Prometheus text, as client_golang answers.
+    ///
+    /// Prometheus sends `application/openmetrics-text;version=1.0.0;q=0.5,…,
+    /// text/plain;version=0.0.4;q=0.3,*/*;q=0.2` and gets OpenMetrics; a 0.0.4 scraper
+    /// (`text/plain;version=0.0.4`) gets the text.
+    pub(crate) fn negotiate(headers: &HeaderMap) -> Self {
+        let Some(accept) = headers.get(header::ACCEPT).and_then(|v| Accept::try_from(v).ok()) else {
+            return Format::Prometheus;
+        };
+        // Ranges come in precedence order (quality, then specificity, then as written); a
+        // range of quality 0 refuses what it names.
+        let mut refused = Vec::new();
+        for range in accept.media_types() {
+            let quality_zero = range
+                .get_param(mediatype::names::Q)
+                .is_some_and(|q| q.as_str().parse::<f32>().is_ok_and(|q| q <= 0.0));
+            let named = Self::named_by(range);
+            if quality_zero {
+                refused.extend(named);
+                continue;
+            }
+            if let Some(format) = named.into_iter().find(|f| !refused.contains(f)) {
+                return format;
+            }
+        }
+        Format::Prometheus
+    }
+
+    /// The formats one media range names, the Prometheus text first.
+    fn named_by(range: &mediatype::MediaTypeBuf) -> Vec<Self> {
+        let ty = range.ty().as_str().to_ascii_lowercase();
+        let subty = range.subty().as_str().to_ascii_lowercase();
+        let version = range.get_param(mediatype::Name::new_unchecked("version"));
+        let version = version.as_ref().map(|v| v.as_str());
+        match (ty.as_str(), subty.as_str(), version) {
+            ("*", "*", _) => vec![Format::Prometheus, Format::OpenMetrics],
+            ("text", "*", _) | ("text", "plain", None | Some("0.0.4")) => vec![Format::Prometheus],
+            ("application", "*", _) | ("application", "openmetrics-text", None | Some("1.0.0" | "0.0.1")) => {
+                vec![Format::OpenMetrics]
+            }
+            _ => Vec::new(),
+        }
+    }
+}
 
 /// A server's metrics: requests by route template and status, their latency, commits,
 /// version conflicts, store errors and upstream errors. Every label value is one of a fixed
@@ -26,9 +95,12 @@ pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0
 ///
 /// ```
 /// let metrics = chatmem_server::Metrics::new();
-/// let text = metrics.render();
-/// assert!(text.contains("# TYPE chatmem_commits counter"));
-/// assert!(text.ends_with("# EOF\n"));
+/// let openmetrics = metrics.render();
+/// assert!(openmetrics.contains("# TYPE chatmem_commits counter"));
+/// assert!(openmetrics.ends_with("# EOF\n"));
+/// let text = metrics.render_prometheus();
+/// assert!(text.contains("# TYPE chatmem_commits_total counter"));
+/// assert!(!text.contains("# EOF"));
 /// ```
 #[derive(Clone)]
 pub struct Metrics {
@@ -148,12 +220,26 @@ impl Metrics {
 
     /// The metrics as OpenMetrics text, ending with `# EOF`.
     pub fn render(&self) -> String {
-        let mut text = String::new();
+        self.render_as(Format::OpenMetrics)
+    }
+
+    /// The metrics as Prometheus's text format 0.0.4 (a counter's `# TYPE` names its
+    /// `_total` series; no `# EOF`).
+    pub fn render_prometheus(&self) -> String {
+        self.render_as(Format::Prometheus)
+    }
+
+    fn render_as(&self, format: Format) -> String {
+        let mut out = String::new();
+        let encoded = match format {
+            Format::Prometheus => prometheus_text::encode(&mut out, &self.inner.registry),
+            Format::OpenMetrics => text::encode(&mut out, &self.inner.registry),
+        };
         // Writing to a String cannot fail; an encoder error would be a bug in the labels.
-        if encode(&mut text, &self.inner.registry).is_err() {
+        if encoded.is_err() {
             tracing::error!("encoding the metrics failed");
         }
-        text
+        out
     }
 
     /// One answered request.
@@ -223,12 +309,14 @@ pub(crate) fn store_kind(kind: chatmem::store::StoreErrorKind) -> &'static str {
     }
 }
 
-/// `GET /metrics` as text.
-pub(crate) fn respond(metrics: &Metrics) -> Response {
-    let mut response = metrics.render().into_response();
-    response
-        .headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
+/// `GET /metrics` as text, in the format the request's `Accept` header asks for; `Vary:
+/// Accept`, since the answer depends on it.
+pub(crate) fn respond(metrics: &Metrics, headers: &HeaderMap) -> Response {
+    let format = Format::negotiate(headers);
+    let mut response = metrics.render_as(format).into_response();
+    let answer = response.headers_mut();
+    answer.insert(header::CONTENT_TYPE, HeaderValue::from_static(format.content_type()));
+    answer.insert(header::VARY, HeaderValue::from_static("accept"));
     response
 }
 
@@ -245,7 +333,64 @@ pub fn metrics_app(metrics: Metrics) -> axum::Router {
     axum::Router::new()
         .route(
             "/metrics",
-            axum::routing::get(|State(m): State<Metrics>| async move { respond(&m) }),
+            axum::routing::get(|State(m): State<Metrics>, headers: HeaderMap| async move { respond(&m, &headers) }),
         )
         .with_state(metrics)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn asked(accept: Option<&str>) -> Format {
+        let mut headers = HeaderMap::new();
+        if let Some(a) = accept {
+            headers.insert(header::ACCEPT, HeaderValue::from_str(a).expect("a header value"));
+        }
+        Format::negotiate(&headers)
+    }
+
+    #[test]
+    fn the_accept_header_chooses_the_format() {
+        use Format::{OpenMetrics as Om, Prometheus as Text};
+        for (accept, format) in [
+            (None, Text),
+            (Some("*/*"), Text),
+            (Some("text/plain"), Text),
+            (Some("text/plain; version=0.0.4"), Text),
+            (Some("application/openmetrics-text"), Om),
+            (Some("application/openmetrics-text; version=1.0.0; charset=utf-8"), Om),
+            // Prometheus 2.x, then 3.x (its `escaping` parameter changes nothing here).
+            (
+                Some(
+                    "application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2",
+                ),
+                Om,
+            ),
+            (
+                Some(
+                    "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,application/openmetrics-text;version=0.0.1;q=0.5,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2",
+                ),
+                Om,
+            ),
+            // A 0.0.4 scraper that would take OpenMetrics too, but less.
+            (
+                Some("text/plain;version=0.0.4;q=0.9,application/openmetrics-text;q=0.5"),
+                Text,
+            ),
+            // Versions this server does not write are not what the range asks for.
+            (
+                Some("application/openmetrics-text;version=2.0.0,text/plain;q=0.1"),
+                Text,
+            ),
+            (Some("text/plain;version=1.0.0,application/openmetrics-text;q=0.1"), Om),
+            // Refused by quality 0.
+            (Some("text/plain;q=0, */*"), Om),
+            (Some("application/openmetrics-text;q=0, */*"), Text),
+            (Some("application/json"), Text),
+            (Some("not a media type"), Text),
+        ] {
+            assert_eq!(asked(accept), format, "{accept:?}");
+        }
+    }
 }

@@ -1,124 +1,22 @@
-//! The handlers: each one checks the caller's tenant, maps the path to a stored key, calls the
-//! memory, and answers JSON or an [`ApiError`].
+//! The handlers of the memory API and the server's own routes. Each takes what it needs as
+//! extractors (`extract.rs`: the request id, the tenant, the conversation of the path's `{id}`,
+//! the query, the JSON body), calls the memory, and answers JSON or an [`ApiError`].
 
 use axum::Json;
-use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
-use axum::extract::{Extension, Path, Query, State};
-use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use chatmem::{ConversationId, Message};
+use chatmem::Message;
 use serde::Deserialize;
 
 use crate::app::{AppState, RequestId};
-use crate::auth::{Tenant, bearer_token};
+use crate::auth::Tenant;
 use crate::error::ApiError;
+use crate::extract::{ApiQuery, Conversation, JsonBody, key};
 use crate::policy::PolicyOverride;
 
-/// Answers `result`, an error naming the request. A failure of the server's (5xx: the store,
-/// the upstream) is logged at `warn`, a refusal of the client's request (4xx) at `debug`; both
-/// in the request's span, so with its id.
-pub(crate) fn respond(id: &RequestId, result: Result<Response, ApiError>) -> Response {
-    match result {
-        Ok(r) => r,
-        Err(e) => {
-            let (status, code) = (e.status().as_u16(), e.code());
-            if e.status().is_server_error() {
-                tracing::warn!(status, code, "failed");
-            } else {
-                tracing::debug!(status, code, "refused");
-            }
-            e.with_request_id(&id.0).into_response()
-        }
-    }
-}
-
-/// The tenant the request speaks for.
-pub(crate) fn tenant(state: &AppState, headers: &HeaderMap) -> Result<Tenant, ApiError> {
-    let Some(auth) = &state.config.auth else {
-        return Ok(Tenant::open());
-    };
-    let token = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(bearer_token)
-        .ok_or_else(|| ApiError::unauthorized("an Authorization: Bearer <token> header is required"))?;
-    let tenant = auth
-        .tenant_for(token)
-        .cloned()
-        .ok_or_else(|| ApiError::unauthorized("the bearer token is not valid"))?;
-    // The request's span (app.rs) names the tenant from here on; a name is configuration,
-    // not user data.
-    tracing::Span::current().record("tenant", tenant.name());
-    Ok(tenant)
-}
-
-/// The conversation a path names, and what of it (`messages`, `history` or the conversation).
-pub(crate) fn split_path(rest: &str) -> (&str, Option<&str>) {
-    for what in ["messages", "history"] {
-        if let Some(id) = rest.strip_suffix(what).and_then(|r| r.strip_suffix('/')) {
-            return (id, Some(what));
-        }
-    }
-    (rest, None)
-}
-
-/// The path after `/v1/conversations/`, percent-decoded; one that decodes to bytes that are not
-/// UTF-8 is refused in the one error shape (axum's own rejection is plain text).
-fn conversation_path(rest: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
-    rest.map(|Path(rest)| rest)
-        .map_err(|e| ApiError::invalid(format!("the conversation path cannot be read: {}", e.body_text())))
-}
-
-/// What a conversation path names: the client's id, the part asked for, and the stored key.
-struct Target<'a> {
-    id: &'a str,
-    what: Option<&'a str>,
-    key: ConversationId,
-}
-
-/// The caller's tenant, then the conversation `rest` (the path after `/v1/conversations/`)
-/// names for it.
-fn target<'a>(state: &AppState, headers: &HeaderMap, rest: &'a str) -> Result<Target<'a>, ApiError> {
-    let tenant = tenant(state, headers)?;
-    let (id, what) = split_path(rest);
-    let key = key(state, &tenant, id, "conversation id")?;
-    Ok(Target { id, what, key })
-}
-
-/// The stored key of conversation `id` for the caller's tenant.
-pub(crate) fn conversation_key(state: &AppState, headers: &HeaderMap, id: &str) -> Result<ConversationId, ApiError> {
-    key(state, &tenant(state, headers)?, id, "conversation id")
-}
-
-/// A request body within the body limit, or the error that says why not.
-pub(crate) fn body_bytes(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
-    body.map_err(|e| {
-        if let Some(timeout) = crate::serve::body_timeout(&e) {
-            timeout
-        } else if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::too_large(format!(
-                "the request body is over the limit of {} bytes",
-                state.config.limits.max_body_bytes
-            ))
-        } else {
-            ApiError::invalid(e.body_text())
-        }
-    })
-}
-
-/// The stored key of `id` for `tenant`; `what` names it in errors (`conversation id`, or
-/// `cursor` for a listing's cursor): over the id limit is 413, otherwise invalid is 400.
-fn key(state: &AppState, tenant: &Tenant, id: &str, what: &str) -> Result<ConversationId, ApiError> {
-    let max = state.config.limits.max_id_bytes;
-    if id.len() > max {
-        return Err(ApiError::too_large(format!(
-            "{what} is {} bytes long; the limit is {max}",
-            id.len()
-        )));
-    }
-    tenant.key(id).map_err(|e| ApiError::invalid(format!("{what}: {e}")))
-}
+// completions.rs takes these from here; they live in extract.rs beside the extractors.
+pub(crate) use crate::extract::{body_bytes, conversation_key, parse_body, respond, tenant};
 
 /// The answer of the message routes; written directly (not through a JSON value) so each
 /// message keeps its field order, `role` first.
@@ -157,32 +55,32 @@ fn window_json(id: &str, messages: &[Message]) -> Response {
     .into_response()
 }
 
-pub(crate) async fn healthz(State(state): State<AppState>, Extension(rid): Extension<RequestId>) -> Response {
+/// `GET /healthz`: 200 when the store answers.
+pub(crate) async fn healthz(State(state): State<AppState>, rid: RequestId) -> Response {
     let result = state.memory.list(None, 1).await.map(drop).map_err(ApiError::from);
     respond(&rid, result.map(|()| Json(Health { status: "ok" }).into_response()))
 }
 
-/// `GET /metrics`: the server's metrics as OpenMetrics text, for the same callers as every
-/// other route (a bearer token when the server has `--auth`; a scraper without one uses
-/// `chatmem serve --metrics-listen`).
-pub(crate) async fn metrics(
-    State(state): State<AppState>,
-    Extension(rid): Extension<RequestId>,
-    headers: HeaderMap,
-) -> Response {
-    let result = tenant(&state, &headers).map(|_| crate::metrics::respond(&state.config.metrics));
-    respond(&rid, result)
+/// `GET /metrics`: the server's metrics in the format the `Accept` header asks for
+/// (`metrics.rs`), for the same callers as every other route (a bearer token when the server
+/// has `--auth`; a scraper without one uses `chatmem serve --metrics-listen`).
+pub(crate) async fn metrics(State(state): State<AppState>, _: Tenant, headers: HeaderMap) -> Response {
+    crate::metrics::respond(&state.config.metrics, &headers)
 }
 
-pub(crate) async fn not_found(Extension(rid): Extension<RequestId>) -> Response {
-    respond(
-        &rid,
-        Err(ApiError::not_found("no such route; GET /openapi.json lists them")),
-    )
+/// Any path no route serves. A conversation path with more segments than a route has most
+/// likely holds an id with a `/` sent as is: the message says how to send one.
+pub(crate) async fn not_found(rid: RequestId, uri: Uri) -> Response {
+    let message = if uri.path().starts_with("/v1/conversations/") {
+        "no such route; a `/` in a conversation id is sent as %2F (GET /openapi.json lists the routes)"
+    } else {
+        "no such route; GET /openapi.json lists them"
+    };
+    respond(&rid, Err(ApiError::not_found(message)))
 }
 
 /// A known route with another method: the one error shape too (axum's own 405 has no body).
-pub(crate) async fn method_not_allowed(Extension(rid): Extension<RequestId>) -> Response {
+pub(crate) async fn method_not_allowed(rid: RequestId) -> Response {
     respond(
         &rid,
         Err(ApiError::new(
@@ -193,38 +91,45 @@ pub(crate) async fn method_not_allowed(Extension(rid): Extension<RequestId>) -> 
     )
 }
 
-pub(crate) async fn get_conversation(
+/// The 404 of a conversation that does not exist (for this tenant).
+fn missing(id: &str) -> ApiError {
+    ApiError::not_found(format!("no conversation {id:?}"))
+}
+
+/// `GET /v1/conversations/{id}/messages`: the window the model sees, by the server's policy
+/// or the one the query asks for.
+pub(crate) async fn get_messages(
     State(state): State<AppState>,
-    Extension(rid): Extension<RequestId>,
-    headers: HeaderMap,
-    rest: Result<Path<String>, PathRejection>,
-    uri: Uri,
+    rid: RequestId,
+    Conversation { id, key }: Conversation,
+    ApiQuery(policy): ApiQuery<PolicyOverride>,
 ) -> Response {
     let result = async {
-        let rest = conversation_path(rest)?;
-        let Target { id, what, key } = target(&state, &headers, &rest)?;
-        let missing = || ApiError::not_found(format!("no conversation {id:?}"));
-        match what {
-            Some("messages") => {
-                let Query(policy) = query::<PolicyOverride>(&uri)?;
-                let memory = policy.apply(&state.memory, &state.config.limits, "query")?;
-                let loaded = memory.load(&key).await?;
-                if !loaded.snapshot().exists() {
-                    return Err(missing());
-                }
-                Ok(window_json(id, &loaded.into_messages()))
-            }
-            Some("history") => {
-                let Query(page) = query::<HistoryQuery>(&uri)?;
-                let (after, limit) = page.bounds()?;
-                let page = state.memory.history_page(&key, after, limit).await?;
-                if after == 0 && page.system.is_none() && page.messages.is_empty() {
-                    return Err(missing());
-                }
-                Ok(history_json(id, page, state.config.limits.max_body_bytes))
-            }
-            _ => Err(ApiError::not_found("GET /v1/conversations/{id}/messages or /history")),
+        let memory = policy.apply(&state.memory, &state.config.limits, "query")?;
+        let loaded = memory.load(&key).await?;
+        if !loaded.snapshot().exists() {
+            return Err(missing(&id));
         }
+        Ok(window_json(&id, &loaded.into_messages()))
+    }
+    .await;
+    respond(&rid, result)
+}
+
+/// `GET /v1/conversations/{id}/history`: a page of everything stored.
+pub(crate) async fn get_history(
+    State(state): State<AppState>,
+    rid: RequestId,
+    Conversation { id, key }: Conversation,
+    ApiQuery(page): ApiQuery<HistoryQuery>,
+) -> Response {
+    let result = async {
+        let (after, limit) = page.bounds()?;
+        let page = state.memory.history_page(&key, after, limit).await?;
+        if after == 0 && page.system.is_none() && page.messages.is_empty() {
+            return Err(missing(&id));
+        }
+        Ok(history_json(&id, page, state.config.limits.max_body_bytes))
     }
     .await;
     respond(&rid, result)
@@ -233,7 +138,7 @@ pub(crate) async fn get_conversation(
 /// The query of `GET …/history`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct HistoryQuery {
+pub(crate) struct HistoryQuery {
     cursor: Option<String>,
     limit: Option<usize>,
 }
@@ -296,11 +201,6 @@ pub(crate) struct HistoryBody<'a> {
     next_cursor: Option<&'a str>,
 }
 
-/// The query of `uri` as `T`; a bad one answers 400 in the one error shape.
-fn query<T: serde::de::DeserializeOwned>(uri: &Uri) -> Result<Query<T>, ApiError> {
-    Query::try_from_uri(uri).map_err(|e| ApiError::invalid(e.body_text()))
-}
-
 /// The body of `POST …/messages`.
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -314,21 +214,18 @@ pub(crate) struct PostMessages {
     policy: Option<PolicyOverride>,
 }
 
-pub(crate) async fn post_conversation(
+/// `POST /v1/conversations/{id}/messages`: the batch committed atomically; the window after.
+pub(crate) async fn post_messages(
     State(state): State<AppState>,
-    Extension(rid): Extension<RequestId>,
-    headers: HeaderMap,
-    rest: Result<Path<String>, PathRejection>,
-    body: Result<Bytes, BytesRejection>,
+    rid: RequestId,
+    Conversation { id, key }: Conversation,
+    JsonBody(PostMessages { messages, policy }): JsonBody<PostMessages>,
 ) -> Response {
     let result = async {
-        let rest = conversation_path(rest)?;
-        let Target { id, what, key } = target(&state, &headers, &rest)?;
-        if what != Some("messages") {
-            return Err(ApiError::not_found("POST /v1/conversations/{id}/messages"));
+        if messages.is_empty() {
+            return Err(ApiError::invalid("`messages` is empty"));
         }
-        let body = body_bytes(&state, body)?;
-        let PostMessages { messages, policy } = parse_messages(&state, &body)?;
+        state.config.limits.batch.check(&messages)?;
         let memory = policy
             .unwrap_or_default()
             .apply(&state.memory, &state.config.limits, "policy")?;
@@ -336,49 +233,23 @@ pub(crate) async fn post_conversation(
         turn.extend(messages);
         let after = turn.commit_window().await?;
         tracing::debug!("messages committed");
-        Ok((StatusCode::OK, window_json(id, &after.into_messages())).into_response())
+        Ok(window_json(&id, &after.into_messages()))
     }
     .await;
     respond(&rid, result)
 }
 
-/// A JSON body as `T`; the error names `what` and the field that was wrong
-/// (`messages[1].role`), and nothing may follow the value.
-pub(crate) fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8], what: &str) -> Result<T, ApiError> {
-    let mut de = serde_json::Deserializer::from_slice(body);
-    let parsed: T =
-        chatmem::deserialize_json(&mut de).map_err(|e| ApiError::invalid(format!("invalid {what}: {e}")))?;
-    de.end()
-        .map_err(|e| ApiError::invalid(format!("invalid {what}: {e}")))?;
-    Ok(parsed)
-}
-
-/// `{"messages": [...]}` checked against the limits; errors name the field.
-fn parse_messages(state: &AppState, body: &[u8]) -> Result<PostMessages, ApiError> {
-    let parsed: PostMessages = parse_body(body, "request body")?;
-    if parsed.messages.is_empty() {
-        return Err(ApiError::invalid("`messages` is empty"));
-    }
-    state.config.limits.batch.check(&parsed.messages)?;
-    Ok(parsed)
-}
-
+/// `DELETE /v1/conversations/{id}`: 204, or 404 when there was nothing to delete.
 pub(crate) async fn delete_conversation(
     State(state): State<AppState>,
-    Extension(rid): Extension<RequestId>,
-    headers: HeaderMap,
-    rest: Result<Path<String>, PathRejection>,
+    rid: RequestId,
+    Conversation { id, key }: Conversation,
 ) -> Response {
     let result = async {
-        let rest = conversation_path(rest)?;
-        let Target { id, what, key } = target(&state, &headers, &rest)?;
-        if what.is_some() {
-            return Err(ApiError::not_found("DELETE /v1/conversations/{id}"));
-        }
         if state.memory.clear(&key).await? {
             Ok(StatusCode::NO_CONTENT.into_response())
         } else {
-            Err(ApiError::not_found(format!("no conversation {id:?}")))
+            Err(missing(&id))
         }
     }
     .await;
@@ -393,15 +264,14 @@ pub(crate) struct ListQuery {
     limit: Option<usize>,
 }
 
+/// `GET /v1/conversations`: the tenant's ids, a page at a time.
 pub(crate) async fn list(
     State(state): State<AppState>,
-    Extension(rid): Extension<RequestId>,
-    headers: HeaderMap,
-    query: Result<Query<ListQuery>, QueryRejection>,
+    rid: RequestId,
+    tenant: Tenant,
+    ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Response {
     let result = async {
-        let tenant = tenant(&state, &headers)?;
-        let Query(query) = query.map_err(|e| ApiError::invalid(e.body_text()))?;
         let limit = query.limit.unwrap_or(100);
         if !(1..=1000).contains(&limit) {
             return Err(ApiError::invalid("`limit` must be from 1 to 1000"));

@@ -1,10 +1,16 @@
 //! The server over real HTTP on loopback, driven by reqwest, on every store: the memory API,
-//! the one error shape, limits, odd ids, and tenant isolation.
+//! the one error shape, limits, odd ids (every id that can be written can be read, listed and
+//! deleted), and tenant isolation.
+
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../chatmem-advisor/tests/support/mod.rs"]
+mod support;
 
 use std::sync::Arc;
 
 use chatmem::{ChatMemory, InMemoryStore, Store, WindowPolicy};
-use chatmem_server::{Auth, DEFAULT_MAX_ID_BYTES, Limits, MAX_TENANT_BYTES, ServerConfig, app};
+use chatmem_server::{Auth, DEFAULT_MAX_ID_BYTES, Limits, MAX_TENANT_BYTES, ServerConfig, Upstream, app};
+use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -286,9 +292,14 @@ async fn bad_requests_get_one_error_shape() {
     assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
     assert!(r.headers().contains_key("allow"), "{:?}", r.headers());
     assert_eq!(error_code(r).await, "method_not_allowed");
-    for method in [reqwest::Method::GET, reqwest::Method::POST, reqwest::Method::DELETE] {
+    for (method, suffix) in [
+        (reqwest::Method::GET, "/messages"),
+        (reqwest::Method::POST, "/messages"),
+        (reqwest::Method::GET, "/history"),
+        (reqwest::Method::DELETE, ""),
+    ] {
         let r = http
-            .request(method.clone(), format!("{base}/v1/conversations/%FF%FE/messages"))
+            .request(method.clone(), format!("{base}/v1/conversations/%FF%FE{suffix}"))
             .header("content-type", "application/json")
             .body(aftersale().to_string())
             .send()
@@ -310,14 +321,20 @@ async fn bad_requests_get_one_error_shape() {
     );
 }
 
+/// An id as one path segment: everything but letters and digits percent-encoded, so a `/`
+/// is `%2F` and `.`/`..` cannot be normalised away by the client.
+fn segment(id: &str) -> String {
+    utf8_percent_encode(id, NON_ALPHANUMERIC).to_string()
+}
+
 #[tokio::test]
 async fn odd_ids_are_data() {
     let base = serve(Arc::new(InMemoryStore::new()), ServerConfig::default()).await;
     let http = reqwest::Client::new();
     let long = "订".repeat(63); // 189 bytes, within the default limit of 191
     for (path, id) in [
-        ("a/b", "a/b"),
-        ("a%2Fc", "a/c"),
+        ("a%2Fb", "a/b"),
+        ("a%2fc", "a/c"),
         ("a..b", "a..b"),
         ("it's%20%22quoted%22", "it's \"quoted\""),
         ("100%25", "100%"),
@@ -655,4 +672,183 @@ async fn bearer_auth_follows_the_rfcs() {
         let e = Auth::from_toml(&file).expect_err("white space around a token");
         assert!(e.to_string().contains("white space"), "{e}");
     }
+}
+
+/// Issue 24, item 5: a conversation id is one path segment, so an id holding `/` and ending
+/// in `history` or `messages` (once reachable through the chat completion's header only, its
+/// REST paths taken for another route) is written, read, paged, listed and deleted like any
+/// other, whether written through `POST …/messages` or the `X-Chatmem-Conversation` header.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_id_that_can_be_written_can_be_read_listed_and_deleted() {
+    let ids = [
+        "user/history",
+        "user/messages",
+        "history",
+        "messages",
+        "a/b/messages",
+        "a/b/history/",
+        "/leading",
+        "..",
+        ".",
+        "../messages",
+        "%2F",
+        "100%",
+        "%E8%AE%A2",
+        "订单/LC202610060018",
+        "it's \"quoted\" ? # &",
+    ];
+    let upstream = support::MockServer::start(Vec::new()).await;
+    let config = ServerConfig {
+        upstream: Some(Upstream {
+            base_url: upstream.base_url.clone(),
+            api_key: Some("test-key".into()),
+        }),
+        ..ServerConfig::default()
+    };
+    let base = serve(Arc::new(InMemoryStore::new()), config).await;
+    let http = reqwest::Client::new();
+    for through_header in [false, true] {
+        let tag = if through_header { "header:" } else { "rest:" };
+        for id in ids.map(|id| format!("{tag}{id}")) {
+            let url = format!("{base}/v1/conversations/{}", segment(&id));
+            if through_header {
+                upstream.push([support::text("收到。")]);
+                let r = http
+                    .post(format!("{base}/v1/chat/completions"))
+                    .header("x-chatmem-conversation", id.as_bytes())
+                    .json(&json!({"model": "mock-model", "messages": [{"role": "user", "content": "你好"}]}))
+                    .send()
+                    .await
+                    .expect("chat completion");
+                assert_eq!(
+                    r.status(),
+                    StatusCode::OK,
+                    "{id}: {}",
+                    r.text().await.unwrap_or_default()
+                );
+            } else {
+                let r = http
+                    .post(format!("{url}/messages"))
+                    .json(&aftersale())
+                    .send()
+                    .await
+                    .expect("post");
+                assert_eq!(r.status(), StatusCode::OK, "{id}");
+                let body: Value = r.json().await.expect("json");
+                assert_eq!(body["conversation"], id.as_str());
+            }
+            for what in ["messages", "history"] {
+                let r = http.get(format!("{url}/{what}")).send().await.expect("get");
+                assert_eq!(r.status(), StatusCode::OK, "{id} {what}");
+                let body: Value = r.json().await.expect("json");
+                assert_eq!(body["conversation"], id.as_str(), "{what}");
+                assert!(
+                    body["messages"].as_array().is_some_and(|m| m.len() >= 2),
+                    "{id} {what}: {body}"
+                );
+            }
+        }
+    }
+    let page: Value = http
+        .get(format!("{base}/v1/conversations?limit=1000"))
+        .send()
+        .await
+        .expect("list")
+        .json()
+        .await
+        .expect("json");
+    let listed: Vec<&str> = page["conversations"]
+        .as_array()
+        .expect("ids")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for tag in ["rest:", "header:"] {
+        for id in ids {
+            let id = format!("{tag}{id}");
+            assert!(listed.contains(&id.as_str()), "{id} listed in {listed:?}");
+            let url = format!("{base}/v1/conversations/{}", segment(&id));
+            let r = http.delete(&url).send().await.expect("delete");
+            assert_eq!(r.status(), StatusCode::NO_CONTENT, "{id}");
+            for what in ["messages", "history"] {
+                let r = http.get(format!("{url}/{what}")).send().await.expect("get");
+                assert_eq!(r.status(), StatusCode::NOT_FOUND, "{id} {what} after delete");
+            }
+            let r = http.delete(&url).send().await.expect("delete");
+            assert_eq!(r.status(), StatusCode::NOT_FOUND, "{id} deleted twice");
+        }
+    }
+    let page: Value = http
+        .get(format!("{base}/v1/conversations"))
+        .send()
+        .await
+        .expect("list")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(page["conversations"], json!([]), "everything was deleted");
+}
+
+/// A `/` sent as is no longer makes an id: `/v1/conversations/a/b/messages` is no route (the
+/// error says to send `%2F`) and writes nothing, and a path's suffix is never read as part of
+/// an id (`…/user/history` is not a conversation `user/history` nor `user`'s history).
+#[tokio::test]
+async fn a_slash_in_a_path_is_a_segment_boundary() {
+    let base = serve(Arc::new(InMemoryStore::new()), ServerConfig::default()).await;
+    let http = reqwest::Client::new();
+    let r = http
+        .post(format!("{base}/v1/conversations/a/b/messages"))
+        .json(&aftersale())
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let body: Value = r.json().await.expect("json");
+    assert_eq!(body["error"]["code"], "not_found");
+    assert!(
+        body["error"]["message"].as_str().is_some_and(|m| m.contains("%2F")),
+        "{body}"
+    );
+    // `user` exists; `user/history` as a path is its history, as a segment another id.
+    let r = http
+        .post(format!("{base}/v1/conversations/user/messages"))
+        .json(&aftersale())
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = http
+        .get(format!("{base}/v1/conversations/user%2Fhistory/messages"))
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    for (method, path, status) in [
+        (reqwest::Method::DELETE, "user/history", StatusCode::METHOD_NOT_ALLOWED),
+        (reqwest::Method::GET, "user", StatusCode::METHOD_NOT_ALLOWED),
+        (reqwest::Method::POST, "user/history", StatusCode::METHOD_NOT_ALLOWED),
+        (reqwest::Method::GET, "user/other", StatusCode::NOT_FOUND),
+        (reqwest::Method::GET, "user/messages/", StatusCode::NOT_FOUND),
+        // An empty segment is an empty id, which no conversation has.
+        (reqwest::Method::GET, "/messages", StatusCode::BAD_REQUEST),
+    ] {
+        let r = http
+            .request(method.clone(), format!("{base}/v1/conversations/{path}"))
+            .header("content-type", "application/json")
+            .body(aftersale().to_string())
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(r.status(), status, "{method} {path}");
+        assert!(error_code(r).await.len() > 1);
+    }
+    let page: Value = http
+        .get(format!("{base}/v1/conversations"))
+        .send()
+        .await
+        .expect("list")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(page["conversations"], json!(["user"]), "nothing else was written");
 }

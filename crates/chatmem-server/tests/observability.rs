@@ -1,6 +1,11 @@
 //! `GET /metrics` and `GET /openapi.json` over real HTTP: requests, commits, version conflicts
-//! and store errors show up in the counters of their own server; the OpenAPI document lists
-//! every route the router serves and documents the error body `ApiError` really writes.
+//! and store errors show up in the counters of their own server; `/metrics` answers the
+//! Prometheus text or OpenMetrics as the `Accept` header asks, each read back by the parsers of
+//! the Python `prometheus_client`; the OpenAPI document lists every route the router serves,
+//! documents the error body `ApiError` really writes, and passes `openapi-spec-validator`.
+//!
+//! The Python checks run with `CHATMEM_TEST_PYTHON` (the venv of `examples/python/setup.sh`,
+//! which CI sets, so there they cannot skip).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -74,12 +79,66 @@ fn batch() -> Value {
                         {"role": "assistant", "content": "收到。"}]})
 }
 
+/// What Prometheus 2.x sends when it scrapes.
+const PROMETHEUS_ACCEPT: &str = "application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2";
+
+/// `/metrics` as OpenMetrics (asked for as Prometheus asks).
 async fn metrics_text(http: &reqwest::Client, url: &str) -> String {
-    let r = http.get(url).send().await.expect("metrics");
+    let r = http
+        .get(url)
+        .header("accept", PROMETHEUS_ACCEPT)
+        .send()
+        .await
+        .expect("metrics");
     assert_eq!(r.status(), StatusCode::OK);
     let kind = r.headers()["content-type"].to_str().expect("ascii").to_owned();
     assert!(kind.starts_with("application/openmetrics-text"), "{kind}");
     r.text().await.expect("text")
+}
+
+/// The Python of `CHATMEM_TEST_PYTHON`, if set (a venv with `examples/python/requirements.txt`).
+fn python() -> Option<String> {
+    std::env::var("CHATMEM_TEST_PYTHON").ok().filter(|p| !p.is_empty())
+}
+
+/// Runs `python -c script args...`; its stdout, or a panic with its stderr.
+fn run_python(python: &str, script: &str, args: &[&std::ffi::OsStr]) -> String {
+    let out = std::process::Command::new(python)
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running {python}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{python} failed: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// Parses `text` with `prometheus_client`'s parser for `format` (`text`: the 0.0.4 text
+/// format, the one older scrapers and most tools read; `openmetrics`: the strict OpenMetrics
+/// parser): each family's name to its type and samples (`name{labels}` to value).
+fn parse_with_python(python: &str, format: &str, text: &str) -> Value {
+    const SCRIPT: &str = r#"
+import json, sys
+from prometheus_client.parser import text_string_to_metric_families as text
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics
+parse = {"text": text, "openmetrics": openmetrics}[sys.argv[1]]
+families = {}
+for f in parse(open(sys.argv[2], encoding="utf-8").read()):
+    samples = {s.name + json.dumps(s.labels, sort_keys=True): s.value for s in f.samples}
+    families[f.name] = {"type": f.type, "samples": samples}
+print(json.dumps(families))
+"#;
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let file = dir.path().join("metrics.txt");
+    std::fs::write(&file, text).expect("written");
+    let out = run_python(python, SCRIPT, &[format.as_ref(), file.as_os_str()]);
+    serde_json::from_str(&out).expect("the script prints JSON")
 }
 
 /// The value of the sample `series` (name and labels exactly as printed), if present.
@@ -224,7 +283,7 @@ async fn the_openapi_document_matches_the_router_and_the_error_shape() {
     .collect();
     assert_eq!(operations, expected);
     for (method, path) in &operations {
-        let url = format!("{base}{}", path.replace("{id}", "a/b"));
+        let url = format!("{base}{}", path.replace("{id}", "a%2Fb"));
         let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
         let r = http
             .request(method.clone(), &url)
@@ -308,4 +367,129 @@ fn resolve(doc: &Value, schema: &Value) -> Value {
         }
         None => schema.clone(),
     }
+}
+
+/// Issue 24, item 6: `/metrics` answers the Prometheus text format 0.0.4 unless the `Accept`
+/// header prefers OpenMetrics (as Prometheus's own does), and each answer is what its format's
+/// parser reads: fed the OpenMetrics text, a 0.0.4 parser (the Python client's, like
+/// Prometheus's Go parser) finds every counter empty and an `unknown` `_total` beside it.
+#[tokio::test]
+async fn metrics_answer_the_format_the_accept_header_asks_for() {
+    let config = ServerConfig::default();
+    let scrape = spawn(metrics_app(config.metrics.clone())).await;
+    let base = serve(Arc::new(InMemoryStore::new()), config).await;
+    let http = reqwest::Client::new();
+    let r = http
+        .post(format!("{base}/v1/conversations/c1/messages"))
+        .json(&batch())
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status(), StatusCode::OK);
+
+    for listener in [&base, &scrape] {
+        let mut answers = Vec::new();
+        for (accept, content_type) in [
+            (None, "text/plain; version=0.0.4; charset=utf-8"),
+            (
+                Some("text/plain;version=0.0.4"),
+                "text/plain; version=0.0.4; charset=utf-8",
+            ),
+            (Some("*/*"), "text/plain; version=0.0.4; charset=utf-8"),
+            (
+                Some(PROMETHEUS_ACCEPT),
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            ),
+            (
+                Some("application/openmetrics-text; version=1.0.0"),
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            ),
+        ] {
+            let mut request = http.get(format!("{listener}/metrics"));
+            if let Some(accept) = accept {
+                request = request.header("accept", accept);
+            }
+            let r = request.send().await.expect("metrics");
+            assert_eq!(r.status(), StatusCode::OK);
+            assert_eq!(r.headers()["content-type"], content_type, "{accept:?}");
+            assert_eq!(r.headers()["vary"], "accept", "{accept:?}");
+            answers.push((content_type, r.text().await.expect("text")));
+        }
+        for (content_type, text) in &answers {
+            if content_type.starts_with("text/plain") {
+                assert!(text.contains("# TYPE chatmem_commits_total counter\n"), "{text}");
+                assert!(text.contains("\nchatmem_commits_total 1\n"), "{text}");
+                assert!(!text.contains("# EOF"), "{text}");
+            } else {
+                assert!(text.contains("# TYPE chatmem_commits counter\n"), "{text}");
+                assert!(text.ends_with("# EOF\n"), "{text}");
+            }
+        }
+        let Some(python) = python() else {
+            eprintln!("CHATMEM_TEST_PYTHON is not set: the Python parsers are not run");
+            continue;
+        };
+        let (_, text) = &answers[0];
+        let (_, openmetrics) = &answers[3];
+        for (format, text) in [("text", text), ("openmetrics", openmetrics)] {
+            let families = parse_with_python(&python, format, text);
+            let commits = &families["chatmem_commits"];
+            assert_eq!(commits["type"], "counter", "{format}: {families}");
+            assert_eq!(
+                commits["samples"]["chatmem_commits_total{}"], 1.0,
+                "{format}: {families}"
+            );
+            let latency = &families["chatmem_http_request_duration_seconds"];
+            assert_eq!(latency["type"], "histogram", "{format}: {families}");
+            let requests = &families["chatmem_http_requests"];
+            assert_eq!(requests["type"], "counter", "{format}: {families}");
+            let post = r#"chatmem_http_requests_total{"method": "POST", "route": "/v1/conversations/{id}/messages", "status": "200"}"#;
+            assert_eq!(requests["samples"][post], 1.0, "{format}: {families}");
+            for (name, family) in families.as_object().expect("families") {
+                assert_ne!(family["type"], "unknown", "{format}: {name} has no type");
+            }
+        }
+    }
+}
+
+/// Issue 24, item 6: `/openapi.json` is a valid OpenAPI document by `openapi-spec-validator`
+/// (run when `CHATMEM_TEST_PYTHON` is set, as in CI), and every response is described.
+#[tokio::test]
+async fn the_openapi_document_passes_openapi_spec_validator() {
+    let base = serve(Arc::new(InMemoryStore::new()), ServerConfig::default()).await;
+    let text = reqwest::get(format!("{base}/openapi.json"))
+        .await
+        .expect("get")
+        .text()
+        .await
+        .expect("text");
+    let doc: Value = serde_json::from_str(&text).expect("JSON");
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for (method, operation) in item.as_object().expect("a path item") {
+            for (status, response) in operation["responses"].as_object().expect("responses") {
+                assert!(
+                    response["description"].as_str().is_some_and(|d| !d.is_empty()),
+                    "{method} {path} {status} has no description"
+                );
+            }
+        }
+    }
+    let Some(python) = python() else {
+        eprintln!("CHATMEM_TEST_PYTHON is not set: openapi-spec-validator is not run");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let file = dir.path().join("openapi.json");
+    std::fs::write(&file, &text).expect("written");
+    let out = std::process::Command::new(&python)
+        .args(["-m", "openapi_spec_validator"])
+        .arg(&file)
+        .output()
+        .expect("running openapi_spec_validator");
+    assert!(
+        out.status.success(),
+        "openapi-spec-validator refused the document:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
