@@ -1,66 +1,57 @@
-//! `POST /v1/chat/completions`: an OpenAI-compatible endpoint that adds memory. The
-//! `X-Chatmem-Conversation` header names the conversation; the request's messages are the
-//! turn's new messages; the [`MemoryAdvisor`] loads the window, calls the upstream model with
-//! memory prepended, and commits the turn on success. Answers come back as OpenAI's JSON, or
-//! as its server-sent events when `"stream": true`.
+//! `POST /v1/chat/completions`: OpenAI's chat-completions endpoint with memory, as a
+//! pass-through proxy. The `X-Chatmem-Conversation` header names the conversation. The
+//! client's request goes upstream as it was sent (every field, in its order and types), with
+//! `messages` replaced by memory's window and the turn's new messages; the answer comes back
+//! as the upstream sent it, plain or as server-sent events, and the turn is committed once
+//! the answer is complete (before the stream's `[DONE]` is passed on). A failed call, or a
+//! client that hangs up mid-stream, commits nothing.
+//!
+//! - `request.rs`: the request as the proxy reads it (`messages`, `stream`, `n`);
+//! - `upstream.rs`: the one connection pool to the upstream, and what its failures mean to the client;
+//! - `sse.rs`: a stream split into events without changing a byte.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+mod request;
+mod sse;
+mod upstream;
 
-use axum::Json;
-use axum::body::Bytes;
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Extension, State};
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::sse::{Event, Sse};
-use axum::response::{IntoResponse, Response};
-use chatmem::{ChatDelta, Message, SamplingOptions, ToolDefinition, Usage};
-use chatmem_advisor::{MemoryAdvisor, TurnEvent, TurnRequest};
-use chatmem_openai::OpenAiModel;
-use futures_util::StreamExt;
-use serde::Deserialize;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::Response;
+use chatmem::{ChatMemory, ConversationId, DeltaAccumulator, Store};
+use chatmem_openai::passthrough::{messages_json, read_chunk, read_completion};
+use futures_util::{Stream, StreamExt};
 use serde_json::{Value, json};
 
+use self::request::ChatRequest;
+pub(crate) use self::upstream::UpstreamPool;
+use self::upstream::{Failure, passed};
 use crate::app::{AppState, RequestId};
-use crate::config::Upstream;
+use crate::config::ServerConfig;
 use crate::error::ApiError;
-use crate::metrics::Metrics;
-use crate::routes::{body_bytes, conversation_key, parse_body, respond, tenant};
+use crate::routes::{body_bytes, conversation_key, respond, tenant};
 
 /// The header that names the conversation of a chat completion.
 pub const CONVERSATION_HEADER: &str = "x-chatmem-conversation";
 
-/// The OpenAI request fields chatmem uses; others (`n`, `user`, `stream_options`, ...) are
-/// accepted and ignored, as clients send them freely.
-#[derive(Deserialize)]
-struct CompletionRequest {
-    model: String,
-    messages: Vec<Message>,
-    #[serde(default)]
-    stream: bool,
-    #[serde(default)]
-    temperature: Option<f32>,
-    #[serde(default)]
-    top_p: Option<f32>,
-    #[serde(default)]
-    max_tokens: Option<u32>,
-    #[serde(default)]
-    max_completion_tokens: Option<u32>,
-    #[serde(default)]
-    stop: Option<Stop>,
-    #[serde(default)]
-    tools: Vec<WireTool>,
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Stop {
-    One(String),
-    Many(Vec<String>),
-}
-
-#[derive(Deserialize)]
-struct WireTool {
-    function: ToolDefinition,
+/// The server's upstream, built once at start (one connection pool for every call), or the
+/// 503 every call is answered when there is none (or its settings cannot work).
+pub(crate) fn upstream_pool(config: &ServerConfig) -> Result<Arc<UpstreamPool>, ApiError> {
+    let no_upstream = |why: String| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "no_upstream", why);
+    let upstream = config
+        .upstream
+        .as_ref()
+        .ok_or_else(|| no_upstream("this server has no upstream model (start it with --upstream-base-url)".into()))?;
+    UpstreamPool::new(upstream, config.limits.upstream_timeout, config.metrics.clone())
+        .map(Arc::new)
+        .map_err(|e| {
+            tracing::error!(error = %e, "the upstream cannot be used");
+            no_upstream(format!("this server's upstream model cannot be used: {e}"))
+        })
 }
 
 pub(crate) async fn chat_completions(
@@ -70,7 +61,6 @@ pub(crate) async fn chat_completions(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let result = async {
-        let upstream = configured_upstream(&state)?;
         let header = headers.get(CONVERSATION_HEADER).ok_or_else(|| {
             ApiError::invalid(
                 "the X-Chatmem-Conversation header is required: it names the conversation whose memory the call uses",
@@ -78,229 +68,290 @@ pub(crate) async fn chat_completions(
         })?;
         // UTF-8, not only visible ASCII: an id may be any text (`订单-LC202610060018`).
         let id = std::str::from_utf8(header.as_bytes())
-            .map_err(|_| ApiError::invalid("the X-Chatmem-Conversation header is not UTF-8 text"))?
-            .to_owned();
-        let key = conversation_key(&state, &headers, &id)?;
+            .map_err(|_| ApiError::invalid("the X-Chatmem-Conversation header is not UTF-8 text"))?;
+        let key = conversation_key(&state, &headers, id)?;
         let body = body_bytes(&state, body)?;
-        let request: CompletionRequest = parse_body(&body, "chat completion request")?;
-        state.config.limits.batch.check(&request.messages)?;
-        let model = upstream_model(&state, upstream, &request.model)?;
-        let advisor = MemoryAdvisor::new(model, (*state.memory).clone());
-        let turn = TurnRequest {
-            messages: request.messages,
-            tools: request.tools.into_iter().map(|t| t.function).collect(),
-            options: SamplingOptions {
-                temperature: request.temperature,
-                top_p: request.top_p,
-                max_tokens: request.max_tokens.or(request.max_completion_tokens),
-                stop: match request.stop {
-                    None => Vec::new(),
-                    Some(Stop::One(s)) => vec![s],
-                    Some(Stop::Many(v)) => v,
-                },
-            },
-        };
-        let completion_id = format!("chatcmpl-{}", rid.0);
-        let created = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        if request.stream {
-            let metrics = state.config.metrics.clone();
-            return Ok(stream(
-                advisor,
-                key,
-                turn,
-                completion_id,
-                created,
-                request.model,
-                metrics,
-            ));
-        }
-        let done = advisor
-            .call(&key, turn)
-            .await
-            .map_err(|e| advisor_error(&state.config.metrics, e))?;
-        Ok(Json(json!({
-            "id": completion_id,
-            "object": "chat.completion",
-            "created": created,
-            "model": request.model,
-            "choices": [{"index": 0, "message": answer_json(&done.message), "finish_reason": done.finish_reason}],
-            "usage": done.usage.map(usage_json),
-        }))
-        .into_response())
+        let request = ChatRequest::parse(&body, &state.config.limits)?;
+        let pool = state.upstream.clone()?;
+        proxy(Arc::clone(&state.memory), pool, key, request, &rid).await
     }
     .await;
     respond(&rid, result)
 }
 
-/// The answer as OpenAI's assistant message: role, content, tool calls (never reasoning text
-/// or metadata beyond what the provider sent).
-fn answer_json(message: &Message) -> Value {
-    let mut v = serde_json::to_value(message).unwrap_or_else(|_| json!({"role": "assistant", "content": null}));
-    if let Some(obj) = v.as_object_mut() {
-        obj.remove("metadata");
-        obj.entry("content").or_insert(Value::Null);
+/// What the proxy's answer is made of: a whole response, or a head and then body chunks.
+enum Part {
+    Whole(Response),
+    Head(StatusCode, Option<HeaderValue>),
+    Chunk(Bytes),
+}
+
+/// Runs the call and answers with its first part; a streamed answer's body is the rest, sent
+/// as it comes. The call is one stream so that the turn (which borrows the memory) lives as
+/// long as the answer's body, and ends with it: a client that hangs up drops it uncommitted.
+async fn proxy(
+    memory: Arc<ChatMemory<Arc<dyn Store>>>,
+    pool: Arc<UpstreamPool>,
+    key: ConversationId,
+    request: ChatRequest,
+    rid: &RequestId,
+) -> Result<Response, ApiError> {
+    let mut parts = Box::pin(call(memory, pool, key, request, rid.clone()));
+    match parts.next().await {
+        Some(Ok(Part::Whole(response))) => Ok(response),
+        Some(Ok(Part::Head(status, content_type))) => {
+            let chunks = parts.filter_map(|p| async move {
+                match p {
+                    Ok(Part::Chunk(bytes)) => Some(Ok::<_, Infallible>(bytes)),
+                    _ => None,
+                }
+            });
+            Ok(passed(status, content_type, Body::from_stream(chunks)))
+        }
+        Some(Ok(Part::Chunk(_))) | None => Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "the answer had no head",
+        )),
+        Some(Err(e)) => Err(e),
     }
-    v
 }
 
-fn usage_json(u: Usage) -> Value {
-    json!({"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens, "total_tokens": u.total_tokens})
-}
-
-/// The turn as server-sent events: each delta as a `chat.completion.chunk`, then `[DONE]` once
-/// the turn is committed. An error after the first byte is sent as an `error` event.
-fn stream(
-    advisor: MemoryAdvisor<OpenAiModel, std::sync::Arc<dyn chatmem::Store>>,
-    key: chatmem::ConversationId,
-    turn: TurnRequest,
-    id: String,
-    created: u64,
-    model: String,
-    metrics: Metrics,
-) -> Response {
-    // The body is sent after the handler (and its span) returned: its failures are logged in
+/// The call, as the parts of its answer: the turn begun and given the request's new
+/// messages, its prompt put in the request, the request sent upstream, the answer read and
+/// committed, and passed on.
+fn call(
+    memory: Arc<ChatMemory<Arc<dyn Store>>>,
+    pool: Arc<UpstreamPool>,
+    key: ConversationId,
+    request: ChatRequest,
+    rid: RequestId,
+) -> impl Stream<Item = Result<Part, ApiError>> + Send {
+    // The stream runs after the handler (and its span) returned: its lines are logged in
     // the request's span all the same.
     let span = tracing::Span::current();
-    let failed = move |e: chatmem_advisor::Error| {
-        span.in_scope(|| {
-            let e = advisor_error(&metrics, e);
-            if e.status().is_server_error() {
-                tracing::warn!(status = e.status().as_u16(), code = e.code(), "the stream failed");
-            } else {
-                tracing::debug!(status = e.status().as_u16(), code = e.code(), "the stream was refused");
-            }
-            error_event(&e)
-        })
-    };
-    let events = async_stream::stream! {
-        let chunk = |delta: Value, finish: Option<String>, usage: Option<Usage>| {
-            json!({
-                "id": id, "object": "chat.completion.chunk", "created": created, "model": model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-                "usage": usage.map(usage_json),
-            })
-        };
-        let mut turn_stream = match advisor.stream(&key, turn).await {
-            Ok(s) => s,
+    async_stream::stream! {
+        let ChatRequest { mut body, messages, stream } = request;
+        let mut turn = match memory.begin(&key).await {
+            Ok(turn) => turn,
             Err(e) => {
-                yield Ok::<Event, std::convert::Infallible>(failed(e));
+                yield Err(ApiError::from(e));
                 return;
             }
         };
-        let mut first = true;
-        while let Some(event) = turn_stream.next().await {
-            match event {
-                Ok(TurnEvent::Delta(d)) => {
-                    let ChatDelta { content, reasoning_content, tool_calls, finish_reason, usage, .. } = d;
-                    let mut delta = serde_json::Map::new();
-                    if first {
-                        delta.insert("role".into(), json!("assistant"));
-                        first = false;
-                    }
-                    if let Some(c) = content {
-                        delta.insert("content".into(), json!(c));
-                    }
-                    if let Some(r) = reasoning_content {
-                        delta.insert("reasoning_content".into(), json!(r));
-                    }
-                    if !tool_calls.is_empty() {
-                        let calls: Vec<Value> = tool_calls.iter().map(|c| json!({
-                            "index": c.index, "id": c.id, "type": "function",
-                            "function": {"name": c.name, "arguments": c.arguments},
-                        })).collect();
-                        delta.insert("tool_calls".into(), json!(calls));
-                    }
-                    yield Ok(Event::default().data(chunk(Value::Object(delta), finish_reason, usage).to_string()));
-                }
-                Ok(TurnEvent::Done(_)) => {
-                    yield Ok(Event::default().data("[DONE]"));
-                    return;
-                }
-                Ok(_) => {}
+        let skipped = turn.push_unstored(messages);
+        let prompt = turn.prompt();
+        span.in_scope(|| tracing::debug!(
+            loaded = turn.loaded().snapshot().messages.len(),
+            already_stored = skipped,
+            prompt = prompt.len(),
+            "turn prepared"
+        ));
+        if let Some(slot) = body.get_mut("messages") {
+            *slot = messages_json(&prompt);
+        }
+        drop(prompt);
+        let sent = match serde_json::to_vec(&body) {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                yield Err(ApiError::invalid(format!("the request cannot be sent: {e}")));
+                return;
+            }
+        };
+        drop(body);
+        let deadline = tokio::time::Instant::now() + pool.timeout();
+        let response = match pool.chat(sent).await {
+            Ok(response) => response,
+            Err(Failure::Api(e)) => {
+                yield Err(e);
+                return;
+            }
+            Err(Failure::Passed(response)) => {
+                yield Ok(Part::Whole(response));
+                return;
+            }
+        };
+        let status = response.status();
+        let content_type = response.headers().get(header::CONTENT_TYPE).cloned();
+        let is_sse = content_type
+            .as_ref()
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("text/event-stream"));
+
+        if !stream || !is_sse {
+            // A whole answer: read, committed, then passed on as it came.
+            let bytes = match pool.read_body(response, deadline).await {
+                Ok(bytes) => bytes,
                 Err(e) => {
-                    yield Ok(failed(e));
+                    yield Err(e);
                     return;
                 }
+            };
+            if stream {
+                yield Err(pool.unreadable("a stream was asked for, and the answer is not server-sent events"));
+                return;
+            }
+            let value: Value = match serde_json::from_slice(&bytes) {
+                Ok(v) => v,
+                Err(e) => {
+                    yield Err(pool.unreadable(&format!("it is not JSON ({e})")));
+                    return;
+                }
+            };
+            pool.count_usage(value.get("usage"));
+            let answer = match read_completion(value) {
+                Ok(answer) => answer,
+                Err(e) => {
+                    yield Err(pool.unreadable(&e.to_string()));
+                    return;
+                }
+            };
+            turn.push(answer.message);
+            if let Err(e) = turn.commit().await {
+                span.in_scope(|| tracing::warn!("the turn was answered but not committed"));
+                yield Err(ApiError::from(e));
+                return;
+            }
+            yield Ok(Part::Whole(passed(status, content_type, bytes)));
+            return;
+        }
+
+        // A stream: each event passed on as it came while the answer is gathered; `[DONE]`
+        // (and whatever follows it) held back until the turn is committed.
+        yield Ok(Part::Head(status, content_type));
+        let mut response = response;
+        let mut events = sse::Splitter::default();
+        let mut answer = DeltaAccumulator::default();
+        let mut finished = false;
+        let mut held: Vec<Bytes> = Vec::new();
+        let failed = |e: ApiError| {
+            span.in_scope(|| tracing::warn!(status = e.status().as_u16(), code = e.code(), "the stream failed"));
+            error_event(&e, &rid)
+        };
+        loop {
+            let chunk = match tokio::time::timeout(pool.timeout(), response.chunk()).await {
+                Err(_) => {
+                    yield Ok(Part::Chunk(failed(pool.timed_out())));
+                    return;
+                }
+                Ok(Err(e)) => {
+                    yield Ok(Part::Chunk(failed(pool.unreachable(&e))));
+                    return;
+                }
+                Ok(Ok(None)) => None,
+                Ok(Ok(Some(chunk))) => Some(chunk),
+            };
+            let ended = chunk.is_none();
+            if let Some(chunk) = chunk {
+                events.push(&chunk);
+            }
+            let mut ready = Vec::new();
+            while let Some(event) = events.next_event() {
+                ready.push(event);
+            }
+            if ended {
+                ready.extend(events.rest());
+            }
+            for event in ready {
+                if !held.is_empty() {
+                    held.push(event.raw);
+                    continue;
+                }
+                match event.data.as_deref() {
+                    None => {}
+                    Some("[DONE]") => {
+                        held.push(event.raw);
+                        continue;
+                    }
+                    Some(data) => {
+                        let value: Value = match serde_json::from_str(data) {
+                            Ok(v) => v,
+                            Err(e) => {
+                                yield Ok(Part::Chunk(failed(pool.unreadable(&format!("an event is not JSON ({e})")))));
+                                return;
+                            }
+                        };
+                        if value.get("error").is_some() {
+                            // The upstream failed mid-stream: its text is not passed on.
+                            pool.metrics().upstream_error(chatmem::ModelErrorKind::Server);
+                            let e = ApiError::new(StatusCode::BAD_GATEWAY, "upstream_error", "the upstream model failed mid-stream");
+                            yield Ok(Part::Chunk(failed(e)));
+                            return;
+                        }
+                        if value.get("usage").is_some_and(Value::is_object) {
+                            pool.count_usage(value.get("usage"));
+                        }
+                        match read_chunk(value) {
+                            Ok(Some(delta)) => {
+                                finished |= delta.finish_reason.is_some();
+                                answer.push(&delta);
+                            }
+                            Ok(None) => {}
+                            Err(e) => {
+                                yield Ok(Part::Chunk(failed(pool.unreadable(&e.to_string()))));
+                                return;
+                            }
+                        }
+                    }
+                }
+                yield Ok(Part::Chunk(event.raw));
+            }
+            if ended {
+                break;
             }
         }
-    };
-    Sse::new(events).into_response()
-}
-
-fn error_event(e: &ApiError) -> Event {
-    Event::default().data(json!({"error": {"code": e.code(), "message": e.to_string()}}).to_string())
-}
-
-/// An advisor error as the client sees it: its own bad request is 400, the upstream's
-/// failure 502 (counted), memory's failures as [`ApiError::from`] says.
-fn advisor_error(metrics: &Metrics, e: chatmem_advisor::Error) -> ApiError {
-    use chatmem_advisor::Error;
-    match e {
-        Error::InvalidRequest(r) => ApiError::invalid(r),
-        Error::Load(source) => ApiError::from(source),
-        Error::Commit { source, .. } => ApiError::from(source),
-        Error::Model(m) => upstream_failed(metrics, &m),
-        other => {
-            metrics.upstream_error(chatmem::ModelErrorKind::Other);
-            ApiError::new(StatusCode::BAD_GATEWAY, "upstream_error", other.to_string())
+        if !finished {
+            let e = pool.unreadable("the stream ended before the model finished");
+            yield Ok(Part::Chunk(failed(e)));
+            return;
+        }
+        let message = match answer.finish() {
+            Ok(r) => r.message,
+            Err(e) => {
+                yield Ok(Part::Chunk(failed(pool.unreadable(&e.to_string()))));
+                return;
+            }
+        };
+        turn.push(message);
+        if let Err(e) = turn.commit().await {
+            span.in_scope(|| tracing::warn!("the turn was answered but not committed"));
+            yield Ok(Part::Chunk(failed(ApiError::from(e))));
+            return;
+        }
+        for bytes in held {
+            yield Ok(Part::Chunk(bytes));
         }
     }
 }
 
-/// 502 for a failed upstream call, naming its HTTP status when it answered one (the
-/// [`chatmem::ModelError`]'s text does); counted in the metrics.
-fn upstream_failed(metrics: &Metrics, m: &chatmem::ModelError) -> ApiError {
-    metrics.upstream_error(m.kind());
-    tracing::warn!(error = %m, "upstream model failed");
-    ApiError::new(
-        StatusCode::BAD_GATEWAY,
-        "upstream_error",
-        format!("the upstream model failed: {m}"),
-    )
-}
-
-/// The configured upstream, or 503 when the server has none.
-fn configured_upstream(state: &AppState) -> Result<&Upstream, ApiError> {
-    state.config.upstream.as_ref().ok_or_else(|| {
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "no_upstream",
-            "this server has no upstream model (start it with --upstream-base-url)",
-        )
-    })
-}
-
-/// A client of `upstream` for `model`, with the server's upstream timeout.
-fn upstream_model(state: &AppState, upstream: &Upstream, model: &str) -> Result<OpenAiModel, ApiError> {
-    let builder = OpenAiModel::builder()
-        .base_url(upstream.base_url.clone())
-        .model(model)
-        .timeout(state.config.limits.upstream_timeout);
-    let builder = match &upstream.api_key {
-        Some(key) => builder.api_key(key.clone()),
-        None => builder.no_api_key(),
-    };
-    builder
-        .build()
-        .map_err(|e| ApiError::invalid(format!("the upstream model cannot be used: {e}")))
+/// A failure after the answer began, as OpenAI ends a stream with one: an event whose data
+/// is `{"error": {...}}` (which OpenAI's clients raise), and no `[DONE]`.
+fn error_event(e: &ApiError, rid: &RequestId) -> Bytes {
+    let body = json!({"error": {
+        "message": e.to_string(),
+        "type": e.kind(),
+        "param": e.param(),
+        "code": e.code(),
+        "request_id": rid.0,
+    }});
+    Bytes::from(format!("data: {body}\n\n"))
 }
 
 /// `GET /v1/models`: the upstream's model list as it came, for clients that list models
-/// before they chat. Same callers as every route (the bearer token with `--auth`).
+/// before they chat, through the same connection pool. Same callers as every route (the
+/// bearer token with `--auth`).
 pub(crate) async fn models(
     State(state): State<AppState>,
     Extension(rid): Extension<RequestId>,
     headers: HeaderMap,
 ) -> Response {
-    /// The builder wants a model name; listing never sends it.
-    const LISTING: &str = "(listing models)";
     let result = async {
         tenant(&state, &headers)?;
-        let upstream = configured_upstream(&state)?;
-        let model = upstream_model(&state, upstream, LISTING)?;
-        match model.list_models().await {
-            Ok(list) => Ok(Json(list).into_response()),
-            Err(e) => Err(upstream_failed(&state.config.metrics, &e)),
+        let pool = state.upstream.clone()?;
+        match pool.models().await {
+            Ok(response) => Ok(response),
+            Err(Failure::Api(e)) => Err(e),
+            Err(Failure::Passed(response)) => Ok(response),
         }
     }
     .await;
