@@ -128,6 +128,30 @@ fn without_auth_only_loopback_is_allowed() {
     assert!(err.contains("without --auth"), "{err}");
 }
 
+/// An upstream URL that cannot work (no scheme) stops `serve` at start with one line naming
+/// the flag, before it listens, rather than answering every chat completion with an error.
+#[test]
+fn a_bad_upstream_url_stops_serve_at_start() {
+    let out = Command::new(env!("CARGO_BIN_EXE_chatmem"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            "memory:",
+            "--upstream-base-url",
+            "localhost:18102",
+        ])
+        .env_remove("CHATMEM_STORE")
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("--upstream-base-url localhost:18102"), "{err}");
+    assert!(err.contains("not http or https"), "{err}");
+}
+
 /// `examples/python/aftersale.py` with the official `openai` package (in the venv that
 /// `examples/python/setup.sh` makes; `CHATMEM_TEST_PYTHON` is its python) against `chatmem
 /// serve`, which calls a loopback upstream: turn 2 ("that order") reaches the upstream with the
