@@ -132,7 +132,7 @@ fn without_auth_only_loopback_is_allowed() {
 /// the flag, before it listens, rather than answering every chat completion with an error.
 #[test]
 fn a_bad_upstream_url_stops_serve_at_start() {
-    let out = Command::new(env!("CARGO_BIN_EXE_chatmem"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_chatmem"))
         .args([
             "serve",
             "--listen",
@@ -143,8 +143,20 @@ fn a_bad_upstream_url_stops_serve_at_start() {
             "localhost:18102",
         ])
         .env_remove("CHATMEM_STORE")
-        .output()
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("run");
+    // A server that started would run on: give it 20 s to stop by itself.
+    let started = std::time::Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("serve started with a bad --upstream-base-url");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().expect("output");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
