@@ -675,6 +675,28 @@ async fn upstream_errors_keep_their_meaning_and_the_key_stays_in() {
         assert_eq!(window(&base, "c1").await, None, "{status}: nothing committed");
     }
 
+    // An error inside a 200, plain or mid-stream: chatmem's 502, not the upstream's text.
+    let upstream = Loopback::start(vec![
+        hostile(200),
+        Canned::sse(
+            vec![
+                upstream::chunks(&["a"], false)[0].clone(),
+                format!("data: {}\n\n", String::from_utf8_lossy(&hostile(200).body())),
+            ],
+            Duration::ZERO,
+        ),
+    ])
+    .await;
+    let base = serve_loopback(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream).await;
+    for stream in [false, true] {
+        let r = post(&base, "c1", &said(stream)).await;
+        assert_eq!(r.status(), if stream { 200 } else { 502 });
+        let text = r.text().await.expect("text");
+        assert!(text.contains("upstream_error"), "{text}");
+        assert!(!text.contains("hunter2") && !text.contains(KEY), "{text}");
+    }
+    assert_eq!(window(&base, "c1").await, None, "an error in a 200 commits nothing");
+
     // Not OpenAI's shape: chatmem's, the key masked.
     let upstream = Loopback::start(vec![Canned::json(400, &format!("bad key {KEY}, password=hunter2"))]).await;
     let base = serve_loopback(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream).await;

@@ -198,6 +198,13 @@ fn call(
                     return;
                 }
             };
+            if value.get("error").is_some() {
+                // An error in a 200 (some providers send these): the upstream failed, and
+                // its text is not passed on.
+                pool.metrics().upstream_error(chatmem::ModelErrorKind::Server);
+                yield Err(ApiError::new(StatusCode::BAD_GATEWAY, "upstream_error", "the upstream model failed (an error in a 200 answer)"));
+                return;
+            }
             pool.count_usage(value.get("usage"));
             let answer = match read_completion(value) {
                 Ok(answer) => answer,
