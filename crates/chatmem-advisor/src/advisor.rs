@@ -189,18 +189,7 @@ impl<M: ChatModel, S: Store> MemoryAdvisor<M, S> {
     /// Steps 1 and 2: the request checked, the turn begun (which messages are new and the
     /// system message rule are the core turn's), and the eager write.
     async fn prepare(&self, id: &ConversationId, messages: Vec<Message>) -> Result<Prepared<'_, S>, Error> {
-        let leading_system = usize::from(messages.first().is_some_and(Message::is_system));
-        if let Some(i) = messages.iter().skip(leading_system).position(Message::is_system) {
-            return Err(Error::InvalidRequest(format!(
-                "message {} is a system message; only the first message may be one",
-                i + leading_system
-            )));
-        }
-        if messages.len() == leading_system {
-            return Err(Error::InvalidRequest(
-                "a turn needs at least one non-system message".into(),
-            ));
-        }
+        chatmem::check_request(&messages).map_err(|e| Error::InvalidRequest(e.to_string()))?;
         let mut turn = self.memory.begin(id).await.map_err(Error::Load)?;
         let skipped = turn.push_unstored(messages);
         let new: Vec<Message> = turn.messages().filter(|m| !m.is_system()).cloned().collect();

@@ -19,7 +19,7 @@
 
 use anyhow::{Context, bail};
 use chatmem::store::StoredMessage;
-use chatmem::{ConversationId, Message, Role, Summary};
+use chatmem::{ConversationId, Message, Summary};
 use serde::{Deserialize, Serialize};
 
 /// The format this chatmem writes and reads.
@@ -112,8 +112,11 @@ fn check(line: &Line) -> anyhow::Result<()> {
                 m.seq
             );
         }
-        if m.message.role() == Role::System {
-            bail!("field `messages[{i}].message.role`: a system message belongs in `system`");
+        if m.message.is_system() {
+            bail!(
+                "field `messages[{i}].message.role`: a {} message belongs in `system`",
+                m.message.role()
+            );
         }
     }
     if line.next_seq != first + line.messages.len() as u64 {
@@ -140,8 +143,8 @@ fn check(line: &Line) -> anyhow::Result<()> {
         );
     }
     if let Some(system) = &line.system {
-        if system.message.role() != Role::System {
-            bail!("field `system.message.role`: must be system");
+        if !system.message.is_system() {
+            bail!("field `system.message.role`: must be system or developer");
         }
         if system.seq == 0 || system.seq > line.next_seq {
             bail!(

@@ -128,6 +128,42 @@ fn without_auth_only_loopback_is_allowed() {
     assert!(err.contains("without --auth"), "{err}");
 }
 
+/// An upstream URL that cannot work (no scheme) stops `serve` at start with one line naming
+/// the flag, before it listens, rather than answering every chat completion with an error.
+#[test]
+fn a_bad_upstream_url_stops_serve_at_start() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_chatmem"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            "memory:",
+            "--upstream-base-url",
+            "localhost:18102",
+        ])
+        .env_remove("CHATMEM_STORE")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run");
+    // A server that started would run on: give it 20 s to stop by itself.
+    let started = std::time::Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("serve started with a bad --upstream-base-url");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().expect("output");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("--upstream-base-url localhost:18102"), "{err}");
+    assert!(err.contains("not http or https"), "{err}");
+}
+
 /// `examples/python/aftersale.py` with the official `openai` package (in the venv that
 /// `examples/python/setup.sh` makes; `CHATMEM_TEST_PYTHON` is its python) against `chatmem
 /// serve`, which calls a loopback upstream: turn 2 ("that order") reaches the upstream with the

@@ -283,7 +283,7 @@ fn read_key(var: &str, provider: &str) -> Result<SecretString, ConfigError> {
 
 /// Validates an http(s) base URL and drops a trailing slash. The URL itself is not echoed in
 /// errors: it may hold credentials.
-fn check_base_url(raw: &str) -> Result<String, ConfigError> {
+pub(crate) fn check_base_url(raw: &str) -> Result<String, ConfigError> {
     let url = reqwest::Url::parse(raw.trim()).map_err(|e| ConfigError::InvalidBaseUrl(e.to_string()))?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(ConfigError::InvalidBaseUrl(format!(

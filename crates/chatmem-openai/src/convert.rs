@@ -12,8 +12,9 @@
 //! | text part, image URL part (`detail`) | `Text`, `ImageUrl` (`ImageDetail`) | the same; a `prompt_cache_breakpoint` is an error |
 //! | other part (audio, file) | `InputAudio`, `File` when it reads as one, unchanged; otherwise an error | kept as an other part, as its JSON |
 //! | assistant text, tool calls (`name`) | `Assistant` text, `Function` tool calls | the same; `refusal` becomes the text |
+//! | developer (text, `name`) | `Developer` (text) | `Developer` text; parts are an error |
 //! | tool result | `Tool` (text, `tool_call_id`) | the same; parts are an error |
-//! | — | `Developer`, `Function` | an error (chatmem has no such role) |
+//! | — | `Function` | an error (chatmem has no such role) |
 //!
 //! Never sent, exactly as [`OpenAiModel`](crate::OpenAiModel) never sends them:
 //! `reasoning_content`, `metadata`, a tool result's `is_error` and a tool result's `name`
@@ -66,16 +67,16 @@ pub use response::from_response_message;
 ///
 /// ```
 /// use chatmem_openai::async_openai::types::chat::{
-///     ChatCompletionRequestDeveloperMessage, ChatCompletionRequestMessage,
+///     ChatCompletionRequestFunctionMessage, ChatCompletionRequestMessage,
 /// };
 /// use chatmem_openai::convert::{ConversionErrorKind, from_request_message};
 ///
-/// let developer = ChatCompletionRequestMessage::Developer(ChatCompletionRequestDeveloperMessage {
-///     content: "be brief".into(),
-///     name: None,
+/// let function = ChatCompletionRequestMessage::Function(ChatCompletionRequestFunctionMessage {
+///     content: Some("42".into()),
+///     name: "lookup".into(),
 /// });
-/// let e = from_request_message(developer).unwrap_err();
-/// assert_eq!(e.kind(), &ConversionErrorKind::UnsupportedRole { role: "developer" });
+/// let e = from_request_message(function).unwrap_err();
+/// assert_eq!(e.kind(), &ConversionErrorKind::UnsupportedRole { role: "function" });
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConversionError {
@@ -122,9 +123,9 @@ impl std::error::Error for ConversionError {}
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConversionErrorKind {
-    /// A role chatmem does not have (`developer`, `function`).
+    /// A role chatmem does not have (`function`).
     #[error(
-        "role `{role}` has no chatmem equivalent (chatmem has system, user, assistant and tool): \
+        "role `{role}` has no chatmem equivalent (chatmem has system, developer, user, assistant and tool): \
          convert it to one of those first"
     )]
     UnsupportedRole {

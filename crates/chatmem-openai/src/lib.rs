@@ -17,6 +17,9 @@
 //! into async-openai's request messages (the same messages this client sends) and an answer
 //! back into a chatmem message.
 //!
+//! For a proxy that passes a client's own request through (`chatmem serve`), [`passthrough`]
+//! holds one connection pool per upstream and the same conversions, over raw JSON.
+//!
 //! What it is not: conversation memory. It sends exactly the messages it is given; put a
 //! `chatmem-advisor` `MemoryAdvisor` in front of it for memory.
 //!
@@ -40,6 +43,7 @@ mod config;
 pub mod convert;
 mod error;
 mod model;
+pub mod passthrough;
 mod wire;
 
 /// The async-openai crate whose types [`convert`] speaks, so an application names the same ones.

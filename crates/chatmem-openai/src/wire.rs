@@ -39,7 +39,7 @@ struct StreamOptions {
 }
 
 #[derive(Debug, Serialize)]
-struct WireMessage<'a> {
+pub(crate) struct WireMessage<'a> {
     role: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     content: Option<WireContent<'a>>,
@@ -87,6 +87,11 @@ struct WireToolFunction<'a> {
     parameters: &'a Value,
 }
 
+/// The messages of a request, each as sent (see [`Sent`]).
+pub(crate) fn messages<'a>(messages: &[&'a Message]) -> Vec<WireMessage<'a>> {
+    messages.iter().map(|m| message(m)).collect()
+}
+
 /// The request body for `request`; `stream` asks for SSE with a final usage chunk.
 pub(crate) fn request<'a>(model: &'a str, request: &'a ChatRequest<'_>, stream: bool) -> WireRequest<'a> {
     WireRequest {
@@ -123,6 +128,10 @@ pub(crate) enum Sent<'a> {
         content: &'a str,
         name: Option<&'a str>,
     },
+    Developer {
+        content: &'a str,
+        name: Option<&'a str>,
+    },
     User {
         content: &'a UserContent,
         name: Option<&'a str>,
@@ -143,6 +152,7 @@ pub(crate) fn sent(m: &Message) -> Sent<'_> {
     let name = m.name.as_deref();
     match &m.body {
         Body::System { content } => Sent::System { content, name },
+        Body::Developer { content } => Sent::Developer { content, name },
         Body::User { content } => Sent::User { content, name },
         Body::Assistant {
             content,
@@ -176,7 +186,7 @@ fn message(m: &Message) -> WireMessage<'_> {
         tool_call_id: None,
     };
     match sent(m) {
-        Sent::System { content, name } => {
+        Sent::System { content, name } | Sent::Developer { content, name } => {
             w.content = Some(WireContent::Text(content));
             w.name = name;
         }

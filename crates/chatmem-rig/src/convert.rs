@@ -105,6 +105,9 @@ pub enum Unreadable {
     /// A base64 data URL whose media type rig does not know.
     #[error("an image data URL of media type {0:?} (rig does not know it)")]
     ImageMediaType(String),
+    /// A developer message: rig has system messages only, and would lose the role.
+    #[error("a developer message (rig has system messages only)")]
+    Developer,
     /// The `rig` metadata record is not what this crate writes.
     #[error("metadata `{METADATA_KEY}.{0}` that does not read")]
     Metadata(&'static str),

@@ -54,6 +54,8 @@ pub(crate) mod route {
 pub struct AppState {
     pub(crate) memory: Arc<ChatMemory<Arc<dyn Store>>>,
     pub(crate) config: Arc<ServerConfig>,
+    /// The upstream's connection pool, built once, or the 503 its routes answer.
+    pub(crate) upstream: Result<Arc<completions::UpstreamPool>, crate::error::ApiError>,
 }
 
 /// The id of one request, in its extensions, its log span and its response.
@@ -78,6 +80,7 @@ pub fn app(memory: ChatMemory<Arc<dyn Store>>, config: ServerConfig) -> Router {
     let cors = edges::cors(&config);
     let state = AppState {
         memory: Arc::new(memory),
+        upstream: completions::upstream_pool(&config),
         config: Arc::new(config),
     };
     let router = Router::new()

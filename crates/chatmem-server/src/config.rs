@@ -99,6 +99,27 @@ pub struct Upstream {
     pub api_key: Option<String>,
 }
 
+impl Upstream {
+    /// Checks that the upstream's settings can work (a base URL with an http or https
+    /// scheme and no query, a key that can be sent as a header), for a caller that wants to
+    /// stop at start rather than answer every chat completion 503.
+    ///
+    /// ```
+    /// use chatmem_server::Upstream;
+    /// let bad = Upstream { base_url: "localhost:18102".into(), api_key: None };
+    /// assert!(bad.check().unwrap_err().to_string().contains("not http or https"));
+    /// let good = Upstream { base_url: "http://localhost:18102/v1".into(), api_key: None };
+    /// assert!(good.check().is_ok());
+    /// ```
+    ///
+    /// # Errors
+    /// [`chatmem_openai::ConfigError`] saying what is wrong (never the key).
+    pub fn check(&self) -> Result<(), chatmem_openai::ConfigError> {
+        chatmem_openai::passthrough::Endpoint::new(&self.base_url, self.api_key.as_deref(), Duration::from_secs(1))
+            .map(drop)
+    }
+}
+
 impl std::fmt::Debug for Upstream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Upstream")

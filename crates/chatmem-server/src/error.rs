@@ -1,5 +1,7 @@
 //! [`ApiError`]: the one error type of the server, and the one JSON shape every error has:
-//! `{"error": {"code": "...", "message": "...", "request_id": "..."}}`.
+//! `{"error": {"code": "...", "message": "...", "type": "...", "param": ..., "request_id": "..."}}`
+//! (OpenAI's error object, so OpenAI clients read chatmem's errors as their own, plus the
+//! request id).
 
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -21,6 +23,7 @@ pub struct ApiError {
     status: StatusCode,
     code: &'static str,
     message: String,
+    param: Option<String>,
     request_id: Option<String>,
 }
 
@@ -31,8 +34,37 @@ impl ApiError {
             status,
             code,
             message: chatmem::printable::printable(message.as_ref()).into_owned(),
+            param: None,
             request_id: None,
         }
+    }
+
+    /// The same error, naming the request field it is about (OpenAI's `param`: `n`,
+    /// `messages[1].role`).
+    ///
+    /// ```
+    /// let e = chatmem_server::ApiError::invalid("`n` must be 1").with_param("n");
+    /// assert_eq!(e.param(), Some("n"));
+    /// ```
+    pub fn with_param(mut self, param: impl AsRef<str>) -> Self {
+        self.param = Some(chatmem::printable::printable(param.as_ref()).into_owned());
+        self
+    }
+
+    /// The request field the error is about, if it names one.
+    pub fn param(&self) -> Option<&str> {
+        self.param.as_deref()
+    }
+
+    /// OpenAI's error `type` for the status: `invalid_request_error` (4xx but those below),
+    /// `authentication_error` (401), `permission_error` (403), `rate_limit_error` (429),
+    /// `server_error` (5xx).
+    ///
+    /// ```
+    /// assert_eq!(chatmem_server::ApiError::not_found("x").kind(), "invalid_request_error");
+    /// ```
+    pub fn kind(&self) -> &'static str {
+        error_type(self.status)
     }
 
     /// 400 `invalid_request`: the request was malformed; the message names what was wrong.
@@ -129,6 +161,17 @@ impl From<chatmem::TooLarge> for ApiError {
     }
 }
 
+/// OpenAI's error `type` for an HTTP status (see [`ApiError::kind`]).
+pub(crate) fn error_type(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        401 => "authentication_error",
+        403 => "permission_error",
+        429 => "rate_limit_error",
+        500..=599 => "server_error",
+        _ => "invalid_request_error",
+    }
+}
+
 /// The JSON body of every error. `ApiError` answers exactly this, and `/openapi.json`
 /// documents this type, so the documented shape is the real one.
 #[derive(serde::Serialize, utoipa::ToSchema)]
@@ -143,11 +186,19 @@ pub(crate) struct ErrorDetail {
     /// A stable machine-readable code: `invalid_request`, `unauthorized`, `not_found`,
     /// `too_large`, `uri_too_long`, `header_too_large`, `body_timeout`, `contention`,
     /// `store_unavailable` (down, or over the store timeout), `store_error`, `no_upstream`,
-    /// `upstream_error`, `forbidden_host`, `forbidden_origin`, `unsupported_media_type`,
+    /// `upstream_error` (the upstream failed: its status in the message, never its text),
+    /// `upstream_auth` (the upstream refused chatmem's own key), `upstream_unavailable`,
+    /// `upstream_timeout`, `forbidden_host`, `forbidden_origin`, `unsupported_media_type`,
     /// `method_not_allowed`.
     code: &'static str,
     /// One line for people; it names the field when a request was invalid.
     message: String,
+    /// OpenAI's error type, from the status: `invalid_request_error`, `authentication_error`,
+    /// `permission_error`, `rate_limit_error` or `server_error`.
+    #[serde(rename = "type")]
+    kind: &'static str,
+    /// The request field the error is about (`n`, `messages[1].role`), when it names one.
+    param: Option<String>,
     /// The request's id (also in its `x-request-id` header and every log line of it).
     request_id: Option<String>,
 }
@@ -159,6 +210,8 @@ impl ApiError {
             error: ErrorDetail {
                 code: self.code,
                 message: self.message.clone(),
+                kind: error_type(self.status),
+                param: self.param.clone(),
                 request_id: self.request_id.clone(),
             },
         }

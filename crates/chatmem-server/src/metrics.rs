@@ -115,7 +115,34 @@ struct Inner {
     conflicts: Counter,
     store_errors: Family<StoreLabels, Counter>,
     upstream_errors: Family<UpstreamLabels, Counter>,
+    upstream: UpstreamMetrics,
     summaries: Family<SummaryLabels, Counter>,
+}
+
+/// The upstream's answers: latency to the response head, statuses, and the tokens it reports.
+struct UpstreamMetrics {
+    latency: Histogram,
+    responses: Family<StatusLabels, Counter>,
+    tokens: Family<TokenLabels, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabels {
+    status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TokenLabels {
+    kind: &'static str,
+}
+
+/// The tokens an upstream answer reports in its `usage` (OpenAI's names; DeepSeek's
+/// `prompt_cache_hit_tokens` is its cached prompt tokens).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct UpstreamTokens {
+    pub(crate) prompt: u64,
+    pub(crate) completion: u64,
+    pub(crate) cached_prompt: u64,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -197,6 +224,28 @@ impl Metrics {
             "Failed calls of the upstream model, by kind",
             upstream_errors.clone(),
         );
+        let upstream = UpstreamMetrics {
+            // 1 ms to about 33 s: a loopback model at the low end, a long answer at the top.
+            latency: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
+            responses: Family::default(),
+            tokens: Family::default(),
+        };
+        registry.register(
+            "upstream_request_duration_seconds",
+            "Time from sending a chat completion upstream to its response head",
+            upstream.latency.clone(),
+        );
+        registry.register(
+            "upstream_responses",
+            "Responses of the upstream model, by HTTP status",
+            upstream.responses.clone(),
+        );
+        registry.register(
+            "upstream_tokens",
+            "Tokens the upstream reported in its answers' usage, by kind: prompt, completion, \
+             cached_prompt (prompt tokens served from the provider's cache)",
+            upstream.tokens.clone(),
+        );
         let summaries = Family::<SummaryLabels, Counter>::default();
         registry.register(
             "summaries",
@@ -213,6 +262,7 @@ impl Metrics {
                 conflicts,
                 store_errors,
                 upstream_errors,
+                upstream,
                 summaries,
             }),
         }
@@ -278,6 +328,29 @@ impl Metrics {
             _ => "error",
         };
         self.inner.summaries.get_or_create(&SummaryLabels { outcome }).inc();
+    }
+
+    /// One response head from the upstream, `took` after the call was sent.
+    pub(crate) fn upstream_response(&self, status: u16, took: Duration) {
+        let upstream = &self.inner.upstream;
+        upstream.latency.observe(took.as_secs_f64());
+        upstream.responses.get_or_create(&StatusLabels { status }).inc();
+    }
+
+    /// The tokens one upstream answer reported.
+    pub(crate) fn upstream_tokens(&self, tokens: UpstreamTokens) {
+        let counts = [
+            ("prompt", tokens.prompt),
+            ("completion", tokens.completion),
+            ("cached_prompt", tokens.cached_prompt),
+        ];
+        for (kind, n) in counts {
+            self.inner
+                .upstream
+                .tokens
+                .get_or_create(&TokenLabels { kind })
+                .inc_by(n);
+        }
     }
 
     pub(crate) fn upstream_error(&self, kind: chatmem::ModelErrorKind) {

@@ -1,17 +1,24 @@
 //! `POST /v1/chat/completions` through HTTP: the seed 003 after-sale scenario against a
 //! loopback upstream that speaks OpenAI's protocol, plain and streaming; the header rule;
-//! `GET /v1/models` passed through.
+//! `GET /v1/models` passed through; the pass-through proxy (every field forwarded in order,
+//! answers byte for byte, streams, `n`, `developer`), the upstream's errors as the client
+//! sees them (a hostile upstream's text and the key kept in), one connection for every
+//! call, a client hanging up mid-stream, and clients that resend their whole conversation.
 
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../chatmem-advisor/tests/support/mod.rs"]
 mod support;
+#[allow(dead_code, unreachable_pub)]
+mod upstream;
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use chatmem::{ChatMemory, InMemoryStore, Store, WindowPolicy};
-use chatmem_server::{ServerConfig, Upstream, app};
-use serde_json::{Value, json};
+use chatmem::{ChatMemory, InMemoryStore, Retention, Store, WindowPolicy};
+use chatmem_server::{Limits, ServerConfig, Upstream, app};
+use serde_json::{Map, Value, json};
 use support::{MockServer, roles_and_texts, text};
+use upstream::{Canned, Loopback};
 
 const SYSTEM: &str = "你是邻里仓售后。未发货可退。若对话历史中出现订单号，回答里必须原样写出该订单号。";
 const ORDER: &str = "LC202610060018";
@@ -196,12 +203,15 @@ async fn an_openai_client_gets_memory_with_one_header() {
     };
     use futures_util::StreamExt;
 
-    let upstream = MockServer::start(vec![
-        text("订单 LC202610060018 尚未发货。"),
-        text("LC202610060018 未发货，可以退。"),
+    let upstream = Loopback::start(vec![
+        Canned::json(200, &upstream::completion("订单 LC202610060018 尚未发货。")),
+        Canned::sse(
+            upstream::chunks(&["LC202610060018 ", "未发货，可以退。"], false),
+            Duration::ZERO,
+        ),
     ])
     .await;
-    let base = serve(Arc::new(InMemoryStore::new()), &upstream).await;
+    let base = serve_loopback(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream).await;
     let config = OpenAIConfig::new()
         .with_api_base(format!("{base}/v1"))
         .with_api_key("unused-by-chatmem")
@@ -248,7 +258,7 @@ async fn an_openai_client_gets_memory_with_one_header() {
         }
     }
     assert!(text2.contains(ORDER), "{text2}");
-    let turn2 = roles_and_texts(&upstream.requests()[1]);
+    let turn2 = roles_and_texts(&upstream.received()[1].json);
     assert!(
         turn2.iter().any(|(role, t)| role == "user" && t.contains(ORDER)),
         "memory reached the model"
@@ -300,7 +310,7 @@ async fn models_without_or_with_a_failing_upstream() {
     let r = reqwest::get(format!("{base}/v1/models")).await.expect("get");
     assert_eq!(r.status(), 502);
     let body: Value = r.json().await.expect("json");
-    assert_eq!(body["error"]["code"], "upstream_error", "{body}");
+    assert_eq!(body["error"]["code"], "upstream_auth", "{body}");
     let message = body["error"]["message"].as_str().expect("message");
     assert!(message.contains("401"), "the upstream's status is named: {message}");
     assert!(!message.contains("a-key-the-upstream-refuses"), "{message}");
@@ -320,10 +330,10 @@ async fn models_without_or_with_a_failing_upstream() {
     );
 }
 
-/// An upstream that refuses a chat call: 502 naming its status, counted by kind, nothing
-/// committed.
+/// An upstream that refuses a chat call as a bad request: the client gets the 400 (the
+/// `openai` SDK then does not retry it), counted by kind, nothing committed.
 #[tokio::test]
-async fn a_failed_upstream_call_is_502_and_counted() {
+async fn an_upstream_400_reaches_the_client_counted_and_nothing_is_committed() {
     let upstream = MockServer::start(vec![support::Reply::Status(400)]).await;
     let base = serve(Arc::new(InMemoryStore::new()), &upstream).await;
     let http = reqwest::Client::new();
@@ -334,12 +344,9 @@ async fn a_failed_upstream_call_is_502_and_counted() {
         .send()
         .await
         .expect("post");
-    assert_eq!(r.status(), 502);
+    assert_eq!(r.status(), 400);
     let body: Value = r.json().await.expect("json");
-    assert!(
-        body["error"]["message"].as_str().is_some_and(|m| m.contains("400")),
-        "{body}"
-    );
+    assert!(body["error"]["message"].is_string(), "{body}");
     let metrics = http
         .get(format!("{base}/metrics"))
         .send()
@@ -353,4 +360,520 @@ async fn a_failed_upstream_call_is_502_and_counted() {
         "{metrics}"
     );
     assert!(metrics.contains("chatmem_commits_total 0"), "{metrics}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The pass-through proxy, against `upstream::Loopback`.
+
+/// The upstream key the server is configured with (a hostile upstream echoes it).
+const KEY: &str = "sk-secret-123";
+
+fn memory(policy: WindowPolicy, retention: Retention) -> ChatMemory<Arc<dyn Store>> {
+    ChatMemory::builder(Arc::new(InMemoryStore::new()) as Arc<dyn Store>)
+        .policy(policy)
+        .retention(retention)
+        .build()
+        .expect("valid memory settings")
+}
+
+fn loopback_config(upstream: &Loopback) -> ServerConfig {
+    ServerConfig {
+        upstream: Some(Upstream {
+            base_url: upstream.base_url.clone(),
+            api_key: Some(KEY.into()),
+        }),
+        ..ServerConfig::default()
+    }
+}
+
+async fn serve_memory(memory: ChatMemory<Arc<dyn Store>>, config: ServerConfig) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app(memory, config)).await;
+    });
+    format!("http://{addr}")
+}
+
+async fn serve_loopback(memory: ChatMemory<Arc<dyn Store>>, upstream: &Loopback) -> String {
+    serve_memory(memory, loopback_config(upstream)).await
+}
+
+async fn post(base: &str, conversation: &str, body: &Value) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(format!("{base}/v1/chat/completions"))
+        .header("X-Chatmem-Conversation", conversation)
+        .json(body)
+        .send()
+        .await
+        .expect("post")
+}
+
+/// The window of `conversation` (system message first), or `None` when it does not exist.
+async fn window(base: &str, conversation: &str) -> Option<Vec<Value>> {
+    let r = reqwest::get(format!("{base}/v1/conversations/{conversation}/messages"))
+        .await
+        .expect("get");
+    if r.status() == 404 {
+        return None;
+    }
+    let body: Value = r.json().await.expect("json");
+    body["messages"].as_array().cloned()
+}
+
+async fn metrics(base: &str) -> String {
+    reqwest::get(format!("{base}/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text")
+}
+
+/// `body` without its `messages`.
+fn without_messages(body: &Value) -> Map<String, Value> {
+    let mut map = body.as_object().expect("an object").clone();
+    map.shift_remove("messages");
+    map
+}
+
+/// Every field a client may send (the issue's list, provider extras and a field nobody knows
+/// yet), in an order no serializer would choose.
+fn every_field(user: &str) -> Value {
+    json!({
+        "model": "gpt-5-mini",
+        "unknown_future_field": [1, {"x": null}],
+        "messages": [
+            {"role": "developer", "content": "Answer with the order number."},
+            {"role": "user", "content": user}
+        ],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "order", "strict": true,
+            "schema": {"type": "object", "properties": {"order": {"type": "string"}},
+                "required": ["order"], "additionalProperties": false}}},
+        "tools": [{"type": "function", "function": {"name": "order_status", "description": "Look an order up",
+            "strict": true, "parameters": {"type": "object", "properties": {"order": {"type": "string"}},
+                "required": ["order"], "additionalProperties": false}}}],
+        "tool_choice": {"type": "function", "function": {"name": "order_status"}},
+        "parallel_tool_calls": false,
+        "seed": 42,
+        "n": 1,
+        "logprobs": true,
+        "top_logprobs": 2,
+        "user": "app-user-42",
+        "reasoning_effort": "low",
+        "metadata": {"app": "aftersale"},
+        "store": false,
+        "presence_penalty": 0.5,
+        "frequency_penalty": -0.25,
+        "logit_bias": {"1734": -100},
+        "service_tier": "auto",
+        "prediction": {"type": "content", "content": "{\"order\":"},
+        "modalities": ["text"],
+        "prompt_cache_key": "aftersale-v1",
+        "verbosity": "low",
+        "safety_identifier": "hash-of-user-42",
+        "top_k": 40,
+        "thinking": {"type": "enabled", "budget_tokens": 1024},
+        "max_completion_tokens": 256,
+        "temperature": 0.2,
+        "top_p": 0.9,
+        "stop": ["END"],
+        "stream": false
+    })
+}
+
+/// Item 1: the upstream receives the client's JSON as sent (every field, known or not, in
+/// its order and types), `messages` replaced by memory's window plus the new message; the
+/// answer reaches the client byte for byte; `developer` is kept with its role, once, first.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_field_reaches_the_upstream_in_order_and_the_answer_comes_back_byte_for_byte() {
+    let answers = [
+        Canned::json(200, &upstream::completion("{\"order\":\"LC202610060018\"}")),
+        Canned::json(200, &upstream::completion("{\"order\":\"LC202610060018\"}")),
+    ];
+    let upstream = Loopback::start(answers.to_vec()).await;
+    let base = serve_loopback(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream).await;
+
+    let first = every_field("我的订单是 LC202610060018。");
+    let r = post(&base, "c1", &first).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "application/json");
+    assert_eq!(
+        r.bytes().await.expect("body").to_vec(),
+        answers[0].body(),
+        "byte for byte"
+    );
+    let second = every_field("那单能退吗？");
+    let r = post(&base, "c1", &second).await;
+    assert_eq!(r.bytes().await.expect("body").to_vec(), answers[1].body());
+
+    let received = upstream.received();
+    assert_eq!(received.len(), 2);
+    for (sent, got) in [&first, &second].into_iter().zip(&received) {
+        let sent_keys: Vec<&String> = sent.as_object().expect("object").keys().collect();
+        let got_keys: Vec<&String> = got.json.as_object().expect("object").keys().collect();
+        assert_eq!(got_keys, sent_keys, "every field, in the client's order");
+        assert_eq!(
+            without_messages(&got.json),
+            without_messages(sent),
+            "values and types as sent"
+        );
+        assert_eq!(got.headers["authorization"], format!("Bearer {KEY}"));
+    }
+    assert_eq!(received[0].json["messages"], first["messages"]);
+    assert_eq!(
+        received[1].json["messages"],
+        json!([
+            {"role": "developer", "content": "Answer with the order number."},
+            {"role": "user", "content": "我的订单是 LC202610060018。"},
+            {"role": "assistant", "content": "{\"order\":\"LC202610060018\"}"},
+            {"role": "user", "content": "那单能退吗？"}
+        ]),
+        "memory's window (the developer message once, first) and the new message"
+    );
+    let stored = window(&base, "c1").await.expect("stored");
+    assert_eq!(stored[0]["role"], "developer");
+    assert_eq!(stored.iter().filter(|m| m["role"] == "developer").count(), 1);
+    assert_eq!(stored.len(), 5);
+    let metrics = metrics(&base).await;
+    assert!(
+        metrics.contains(r#"chatmem_upstream_tokens_total{kind="cached_prompt"} 32"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(r#"chatmem_upstream_responses_total{status="200"} 2"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("chatmem_upstream_request_duration_seconds_count 2"),
+        "{metrics}"
+    );
+}
+
+/// Streams pass through byte for byte, with and without `stream_options.include_usage`
+/// (nothing added to the request, no usage chunk the client did not ask for), and the turn
+/// is committed before `[DONE]` reaches the client.
+#[tokio::test(flavor = "multi_thread")]
+async fn streams_pass_through_byte_for_byte_with_and_without_usage() {
+    for include_usage in [false, true] {
+        let canned = Canned::sse(
+            upstream::chunks(&["订单 ", "LC202610060018 ", "尚未发货。"], include_usage),
+            Duration::from_millis(5),
+        );
+        let upstream = Loopback::start(vec![canned.clone()]).await;
+        let base = serve_loopback(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream).await;
+        let mut sent = json!({"model": "mock-model", "stream": true,
+            "messages": [{"role": "user", "content": "我的订单是 LC202610060018。"}]});
+        if include_usage {
+            sent["stream_options"] = json!({"include_usage": true});
+        }
+        let r = post(&base, "c1", &sent).await;
+        assert_eq!(r.status(), 200);
+        assert!(
+            r.headers()["content-type"]
+                .to_str()
+                .expect("text")
+                .starts_with("text/event-stream")
+        );
+        assert_eq!(
+            r.bytes().await.expect("body").to_vec(),
+            canned.body(),
+            "usage {include_usage}"
+        );
+        // `[DONE]` came after the commit: the answer is in memory now.
+        let stored = window(&base, "c1").await.expect("committed");
+        assert_eq!(stored[1]["content"], "订单 LC202610060018 尚未发货。");
+        assert_eq!(upstream.received()[0].json, sent, "the request as sent");
+    }
+}
+
+/// `n` > 1 is refused naming `n`, before any upstream call; chatmem's own errors have
+/// OpenAI's shape (`message`, `type`, `param`, `code`) and the request id.
+#[tokio::test]
+async fn n_above_one_and_bad_messages_are_refused_in_openais_shape_before_any_call() {
+    let upstream = Loopback::start(Vec::new()).await;
+    let base = serve_loopback(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream).await;
+    let cases = [
+        (
+            json!({"model": "m", "n": 2, "messages": [{"role": "user", "content": "hi"}]}),
+            "n",
+        ),
+        (
+            json!({"model": "m", "messages": [{"role": "wizard", "content": "hi"}]}),
+            "messages[0].role",
+        ),
+        (
+            json!({"model": "m", "messages": [{"role": "user", "content": "hi"}, {"role": "developer", "content": "x"}]}),
+            "messages[1]",
+        ),
+        (json!({"model": "m", "stream": true, "n": 3, "messages": []}), "n"),
+    ];
+    for (body, param) in cases {
+        let r = post(&base, "c1", &body).await;
+        assert_eq!(r.status(), 400, "{body}");
+        let request_id = r.headers()["x-request-id"].to_str().expect("id").to_owned();
+        let e: Value = r.json().await.expect("json");
+        assert_eq!(e["error"]["type"], "invalid_request_error", "{e}");
+        assert_eq!(e["error"]["code"], "invalid_request", "{e}");
+        assert_eq!(e["error"]["param"], param, "{e}");
+        assert_eq!(e["error"]["request_id"], request_id, "{e}");
+        assert!(e["error"]["message"].as_str().expect("message").contains(param), "{e}");
+    }
+    assert!(upstream.received().is_empty(), "nothing reached the upstream");
+}
+
+/// A hostile upstream's error body: it echoes the key and a secret.
+fn hostile(status: u16) -> Canned {
+    let body = json!({"error": {
+        "message": format!("rejected: the key {KEY} was sent; password=hunter2"),
+        "type": "invalid_request_error", "param": "messages", "code": "rejected"}});
+    Canned::json(status, &body.to_string())
+}
+
+/// Item 2: the upstream's errors keep their meaning for the client, plain and streaming
+/// alike (a failure before the first byte has the same status), and chatmem's secrets stay
+/// in: the key is masked in what is passed on, and the text of a 401/403/5xx is never shown.
+/// Nothing is committed.
+#[tokio::test(flavor = "multi_thread")]
+async fn upstream_errors_keep_their_meaning_and_the_key_stays_in() {
+    let said = |stream: bool| json!({"model": "m", "stream": stream, "messages": [{"role": "user", "content": "hi"}]});
+    for status in [400u16, 404, 409, 413, 422, 429, 401, 403, 500, 502, 503] {
+        let canned = hostile(status).header("retry-after", "7");
+        let upstream = Loopback::start(vec![canned.clone(), canned]).await;
+        let base = serve_loopback(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream).await;
+        for stream in [false, true] {
+            let r = post(&base, "c1", &said(stream)).await;
+            let answered = r.status().as_u16();
+            let retry_after = r
+                .headers()
+                .get("retry-after")
+                .map(|v| v.to_str().expect("text").to_owned());
+            let text = r.text().await.expect("text");
+            assert!(!text.contains(KEY), "{status} {stream}: {text}");
+            let e: Value = serde_json::from_str(&text).expect("a JSON error");
+            match status {
+                400 | 404 | 409 | 413 | 422 | 429 => {
+                    assert_eq!(answered, status, "{text}");
+                    assert_eq!(e["error"]["param"], "messages", "the upstream's body: {text}");
+                    assert!(text.contains("the key *** was sent"), "{text}");
+                    assert_eq!(retry_after.as_deref(), Some("7"));
+                }
+                401 | 403 => {
+                    assert_eq!(answered, 502, "{text}");
+                    assert_eq!(e["error"]["code"], "upstream_auth", "{text}");
+                    assert!(!text.contains("hunter2") && !text.contains("rejected"), "{text}");
+                }
+                _ => {
+                    assert_eq!(answered, 502, "{text}");
+                    assert_eq!(e["error"]["code"], "upstream_error", "{text}");
+                    assert_eq!(e["error"]["type"], "server_error", "{text}");
+                    assert!(e["error"]["message"].as_str().expect("m").contains(&status.to_string()));
+                    assert!(!text.contains("hunter2") && !text.contains("rejected"), "{text}");
+                }
+            }
+        }
+        assert_eq!(window(&base, "c1").await, None, "{status}: nothing committed");
+    }
+
+    // An error inside a 200, plain or mid-stream: chatmem's 502, not the upstream's text.
+    let upstream = Loopback::start(vec![
+        hostile(200),
+        Canned::sse(
+            vec![
+                upstream::chunks(&["a"], false)[0].clone(),
+                format!("data: {}\n\n", String::from_utf8_lossy(&hostile(200).body())),
+            ],
+            Duration::ZERO,
+        ),
+    ])
+    .await;
+    let base = serve_loopback(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream).await;
+    for stream in [false, true] {
+        let r = post(&base, "c1", &said(stream)).await;
+        assert_eq!(r.status(), if stream { 200 } else { 502 });
+        let text = r.text().await.expect("text");
+        assert!(text.contains("upstream_error"), "{text}");
+        assert!(!text.contains("hunter2") && !text.contains(KEY), "{text}");
+    }
+    assert_eq!(window(&base, "c1").await, None, "an error in a 200 commits nothing");
+
+    // Not OpenAI's shape: chatmem's, the key masked.
+    let upstream = Loopback::start(vec![Canned::json(400, &format!("bad key {KEY}, password=hunter2"))]).await;
+    let base = serve_loopback(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream).await;
+    let r = post(&base, "c1", &said(false)).await;
+    assert_eq!(r.status(), 400);
+    let text = r.text().await.expect("text");
+    assert!(!text.contains(KEY) && text.contains("bad key ***"), "{text}");
+
+    // A timeout is a 504, plain or streaming.
+    let slow = |gap| Canned::sse(upstream::chunks(&["late"], false), gap);
+    let upstream = Loopback::start(vec![
+        Canned {
+            chunks: vec![(Duration::from_secs(2), "{}".into())],
+            ..Canned::json(200, "")
+        },
+        slow(Duration::from_secs(2)),
+    ])
+    .await;
+    let mut config = loopback_config(&upstream);
+    config.limits = Limits {
+        upstream_timeout: Duration::from_millis(300),
+        ..Limits::default()
+    };
+    let base = serve_memory(memory(WindowPolicy::messages(6), Retention::DropEvicted), config).await;
+    for stream in [false, true] {
+        let r = post(&base, "c1", &said(stream)).await;
+        let status = r.status();
+        let text = r.text().await.expect("text");
+        if stream {
+            // The head came in time; the first chunk did not: the stream ends with an error event.
+            assert_eq!(status, 200, "{text}");
+            assert!(text.contains("upstream_timeout") && !text.contains("[DONE]"), "{text}");
+        } else {
+            assert_eq!(status, 504, "{text}");
+            assert!(text.contains("upstream_timeout"), "{text}");
+        }
+    }
+    assert_eq!(window(&base, "c1").await, None, "a timeout commits nothing");
+
+    // Nothing listening: 502.
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = closed.local_addr().expect("addr").port();
+    drop(closed);
+    let config = ServerConfig {
+        upstream: Some(Upstream {
+            base_url: format!("http://127.0.0.1:{port}/v1"),
+            api_key: Some(KEY.into()),
+        }),
+        ..ServerConfig::default()
+    };
+    let base = serve_memory(memory(WindowPolicy::messages(6), Retention::DropEvicted), config).await;
+    for stream in [false, true] {
+        let r = post(&base, "c1", &said(stream)).await;
+        assert_eq!(r.status(), 502);
+        let e: Value = r.json().await.expect("json");
+        assert_eq!(e["error"]["code"], "upstream_unavailable", "{e}");
+    }
+    let metrics = metrics(&base).await;
+    assert!(
+        metrics.contains(r#"chatmem_upstream_errors_total{kind="unavailable"} 2"#),
+        "{metrics}"
+    );
+}
+
+/// Item 4: one connection pool, built at start: every call (plain, streamed, `/v1/models`)
+/// goes over the one kept-alive connection.
+#[tokio::test(flavor = "multi_thread")]
+async fn one_connection_serves_every_call() {
+    let upstream = Loopback::start(Vec::new()).await;
+    let base = serve_loopback(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream).await;
+    for i in 0..6 {
+        let body =
+            json!({"model": "m", "stream": i % 2 == 1, "messages": [{"role": "user", "content": format!("q{i}")}]});
+        let r = post(&base, "c1", &body).await;
+        assert_eq!(r.status(), 200);
+        let text = r.text().await.expect("body");
+        assert!(text.contains(&format!("echo: q{i}")), "{text}");
+    }
+    let r = reqwest::get(format!("{base}/v1/models")).await.expect("models");
+    assert_eq!(r.status(), 200);
+    assert_eq!(upstream.received().len(), 6);
+    assert_eq!(upstream.connections(), 1, "one connection, kept alive and reused");
+}
+
+/// A client that hangs up mid-stream commits nothing, and a stream the upstream cuts ends
+/// with an error event (no `[DONE]`) and commits nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stream_that_does_not_finish_commits_nothing() {
+    let pieces = ["a", "b", "c", "d", "e", "f", "g", "h"];
+    let upstream = Loopback::start(vec![
+        Canned::sse(upstream::chunks(&pieces, false), Duration::from_millis(150)),
+        Canned {
+            cut: true,
+            ..Canned::sse(
+                upstream::chunks(&pieces, false)[..3].to_vec(),
+                Duration::from_millis(50),
+            )
+        },
+    ])
+    .await;
+    let base = serve_loopback(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream).await;
+    let body = json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "hi"}]});
+    let mut r = post(&base, "hung-up", &body).await;
+    assert_eq!(r.status(), 200);
+    let first = r.chunk().await.expect("a chunk").expect("some bytes");
+    assert!(!first.is_empty());
+    drop(r);
+    // Past the upstream's whole answer.
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    assert_eq!(
+        window(&base, "hung-up").await,
+        None,
+        "a client that hung up commits nothing"
+    );
+
+    let r = post(&base, "cut", &body).await;
+    assert_eq!(r.status(), 200);
+    let text = r.text().await.expect("body");
+    assert!(
+        text.contains("upstream_unavailable") && !text.contains("[DONE]"),
+        "{text}"
+    );
+    assert_eq!(window(&base, "cut").await, None, "a cut stream commits nothing");
+}
+
+/// Item 3: a client that resends its whole growing conversation (the `openai` SDK's
+/// `messages.append(answer)`, echo fields included) over five turns, with a window of 4
+/// messages: memory stores what was said, once, and the upstream receives memory's window,
+/// never the client's list. Under both retentions.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_resending_its_whole_conversation_stores_what_was_said() {
+    const SYSTEM: &str = "你是邻里仓售后。";
+    for retention in [Retention::DropEvicted, Retention::KeepHistory] {
+        let upstream = Loopback::start(Vec::new()).await;
+        let base = serve_loopback(memory(WindowPolicy::messages(4), retention), &upstream).await;
+        let mut client = vec![json!({"role": "system", "content": SYSTEM})];
+        let mut said: Vec<Value> = Vec::new();
+        for turn in 1..=5 {
+            let user = json!({"role": "user", "content": format!("u{turn}")});
+            client.push(user.clone());
+            said.push(user);
+            let r = post(&base, "c1", &json!({"model": "m", "messages": client})).await;
+            assert_eq!(r.status(), 200, "turn {turn}");
+            let answer: Value = r.json().await.expect("json");
+            // As the SDK sends an answer back: with `refusal` and `annotations`.
+            let message = answer["choices"][0]["message"].clone();
+            said.push(json!({"role": "assistant", "content": message["content"]}));
+            client.push(message);
+
+            let sent = &upstream.received()[turn - 1].json["messages"];
+            let sent = sent.as_array().expect("messages");
+            assert_eq!(sent[0], json!({"role": "system", "content": SYSTEM}), "turn {turn}");
+            let rest = &sent[1..];
+            assert!(
+                rest.len() <= 5,
+                "turn {turn}: the window (4) and the new message, not the client's list: {rest:?}"
+            );
+            let upto = said.len() - 1; // what was said before this turn's answer
+            assert_eq!(
+                rest,
+                &said[upto - rest.len()..upto],
+                "turn {turn}: the end of what was said"
+            );
+        }
+        let stored = window(&base, "c1").await.expect("stored");
+        assert!(stored.len() <= 5, "{stored:?}");
+        assert_eq!(&stored[1..], &said[said.len() - (stored.len() - 1)..], "{retention:?}");
+        if retention == Retention::KeepHistory {
+            let history: Value = reqwest::get(format!("{base}/v1/conversations/c1/history"))
+                .await
+                .expect("history")
+                .json()
+                .await
+                .expect("json");
+            let history = history["messages"].as_array().expect("messages");
+            assert_eq!(history[0]["role"], "system");
+            assert_eq!(&history[1..], said.as_slice(), "what was said, each once");
+        }
+    }
 }

@@ -315,7 +315,9 @@ async fn the_openapi_document_matches_the_router_and_the_error_shape() {
     assert_eq!(keys(&detail["properties"]), keys(&real["error"]));
     assert_eq!(
         keys(&detail["properties"]),
-        ["code", "message", "request_id"].map(String::from).into()
+        ["code", "message", "param", "request_id", "type"]
+            .map(String::from)
+            .into()
     );
     for status in ["400", "401", "404"] {
         let response = &doc["paths"]["/v1/conversations/{id}/messages"]["get"]["responses"][status];

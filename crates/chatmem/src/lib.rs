@@ -65,4 +65,4 @@ pub use crate::summary::{
     DEFAULT_SUMMARY_MAX_TOKENS, DEFAULT_SUMMARY_PROMPT, SUMMARY_HEADING, Summarizer, Summary, render_system,
 };
 pub use crate::tokens::{Cl100k, Heuristic, O200k, TokenCounter, Tokenizer};
-pub use crate::turn::{Committed, Turn};
+pub use crate::turn::{Committed, Turn, check_request};

@@ -17,8 +17,11 @@ pub type Metadata = Map<String, Value>;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
-    /// Instructions for the model; at most one per conversation.
+    /// Instructions for the model; at most one per conversation (shared with `developer`).
     System,
+    /// Instructions for the model under OpenAI's newer name: it takes the system message's
+    /// place (one per conversation, never evicted, first) and keeps its role.
+    Developer,
     /// The person (or program) talking to the model.
     User,
     /// The model's answer, possibly with tool calls.
@@ -32,6 +35,7 @@ impl Role {
     pub fn as_str(self) -> &'static str {
         match self {
             Role::System => "system",
+            Role::Developer => "developer",
             Role::User => "user",
             Role::Assistant => "assistant",
             Role::Tool => "tool",
@@ -140,6 +144,11 @@ pub enum Body {
         /// The instructions.
         content: String,
     },
+    /// A developer message: instructions, as a system message is (see [`Message::is_system`]).
+    Developer {
+        /// The instructions.
+        content: String,
+    },
     /// A user message.
     User {
         /// Text or parts.
@@ -177,6 +186,20 @@ impl Message {
     /// A system message.
     pub fn system(content: impl Into<String>) -> Self {
         Self::from_body(Body::System {
+            content: content.into(),
+        })
+    }
+
+    /// A developer message: OpenAI's newer name for the instructions a system message gives.
+    /// It holds the conversation's system slot (see [`Message::is_system`]).
+    ///
+    /// ```
+    /// let m = chatmem::Message::developer("Answer in one sentence.");
+    /// assert!(m.is_system());
+    /// assert_eq!(m.role(), chatmem::Role::Developer);
+    /// ```
+    pub fn developer(content: impl Into<String>) -> Self {
+        Self::from_body(Body::Developer {
             content: content.into(),
         })
     }
@@ -247,7 +270,7 @@ impl Message {
     /// ```
     pub fn payload_len(&self) -> usize {
         let body = match &self.body {
-            Body::System { content } => content.len(),
+            Body::System { content } | Body::Developer { content } => content.len(),
             Body::User {
                 content: UserContent::Text(t),
             } => t.len(),
@@ -296,6 +319,7 @@ impl Message {
     pub fn role(&self) -> Role {
         match self.body {
             Body::System { .. } => Role::System,
+            Body::Developer { .. } => Role::Developer,
             Body::User { .. } => Role::User,
             Body::Assistant { .. } => Role::Assistant,
             Body::Tool { .. } => Role::Tool,
@@ -307,7 +331,9 @@ impl Message {
     pub fn text(&self) -> Option<std::borrow::Cow<'_, str>> {
         use std::borrow::Cow;
         match &self.body {
-            Body::System { content } | Body::Tool { content, .. } => Some(Cow::Borrowed(content)),
+            Body::System { content } | Body::Developer { content } | Body::Tool { content, .. } => {
+                Some(Cow::Borrowed(content))
+            }
             Body::User {
                 content: UserContent::Text(t),
             } => Some(Cow::Borrowed(t)),
@@ -343,9 +369,12 @@ impl Message {
         }
     }
 
-    /// Whether this is a system message.
+    /// Whether this message holds the conversation's system slot: a `system` message, or a
+    /// `developer` one (OpenAI's newer name for it). Either follows the system message's
+    /// rules: one per conversation, never evicted, first in the window; a new one replaces
+    /// the one in effect, keeping its own role.
     pub fn is_system(&self) -> bool {
-        matches!(self.body, Body::System { .. })
+        matches!(self.body, Body::System { .. } | Body::Developer { .. })
     }
 }
 

@@ -144,7 +144,7 @@ pub fn render_system(system: Option<&Message>, summary: Option<&Summary>) -> Opt
         return Some(Message::system(format!("{SUMMARY_HEADING}\n{}", summary.text)));
     };
     let mut rendered = system.clone();
-    if let Body::System { content } = &mut rendered.body {
+    if let Body::System { content } | Body::Developer { content } = &mut rendered.body {
         *content = format!("{content}\n\n{SUMMARY_HEADING}\n{}", summary.text);
     }
     Some(rendered)

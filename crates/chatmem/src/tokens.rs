@@ -224,7 +224,7 @@ pub trait TokenCounter: Send + Sync + fmt::Debug {
             n += self.count_text(name) + PER_NAME;
         }
         match &message.body {
-            Body::System { content } => n += self.count_text(content),
+            Body::System { content } | Body::Developer { content } => n += self.count_text(content),
             Body::User {
                 content: UserContent::Text(t),
             } => n += self.count_text(t),

@@ -119,11 +119,16 @@ impl<'m, S: Store> Turn<'m, S> {
     /// Adds a message to the turn, counting its tokens when the window is a token budget (the
     /// only time they are counted; a message-count window stores it [uncounted](crate::store::UNCOUNTED)).
     ///
-    /// The system message rule is applied here, once: a system message with the text of the
-    /// one in effect (the turn's latest, else the stored one) is ignored — neither counted
-    /// nor written; a different one replaces it.
+    /// The system message rule is applied here, once: a system (or developer, see
+    /// [`Message::is_system`]) message with the role and text of the one in effect (the
+    /// turn's latest, else the stored one) is ignored — neither counted nor written; a
+    /// different one replaces it.
     pub fn push(&mut self, message: Message) {
-        if message.is_system() && self.system_in_effect().is_some_and(|s| s.text() == message.text()) {
+        if message.is_system()
+            && self
+                .system_in_effect()
+                .is_some_and(|s| s.role() == message.role() && s.text() == message.text())
+        {
             return;
         }
         let tokens = if self.memory.policy().counts_tokens() {
@@ -151,9 +156,21 @@ impl<'m, S: Store> Turn<'m, S> {
 
     /// Adds a request's messages, leaving out what memory already holds: a leading system
     /// message goes to the system message rule (the same text is ignored, another replaces
-    /// the stored one); of the others, the longest leading run equal to the last messages
-    /// loaded is memory sent again (or a message being retried after an eager write), not
-    /// new. Returns how many were left out.
+    /// the stored one); of the others, those up to and including the last one that is said
+    /// as memory's last message are memory sent again (a client that resends its whole
+    /// conversation, or a message being retried after an eager write), not new. Returns how
+    /// many were left out.
+    ///
+    /// The rule, exactly: let `last` be the last message of the loaded window (none: every
+    /// message is new). The request's messages after its leading system message are
+    /// searched, from the end, for the last one said as `last` is: the same role, name,
+    /// content (text or parts; an assistant's empty text is no text), tool calls (ids, names,
+    /// arguments) and `tool_call_id`; `metadata`, `reasoning_content` and `is_error`, which
+    /// are never sent to a model, do not count. That message and all before it are memory's;
+    /// only those after it join the turn. The ones before it are not compared: a client that
+    /// edited an older message does not rewrite memory (memory keeps what was said, and the
+    /// model is sent memory's window). A request without such a message (a client that
+    /// sends only its new messages, or one that changed memory's last message) is all new.
     ///
     /// ```
     /// use chatmem::{ChatMemory, ConversationId, Message};
@@ -381,19 +398,85 @@ impl<S: Store> Extend<Message> for Turn<'_, S> {
     }
 }
 
-/// How many leading messages of `new` equal the last messages stored: those are memory
-/// sent again (or an eager-mode user message being retried), not new.
+/// How many leading messages of `new` memory already holds: up to and including the last
+/// one said as memory's last message (see [`Turn::push_unstored`] for the rule).
 fn already_stored(stored: &[StoredMessage], new: &[Message]) -> usize {
-    let max = stored.len().min(new.len());
-    (1..=max)
-        .rev()
-        .find(|&j| {
-            stored[stored.len() - j..]
-                .iter()
-                .map(|s| &*s.message)
-                .eq(new[..j].iter())
-        })
-        .unwrap_or(0)
+    let Some(last) = stored.last() else {
+        return 0;
+    };
+    new.iter()
+        .rposition(|m| said_alike(m, &last.message))
+        .map_or(0, |i| i + 1)
+}
+
+/// Whether `a` and `b` say the same to a model: role, name, content, tool calls and
+/// `tool_call_id`; not `metadata`, `reasoning_content` or `is_error`, which a model is never
+/// sent (and so a client never sends back).
+fn said_alike(a: &Message, b: &Message) -> bool {
+    use crate::message::Body;
+    fn text(c: &Option<String>) -> Option<&str> {
+        c.as_deref().filter(|t| !t.is_empty())
+    }
+    a.name == b.name
+        && match (&a.body, &b.body) {
+            (
+                Body::Assistant {
+                    content: c1,
+                    tool_calls: t1,
+                    ..
+                },
+                Body::Assistant {
+                    content: c2,
+                    tool_calls: t2,
+                    ..
+                },
+            ) => text(c1) == text(c2) && t1 == t2,
+            (
+                Body::Tool {
+                    tool_call_id: i1,
+                    content: c1,
+                    ..
+                },
+                Body::Tool {
+                    tool_call_id: i2,
+                    content: c2,
+                    ..
+                },
+            ) => i1 == i2 && c1 == c2,
+            (x, y) => x == y,
+        }
+}
+
+/// Checks a request's messages as a turn takes them: a system (or developer) message only
+/// first, and at least one other message. The one check of a chat request, for every caller
+/// that turns a request into a [`Turn`] (the advisor, the server's chat completions).
+///
+/// ```
+/// use chatmem::{Message, check_request};
+/// assert!(check_request(&[Message::system("rules"), Message::user("hi")]).is_ok());
+/// let e = check_request(&[Message::user("hi"), Message::developer("rules")]).unwrap_err();
+/// assert_eq!(e.to_string(), "invalid message at [1]: a developer message may only be the first message");
+/// assert!(check_request(&[Message::system("rules")]).is_err());
+/// ```
+///
+/// # Errors
+/// [`Error::InvalidMessages`] naming the message.
+pub fn check_request(messages: &[Message]) -> Result<()> {
+    let leading_system = usize::from(messages.first().is_some_and(Message::is_system));
+    if let Some(i) = messages.iter().skip(leading_system).position(Message::is_system) {
+        let at = i + leading_system;
+        return Err(Error::InvalidMessages {
+            path: format!("[{at}]"),
+            reason: format!("a {} message may only be the first message", messages[at].role()),
+        });
+    }
+    if messages.len() == leading_system {
+        return Err(Error::InvalidMessages {
+            path: "input".into(),
+            reason: "a turn needs at least one message that is not a system message".into(),
+        });
+    }
+    Ok(())
 }
 
 /// Waits before retrying a lost commit: exponential with full jitter, capped at 50 ms, so
@@ -511,5 +594,71 @@ mod tests {
         assert_eq!(already_stored(&[], &[Message::user("u1")]), 0);
         let answered = stored(&[Message::user("hi"), Message::assistant("hello")]);
         assert_eq!(already_stored(&answered, &[Message::user("hi")]), 0);
+    }
+
+    #[test]
+    fn a_whole_conversation_sent_again_is_memory_up_to_its_last_message() {
+        let stored = |ms: &[Message]| -> Vec<StoredMessage> {
+            ms.iter()
+                .enumerate()
+                .map(|(i, m)| StoredMessage::new(i as u64 + 1, 1, m.clone()))
+                .collect()
+        };
+        // The window holds the last two of five messages said; the client resends all five
+        // and one new message.
+        let window = stored(&[Message::user("u3"), Message::assistant("a3")]);
+        let client = [
+            Message::user("u1"),
+            Message::assistant("a1"),
+            Message::user("u2"),
+            Message::assistant("a2"),
+            Message::user("u3"),
+            Message::assistant("a3"),
+            Message::user("u4"),
+        ];
+        assert_eq!(already_stored(&window, &client), 6);
+        // An edited older message is not memory's to rewrite: still only u4 is new.
+        let mut edited = client.clone();
+        edited[1] = Message::assistant("a1, edited");
+        assert_eq!(already_stored(&window, &edited), 6);
+        // The answer memory stored with reasoning and metadata, sent back without them;
+        // an assistant's empty text is no text.
+        let mut answer = Message::assistant_tool_calls(vec![crate::ToolCall::new("c1", "f", "{}")]);
+        if let crate::Body::Assistant { reasoning_content, .. } = &mut answer.body {
+            *reasoning_content = Some("thinking".into());
+        }
+        let window = stored(&[Message::user("q"), answer.with_metadata(crate::Metadata::new())]);
+        let resent = crate::Message {
+            body: crate::Body::Assistant {
+                content: Some(String::new()),
+                reasoning_content: None,
+                tool_calls: vec![crate::ToolCall::new("c1", "f", "{}")],
+            },
+            name: None,
+            metadata: None,
+        };
+        let client = [Message::user("q"), resent.clone(), Message::tool_result("c1", "ok")];
+        assert_eq!(already_stored(&window, &client), 2);
+        // Another call id is another message.
+        let other = Message::assistant_tool_calls(vec![crate::ToolCall::new("c2", "f", "{}")]);
+        assert_eq!(already_stored(&window, &[other, Message::tool_result("c2", "ok")]), 0);
+    }
+
+    #[test]
+    fn a_developer_message_holds_the_system_slot_and_keeps_its_role() {
+        let policy = WindowPolicy::messages(10);
+        let memory = memory(policy);
+        let mut turn = Turn::new(&memory, id(), loaded(&policy));
+        // Same text, another role: it replaces the stored system message.
+        turn.push(Message::developer("rules"));
+        turn.push(Message::user("u3"));
+        let prompt = turn.prompt();
+        assert_eq!(prompt[0].role(), crate::Role::Developer);
+        assert_eq!(prompt.iter().filter(|m| m.is_system()).count(), 1);
+        assert_eq!(texts(&prompt)[1..], ["u2", "a2", "u3"]);
+        // The same developer message again changes nothing.
+        let before = turn.messages().count();
+        turn.push(Message::developer("rules"));
+        assert_eq!(turn.messages().count(), before);
     }
 }

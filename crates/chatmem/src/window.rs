@@ -101,7 +101,7 @@ pub fn repair<M: Borrow<StoredMessage>>(messages: &[M]) -> Vec<bool> {
     for (i, stored) in messages.iter().enumerate() {
         let m = &stored.borrow().message;
         match m.role() {
-            Role::System => keep[i] = false,
+            Role::System | Role::Developer => keep[i] = false,
             Role::User | Role::Assistant => {
                 close(group.take(), &mut keep);
                 if !m.tool_calls().is_empty() {
@@ -239,7 +239,7 @@ pub(crate) fn is_plain(m: &Message) -> bool {
     match &m.body {
         Body::User { .. } => true,
         Body::Assistant { tool_calls, .. } => tool_calls.is_empty(),
-        Body::System { .. } | Body::Tool { .. } => false,
+        Body::System { .. } | Body::Developer { .. } | Body::Tool { .. } => false,
     }
 }
 

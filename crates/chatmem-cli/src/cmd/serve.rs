@@ -138,6 +138,16 @@ fn upstream_key() -> Option<String> {
 
 /// Runs `chatmem serve` (the store is created if missing).
 pub(crate) async fn run(command: ServeCommand) -> anyhow::Result<()> {
+    // A bad upstream stops the server here, rather than failing every chat completion.
+    if let Some(url) = &command.serve.upstream_base_url {
+        let upstream = Upstream {
+            base_url: url.clone(),
+            api_key: upstream_key(),
+        };
+        upstream
+            .check()
+            .with_context(|| format!("--upstream-base-url {}", chatmem::store::redact_url(url)))?;
+    }
     let summary = &command.memory.summary;
     let summary_model = summary.required_model()?;
     let summarizer = summary.summarizer(|_| command.serve.summary_model(summary_model))?;

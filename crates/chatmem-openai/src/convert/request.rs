@@ -2,7 +2,8 @@
 
 use async_openai::types::chat::{
     ChatCompletionMessageToolCall, ChatCompletionMessageToolCalls, ChatCompletionRequestAssistantMessage,
-    ChatCompletionRequestAssistantMessageContent, ChatCompletionRequestMessage, ChatCompletionRequestSystemMessage,
+    ChatCompletionRequestAssistantMessageContent, ChatCompletionRequestDeveloperMessage,
+    ChatCompletionRequestDeveloperMessageContent, ChatCompletionRequestMessage, ChatCompletionRequestSystemMessage,
     ChatCompletionRequestSystemMessageContent, ChatCompletionRequestToolMessage,
     ChatCompletionRequestToolMessageContent, ChatCompletionRequestUserMessage, ChatCompletionRequestUserMessageContent,
     FunctionCall,
@@ -36,6 +37,12 @@ pub fn to_request_message(message: &Message) -> Result<ChatCompletionRequestMess
             content: ChatCompletionRequestSystemMessageContent::Text(content.to_owned()),
             name: name.map(str::to_owned),
         }),
+        Sent::Developer { content, name } => {
+            ChatCompletionRequestMessage::Developer(ChatCompletionRequestDeveloperMessage {
+                content: ChatCompletionRequestDeveloperMessageContent::Text(content.to_owned()),
+                name: name.map(str::to_owned),
+            })
+        }
         Sent::User { content, name } => ChatCompletionRequestMessage::User(ChatCompletionRequestUserMessage {
             content: match content {
                 UserContent::Text(t) => ChatCompletionRequestUserMessageContent::Text(t.clone()),
@@ -135,7 +142,12 @@ pub fn from_request_message(message: ChatCompletionRequestMessage) -> Result<Mes
     use ChatCompletionRequestMessage as M;
     let with_name = |m: Message, name: Option<String>| Message { name, ..m };
     Ok(match message {
-        M::Developer(_) => return Err(ConversionErrorKind::UnsupportedRole { role: "developer" }.into()),
+        M::Developer(d) => match d.content {
+            ChatCompletionRequestDeveloperMessageContent::Text(t) => with_name(Message::developer(t), d.name),
+            ChatCompletionRequestDeveloperMessageContent::Array(_) => {
+                return Err(ConversionErrorKind::ContentParts { role: "developer" }.into());
+            }
+        },
         M::Function(_) => return Err(ConversionErrorKind::UnsupportedRole { role: "function" }.into()),
         M::System(s) => match s.content {
             ChatCompletionRequestSystemMessageContent::Text(t) => with_name(Message::system(t), s.name),
@@ -197,8 +209,8 @@ pub fn from_request_message(message: ChatCompletionRequestMessage) -> Result<Mes
 #[cfg(test)]
 mod tests {
     use async_openai::types::chat::{
-        ChatCompletionRequestDeveloperMessage, ChatCompletionRequestFunctionMessage,
-        ChatCompletionRequestMessageContentPartText, ChatCompletionRequestSystemMessageContentPart,
+        ChatCompletionRequestFunctionMessage, ChatCompletionRequestMessageContentPartText,
+        ChatCompletionRequestSystemMessageContentPart,
     };
     use chatmem::{Body, ChatRequest, ContentPart, ImageUrl, Metadata, ToolCall};
     use proptest::prelude::*;
@@ -328,13 +340,10 @@ mod tests {
 
     #[test]
     fn roles_and_shapes_chatmem_lacks_are_errors() {
-        let dev = ChatCompletionRequestMessage::Developer(ChatCompletionRequestDeveloperMessage {
-            content: "x".into(),
-            name: None,
-        });
-        assert_eq!(
-            kind(from_request_message(dev)),
-            ConversionErrorKind::UnsupportedRole { role: "developer" }
+        // A developer message is chatmem's too (it holds the system slot), both ways.
+        both_ways(
+            &Message::developer("x").with_name("ops"),
+            serde_json::json!({"role": "developer", "content": "x", "name": "ops"}),
         );
         let f = ChatCompletionRequestMessage::Function(ChatCompletionRequestFunctionMessage {
             content: Some("x".into()),

@@ -23,6 +23,7 @@ pub(super) fn record(message: &CmMessage) -> Result<Map<String, Value>, Unreadab
 pub(super) fn message_to_rig(message: CmMessage, rig: &Map<String, Value>) -> Result<RigMessage, Unreadable> {
     match message.body {
         Body::System { content } => Ok(RigMessage::System { content }),
+        Body::Developer { .. } => Err(Unreadable::Developer),
         Body::User { content } => {
             if message.name.is_some() {
                 return Err(Unreadable::Name("user"));

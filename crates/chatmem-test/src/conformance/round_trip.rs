@@ -258,4 +258,21 @@ pub(super) async fn json_round_trip(run: &Run) {
     assert_eq!(run.history(&id, 0, 100).await, append);
     let loaded: Vec<Message> = snap.messages.into_iter().map(StoredMessage::into_message).collect();
     assert_eq!(as_values(&loaded), values[1..].to_vec());
+
+    // A developer message holds the system slot and keeps its role, stored and loaded.
+    let id = run.id("json-developer");
+    let developer = json!({"role": "developer", "content": "answer briefly", "name": "ops"});
+    let parsed: Message = serde_json::from_value(developer.clone()).expect("test message parses");
+    mem.add(&id, [parsed, Message::user("hi")]).await.expect("add");
+    let window = mem.get(&id).await.expect("get");
+    assert_eq!(
+        as_values(&window[..1]),
+        [developer],
+        "the developer message first, as it came"
+    );
+    assert_eq!(
+        run.load(&id).await.system.map(|s| s.message.role()),
+        Some(chatmem::Role::Developer),
+        "stored as the system message"
+    );
 }

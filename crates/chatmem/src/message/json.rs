@@ -203,6 +203,9 @@ impl WireIn {
             Role::System => Body::System {
                 content: text_content(self.content, role, true)?.unwrap_or_default(),
             },
+            Role::Developer => Body::Developer {
+                content: text_content(self.content, role, true)?.unwrap_or_default(),
+            },
             Role::User => Body::User {
                 content: user_content(self.content)?,
             },
@@ -379,7 +382,7 @@ impl Serialize for Message {
         let mut m = serializer.serialize_map(None)?;
         m.serialize_entry("role", &self.role())?;
         match &self.body {
-            Body::System { content } => m.serialize_entry("content", content)?,
+            Body::System { content } | Body::Developer { content } => m.serialize_entry("content", content)?,
             Body::User { content } => m.serialize_entry("content", content)?,
             Body::Assistant {
                 content,
@@ -502,7 +505,7 @@ mod tests {
     fn errors_name_index_and_field() {
         assert_eq!(
             err(r#"[{"role":"robot","content":"x"}]"#),
-            "invalid message at [0].role: unknown variant `robot`, expected one of `system`, `user`, `assistant`, `tool`"
+            "invalid message at [0].role: unknown variant `robot`, expected one of `system`, `developer`, `user`, `assistant`, `tool`"
         );
         assert_eq!(
             err(r#"[{"role":"user","content":"a"},{"role":"user"}]"#),
