@@ -12,11 +12,8 @@ use serde::Deserialize;
 use crate::app::{AppState, RequestId};
 use crate::auth::Tenant;
 use crate::error::ApiError;
-use crate::extract::{ApiQuery, Conversation, JsonBody, key};
+use crate::extract::{ApiQuery, Conversation, JsonBody, key, respond};
 use crate::policy::PolicyOverride;
-
-// completions.rs takes these from here; they live in extract.rs beside the extractors.
-pub(crate) use crate::extract::{body_bytes, conversation_key, parse_body, respond, tenant};
 
 /// The answer of the message routes; written directly (not through a JSON value) so each
 /// message keeps its field order, `role` first.

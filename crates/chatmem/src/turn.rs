@@ -430,7 +430,7 @@ fn said_alike(a: &Message, b: &Message) -> bool {
                     tool_calls: t2,
                     ..
                 },
-            ) => text(c1) == text(c2) && t1 == t2,
+            ) => text(c1) == text(c2) && calls_alike(t1, t2),
             (
                 Body::Tool {
                     tool_call_id: i1,
@@ -445,6 +445,23 @@ fn said_alike(a: &Message, b: &Message) -> bool {
             ) => i1 == i2 && c1 == c2,
             (x, y) => x == y,
         }
+}
+
+/// Whether two lists of tool calls are the same calls: ids and names equal, arguments equal
+/// as text or, where both parse, as JSON values (clients re-serialize the arguments they send
+/// back: LangChain writes `{"order_id": "LC1"}` for the model's `{"order_id":"LC1"}`).
+fn calls_alike(a: &[crate::message::ToolCall], b: &[crate::message::ToolCall]) -> bool {
+    let arguments_alike = |x: &str, y: &str| {
+        x == y
+            || matches!(
+                (serde_json::from_str::<serde_json::Value>(x), serde_json::from_str::<serde_json::Value>(y)),
+                (Ok(x), Ok(y)) if x == y
+            )
+    };
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| x.id == y.id && x.name == y.name && arguments_alike(&x.arguments, &y.arguments))
 }
 
 /// Checks a request's messages as a turn takes them: a system (or developer) message only
@@ -642,6 +659,22 @@ mod tests {
         // Another call id is another message.
         let other = Message::assistant_tool_calls(vec![crate::ToolCall::new("c2", "f", "{}")]);
         assert_eq!(already_stored(&window, &[other, Message::tool_result("c2", "ok")]), 0);
+        // Arguments sent back re-serialized (LangChain's `json.dumps`) are the same call;
+        // other arguments are not.
+        let call = |args: &str| Message::assistant_tool_calls(vec![crate::ToolCall::new("c1", "f", args)]);
+        let window = stored(&[Message::user("q"), call(r#"{"order_id":"LC1","n":1}"#)]);
+        let resent = [
+            Message::user("q"),
+            call(r#"{"n": 1, "order_id": "LC1"}"#),
+            Message::tool_result("c1", "ok"),
+        ];
+        assert_eq!(already_stored(&window, &resent), 2);
+        let changed = [
+            Message::user("q"),
+            call(r#"{"order_id": "LC2", "n": 1}"#),
+            Message::tool_result("c1", "ok"),
+        ];
+        assert_eq!(already_stored(&window, &changed), 0);
     }
 
     #[test]

@@ -33,7 +33,7 @@ use self::upstream::{Failure, passed};
 use crate::app::{AppState, RequestId};
 use crate::config::ServerConfig;
 use crate::error::ApiError;
-use crate::routes::{body_bytes, conversation_key, respond, tenant};
+use crate::extract::{body_bytes, conversation_key, respond, tenant};
 
 /// The header that names the conversation of a chat completion.
 pub const CONVERSATION_HEADER: &str = "x-chatmem-conversation";

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use crate::config::Limits;
 use crate::error::ApiError;
-use crate::routes::parse_body;
+use crate::extract::parse_body;
 
 /// What `chatmem serve` says of a request it cannot take.
 const WHAT: &str = "invalid chat completion request";
