@@ -34,6 +34,12 @@ pub enum LoadError {
         /// The status or transport error.
         reason: String,
     },
+    /// The proxy benchmark's loopback upstream could not be started.
+    #[error("starting the loopback upstream")]
+    Upstream(#[source] std::io::Error),
+    /// LiteLLM's proxy could not be started; the text says why, with what it printed.
+    #[error("LiteLLM's proxy: {0}")]
+    LiteLlm(String),
     /// A background task panicked.
     #[error("a load task failed")]
     Task(#[source] tokio::task::JoinError),

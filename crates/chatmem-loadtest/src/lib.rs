@@ -2,6 +2,9 @@
 //! turns at once, latency percentiles per operation, and afterwards a count of every message
 //! the server acknowledged, read back from each conversation's history.
 //!
+//! [`proxy`] is the proxy benchmark: chat completions straight to a loopback upstream,
+//! through `chatmem serve` and through LiteLLM's proxy, alternating.
+//!
 //! It is a tool, not a shipped library: `chatmem-cli`'s `load` bench runs it against the
 //! `chatmem` binary (`cargo bench -p chatmem-cli --bench load -- --store URL`), and its
 //! `load_smoke` test runs it for a few seconds on every store CI has.
@@ -21,6 +24,7 @@ mod config;
 mod error;
 mod ledger;
 mod marker;
+pub mod proxy;
 mod report;
 mod run;
 mod server;
