@@ -5,6 +5,9 @@
 //! sees them (a hostile upstream's text and the key kept in), one connection for every
 //! call, a client hanging up mid-stream, and clients that resend their whole conversation.
 
+mod requests;
+use requests::get_text;
+
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../chatmem-advisor/tests/support/mod.rs"]
 mod support;
@@ -347,14 +350,7 @@ async fn an_upstream_400_reaches_the_client_counted_and_nothing_is_committed() {
     assert_eq!(r.status(), 400);
     let body: Value = r.json().await.expect("json");
     assert!(body["error"]["message"].is_string(), "{body}");
-    let metrics = http
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let metrics = get_text(&http, format!("{base}/metrics")).await;
     assert!(
         metrics.contains("chatmem_upstream_errors_total{kind=\"invalid_request\"} 1"),
         "{metrics}"

@@ -2,6 +2,9 @@
 //! the one error shape, limits, odd ids (every id that can be written can be read, listed and
 //! deleted), and tenant isolation.
 
+mod requests;
+use requests::get_json;
+
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../chatmem-advisor/tests/support/mod.rs"]
 mod support;
@@ -81,14 +84,7 @@ async fn the_memory_api(store: Arc<dyn Store>, prefix: &str) {
         .await
         .expect("post");
     assert_eq!(r.status(), StatusCode::OK);
-    let window: Value = http
-        .get(format!("{url}/messages"))
-        .send()
-        .await
-        .expect("get")
-        .json()
-        .await
-        .expect("json");
+    let window = get_json(&http, format!("{url}/messages")).await;
     assert_eq!(
         roles_of(&window),
         ["system", "user", "assistant", "user", "assistant"],
@@ -96,24 +92,10 @@ async fn the_memory_api(store: Arc<dyn Store>, prefix: &str) {
     );
 
     // A request may ask for its own window: a smaller one on read...
-    let small: Value = http
-        .get(format!("{url}/messages?max_messages=3"))
-        .send()
-        .await
-        .expect("get")
-        .json()
-        .await
-        .expect("json");
+    let small = get_json(&http, format!("{url}/messages?max_messages=3")).await;
     assert_eq!(roles_of(&small), ["system", "user", "assistant"], "{small}");
     assert_eq!(small["messages"][2]["content"], "三天。");
-    let tiny: Value = http
-        .get(format!("{url}/messages?max_tokens=1&tokenizer=heuristic"))
-        .send()
-        .await
-        .expect("get")
-        .json()
-        .await
-        .expect("json");
+    let tiny = get_json(&http, format!("{url}/messages?max_tokens=1&tokenizer=heuristic")).await;
     assert_eq!(roles_of(&tiny), ["system"], "the system message alone fills 1 token");
     // ...and on write, where it moves the stored window start.
     let r = http
@@ -126,37 +108,16 @@ async fn the_memory_api(store: Arc<dyn Store>, prefix: &str) {
     assert_eq!(r.status(), StatusCode::OK);
     let after: Value = r.json().await.expect("json");
     assert_eq!(roles_of(&after), ["system", "user", "assistant"], "{after}");
-    let window: Value = http
-        .get(format!("{url}/messages"))
-        .send()
-        .await
-        .expect("get")
-        .json()
-        .await
-        .expect("json");
+    let window = get_json(&http, format!("{url}/messages")).await;
     assert_eq!(
         window["messages"], after["messages"],
         "the server's policy reads what it left"
     );
 
-    let history: Value = http
-        .get(format!("{url}/history"))
-        .send()
-        .await
-        .expect("history")
-        .json()
-        .await
-        .expect("json");
+    let history = get_json(&http, format!("{url}/history")).await;
     assert!(history["messages"].as_array().is_some_and(|m| !m.is_empty()));
 
-    let page: Value = http
-        .get(format!("{base}/v1/conversations?limit=1000"))
-        .send()
-        .await
-        .expect("list")
-        .json()
-        .await
-        .expect("json");
+    let page = get_json(&http, format!("{base}/v1/conversations?limit=1000")).await;
     assert!(
         page["conversations"]
             .as_array()
@@ -596,14 +557,7 @@ async fn an_invalid_policy_is_refused_naming_the_field() {
         ("max_messages=1", vec![]),
         ("max_messages=1&boundary=pair-safe", vec!["assistant"]),
     ] {
-        let window: Value = http
-            .get(format!("{url}?{query}"))
-            .send()
-            .await
-            .expect("get")
-            .json()
-            .await
-            .expect("json");
+        let window = get_json(&http, format!("{url}?{query}")).await;
         assert_eq!(roles_of(&window), roles, "{query}: {window}");
     }
     for (query, names) in [
@@ -749,14 +703,7 @@ async fn every_id_that_can_be_written_can_be_read_listed_and_deleted() {
             }
         }
     }
-    let page: Value = http
-        .get(format!("{base}/v1/conversations?limit=1000"))
-        .send()
-        .await
-        .expect("list")
-        .json()
-        .await
-        .expect("json");
+    let page = get_json(&http, format!("{base}/v1/conversations?limit=1000")).await;
     let listed: Vec<&str> = page["conversations"]
         .as_array()
         .expect("ids")
@@ -778,14 +725,7 @@ async fn every_id_that_can_be_written_can_be_read_listed_and_deleted() {
             assert_eq!(r.status(), StatusCode::NOT_FOUND, "{id} deleted twice");
         }
     }
-    let page: Value = http
-        .get(format!("{base}/v1/conversations"))
-        .send()
-        .await
-        .expect("list")
-        .json()
-        .await
-        .expect("json");
+    let page = get_json(&http, format!("{base}/v1/conversations")).await;
     assert_eq!(page["conversations"], json!([]), "everything was deleted");
 }
 
@@ -842,13 +782,6 @@ async fn a_slash_in_a_path_is_a_segment_boundary() {
         assert_eq!(r.status(), status, "{method} {path}");
         assert!(error_code(r).await.len() > 1);
     }
-    let page: Value = http
-        .get(format!("{base}/v1/conversations"))
-        .send()
-        .await
-        .expect("list")
-        .json()
-        .await
-        .expect("json");
+    let page = get_json(&http, format!("{base}/v1/conversations")).await;
     assert_eq!(page["conversations"], json!(["user"]), "nothing else was written");
 }

@@ -7,6 +7,9 @@
 //! The Python checks run with `CHATMEM_TEST_PYTHON` (the venv of `examples/python/setup.sh`,
 //! which CI sets, so there they cannot skip).
 
+mod requests;
+use requests::get_json;
+
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -244,14 +247,7 @@ async fn metrics_need_the_token_on_the_main_listener_only() {
 async fn the_openapi_document_matches_the_router_and_the_error_shape() {
     let base = serve(Arc::new(InMemoryStore::new()), ServerConfig::default()).await;
     let http = reqwest::Client::new();
-    let doc: Value = http
-        .get(format!("{base}/openapi.json"))
-        .send()
-        .await
-        .expect("get")
-        .json()
-        .await
-        .expect("the document is JSON");
+    let doc = get_json(&http, format!("{base}/openapi.json")).await;
     assert!(
         doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.")),
         "{}",
@@ -301,14 +297,7 @@ async fn the_openapi_document_matches_the_router_and_the_error_shape() {
 
     // The documented error body is exactly the one a refused request carries.
     let schemas = &doc["components"]["schemas"];
-    let real: Value = http
-        .get(format!("{base}/v1/conversations/unknown/messages"))
-        .send()
-        .await
-        .expect("get")
-        .json()
-        .await
-        .expect("json");
+    let real = get_json(&http, format!("{base}/v1/conversations/unknown/messages")).await;
     let documented = resolve(&doc, &schemas["Error"]);
     assert_eq!(keys(&documented["properties"]), keys(&real));
     let detail = resolve(&doc, &documented["properties"]["error"]);

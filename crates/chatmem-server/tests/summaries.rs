@@ -2,6 +2,9 @@
 //! bounds store calls only, a turn waits for its summary at most the summarizer's wait, and a
 //! late summary is counted as the summary's, not the store's.
 
+mod requests;
+use requests::{get_json, get_text};
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -85,14 +88,7 @@ async fn a_summary_model_slower_than_the_store_timeout_loses_no_turn() {
         let body: Value = r.json().await.expect("json");
         assert_eq!(status, 200, "turn {turn}: {body}");
     }
-    let history: Value = http
-        .get(format!("{base}/v1/conversations/slow-summary/history"))
-        .send()
-        .await
-        .expect("history")
-        .json()
-        .await
-        .expect("json");
+    let history = get_json(&http, format!("{base}/v1/conversations/slow-summary/history")).await;
     let stored = history["messages"].as_array().map_or(0, Vec::len);
     assert_eq!(stored, 8, "every turn is stored (none summarized yet): {history}");
 
@@ -112,14 +108,7 @@ async fn a_summary_model_slower_than_the_store_timeout_loses_no_turn() {
         "{window}"
     );
 
-    let metrics = http
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let metrics = get_text(&http, format!("{base}/metrics")).await;
     assert!(
         sample(&metrics, "chatmem_summaries_total{outcome=\"late\"}") >= 1.0,
         "{metrics}"

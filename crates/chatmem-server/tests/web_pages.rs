@@ -3,6 +3,9 @@
 //! is refused unless listed (and a listed one gets CORS), and a `POST` that is not declared
 //! JSON (a page's preflight-free `text/plain` write) is refused with 415 and changes nothing.
 
+mod requests;
+use requests::get_json;
+
 use std::sync::Arc;
 
 use chatmem::{ChatMemory, InMemoryStore, Store};
@@ -66,14 +69,7 @@ async fn error_code(r: reqwest::Response) -> String {
 
 /// The stored conversation's system message, read back with a plain request.
 async fn system_message(http: &reqwest::Client, url: &str) -> Value {
-    let window: Value = http
-        .get(url.replace("/messages", "/history"))
-        .send()
-        .await
-        .expect("get")
-        .json()
-        .await
-        .expect("json");
+    let window = get_json(http, url.replace("/messages", "/history")).await;
     window["messages"][0].clone()
 }
 
