@@ -1,13 +1,12 @@
 //! [`MysqlStoreBuilder`]: the URL, pool, timeout and table-prefix settings, and connecting
 //! with them.
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use mysql_async::{Opts, OptsBuilder, Pool, PoolConstraints, PoolOpts};
 
-use chatmem::store::{StoreError, StoreErrorKind, TimeoutSettings, Timeouts, redact_url};
+use chatmem::store::{SecretUrl, StoreError, StoreErrorKind, TimeoutSettings, Timeouts};
 
 use crate::sql::Statements;
 use crate::store::MysqlStore;
@@ -37,9 +36,9 @@ const IDLE_TTL: Duration = Duration::from_secs(300);
 ///     .await?;
 /// # Ok(()) }
 /// ```
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct MysqlStoreBuilder {
-    url: String,
+    url: SecretUrl,
     pool_size: usize,
     /// The builder's timeouts; the URL's are read at connect.
     timeouts: TimeoutSettings,
@@ -47,26 +46,11 @@ pub struct MysqlStoreBuilder {
     migrate: bool,
 }
 
-impl fmt::Debug for MysqlStoreBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MysqlStoreBuilder")
-            .field("url", &redact_url(&self.url))
-            .field("pool_size", &self.pool_size)
-            .field("timeout", &self.timeouts.timeout)
-            .field("connect_timeout", &self.timeouts.connect)
-            .field("pool_timeout", &self.timeouts.pool)
-            .field("statement_timeout", &self.timeouts.statement)
-            .field("prefix", &self.prefix)
-            .field("migrate", &self.migrate)
-            .finish()
-    }
-}
-
 impl MysqlStoreBuilder {
     /// The settings for `url` with every default; made by [`MysqlStore::builder`].
     pub(crate) fn new(url: &str) -> Self {
         Self {
-            url: url.to_owned(),
+            url: url.into(),
             pool_size: DEFAULT_POOL_SIZE,
             timeouts: TimeoutSettings::default(),
             prefix: DEFAULT_PREFIX.to_owned(),
@@ -74,40 +58,7 @@ impl MysqlStoreBuilder {
         }
     }
 
-    /// Whether [`connect`](Self::connect) creates or upgrades the tables of the
-    /// [prefix](Self::prefix) (default: true). With false it writes nothing: it only checks
-    /// that they are at [`SCHEMA_VERSION`](crate::SCHEMA_VERSION), so that a program that
-    /// only reads (the CLI's `get`, `history`, `list`, `export`) never creates tables in a
-    /// database it was pointed at by mistake. Missing or older tables are then
-    /// [`StoreErrorKind::InvalidInput`] naming the prefix and the server.
-    pub fn migrate(mut self, migrate: bool) -> Self {
-        self.migrate = migrate;
-        self
-    }
-
-    chatmem::timeout_setters! {
-        /// Sets the connect, pool and statement timeouts at once (each default
-        /// [`DEFAULT_TIMEOUT`]); one of those also called wins. URL: `chatmem_timeout_ms`.
-        timeout;
-        /// The most opening one connection may take, handshake included (default
-        /// [`DEFAULT_TIMEOUT`]); longer than zero. URL: `chatmem_connect_timeout_ms`.
-        connect_timeout;
-        /// The most an operation waits for a pooled connection when all are busy (default
-        /// [`DEFAULT_TIMEOUT`]). URL: `chatmem_pool_timeout_ms`.
-        pool_timeout;
-        /// The most the client waits for one statement's answer (default [`DEFAULT_TIMEOUT`]),
-        /// at least 1 ms; also the server's `innodb_lock_wait_timeout` (in whole seconds,
-        /// rounded up), so that a commit waiting for a row lock gives up on the server too.
-        /// URL: `chatmem_statement_timeout_ms`.
-        statement_timeout;
-    }
-
-    /// How many connections the pool may open (default [`DEFAULT_POOL_SIZE`]); zero is
-    /// refused by [`connect`](Self::connect).
-    pub fn pool_size(mut self, size: usize) -> Self {
-        self.pool_size = size;
-        self
-    }
+    chatmem::sql_builder_setters!();
 
     /// The prefix of chatmem's tables and procedures in the URL's database (default
     /// [`DEFAULT_PREFIX`]): 1-40 ASCII letters, digits and `_`, not starting with a digit.
@@ -128,11 +79,11 @@ impl MysqlStoreBuilder {
     /// Errors name the server without its password.
     pub async fn connect(self) -> Result<MysqlStore, StoreError> {
         check_prefix(&self.prefix)?;
-        let target = redact_url(&self.url);
-        if !self.url.starts_with("mysql://") {
+        let target = self.url.to_string();
+        if !self.url.expose().starts_with("mysql://") {
             return Err(invalid_setting(format!("{target} is not a mysql:// URL")));
         }
-        let (driver_url, from_url) = url::split(&self.url)?;
+        let (driver_url, from_url) = url::split(self.url.expose())?;
         let opts = Opts::from_url(&driver_url).map_err(|e| {
             StoreError::new(StoreErrorKind::InvalidInput, format!("invalid MySQL URL {target}")).with_source(e)
         })?;

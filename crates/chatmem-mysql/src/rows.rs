@@ -1,50 +1,14 @@
-//! Reading result rows into [`Snapshot`]s and [`StoredMessage`]s, bad data becoming
+//! The driver's side of reading result rows: [`Column`], and [`COLUMNS`], the core's [`SqlColumns`] for its rows, so that
+//! the core's [`load_snapshot`](chatmem::store::load_snapshot) and
+//! [`history_messages`](chatmem::store::history_messages) read them, bad data becoming
 //! [`StoreError::corrupt`] errors that name the conversation.
+
+use std::borrow::Cow;
 
 use mysql_async::Row;
 use mysql_async::prelude::FromValue;
 
-use chatmem::ConversationId;
-use chatmem::store::{ConversationRow, Snapshot, StoreError, StoredMessage, snapshot_from_rows};
-
-/// The rows of the load statement: the conversation row, then its messages. No row at
-/// all: an unknown or expired conversation.
-pub(crate) fn snapshot(id: &ConversationId, rows: &[Row]) -> Result<Snapshot, StoreError> {
-    let head = |read: &Reader<'_>, head: &Row| {
-        let system_json = read.get::<Option<Vec<u8>>>(head, 7)?;
-        let system_counted_by = read.get::<Option<String>>(head, 6)?;
-        let summary_json = read.get::<Option<Vec<u8>>>(head, 8)?;
-        Ok(ConversationRow {
-            version: read.get(head, 1)?,
-            window_start: read.get(head, 2)?,
-            next_seq: read.get(head, 3)?,
-            system: read.system_message(
-                read.get(head, 4)?,
-                read.get(head, 5)?,
-                system_json.as_deref(),
-                system_counted_by.as_deref(),
-            )?,
-            summary: read.summary(summary_json.as_deref())?,
-        })
-    };
-    snapshot_from_rows(id, rows, head, |read, row| {
-        let json = read.get::<Vec<u8>>(row, 7)?;
-        let counted_by = read.get::<Option<String>>(row, 6)?;
-        read.message(read.get(row, 4)?, read.get(row, 5)?, &json, counted_by.as_deref())
-    })
-}
-
-/// The rows of the history statement: seq, tokens, counted_by, json.
-pub(crate) fn history(id: &ConversationId, rows: &[Row]) -> Result<Vec<StoredMessage>, StoreError> {
-    let read = Reader::message_rows(id);
-    rows.iter()
-        .map(|row| {
-            let json = read.get::<Vec<u8>>(row, 3)?;
-            let counted_by = read.get::<Option<String>>(row, 2)?;
-            read.message(read.get(row, 0)?, read.get(row, 1)?, &json, counted_by.as_deref())
-        })
-        .collect()
-}
+use chatmem::store::{SqlColumns, StoreError};
 
 /// The conversation's rows are read through the core's
 /// [`RowReader`](chatmem::store::RowReader): its corrupt-data
@@ -66,3 +30,9 @@ impl Column for Reader<'_> {
         }
     }
 }
+
+/// [`Column`] as the core's [`SqlColumns`]: how the load and history rows are read.
+pub(crate) const COLUMNS: SqlColumns<Row> = SqlColumns {
+    bigint: |read, row, index| read.get(row, index),
+    text: |read, row, index| Ok(read.get::<Option<String>>(row, index)?.map(Cow::Owned)),
+};

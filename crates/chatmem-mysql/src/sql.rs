@@ -26,14 +26,14 @@ macro_rules! live {
 /// `?` id, `?` the same id.
 const LOAD: &str = concat!(
     "SELECT 0 AS kind, c.version, c.window_start, c.next_seq,
-       c.system_seq AS seq, c.system_tokens AS tokens, c.system_counted_by AS counted_by,
-       c.system_json AS json, c.summary
+       c.system_seq AS seq, c.system_tokens AS tokens, c.system_json AS json,
+       c.system_counted_by AS counted_by, c.summary
 FROM {conv} AS c
 WHERE c.id = ? AND ",
     live!("c"),
     "
 UNION ALL
-SELECT 1, NULL, NULL, NULL, m.seq, m.tokens, m.counted_by, m.json, NULL
+SELECT 1, NULL, NULL, NULL, m.seq, m.tokens, m.json, m.counted_by, NULL
 FROM {conv} AS c JOIN {msgs} AS m ON m.conversation_id = c.id AND m.seq >= c.window_start
 WHERE c.id = ? AND ",
     live!("c"),
@@ -66,7 +66,7 @@ FROM JSON_TABLE(?, '$[*]' COLUMNS (
 
 /// `?` id, `?` after, `?` limit.
 const HISTORY: &str = concat!(
-    "SELECT m.seq, m.tokens, m.counted_by, m.json
+    "SELECT m.seq, m.tokens, m.json, m.counted_by
 FROM {conv} AS c JOIN {msgs} AS m ON m.conversation_id = c.id
 WHERE c.id = ? AND ",
     live!("c"),

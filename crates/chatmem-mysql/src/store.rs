@@ -10,7 +10,8 @@ use mysql_async::{Conn, Opts, Params, Pool, Row, Value};
 use tokio::time::timeout;
 
 use chatmem::store::{
-    Commit, Snapshot, StoreError, StoreErrorKind, StoredMessage, Timeouts, outcome_unknown, statement_timed_out,
+    Commit, Snapshot, StoreError, StoreErrorKind, StoredMessage, Timeouts, history_messages, load_snapshot,
+    outcome_unknown, statement_timed_out,
 };
 use chatmem::{ConversationId, Page, Store};
 
@@ -18,7 +19,7 @@ use crate::builder::MysqlStoreBuilder;
 use crate::error::{connection_lost, db_error, no_connection};
 use crate::migrate;
 use crate::params::{CommitParams, commit_params};
-use crate::rows::{self, Column, Reader};
+use crate::rows::{COLUMNS, Column, Reader};
 use crate::sql::Statements;
 
 /// The schema version this crate writes; a database at a higher one is refused with
@@ -259,7 +260,7 @@ impl Store for MysqlStore {
         let rows = self
             .query("loading a conversation", &self.sql.load, vec![key.clone(), key])
             .await?;
-        rows::snapshot(id, &rows)
+        load_snapshot(id, &rows, &COLUMNS)
     }
 
     async fn commit(&self, id: &ConversationId, commit: Commit) -> Result<u64, StoreError> {
@@ -297,7 +298,7 @@ impl Store for MysqlStore {
         let rows = self
             .query("reading a conversation's history", &self.sql.history, params)
             .await?;
-        rows::history(id, &rows)
+        history_messages(id, &rows, &COLUMNS)
     }
 
     async fn clear(&self, id: &ConversationId) -> Result<bool, StoreError> {

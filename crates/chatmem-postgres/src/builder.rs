@@ -1,14 +1,13 @@
 //! [`PostgresStoreBuilder`]: the connection string, pool and timeout settings, and
 //! connecting with them.
 
-use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
 use deadpool_postgres::tokio_postgres::{Config, NoTls};
 use deadpool_postgres::{Hook, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 
-use chatmem::store::{StoreError, StoreErrorKind, TimeoutSettings, Timeouts, redact_url};
+use chatmem::store::{SecretUrl, StoreError, StoreErrorKind, TimeoutSettings, Timeouts};
 
 use crate::sql::Statements;
 use crate::store::PostgresStore;
@@ -28,9 +27,9 @@ pub const MAX_STATEMENT_TIMEOUT: Duration = Duration::from_millis(i32::MAX as u6
 ///
 /// Timeouts can also come from the URL (see the [crate docs](crate#settings)); a builder
 /// method overrides the URL.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct PostgresStoreBuilder {
-    url: String,
+    url: SecretUrl,
     pool_size: usize,
     /// The builder's timeouts; the URL's are read at connect.
     timeouts: TimeoutSettings,
@@ -38,26 +37,11 @@ pub struct PostgresStoreBuilder {
     migrate: bool,
 }
 
-impl fmt::Debug for PostgresStoreBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PostgresStoreBuilder")
-            .field("url", &redact_url(&self.url))
-            .field("pool_size", &self.pool_size)
-            .field("timeout", &self.timeouts.timeout)
-            .field("connect_timeout", &self.timeouts.connect)
-            .field("pool_timeout", &self.timeouts.pool)
-            .field("statement_timeout", &self.timeouts.statement)
-            .field("schema", &self.schema)
-            .field("migrate", &self.migrate)
-            .finish()
-    }
-}
-
 impl PostgresStoreBuilder {
     /// The settings for `url` with every default; made by [`PostgresStore::builder`].
     pub(crate) fn new(url: &str) -> Self {
         Self {
-            url: url.to_owned(),
+            url: url.into(),
             pool_size: DEFAULT_POOL_SIZE,
             timeouts: TimeoutSettings::default(),
             schema: DEFAULT_SCHEMA.to_owned(),
@@ -65,37 +49,7 @@ impl PostgresStoreBuilder {
         }
     }
 
-    /// How many connections the pool may open (default [`DEFAULT_POOL_SIZE`]). Zero is
-    /// refused by [`connect`](Self::connect).
-    pub fn pool_size(mut self, size: usize) -> Self {
-        self.pool_size = size;
-        self
-    }
-
-    chatmem::timeout_setters! {
-        /// Sets the [connect](Self::connect_timeout), [pool](Self::pool_timeout) and
-        /// [statement](Self::statement_timeout) timeouts at once (each default
-        /// [`DEFAULT_TIMEOUT`]); one of those also called on the builder wins. URL parameter:
-        /// `chatmem_timeout_ms`.
-        timeout;
-        /// The most opening one connection may take, TCP connect and authentication included
-        /// (default [`DEFAULT_TIMEOUT`]); must be longer than zero. URL parameter:
-        /// `chatmem_connect_timeout_ms`, or the standard `connect_timeout` (seconds).
-        connect_timeout;
-        /// The most an operation waits for a pooled connection when all
-        /// [`pool_size`](Self::pool_size) are busy (default [`DEFAULT_TIMEOUT`]); zero means
-        /// fail at once rather than wait. Past it the operation fails with
-        /// [`StoreErrorKind::Unavailable`]. URL parameter: `chatmem_pool_timeout_ms`.
-        pool_timeout;
-        /// The most one statement may take (default [`DEFAULT_TIMEOUT`]): the server's
-        /// `statement_timeout` of every connection, so that a statement abandoned by the client
-        /// does not keep running, and how long the client waits for the answer (250 ms more, so
-        /// that the server's own cancel, which says nothing was written, arrives first) before it
-        /// fails with [`StoreErrorKind::Unavailable`] and closes the connection. From 1 ms to
-        /// [`MAX_STATEMENT_TIMEOUT`]; PostgreSQL counts whole milliseconds, so a fraction is
-        /// rounded up. URL parameter: `chatmem_statement_timeout_ms`.
-        statement_timeout;
-    }
+    chatmem::sql_builder_setters!();
 
     /// The schema holding chatmem's tables (default [`DEFAULT_SCHEMA`]); created if
     /// missing. An identifier of ASCII letters, digits and `_` (not starting with a
@@ -103,17 +57,6 @@ impl PostgresStoreBuilder {
     /// separate stores: tests use one each.
     pub fn schema(mut self, schema: impl Into<String>) -> Self {
         self.schema = schema.into();
-        self
-    }
-
-    /// Whether [`connect`](Self::connect) creates or upgrades the schema (default: true).
-    /// With false it writes nothing: it only checks that the schema is at
-    /// [`SCHEMA_VERSION`](crate::SCHEMA_VERSION), so that a program that only reads (the
-    /// CLI's `get`, `history`, `list`, `export`) never creates tables in a database it was
-    /// pointed at by mistake. A missing or older schema is then
-    /// [`StoreErrorKind::InvalidInput`] naming the schema and the server.
-    pub fn migrate(mut self, migrate: bool) -> Self {
-        self.migrate = migrate;
         self
     }
 
@@ -127,11 +70,11 @@ impl PostgresStoreBuilder {
     /// a newer chatmem-postgres. Errors name the server without its password.
     pub async fn connect(self) -> Result<PostgresStore, StoreError> {
         let quoted = quote_schema(&self.schema)?;
-        let (driver_url, from_url) = url::split(&self.url)?;
+        let (driver_url, from_url) = url::split(self.url.expose())?;
         let mut config = Config::from_str(&driver_url).map_err(|e| {
             StoreError::new(
                 StoreErrorKind::InvalidInput,
-                format!("invalid PostgreSQL connection string {}", redact_url(&self.url)),
+                format!("invalid PostgreSQL connection string {}", self.url),
             )
             .with_source(e)
         })?;

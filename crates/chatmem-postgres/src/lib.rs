@@ -62,6 +62,13 @@
 //! | [`statement_timeout`](PostgresStoreBuilder::statement_timeout) | `chatmem_statement_timeout_ms` | [`DEFAULT_TIMEOUT`] (5 s) | one statement, on the server and on the client; 1 ms to [`MAX_STATEMENT_TIMEOUT`] |
 //! | [`pool_size`](PostgresStoreBuilder::pool_size) | — | [`DEFAULT_POOL_SIZE`] (16) | pooled connections; at least 1 |
 //! | [`schema`](PostgresStoreBuilder::schema) | — | [`DEFAULT_SCHEMA`] (`public`) | where the tables live |
+//! | [`migrate`](PostgresStoreBuilder::migrate) | — | true | false: create nothing, only check the schema version |
+//!
+//! The statement timeout is every connection's server-side `statement_timeout`, so that a
+//! statement the client gave up on does not keep running; the client waits 250 ms longer,
+//! so that the server's own cancel (which says nothing was written) arrives first, then
+//! fails with [`StoreErrorKind::Unavailable`](chatmem::store::StoreErrorKind::Unavailable)
+//! and closes the connection. PostgreSQL counts whole milliseconds: a fraction is rounded up.
 //!
 //! For example `postgres://app@db/chat?chatmem_statement_timeout_ms=30000`. A value out of
 //! range, a malformed value or an unknown `chatmem_*` parameter is refused with

@@ -10,7 +10,8 @@ use deadpool_postgres::{Object, Pool};
 use tokio::time::timeout;
 
 use chatmem::store::{
-    Commit, Snapshot, StoreError, StoreErrorKind, StoredMessage, Timeouts, outcome_unknown, statement_timed_out,
+    Commit, Snapshot, StoreError, StoreErrorKind, StoredMessage, Timeouts, history_messages, load_snapshot,
+    outcome_unknown, statement_timed_out,
 };
 use chatmem::{ConversationId, Page, Store};
 
@@ -18,7 +19,7 @@ use crate::builder::PostgresStoreBuilder;
 use crate::error::{connection_lost, db_error, pool_error};
 use crate::migrate;
 use crate::params::{CommitParams, token_bits};
-use crate::rows::{self, Column, Reader};
+use crate::rows::{COLUMNS, Column, Reader};
 use crate::sql::{Statement, Statements};
 
 /// The schema version this crate writes; a database at a higher one is refused with
@@ -305,7 +306,7 @@ impl Store for PostgresStore {
         let rows = self
             .query("loading a conversation", &self.sql.load, &[&id.as_str()])
             .await?;
-        rows::snapshot(id, &rows)
+        load_snapshot(id, &rows, &COLUMNS)
     }
 
     async fn commit(&self, id: &ConversationId, commit: Commit) -> Result<u64, StoreError> {
@@ -366,7 +367,7 @@ impl Store for PostgresStore {
                 &[&id.as_str(), &after, &limit],
             )
             .await?;
-        rows::history(id, &rows)
+        history_messages(id, &rows, &COLUMNS)
     }
 
     async fn clear(&self, id: &ConversationId) -> Result<bool, StoreError> {

@@ -1,10 +1,9 @@
 //! [`RedisStoreBuilder`]: the URL and options a [`RedisStore`] is made from, and connecting.
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chatmem::store::{StoreError, redact_url};
+use chatmem::store::{SecretUrl, StoreError};
 use redis::Script;
 
 use crate::conn::Conn;
@@ -28,26 +27,14 @@ pub const DEFAULT_WINDOW_CACHE_BYTES: usize = 64 << 20;
 const TLS_SCHEMES: &[&str] = &["rediss", "valkeys"];
 
 /// Settings for a [`RedisStore`]; see [`RedisStore::builder`].
-#[derive(Clone)]
+/// (`Debug` prints the URL without its password.)
+#[derive(Clone, Debug)]
 pub struct RedisStoreBuilder {
-    pub(crate) url: String,
+    pub(crate) url: SecretUrl,
     pub(crate) key_prefix: String,
     pub(crate) connect_timeout: Duration,
     pub(crate) response_timeout: Duration,
     pub(crate) window_cache_bytes: usize,
-}
-
-impl fmt::Debug for RedisStoreBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // The URL may carry a password.
-        f.debug_struct("RedisStoreBuilder")
-            .field("url", &redact_url(&self.url))
-            .field("key_prefix", &self.key_prefix)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("response_timeout", &self.response_timeout)
-            .field("window_cache_bytes", &self.window_cache_bytes)
-            .finish()
-    }
 }
 
 impl RedisStoreBuilder {
@@ -114,9 +101,9 @@ impl RedisStoreBuilder {
     /// were written by a newer chatmem. Messages show the URL without its password
     /// ([`chatmem::store::redact_url`]).
     pub async fn connect(self) -> Result<RedisStore, StoreError> {
-        let url = redact_url(&self.url);
+        let url = self.url.to_string();
         self.check(&url)?;
-        let conn = Conn::open(&self.url, &url, self.connect_timeout, self.response_timeout).await?;
+        let conn = Conn::open(self.url.expose(), &url, self.connect_timeout, self.response_timeout).await?;
         let store = RedisStore {
             conn,
             keys: Keys::new(&self.key_prefix),
@@ -138,7 +125,7 @@ impl RedisStoreBuilder {
 
     /// Refuses what this store cannot do, before any connection is tried.
     fn check(&self, shown: &str) -> Result<(), StoreError> {
-        let scheme = self.url.split_once("://").map_or("", |(scheme, _)| scheme);
+        let scheme = self.url.expose().split_once("://").map_or("", |(scheme, _)| scheme);
         if TLS_SCHEMES.iter().any(|tls| scheme.eq_ignore_ascii_case(tls)) {
             return Err(invalid(format!(
                 "{shown}: TLS ({scheme}://) is not supported by chatmem-redis; reach Redis over a private \

@@ -187,7 +187,7 @@ impl RedisStore {
     /// A builder for a store at `url`.
     pub fn builder(url: &str) -> RedisStoreBuilder {
         RedisStoreBuilder {
-            url: url.to_owned(),
+            url: url.into(),
             key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
             connect_timeout: DEFAULT_TIMEOUT,
             response_timeout: DEFAULT_TIMEOUT,

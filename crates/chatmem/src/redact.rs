@@ -174,6 +174,43 @@ fn is_secret(name: &str) -> bool {
     SECRET_PARAMS.iter().any(|s| name.eq_ignore_ascii_case(s))
 }
 
+/// A store URL that prints (with `{:?}` and `{}`) only as [`redact_url`] shows it: a builder
+/// holding one derives `Debug` and cannot print the password.
+///
+/// ```
+/// use chatmem::store::SecretUrl;
+/// let url = SecretUrl::from("postgres://app:s3cret@db/x");
+/// assert_eq!(url.expose(), "postgres://app:s3cret@db/x");
+/// assert_eq!(format!("{url:?} {url}"), "\"postgres://app:***@db/x\" postgres://app:***@db/x");
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretUrl(String);
+
+impl SecretUrl {
+    /// The URL as given, password included: for the driver only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for SecretUrl {
+    fn from(url: &str) -> Self {
+        Self(url.to_owned())
+    }
+}
+
+impl std::fmt::Debug for SecretUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&redact_url(&self.0), f)
+    }
+}
+
+impl std::fmt::Display for SecretUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&redact_url(&self.0))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,7 +8,8 @@
 //! parameters and builder settings ([`TimeoutSettings`], [`Timeouts`]), the schema-version
 //! check ([`SchemaVersion`]), the errors of an unanswered statement ([`statement_timed_out`],
 //! [`outcome_unknown`]), and the conversions to and from 64-bit columns ([`to_bigint`],
-//! [`ttl_micros`], [`stored_counter`], [`RowReader`]).
+//! [`ttl_micros`], [`stored_counter`]) and the rows of the load and history statements
+//! ([`SqlColumns`], [`load_snapshot`], [`history_messages`]).
 //!
 //! A store keeps, per conversation: the current system message, an append-only log of the
 //! other messages numbered by sequence, the sequence where the window starts, and a version
@@ -20,10 +21,13 @@ use std::sync::Arc;
 
 pub use crate::commit::{Commit, CommitBuilder};
 pub use crate::error::{StoreError, StoreErrorKind};
-pub use crate::redact::{HIDDEN_URL, redact_url};
+pub use crate::redact::{HIDDEN_URL, SecretUrl, redact_url};
 pub use crate::shared_messages::SharedMessages;
 pub use crate::tokens::{CounterName, UNCOUNTED};
-pub use columns::{ConversationRow, RowReader, snapshot_from_rows, stored_counter, to_bigint, ttl_micros};
+pub use columns::{
+    HISTORY_COLUMNS, LOAD_COLUMNS, RowReader, SqlColumns, history_messages, load_snapshot, stored_counter, to_bigint,
+    ttl_micros,
+};
 pub use schema_version::SchemaVersion;
 pub use server_errors::{outcome_unknown, statement_timed_out};
 pub use timeouts::{

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+use crate::OpStats;
 use crate::proxy::{ProxyConfig, TargetKind};
 
 /// One target's calls in one phase (milliseconds, from sending to the last byte).
@@ -37,18 +38,25 @@ pub struct Latency {
 }
 
 impl Latency {
-    /// The figures of `latencies` (microseconds) over `seconds` of calls.
+    /// The figures of `latencies` (microseconds) over `seconds` of calls: the load test's
+    /// [`OpStats`], and the mean.
     pub(crate) fn new(latencies: &Histogram<u64>, errors: u64, seconds: f64) -> Self {
-        let ms = |us: u64| us as f64 / 1000.0;
-        let calls = latencies.len();
-        Self {
-            calls,
+        let OpStats {
+            requests,
             errors,
-            per_second: if seconds > 0.0 { calls as f64 / seconds } else { 0.0 },
-            p50_ms: ms(latencies.value_at_quantile(0.50)),
-            p99_ms: ms(latencies.value_at_quantile(0.99)),
+            per_second,
+            p50_ms,
+            p99_ms,
+            max_ms,
+        } = OpStats::new(latencies, errors, seconds);
+        Self {
+            calls: requests,
+            errors,
+            per_second,
+            p50_ms,
+            p99_ms,
             mean_ms: latencies.mean() / 1000.0,
-            max_ms: ms(latencies.max()),
+            max_ms,
             ..Self::default()
         }
     }

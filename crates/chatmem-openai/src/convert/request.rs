@@ -385,36 +385,31 @@ mod tests {
             );
         }
 
-        let m: ChatCompletionRequestMessage =
-            serde_json::from_value(json!({"role": "assistant", "content": "x", "audio": {"id": "a"}})).unwrap();
-        assert_eq!(
-            kind(from_request_message(m)),
-            ConversionErrorKind::UnsupportedField {
-                role: "assistant",
-                field: "audio"
-            }
-        );
-        let m: ChatCompletionRequestMessage =
-            serde_json::from_value(json!({"role": "assistant", "function_call": {"name": "f", "arguments": "{}"}}))
-                .unwrap();
-        assert_eq!(
-            kind(from_request_message(m)),
-            ConversionErrorKind::UnsupportedField {
-                role: "assistant",
-                field: "function_call"
-            }
-        );
-        let m: ChatCompletionRequestMessage = serde_json::from_value(json!({"role": "user", "content": [
-            {"type": "text", "text": "x", "prompt_cache_breakpoint": {"mode": "explicit"}}
-        ]}))
-        .unwrap();
-        assert_eq!(
-            kind(from_request_message(m)),
-            ConversionErrorKind::UnsupportedField {
-                role: "user",
-                field: "prompt_cache_breakpoint"
-            }
-        );
+        for (v, role, field) in [
+            (
+                json!({"role": "assistant", "content": "x", "audio": {"id": "a"}}),
+                "assistant",
+                "audio",
+            ),
+            (
+                json!({"role": "assistant", "function_call": {"name": "f", "arguments": "{}"}}),
+                "assistant",
+                "function_call",
+            ),
+            (
+                json!({"role": "user", "content": [
+                    {"type": "text", "text": "x", "prompt_cache_breakpoint": {"mode": "explicit"}}
+                ]}),
+                "user",
+                "prompt_cache_breakpoint",
+            ),
+        ] {
+            let m: ChatCompletionRequestMessage = serde_json::from_value(v).unwrap();
+            assert_eq!(
+                kind(from_request_message(m)),
+                ConversionErrorKind::UnsupportedField { role, field }
+            );
+        }
         let m: ChatCompletionRequestMessage =
             serde_json::from_value(json!({"role": "tool", "tool_call_id": "", "content": "x"})).unwrap();
         assert_eq!(kind(from_request_message(m)), ConversionErrorKind::EmptyToolCallId);

@@ -1,7 +1,8 @@
 //! Converting between chatmem's numbers and a SQL store's signed 64-bit columns, in both
 //! directions, with the database's limits passed in; reading a load's rows into a
-//! [`Snapshot`] ([`RowReader`], [`snapshot_from_rows`]).
+//! [`Snapshot`] ([`SqlColumns`], [`load_snapshot`], [`history_messages`]).
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use crate::error::StoreError;
@@ -135,6 +136,14 @@ impl RowReader<'_> {
         StoreError::corrupt(self.id, format!("{} has no column {index}", self.what))
     }
 
+    /// Column `index`'s `value`, which must not be NULL.
+    ///
+    /// # Errors
+    /// [`StoreErrorKind::Corrupt`] for NULL.
+    pub fn not_null<T>(&self, value: Option<T>, index: usize) -> Result<T, StoreError> {
+        value.ok_or_else(|| StoreError::corrupt(self.id, format!("{} has NULL in column {index}", self.what)))
+    }
+
     /// A NOT NULL counter as a u64, as [`stored_counter`] reads it.
     ///
     /// # Errors
@@ -209,73 +218,139 @@ impl RowReader<'_> {
     }
 }
 
-/// A conversation row as a SQL store's driver read it: the counters as stored (checked by
-/// [`snapshot_from_rows`]), the system message and the summary.
-#[derive(Debug, Default)]
-pub struct ConversationRow {
-    /// `version`.
-    pub version: Option<i64>,
-    /// `window_start`.
-    pub window_start: Option<i64>,
-    /// `next_seq`.
-    pub next_seq: Option<i64>,
-    /// The system message ([`RowReader::system_message`]).
-    pub system: Option<StoredMessage>,
-    /// The summary ([`RowReader::summary`]).
-    pub summary: Option<Summary>,
-}
+/// The columns of a SQL store's load statement, in this order: the first row is the
+/// conversation row (`seq` to `counted_by` are its system message, all NULL without one;
+/// `summary` NULL without one), each row after it a message from the window start on
+/// (the counters and `summary` NULL). The statement returns no row at all for an unknown or
+/// expired conversation. [`load_snapshot`] reads them.
+pub const LOAD_COLUMNS: [&str; 9] = [
+    "kind",
+    "version",
+    "window_start",
+    "next_seq",
+    "seq",
+    "tokens",
+    "json",
+    "counted_by",
+    "summary",
+];
 
-/// The [`Snapshot`] of a load statement's rows, as every SQL store's load answers them: no row
-/// at all is an unknown or expired conversation; else the first is the conversation row, read
-/// by `head`, and each one after it a message, read by `message` (with the readers that name
-/// those rows in errors).
+/// The columns of a SQL store's history statement, in this order: one message a row.
+/// [`history_messages`] reads them.
+pub const HISTORY_COLUMNS: [&str; 4] = ["seq", "tokens", "json", "counted_by"];
+
+/// How a SQL store's driver reads the columns of its result rows (`R`): what a store
+/// supplies so that [`load_snapshot`] and [`history_messages`] read every SQL store's rows
+/// alike ([`LOAD_COLUMNS`], [`HISTORY_COLUMNS`]). A column the driver cannot read as asked is
+/// [`RowReader::unreadable`], a missing one [`RowReader::missing`].
 ///
 /// ```
+/// use std::borrow::Cow;
 /// use chatmem::{ConversationId, Message};
-/// use chatmem::store::{ConversationRow, StoredMessage, snapshot_from_rows};
-/// let id = ConversationId::new("c1")?;
-/// let rows = [None, Some((3_i64, StoredMessage::new(3, 1, Message::user("hi")).message_json()?))];
-/// let snapshot = snapshot_from_rows(
-///     &id,
-///     &rows,
-///     |_, _| Ok(ConversationRow { version: Some(2), window_start: Some(3), next_seq: Some(4), ..Default::default() }),
-///     |read, row| {
-///         let (seq, json) = row.as_ref().expect("a message row");
-///         read.message(*seq, 1, json.as_bytes(), None)
+/// use chatmem::store::{SqlColumns, StoredMessage, history_messages};
+///
+/// /// Rows as plain values: `(seq, tokens, json, counted_by)`.
+/// type Row = (i64, i64, String, Option<String>);
+/// const PLAIN: SqlColumns<Row> = SqlColumns {
+///     bigint: |read, row, index| match index {
+///         0 => Ok(Some(row.0)),
+///         1 => Ok(Some(row.1)),
+///         _ => Err(read.missing(index)),
 ///     },
-/// )?;
-/// assert_eq!((snapshot.version, snapshot.next_seq, snapshot.messages.len()), (2, 4, 1));
-/// assert!(!snapshot_from_rows(&id, &[] as &[()], |_, _| unreachable!(), |_, _| unreachable!())?.exists());
+///     text: |read, row, index| match index {
+///         2 => Ok(Some(Cow::Borrowed(row.2.as_str()))),
+///         3 => Ok(row.3.as_deref().map(Cow::Borrowed)),
+///         _ => Err(read.missing(index)),
+///     },
+/// };
+///
+/// let id = ConversationId::new("c1")?;
+/// let json = StoredMessage::new(5, 1, Message::user("hi")).message_json()?;
+/// let messages = history_messages(&id, &[(5, 1, json, None)], &PLAIN)?;
+/// assert_eq!((messages[0].seq, messages[0].tokens), (5, 1));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+pub struct SqlColumns<R> {
+    /// Column `index` of a row as a nullable 64-bit integer.
+    pub bigint: fn(&RowReader<'_>, &R, usize) -> Result<Option<i64>, StoreError>,
+    /// Column `index` of a row as nullable UTF-8 text (a message's JSON, a counter name).
+    pub text: for<'r> fn(&RowReader<'_>, &'r R, usize) -> Result<Option<Text<'r>>, StoreError>,
+}
+
+/// A text column as read: borrowed from the row where the driver can, else owned.
+pub(crate) type Text<'r> = Cow<'r, str>;
+
+impl<R> std::fmt::Debug for SqlColumns<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlColumns").finish_non_exhaustive()
+    }
+}
+
+/// The [`Snapshot`] of a load statement's rows ([`LOAD_COLUMNS`]): no row at all is an
+/// unknown or expired conversation ([`Snapshot::empty`]).
 ///
 /// # Errors
-/// What `head` and `message` return, and [`StoreErrorKind::Corrupt`] for a NULL or negative
-/// counter.
-pub fn snapshot_from_rows<R>(
-    id: &ConversationId,
-    rows: &[R],
-    head: impl FnOnce(&RowReader<'_>, &R) -> Result<ConversationRow, StoreError>,
-    mut message: impl FnMut(&RowReader<'_>, &R) -> Result<StoredMessage, StoreError>,
-) -> Result<Snapshot, StoreError> {
-    let Some((first, rest)) = rows.split_first() else {
+/// [`StoreErrorKind::Corrupt`] for a column the driver cannot read, a NULL or negative
+/// counter, a message without its sequence, token count or JSON, or JSON that is not a
+/// message or summary.
+pub fn load_snapshot<R>(id: &ConversationId, rows: &[R], columns: &SqlColumns<R>) -> Result<Snapshot, StoreError> {
+    let Some((head, rest)) = rows.split_first() else {
         return Ok(Snapshot::empty());
     };
     let read = RowReader::conversation_row(id);
-    let row = head(&read, first)?;
+    let system_json = (columns.text)(&read, head, 6)?;
+    let system_counted_by = (columns.text)(&read, head, 7)?;
+    let system = read.system_message(
+        (columns.bigint)(&read, head, 4)?,
+        (columns.bigint)(&read, head, 5)?,
+        system_json.as_deref().map(str::as_bytes),
+        system_counted_by.as_deref(),
+    )?;
+    let summary = read.summary((columns.text)(&read, head, 8)?.as_deref().map(str::as_bytes))?;
     let read_message = RowReader::message_rows(id);
     let messages = rest
         .iter()
-        .map(|r| message(&read_message, r))
+        .map(|row| message_at(&read_message, row, columns, 4))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Snapshot {
-        version: read.counter(row.version, "version")?,
-        system: row.system,
-        window_start: read.counter(row.window_start, "window_start")?,
-        next_seq: read.counter(row.next_seq, "next_seq")?,
+        version: read.counter((columns.bigint)(&read, head, 1)?, "version")?,
+        system,
+        window_start: read.counter((columns.bigint)(&read, head, 2)?, "window_start")?,
+        next_seq: read.counter((columns.bigint)(&read, head, 3)?, "next_seq")?,
         messages: messages.into(),
-        summary: row.summary,
+        summary,
     })
+}
+
+/// The messages of a history statement's rows ([`HISTORY_COLUMNS`]), in row order.
+///
+/// # Errors
+/// [`StoreErrorKind::Corrupt`] for a column the driver cannot read, a message without its
+/// sequence, token count or JSON, or JSON that is not a message.
+pub fn history_messages<R>(
+    id: &ConversationId,
+    rows: &[R],
+    columns: &SqlColumns<R>,
+) -> Result<Vec<StoredMessage>, StoreError> {
+    let read = RowReader::message_rows(id);
+    rows.iter().map(|row| message_at(&read, row, columns, 0)).collect()
+}
+
+/// The message in the four columns from `first` on: seq, tokens, json, counted_by.
+fn message_at<R>(
+    read: &RowReader<'_>,
+    row: &R,
+    columns: &SqlColumns<R>,
+    first: usize,
+) -> Result<StoredMessage, StoreError> {
+    let json = (columns.text)(read, row, first + 2)?;
+    let counted_by = (columns.text)(read, row, first + 3)?;
+    read.message(
+        read.not_null((columns.bigint)(read, row, first)?, first)?,
+        read.not_null((columns.bigint)(read, row, first + 1)?, first + 1)?,
+        read.not_null(json.as_deref(), first + 2)?.as_bytes(),
+        counted_by.as_deref(),
+    )
 }
 
 #[cfg(test)]
@@ -301,5 +376,99 @@ mod tests {
         assert_eq!(to_bigint(i64::MAX as u64, "v", "T").unwrap(), i64::MAX);
         let e = to_bigint(1 << 63, "window start", "T").unwrap_err();
         assert_eq!(e.kind(), StoreErrorKind::InvalidInput);
+    }
+
+    /// Rows as text cells, the way a driver would hand them: NULL is `None`.
+    type Row = Vec<Option<String>>;
+    const CELLS: SqlColumns<Row> = SqlColumns {
+        bigint: |read, row, index| {
+            let cell = row.get(index).ok_or_else(|| read.missing(index))?;
+            cell.as_deref()
+                .map(|n| n.parse::<i64>().map_err(|e| read.unreadable(index, e)))
+                .transpose()
+        },
+        text: |read, row, index| {
+            Ok(row
+                .get(index)
+                .ok_or_else(|| read.missing(index))?
+                .as_deref()
+                .map(Cow::Borrowed))
+        },
+    };
+
+    fn row(cells: &[Option<&str>]) -> Row {
+        cells.iter().map(|c| c.map(str::to_owned)).collect()
+    }
+
+    fn json(seq: u64, message: crate::Message) -> String {
+        StoredMessage::new(seq, 1, message).message_json().unwrap()
+    }
+
+    #[test]
+    fn a_load_reads_the_conversation_row_then_its_messages() {
+        let id = ConversationId::new("c").unwrap();
+        assert!(!load_snapshot(&id, &[] as &[Row], &CELLS).unwrap().exists());
+
+        let system = json(0, crate::Message::system("be brief"));
+        let hi = json(3, crate::Message::user("hi"));
+        let rows = [
+            row(&[
+                Some("0"),
+                Some("7"),
+                Some("3"),
+                Some("4"),
+                Some("0"),
+                Some("2"),
+                Some(&system),
+                Some("heuristic"),
+                None,
+            ]),
+            row(&[Some("1"), None, None, None, Some("3"), Some("1"), Some(&hi), None, None]),
+        ];
+        let snapshot = load_snapshot(&id, &rows, &CELLS).unwrap();
+        assert_eq!((snapshot.version, snapshot.window_start, snapshot.next_seq), (7, 3, 4));
+        let system = snapshot.system.expect("the system message");
+        assert_eq!((system.tokens, system.counted_by.as_deref()), (2, Some("heuristic")));
+        assert_eq!(snapshot.messages.len(), 1);
+        assert_eq!(snapshot.messages[0].seq, 3);
+        assert!(snapshot.summary.is_none());
+
+        let history = history_messages(&id, &[row(&[Some("3"), Some("1"), Some(&hi), Some("o200k")])], &CELLS).unwrap();
+        assert_eq!(history[0].counted_by.as_deref(), Some("o200k"));
+    }
+
+    #[test]
+    fn a_load_with_nulls_or_bad_cells_is_corrupt_and_names_the_row() {
+        let id = ConversationId::new("c").unwrap();
+        let hi = json(3, crate::Message::user("hi"));
+        let head =
+            |version: Option<&str>| row(&[Some("0"), version, Some("3"), Some("4"), None, None, None, None, None]);
+        let cases = [
+            (vec![head(None)], "version is NULL"),
+            (vec![head(Some("x"))], "the conversation row has an unreadable column 1"),
+            (
+                vec![
+                    head(Some("1")),
+                    row(&[Some("1"), None, None, None, None, Some("1"), Some(&hi), None, None]),
+                ],
+                "a message row has NULL in column 4",
+            ),
+            (
+                vec![
+                    head(Some("1")),
+                    row(&[Some("1"), None, None, None, Some("3"), Some("1"), None, None, None]),
+                ],
+                "a message row has NULL in column 6",
+            ),
+            (
+                vec![head(Some("1")), row(&[Some("1")])],
+                "a message row has no column 6",
+            ),
+        ];
+        for (rows, says) in cases {
+            let e = load_snapshot(&id, &rows, &CELLS).unwrap_err();
+            assert_eq!(e.kind(), StoreErrorKind::Corrupt, "{says}");
+            assert!(e.to_string().contains(says), "{e} does not say {says}");
+        }
     }
 }

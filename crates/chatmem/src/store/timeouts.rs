@@ -50,60 +50,82 @@ pub struct TimeoutSettings {
     pub statement: Option<Duration>,
 }
 
-/// The four timeout setters of a SQL store's builder (a struct with a `timeouts:
-/// TimeoutSettings` field), each with the doc comment the store gives it: the setters are
-/// every store's, the words about each store's server its own.
+/// The setters every SQL store's builder shares (a struct with fields `timeouts:
+/// TimeoutSettings`, `pool_size: usize` and `migrate: bool`): `timeout`, `connect_timeout`,
+/// `pool_timeout`, `statement_timeout`, `pool_size` and `migrate`. Their docs point to the
+/// invoking crate's `#settings` section (its table of settings, URL parameters and defaults,
+/// and what its server does with each) and name its `DEFAULT_TIMEOUT`, `DEFAULT_POOL_SIZE`
+/// and `SCHEMA_VERSION`, which that crate defines.
 ///
 /// ```
 /// use std::time::Duration;
 /// use chatmem::store::TimeoutSettings;
 ///
 /// #[derive(Default)]
-/// pub struct Builder { timeouts: TimeoutSettings }
+/// pub struct Builder { timeouts: TimeoutSettings, pool_size: usize, migrate: bool }
 /// impl Builder {
-///     chatmem::timeout_setters! {
-///         /// All at once.
-///         timeout;
-///         /// Opening a connection.
-///         connect_timeout;
-///         /// Waiting for a pooled connection.
-///         pool_timeout;
-///         /// One statement.
-///         statement_timeout;
-///     }
+///     chatmem::sql_builder_setters!();
 /// }
-/// let b = Builder::default().timeout(Duration::from_secs(1)).statement_timeout(Duration::from_secs(2));
+/// let b = Builder::default().timeout(Duration::from_secs(1)).statement_timeout(Duration::from_secs(2)).pool_size(3);
 /// assert_eq!((b.timeouts.timeout, b.timeouts.statement), (Some(Duration::from_secs(1)), Some(Duration::from_secs(2))));
+/// assert_eq!((b.pool_size, b.migrate), (3, false));
 /// ```
 #[macro_export]
-macro_rules! timeout_setters {
-    (
-        $(#[$all:meta])* timeout;
-        $(#[$connect:meta])* connect_timeout;
-        $(#[$pool:meta])* pool_timeout;
-        $(#[$statement:meta])* statement_timeout;
-    ) => {
-        $(#[$all])*
+macro_rules! sql_builder_setters {
+    () => {
+        /// Sets the connect, pool and statement timeouts at once (each default
+        /// [`DEFAULT_TIMEOUT`](crate::DEFAULT_TIMEOUT)); one of those also called on the
+        /// builder wins. URL parameter: `chatmem_timeout_ms`; see [the settings](crate#settings).
         pub fn timeout(mut self, timeout: ::std::time::Duration) -> Self {
             self.timeouts.timeout = ::std::option::Option::Some(timeout);
             self
         }
 
-        $(#[$connect])*
+        /// The most opening one connection may take, handshake included (default
+        /// [`DEFAULT_TIMEOUT`](crate::DEFAULT_TIMEOUT)); must be longer than zero. URL
+        /// parameter: `chatmem_connect_timeout_ms`; see [the settings](crate#settings).
         pub fn connect_timeout(mut self, timeout: ::std::time::Duration) -> Self {
             self.timeouts.connect = ::std::option::Option::Some(timeout);
             self
         }
 
-        $(#[$pool])*
+        /// The most an operation waits for a pooled connection when all
+        /// [`pool_size`](Self::pool_size) are busy (default
+        /// [`DEFAULT_TIMEOUT`](crate::DEFAULT_TIMEOUT)); zero means fail at once rather than
+        /// wait. Past it the operation fails with
+        /// [`StoreErrorKind::Unavailable`]($crate::store::StoreErrorKind::Unavailable). URL
+        /// parameter: `chatmem_pool_timeout_ms`; see [the settings](crate#settings).
         pub fn pool_timeout(mut self, timeout: ::std::time::Duration) -> Self {
             self.timeouts.pool = ::std::option::Option::Some(timeout);
             self
         }
 
-        $(#[$statement])*
+        /// The most one statement may take (default
+        /// [`DEFAULT_TIMEOUT`](crate::DEFAULT_TIMEOUT)), at least 1 ms: how long the client
+        /// waits for its answer, and a limit the server applies too ([the
+        /// settings](crate#settings) say how). URL parameter: `chatmem_statement_timeout_ms`.
         pub fn statement_timeout(mut self, timeout: ::std::time::Duration) -> Self {
             self.timeouts.statement = ::std::option::Option::Some(timeout);
+            self
+        }
+
+        /// How many connections the pool may open (default
+        /// [`DEFAULT_POOL_SIZE`](crate::DEFAULT_POOL_SIZE)); zero is refused by
+        /// [`connect`](Self::connect).
+        pub fn pool_size(mut self, size: usize) -> Self {
+            self.pool_size = size;
+            self
+        }
+
+        /// Whether [`connect`](Self::connect) creates or upgrades chatmem's tables (default:
+        /// true). With false it writes nothing: it only checks that they are at
+        /// [`SCHEMA_VERSION`](crate::SCHEMA_VERSION), so that a program that only reads (the
+        /// CLI's `get`, `history`, `list`, `export`) never creates tables in a database it was
+        /// pointed at by mistake. Missing or older tables are then
+        /// [`StoreErrorKind::InvalidInput`]($crate::store::StoreErrorKind::InvalidInput)
+        /// naming them and the server.
+        pub fn migrate(mut self, migrate: bool) -> Self {
+            self.migrate = migrate;
             self
         }
     };
