@@ -51,7 +51,7 @@ pub use crate::id::{ConversationId, InvalidConversationId, MAX_ID_BYTES};
 pub use crate::in_memory_store::InMemoryStore;
 pub use crate::json_error::{JsonFieldError, deserialize_json};
 pub use crate::limits::{BatchLimits, DEFAULT_MAX_BATCH_BYTES, DEFAULT_MAX_BATCH_MESSAGES, TooLarge};
-pub use crate::loaded_window::LoadedWindow;
+pub use crate::loaded_window::{BlockEviction, LoadedWindow};
 pub use crate::memory::{ChatMemory, ChatMemoryBuilder, DEFAULT_MAX_ATTEMPTS, HistoryPage};
 pub use crate::message::{Body, ContentPart, ImageUrl, Message, Metadata, Role, ToolCall, UserContent, parse_messages};
 pub use crate::model::{

@@ -7,6 +7,7 @@ use crate::shared_messages::SharedMessages;
 use crate::store::{Snapshot, StoredMessage};
 use crate::summary::{Summary, render_system, system_slot};
 use crate::tokens::TokenCounter;
+use crate::policy::Budget;
 use crate::window::{Selection, WindowPolicy, is_plain, select_known, select_plain};
 
 /// A loaded conversation: the [`Snapshot`] read in one round trip and the window the policy
@@ -179,10 +180,61 @@ impl LoadedWindow {
         self.selection = OnceLock::new();
     }
 
+    /// The stored messages in the window (with their sequence numbers and cached token
+    /// counts), oldest first: what [`turns`](LoadedWindow::turns) gives, as stored.
+    pub fn stored_turns(&self) -> impl Iterator<Item = &StoredMessage> + '_ {
+        self.selected()
+    }
+
+    /// Where the window stands under block eviction ([`WindowPolicy::evict_to`]): how much
+    /// more it takes before its start next moves, and where it would start were it to move
+    /// now (the window fitted within the low-water mark, on the policy's turn boundary; the
+    /// messages that arrive before then move it further). `None` without block eviction.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// use chatmem::{BlockEviction, ChatMemory, ConversationId, Message, WindowPolicy};
+    /// let policy = WindowPolicy::messages(6).evict_to(3)?;
+    /// let memory = ChatMemory::builder(chatmem::InMemoryStore::new()).policy(policy).build()?;
+    /// let id = ConversationId::new("c1")?;
+    /// memory.add(&id, [Message::user("u1"), Message::assistant("a1"), Message::user("u2"), Message::assistant("a2")]).await?;
+    /// let loaded = memory.load(&id).await?;
+    /// // 4 of 6 messages: 2 more before the start moves; moved now, it would start at u2 (seq 3).
+    /// assert_eq!(loaded.block_eviction(), Some(BlockEviction { headroom: 2, next_start: Some(3) }));
+    /// # Ok::<(), chatmem::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn block_eviction(&self) -> Option<BlockEviction> {
+        let low = self.policy.low_water()?;
+        let (budget, used, to_low) = match self.policy.budget() {
+            Budget::Messages(n) => (n as u64, self.len() as u64, WindowPolicy::messages(low)),
+            Budget::Tokens(n) => (n as u64, self.tokens(), WindowPolicy::tokens(low)),
+        };
+        let to_low = to_low.with_boundary(self.policy.boundary());
+        let slot = system_slot(self.snapshot.system.as_ref(), self.snapshot.summary.as_ref());
+        let moved = select_loaded(&self.snapshot.messages, &[], slot, &to_low);
+        let next_start = moved.indices().next().map(|i| self.snapshot.messages[i].seq);
+        Some(BlockEviction {
+            headroom: budget.saturating_sub(used),
+            next_start,
+        })
+    }
+
     /// The store snapshot behind the window.
     pub fn snapshot(&self) -> &Snapshot {
         &self.snapshot
     }
+}
+
+/// Where a window under block eviction stands: see [`LoadedWindow::block_eviction`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockEviction {
+    /// How much more (in the budget's unit: messages or tokens) the window takes before its
+    /// start moves; until then every prompt begins as the last one did.
+    pub headroom: u64,
+    /// The sequence number the window would start at were it to move now; `None` when no
+    /// message would stay.
+    pub next_start: Option<u64>,
 }
 
 /// The window `policy` chooses from `snapshot`, by its cached counts.
