@@ -33,8 +33,15 @@ pub(crate) mod route {
     pub(crate) const CONVERSATION: &str = "/v1/conversations/{id}";
     pub(crate) const MESSAGES: &str = "/v1/conversations/{id}/messages";
     pub(crate) const HISTORY: &str = "/v1/conversations/{id}/history";
+    /// The memory inspector's pages (`ui/`).
+    pub(crate) const UI: &str = "/ui";
+    pub(crate) const UI_CONVERSATION: &str = "/ui/conversations/{id}";
+    pub(crate) const UI_SIGN_IN: &str = "/ui/sign-in";
+    pub(crate) const UI_SIGN_OUT: &str = "/ui/sign-out";
+    pub(crate) const UI_STYLE: &str = "/ui/assets/ui.css";
+    pub(crate) const UI_SCRIPT: &str = "/ui/assets/ui.js";
     /// Every template the router serves.
-    pub(crate) const ALL: [&str; 9] = [
+    pub(crate) const ALL: [&str; 15] = [
         HEALTHZ,
         METRICS,
         OPENAPI,
@@ -44,6 +51,12 @@ pub(crate) mod route {
         CONVERSATION,
         MESSAGES,
         HISTORY,
+        UI,
+        UI_CONVERSATION,
+        UI_SIGN_IN,
+        UI_SIGN_OUT,
+        UI_STYLE,
+        UI_SCRIPT,
     ];
     /// Any path no route serves.
     pub(crate) const UNMATCHED: &str = "unmatched";
@@ -93,6 +106,7 @@ pub fn app(memory: ChatMemory<Arc<dyn Store>>, config: ServerConfig) -> Router {
         .route(route::MESSAGES, get(routes::get_messages).post(routes::post_messages))
         .route(route::HISTORY, get(routes::get_history))
         .route(route::CONVERSATION, delete(routes::delete_conversation))
+        .merge(crate::ui::routes())
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))

@@ -31,12 +31,18 @@ pub const MAX_TENANT_BYTES: usize = 64;
 /// ```
 pub const DEFAULT_MAX_ID_BYTES: usize = chatmem::MAX_ID_BYTES - MAX_TENANT_BYTES - "/".len();
 
-/// Bearer tokens from a TOML file, each mapped to a tenant:
+/// Bearer tokens from a TOML file, each mapped to a tenant; `write = false` makes a token
+/// read-only (its writes answer 403 `read_only_token`):
 ///
 /// ```toml
 /// [[token]]
 /// token = "s3cret-token-of-team-a"
 /// tenant = "team-a"
+///
+/// [[token]]
+/// token = "s3cret-reader-of-team-a"
+/// tenant = "team-a"
+/// write = false
 /// ```
 ///
 /// ```
@@ -92,6 +98,13 @@ struct File {
 struct Entry {
     token: String,
     tenant: String,
+    /// False: the token reads only (its writes are 403 `read_only_token`).
+    #[serde(default = "writes_by_default")]
+    write: bool,
+}
+
+fn writes_by_default() -> bool {
+    true
 }
 
 impl Auth {
@@ -135,7 +148,8 @@ impl Auth {
                     i + 1
                 )));
             }
-            let tenant = Tenant::new(&entry.tenant).map_err(AuthError::Invalid)?;
+            let mut tenant = Tenant::new(&entry.tenant).map_err(AuthError::Invalid)?;
+            tenant.writes = entry.write;
             if !seen.insert(entry.token.clone()) {
                 return Err(AuthError::Invalid(format!("token #{} is given twice", i + 1)));
             }
@@ -180,6 +194,8 @@ pub fn bearer_token(authorization: &str) -> Option<&str> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tenant {
     name: String,
+    /// Whether the token may write (`write = false` in the auth file: it may not).
+    writes: bool,
     /// `<name>/`, where the tenant's keys begin; `None` for the tenant of a server without auth.
     prefix: Option<ConversationId>,
 }
@@ -189,6 +205,7 @@ impl Tenant {
     pub fn open() -> Self {
         Self {
             name: String::new(),
+            writes: true,
             prefix: None,
         }
     }
@@ -209,8 +226,28 @@ impl Tenant {
         let prefix = ConversationId::new(format!("{name}/")).map_err(|e| e.to_string())?;
         Ok(Self {
             name: name.to_owned(),
+            writes: true,
             prefix: Some(prefix),
         })
+    }
+
+    /// Whether the request may write: false for a token given `write = false` in the auth
+    /// file, true otherwise (and without auth).
+    pub fn can_write(&self) -> bool {
+        self.writes
+    }
+
+    /// `Ok` when the request may write, else 403 `read_only_token`.
+    pub(crate) fn check_write(&self) -> Result<(), crate::error::ApiError> {
+        if self.writes {
+            Ok(())
+        } else {
+            Err(crate::error::ApiError::new(
+                axum::http::StatusCode::FORBIDDEN,
+                "read_only_token",
+                "this token reads only (write = false in the auth file)",
+            ))
+        }
     }
 
     /// The tenant's name (empty without auth).

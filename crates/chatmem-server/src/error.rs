@@ -51,6 +51,11 @@ impl ApiError {
         self
     }
 
+    /// The one-line message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
     /// The request field the error is about, if it names one.
     pub fn param(&self) -> Option<&str> {
         self.param.as_deref()

@@ -101,6 +101,8 @@ pub(crate) struct Conversation {
     pub(crate) id: String,
     /// The stored key.
     pub(crate) key: ConversationId,
+    /// Whose it is: a write checks [`Tenant::check_write`].
+    pub(crate) tenant: Tenant,
 }
 
 impl FromRequestParts<AppState> for Conversation {
@@ -116,7 +118,7 @@ impl FromRequestParts<AppState> for Conversation {
             }
         };
         match key(state, &tenant, &id, "conversation id") {
-            Ok(key) => Ok(Self { id, key }),
+            Ok(key) => Ok(Self { id, key, tenant }),
             Err(e) => Err(refused(parts, e)),
         }
     }
@@ -124,8 +126,14 @@ impl FromRequestParts<AppState> for Conversation {
 
 /// The stored key of conversation `id` for the caller's tenant (the chat completion's
 /// `X-Chatmem-Conversation` header names one this way).
-pub(crate) fn conversation_key(state: &AppState, headers: &HeaderMap, id: &str) -> Result<ConversationId, ApiError> {
-    key(state, &tenant(state, headers)?, id, "conversation id")
+pub(crate) fn conversation_to_write(
+    state: &AppState,
+    headers: &HeaderMap,
+    id: &str,
+) -> Result<ConversationId, ApiError> {
+    let tenant = tenant(state, headers)?;
+    tenant.check_write()?;
+    key(state, &tenant, id, "conversation id")
 }
 
 /// The stored key of `id` for `tenant`; `what` names it in errors (`conversation id`, or

@@ -52,6 +52,7 @@ mod openapi;
 mod policy;
 mod routes;
 mod serve;
+mod ui;
 mod unreadable;
 
 pub use crate::app::{AppState, app};

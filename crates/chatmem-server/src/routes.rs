@@ -98,7 +98,7 @@ fn missing(id: &str) -> ApiError {
 pub(crate) async fn get_messages(
     State(state): State<AppState>,
     rid: RequestId,
-    Conversation { id, key }: Conversation,
+    Conversation { id, key, .. }: Conversation,
     ApiQuery(policy): ApiQuery<PolicyOverride>,
 ) -> Response {
     let result = async {
@@ -117,7 +117,7 @@ pub(crate) async fn get_messages(
 pub(crate) async fn get_history(
     State(state): State<AppState>,
     rid: RequestId,
-    Conversation { id, key }: Conversation,
+    Conversation { id, key, .. }: Conversation,
     ApiQuery(page): ApiQuery<HistoryQuery>,
 ) -> Response {
     let result = async {
@@ -215,10 +215,11 @@ pub(crate) struct PostMessages {
 pub(crate) async fn post_messages(
     State(state): State<AppState>,
     rid: RequestId,
-    Conversation { id, key }: Conversation,
+    Conversation { id, key, tenant }: Conversation,
     JsonBody(PostMessages { messages, policy }): JsonBody<PostMessages>,
 ) -> Response {
     let result = async {
+        tenant.check_write()?;
         if messages.is_empty() {
             return Err(ApiError::invalid("`messages` is empty"));
         }
@@ -240,9 +241,10 @@ pub(crate) async fn post_messages(
 pub(crate) async fn delete_conversation(
     State(state): State<AppState>,
     rid: RequestId,
-    Conversation { id, key }: Conversation,
+    Conversation { id, key, tenant }: Conversation,
 ) -> Response {
     let result = async {
+        tenant.check_write()?;
         if state.memory.clear(&key).await? {
             Ok(StatusCode::NO_CONTENT.into_response())
         } else {

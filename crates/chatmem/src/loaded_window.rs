@@ -3,11 +3,11 @@
 use std::sync::OnceLock;
 
 use crate::message::Message;
+use crate::policy::Budget;
 use crate::shared_messages::SharedMessages;
 use crate::store::{Snapshot, StoredMessage};
 use crate::summary::{Summary, render_system, system_slot};
 use crate::tokens::TokenCounter;
-use crate::policy::Budget;
 use crate::window::{Selection, WindowPolicy, is_plain, select_known, select_plain};
 
 /// A loaded conversation: the [`Snapshot`] read in one round trip and the window the policy

@@ -33,7 +33,7 @@ use self::upstream::{Failure, passed};
 use crate::app::{AppState, RequestId};
 use crate::config::ServerConfig;
 use crate::error::ApiError;
-use crate::extract::{body_bytes, conversation_key, respond, tenant};
+use crate::extract::{body_bytes, conversation_to_write, respond, tenant};
 
 /// The header that names the conversation of a chat completion.
 pub const CONVERSATION_HEADER: &str = "x-chatmem-conversation";
@@ -69,7 +69,7 @@ pub(crate) async fn chat_completions(
         // UTF-8, not only visible ASCII: an id may be any text (`订单-LC202610060018`).
         let id = std::str::from_utf8(header.as_bytes())
             .map_err(|_| ApiError::invalid("the X-Chatmem-Conversation header is not UTF-8 text"))?;
-        let key = conversation_key(&state, &headers, id)?;
+        let key = conversation_to_write(&state, &headers, id)?;
         let body = body_bytes(&state, body)?;
         let request = ChatRequest::parse(&body, &state.config.limits)?;
         let pool = state.upstream.clone()?;

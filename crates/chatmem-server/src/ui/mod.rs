@@ -1,0 +1,327 @@
+//! The memory inspector at `/ui`: web pages that show what the model sees of a conversation
+//! (its history with the window marked, the summary, the budget, the prompt), for people
+//! debugging an answer. Same tenants and tokens as the API; it reads through the same
+//! [`ChatMemory`](chatmem::ChatMemory) and writes only to delete.
+//!
+//! - Pages are rendered on the server (maud, which escapes every value) with one small
+//!   script and one style sheet, both served from the binary: nothing is fetched from
+//!   elsewhere, and each page's `Content-Security-Policy` allows scripts, styles, images and
+//!   requests from the server alone, with no inline script (a message's `<script>` is text,
+//!   and would not run if it were not).
+//! - With `--auth`, a browser signs in by posting a token (`POST /ui/sign-in`, JSON, which
+//!   the edge rules require anyway): it comes back as an `HttpOnly`, `SameSite=Strict` cookie
+//!   scoped to `/ui`, which only these routes read. A request with `Authorization: Bearer`
+//!   works too. Without a valid one, a page answers 401 with the sign-in form.
+//! - Deleting is `DELETE /ui/conversations/{id}` from the page's script, for a token that may
+//!   write; a page cannot be made to send it from another site (a `DELETE` needs a preflight,
+//!   and the cookie is `SameSite=Strict`).
+//! - Errors are pages holding the one error shape's status, code, message and request id.
+
+mod page;
+mod view;
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use chatmem::Message;
+use serde::Deserialize;
+
+use crate::app::{AppState, RequestId, route};
+use crate::auth::{Tenant, bearer_token};
+use crate::error::ApiError;
+use crate::extract::{ApiQuery, JsonBody, key};
+use page::{ListRow, Paging, Viewer};
+use view::{BudgetBar, ConversationView};
+
+/// The cookie that carries a signed-in browser's token.
+const COOKIE: &str = "chatmem_token";
+/// How long a sign-in lasts.
+const SIGN_IN_SECONDS: u32 = 12 * 3600;
+/// Conversations on one list page.
+const LIST_PAGE: usize = 50;
+/// History messages on one conversation page: a 10,000-message conversation is 20 pages.
+const HISTORY_PAGE: usize = 500;
+
+/// The pages' policy: everything from the server itself, no inline script or style, no
+/// framing, no form posted elsewhere.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
+                   connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+const STYLE: &str = include_str!("assets/ui.css");
+const SCRIPT: &str = include_str!("assets/ui.js");
+
+/// The inspector's routes, merged into the app's router.
+pub(crate) fn routes() -> Router<AppState> {
+    Router::new()
+        .route(route::UI, get(list))
+        .route(route::UI_SIGN_IN, post(sign_in))
+        .route(route::UI_SIGN_OUT, post(sign_out))
+        .route(route::UI_CONVERSATION, get(conversation).delete(delete))
+        .route(
+            route::UI_STYLE,
+            get(|| async { asset("text/css; charset=utf-8", STYLE) }),
+        )
+        .route(
+            route::UI_SCRIPT,
+            get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }),
+        )
+}
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    let mut response = body.into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    response
+}
+
+/// A page with the headers every page has: its policy, no caching (it shows private text),
+/// no sniffing, no referrer.
+fn html(status: StatusCode, markup: maud::Markup) -> Response {
+    let mut response = (status, markup.into_string()).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    response
+}
+
+/// An error as a page (the sign-in form for a 401), logged as the API's are.
+fn error_page(rid: &RequestId, e: ApiError) -> Response {
+    let status = e.status();
+    if status.is_server_error() {
+        tracing::warn!(status = status.as_u16(), code = e.code(), "failed");
+    } else {
+        tracing::debug!(status = status.as_u16(), code = e.code(), "refused");
+    }
+    if status == StatusCode::UNAUTHORIZED {
+        return html(status, page::sign_in(None));
+    }
+    html(status, page::error(status.as_u16(), e.code(), e.message(), &rid.0))
+}
+
+/// The tenant of a page's request: as the API's (a bearer token), or from the sign-in cookie.
+fn viewer(state: &AppState, headers: &HeaderMap) -> Result<Tenant, ApiError> {
+    let Some(auth) = &state.config.auth else {
+        return Ok(Tenant::open());
+    };
+    let from_header = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(bearer_token);
+    let token = from_header
+        .or_else(|| cookie(headers))
+        .ok_or_else(|| ApiError::unauthorized("sign in with a token"))?;
+    let tenant = auth
+        .tenant_for(token)
+        .cloned()
+        .ok_or_else(|| ApiError::unauthorized("the token is not valid"))?;
+    tracing::Span::current().record("tenant", tenant.name());
+    Ok(tenant)
+}
+
+/// The sign-in cookie's value, if the request has one.
+fn cookie(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == COOKIE)
+        .map(|(_, value)| value)
+        .filter(|value| !value.is_empty())
+}
+
+fn viewing<'a>(state: &AppState, tenant: &'a Tenant) -> Viewer<'a> {
+    Viewer {
+        tenant: tenant.name(),
+        signed_in: state.config.auth.is_some(),
+    }
+}
+
+/// The query of `GET /ui`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    #[serde(default)]
+    prefix: String,
+    cursor: Option<String>,
+}
+
+/// `GET /ui`: the tenant's conversations, by id, from the cursor on, those whose id starts
+/// with the prefix; each with its counts and budget.
+async fn list(
+    State(state): State<AppState>,
+    rid: RequestId,
+    headers: HeaderMap,
+    query: ApiQuery<ListQuery>,
+) -> Response {
+    let ApiQuery(ListQuery { prefix, cursor }) = query;
+    let result = async {
+        let tenant = viewer(&state, &headers)?;
+        // The listing is of ids after a key: a conversation named by the prefix itself
+        // would not be in it, so it is looked for first.
+        let mut ids: Vec<String> = Vec::new();
+        let after = match (&cursor, prefix.is_empty()) {
+            (Some(cursor), _) => Some(key(&state, &tenant, cursor, "cursor")?),
+            (None, true) => tenant.list_start().cloned(),
+            (None, false) => {
+                let exact = key(&state, &tenant, &prefix, "prefix")?;
+                if state.memory.load(&exact).await?.snapshot().exists() {
+                    ids.push(prefix.clone());
+                }
+                Some(exact)
+            }
+        };
+        let listed = state.memory.list(after.as_ref(), LIST_PAGE + 1).await?;
+        ids.extend(
+            listed
+                .ids
+                .iter()
+                .map_while(|k| tenant.client_id(k))
+                .take_while(|id| id.starts_with(&prefix))
+                .map(str::to_owned),
+        );
+        let next = (ids.len() > LIST_PAGE).then(|| ids[LIST_PAGE - 1].clone());
+        ids.truncate(LIST_PAGE);
+        let policy = *state.memory.policy();
+        let mut rows = Vec::with_capacity(ids.len());
+        for id in ids {
+            let loaded = state.memory.load(&key(&state, &tenant, &id, "id")?).await?;
+            rows.push(ListRow {
+                written: loaded.snapshot().next_seq.saturating_sub(1),
+                window_len: loaded.stored_turns().count(),
+                budget: BudgetBar::new(&loaded, &policy),
+                id,
+            });
+        }
+        Ok(html(
+            StatusCode::OK,
+            page::list(viewing(&state, &tenant), &rows, &prefix, next.as_deref()),
+        ))
+    }
+    .await;
+    result.unwrap_or_else(|e| error_page(&rid, e))
+}
+
+/// The query of a conversation page.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ViewQuery {
+    /// The history page starts after this sequence number (default: the last page).
+    from: Option<u64>,
+}
+
+/// `GET /ui/conversations/{id}`: one conversation (404 when the tenant has none by that id).
+async fn conversation(
+    State(state): State<AppState>,
+    rid: RequestId,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    query: ApiQuery<ViewQuery>,
+) -> Response {
+    let ApiQuery(ViewQuery { from }) = query;
+    let result = async {
+        let tenant = viewer(&state, &headers)?;
+        let conversation = key(&state, &tenant, &id, "conversation id")?;
+        let loaded = state.memory.load(&conversation).await?;
+        if !loaded.snapshot().exists() {
+            return Err(ApiError::not_found(format!("no conversation {id:?}")));
+        }
+        let written = loaded.snapshot().next_seq.saturating_sub(1);
+        let page_len = HISTORY_PAGE as u64;
+        let from = from.unwrap_or_else(|| written.saturating_sub(page_len)).min(written);
+        let history = state.memory.history_page(&conversation, from, HISTORY_PAGE).await?;
+        let policy = *state.memory.policy();
+        let view = ConversationView::new(&loaded, &policy, state.memory.counter().as_ref(), &history.messages);
+        let prompt: Vec<Message> = loaded.messages();
+        let prompt = chatmem_openai::passthrough::messages_json(&prompt.iter().collect::<Vec<_>>());
+        let prompt = serde_json::to_string_pretty(&prompt).unwrap_or_default();
+        let paging = Paging {
+            first: history.messages.first().map(|m| m.seq),
+            last: history.messages.last().map(|m| m.seq),
+            earlier: (from > 0 && history.messages.first().is_some_and(|m| m.seq > 1))
+                .then(|| from.saturating_sub(page_len)),
+            later: history.next(),
+        };
+        let markup = page::conversation(
+            viewing(&state, &tenant),
+            &id,
+            &view,
+            &prompt,
+            paging,
+            tenant.can_write(),
+        );
+        Ok(html(StatusCode::OK, markup))
+    }
+    .await;
+    result.unwrap_or_else(|e| error_page(&rid, e))
+}
+
+/// `DELETE /ui/conversations/{id}`: the page's delete button; 204, or the API's error JSON
+/// (the script shows its message).
+async fn delete(State(state): State<AppState>, rid: RequestId, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    let result = async {
+        let tenant = viewer(&state, &headers)?;
+        tenant.check_write()?;
+        let conversation = key(&state, &tenant, &id, "conversation id")?;
+        if state.memory.clear(&conversation).await? {
+            Ok(StatusCode::NO_CONTENT.into_response())
+        } else {
+            Err(ApiError::not_found(format!("no conversation {id:?}")))
+        }
+    }
+    .await;
+    crate::extract::respond(&rid, result)
+}
+
+/// The body of `POST /ui/sign-in`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SignIn {
+    token: String,
+}
+
+/// `POST /ui/sign-in`: 204 with the cookie for a valid token, else 401 (JSON).
+async fn sign_in(State(state): State<AppState>, rid: RequestId, JsonBody(body): JsonBody<SignIn>) -> Response {
+    let result = (|| {
+        let auth = state
+            .config
+            .auth
+            .as_ref()
+            .ok_or_else(|| ApiError::invalid("this server has no auth: there is nothing to sign in to"))?;
+        let token = body.token.trim();
+        auth.tenant_for(token)
+            .ok_or_else(|| ApiError::unauthorized("the token is not valid"))?;
+        // A token is visible ASCII without `;` and white space, or it cannot be a cookie.
+        if !token.bytes().all(|b| b.is_ascii_graphic() && b != b';' && b != b',') {
+            return Err(ApiError::invalid(
+                "this token cannot be kept in a cookie; send it as a bearer token",
+            ));
+        }
+        let cookie = format!("{COOKIE}={token}; Path=/ui; HttpOnly; SameSite=Strict; Max-Age={SIGN_IN_SECONDS}");
+        let value =
+            HeaderValue::from_str(&cookie).map_err(|_| ApiError::invalid("the token cannot be kept in a cookie"))?;
+        Ok(([(header::SET_COOKIE, value)], StatusCode::NO_CONTENT).into_response())
+    })();
+    crate::extract::respond(&rid, result)
+}
+
+/// `POST /ui/sign-out`: 204, the cookie cleared.
+async fn sign_out() -> Response {
+    let cookie = format!("{COOKIE}=; Path=/ui; HttpOnly; SameSite=Strict; Max-Age=0");
+    match HeaderValue::from_str(&cookie) {
+        Ok(value) => ([(header::SET_COOKIE, value)], StatusCode::NO_CONTENT).into_response(),
+        Err(_) => StatusCode::NO_CONTENT.into_response(),
+    }
+}

@@ -1,0 +1,302 @@
+//! The inspector's HTML, written with maud: every value is escaped by the template engine, so
+//! a message holding `<script>` is text on the page. No inline script or style (the pages'
+//! Content-Security-Policy forbids both); the budget bar is SVG, sized by attributes.
+
+use maud::{DOCTYPE, Markup, html};
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+
+use super::view::{BudgetBar, ConversationView, Piece, Row, Unit};
+
+/// What stays as is in a path segment (RFC 3986's unreserved characters); the rest, `/`
+/// included, is percent-encoded, so every id is one segment.
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');
+
+/// The inspector's path of conversation `id`.
+pub(crate) fn conversation_path(id: &str) -> String {
+    format!("/ui/conversations/{}", utf8_percent_encode(id, SEGMENT))
+}
+
+/// `value` percent-encoded for a query string.
+pub(crate) fn query_value(value: &str) -> String {
+    utf8_percent_encode(value, SEGMENT).to_string()
+}
+
+/// Who is looking: the tenant's name (empty without auth) and whether the server has auth
+/// (then there is a sign-out button).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Viewer<'a> {
+    pub(crate) tenant: &'a str,
+    pub(crate) signed_in: bool,
+}
+
+fn layout(title: &str, viewer: Option<Viewer<'_>>, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                meta name="referrer" content="no-referrer";
+                title { (title) " · chatmem" }
+                link rel="stylesheet" href="/ui/assets/ui.css";
+                script src="/ui/assets/ui.js" defer {}
+            }
+            body {
+                a.skip href="#main" { "Skip to content" }
+                header.top {
+                    a.brand href="/ui" { "chatmem" span.sub { " memory inspector" } }
+                    @if let Some(viewer) = viewer {
+                        @if !viewer.tenant.is_empty() {
+                            span.tenant { "tenant " strong { (viewer.tenant) } }
+                        }
+                        @if viewer.signed_in {
+                            button.link type="button" data-signout { "Sign out" }
+                        }
+                    }
+                }
+                main #main tabindex="-1" { (body) }
+            }
+        }
+    }
+}
+
+/// One row of the conversation list.
+#[derive(Debug, Clone)]
+pub(crate) struct ListRow {
+    pub(crate) id: String,
+    pub(crate) written: u64,
+    pub(crate) window_len: usize,
+    pub(crate) budget: BudgetBar,
+}
+
+/// The conversation list: ids from the cursor on, filtered by prefix.
+pub(crate) fn list(viewer: Viewer<'_>, rows: &[ListRow], prefix: &str, next: Option<&str>) -> Markup {
+    let body = html! {
+        h1 { "Conversations" }
+        form.filter method="get" action="/ui" role="search" {
+            label for="prefix" { "Id starts with" }
+            input #prefix type="search" name="prefix" value=(prefix) autocomplete="off";
+            button type="submit" { "Filter" }
+        }
+        @if rows.is_empty() {
+            p.empty { "No conversation" @if !prefix.is_empty() { " starts with " code { (prefix) } } "." }
+        } @else {
+            table.conversations {
+                caption.visually-hidden { "Conversations, by id" }
+                thead { tr { th scope="col" { "Id" } th scope="col" { "Messages written" } th scope="col" { "In the window" } th scope="col" { "Budget used" } } }
+                tbody {
+                    @for row in rows {
+                        tr {
+                            th scope="row" data-label="Id" { a href=(conversation_path(&row.id)) { (row.id) } }
+                            td data-label="Messages written" { (row.written) }
+                            td data-label="In the window" { (row.window_len) }
+                            td data-label="Budget used" { (row.budget.used()) " / " (row.budget.budget) " " (row.budget.unit) }
+                        }
+                    }
+                }
+            }
+        }
+        @if let Some(next) = next {
+            nav.pages aria-label="More conversations" {
+                a rel="next" href={ "/ui?prefix=" (query_value(prefix)) "&cursor=" (query_value(next)) } { "Next page →" }
+            }
+        }
+    };
+    layout("Conversations", Some(viewer), body)
+}
+
+/// The history page's place in the conversation: the sequence numbers it shows, and the
+/// `from` of the pages before and after it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Paging {
+    pub(crate) first: Option<u64>,
+    pub(crate) last: Option<u64>,
+    pub(crate) earlier: Option<u64>,
+    pub(crate) later: Option<u64>,
+}
+
+/// One conversation: the system message pinned, the summary where the model sees it, the
+/// budget, the prompt, and a page of history with the window marked.
+pub(crate) fn conversation(
+    viewer: Viewer<'_>,
+    id: &str,
+    view: &ConversationView,
+    prompt: &str,
+    paging: Paging,
+    can_write: bool,
+) -> Markup {
+    let path = conversation_path(id);
+    let body = html! {
+        nav.crumbs aria-label="Breadcrumb" { a href="/ui" { "Conversations" } " / " }
+        h1 { "Conversation " code.id { (id) } }
+        p.facts {
+            (view.written) " messages written · " (view.window_len) " in the window"
+            @if let Some(first) = view.window_first { " (from #" (first) ")" }
+        }
+        (budget_bar(&view.budget))
+        @if let Some(eviction) = view.eviction {
+            p.eviction {
+                "Block eviction: the prompt begins as it does now for " strong { (eviction.headroom) " more " (view.budget.unit) }
+                @match eviction.next_start {
+                    Some(seq) => { "; then the window start moves to #" (seq) " or later." }
+                    None => { "; then the window start moves past every message now stored." }
+                }
+            }
+        }
+        details.prompt {
+            summary { "Show the prompt" }
+            p { "The messages the next model call starts with, as the OpenAI door sends them (the new messages follow them)." }
+            button type="button" data-copy="prompt-json" { "Copy" }
+            pre #prompt-json { code { (prompt) } }
+        }
+        @if can_write {
+            p.actions {
+                button.danger type="button" data-delete=(path) data-id=(id) { "Delete this conversation…" }
+            }
+        }
+        section.pinned aria-label="What the model sees first" {
+            @if let Some(system) = &view.system {
+                h2 { "System message" span.note { " pinned: never evicted, always first" } }
+                (message(system, "system"))
+            }
+            @if let Some(summary) = &view.summary {
+                h2 { "Summary" span.note { " the model sees it after the system message" } }
+                div.summary {
+                    p.covers { "Covers messages #1–#" (summary.upto) " · " (summary.tokens) " tokens" }
+                    div.text { (summary.text) }
+                }
+            }
+        }
+        section.history aria-labelledby="history-title" {
+            h2 #history-title { "History" }
+            p.legend {
+                span.swatch.in-window {} " in the window " span.swatch.summarized {} " covered by the summary " span.swatch.evicted {} " evicted"
+            }
+            (pages(&path, paging))
+            @for unit in &view.units { (unit_markup(unit)) }
+            (pages(&path, paging))
+        }
+    };
+    layout(&format!("Conversation {id}"), Some(viewer), body)
+}
+
+fn pages(path: &str, paging: Paging) -> Markup {
+    html! {
+        nav.pages aria-label="History pages" {
+            @if let Some(from) = paging.earlier { a rel="prev" href={ (path) "?from=" (from) } { "← Earlier" } }
+            @if let (Some(first), Some(last)) = (paging.first, paging.last) { span { "#" (first) "–#" (last) } }
+            @if let Some(from) = paging.later { a rel="next" href={ (path) "?from=" (from) } { "Later →" } }
+        }
+    }
+}
+
+fn budget_bar(bar: &BudgetBar) -> Markup {
+    // Widths in thousandths of the budget (or of what is used, when that is more).
+    let scale = bar.budget.max(bar.used()).max(1);
+    let width = |n: u64| n * 1000 / scale;
+    let parts = [
+        ("system", bar.system),
+        ("summary", bar.summary),
+        ("window", bar.window),
+        ("overhead", bar.overhead),
+    ];
+    let mut x = 0;
+    let mut rects = Vec::new();
+    for (class, n) in parts {
+        let w = width(n);
+        rects.push((class, x, w));
+        x += w;
+    }
+    html! {
+        figure.budget {
+            figcaption {
+                strong { (bar.used()) " / " (bar.budget) " " (bar.unit) }
+                " used: system " (bar.system) ", summary " (bar.summary) ", window " (bar.window)
+                @if bar.overhead > 0 { ", message list " (bar.overhead) }
+            }
+            svg viewBox="0 0 1000 24" preserveAspectRatio="none" role="img"
+                aria-label={ (bar.used()) " of " (bar.budget) " " (bar.unit) " used" } {
+                rect.track x="0" y="0" width="1000" height="24" {}
+                @for (class, x, w) in rects {
+                    rect class=(class) x=(x) y="0" width=(w) height="24" {}
+                }
+            }
+        }
+    }
+}
+
+fn unit_markup(unit: &Unit) -> Markup {
+    if unit.rows.len() == 1 {
+        return message(&unit.rows[0], &format!("m{}", unit.rows[0].seq));
+    }
+    html! {
+        section.unit aria-label="A tool call with its results" {
+            @for row in &unit.rows { (message(row, &format!("m{}", row.seq))) }
+        }
+    }
+}
+
+/// One message, its element's id `anchor` (`m<seq>`, or `system`).
+fn message(row: &Row, anchor: &str) -> Markup {
+    let (class, words) = row.place.label();
+    html! {
+        article class={ "msg " (row.role) " " (class) } id=(anchor) {
+            header {
+                span.seq { "#" (row.seq) }
+                span.role { (row.role) }
+                @if let Some(name) = &row.name { span.name { (name) } }
+                span.tokens { (row.tokens) " tokens" }
+                span.place { (words) }
+            }
+            @for piece in &row.content {
+                @match piece {
+                    Piece::Text(text) => div.text { (text) },
+                    Piece::Image(url) => p.image { "image: " code { (url) } },
+                    Piece::Other(json) => pre.part { code { (json) } },
+                }
+            }
+            @if !row.tool_calls.is_empty() {
+                ul.calls {
+                    @for (id, name, arguments) in &row.tool_calls {
+                        li { "calls " code { (name) } " with " code { (arguments) } span.callid { " (" (id) ")" } }
+                    }
+                }
+            }
+            @if let Some((id, is_error)) = &row.answers {
+                p.answers { "result of call " code { (id) } @if *is_error { strong { " (the tool failed)" } } }
+            }
+            @if let Some(reasoning) = &row.reasoning {
+                details.reasoning {
+                    summary { "Reasoning, never sent to the model" }
+                    div.text { (reasoning) }
+                }
+            }
+        }
+    }
+}
+
+/// The sign-in page of a server with auth.
+pub(crate) fn sign_in(message: Option<&str>) -> Markup {
+    let body = html! {
+        h1 { "Sign in" }
+        p { "Paste a bearer token from the server's auth file. It is kept in a cookie for this site only, for 12 hours." }
+        form #signin {
+            label for="token" { "Token" }
+            input #token type="password" name="token" autocomplete="current-password" required;
+            button type="submit" { "Sign in" }
+        }
+        p #signin-error role="alert" { @if let Some(m) = message { (m) } }
+    };
+    layout("Sign in", None, body)
+}
+
+/// An error, as a page: the status, and the one error shape's code, message and request id.
+pub(crate) fn error(status: u16, code: &str, message: &str, request_id: &str) -> Markup {
+    let body = html! {
+        h1 { (status) " " (code) }
+        p { (message) }
+        p.note { "Request id " code { (request_id) } }
+        p { a href="/ui" { "Back to the conversations" } }
+    };
+    layout(code, None, body)
+}
