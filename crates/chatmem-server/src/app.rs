@@ -40,6 +40,9 @@ pub(crate) mod route {
     pub(crate) const UI_SIGN_OUT: &str = "/ui/sign-out";
     pub(crate) const UI_STYLE: &str = "/ui/assets/ui.css";
     pub(crate) const UI_SCRIPT: &str = "/ui/assets/ui.js";
+    /// The inspector's templates: web pages and their assets, outside the API's description.
+    #[cfg(test)]
+    pub(crate) const PAGES: [&str; 6] = [UI, UI_CONVERSATION, UI_SIGN_IN, UI_SIGN_OUT, UI_STYLE, UI_SCRIPT];
     /// Every template the router serves.
     pub(crate) const ALL: [&str; 15] = [
         HEALTHZ,

@@ -193,8 +193,8 @@ pub(crate) struct ErrorDetail {
     /// `store_unavailable` (down, or over the store timeout), `store_error`, `no_upstream`,
     /// `upstream_error` (the upstream failed: its status in the message, never its text),
     /// `upstream_auth` (the upstream refused chatmem's own key), `upstream_unavailable`,
-    /// `upstream_timeout`, `forbidden_host`, `forbidden_origin`, `unsupported_media_type`,
-    /// `method_not_allowed`.
+    /// `upstream_timeout`, `forbidden_host`, `forbidden_origin`, `read_only_token`,
+    /// `unsupported_media_type`, `method_not_allowed`.
     code: &'static str,
     /// One line for people; it names the field when a request was invalid.
     message: String,

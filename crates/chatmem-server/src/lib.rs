@@ -22,6 +22,7 @@
 //! | `GET /metrics` | [`Metrics`] as Prometheus text 0.0.4, or OpenMetrics when `Accept` prefers it (bearer token as every route; [`metrics_app`] serves it without one on a second listener) |
 //! | `GET /openapi.json` | this API as OpenAPI 3.1, generated from the code |
 //! | `GET /v1/models` | the upstream's model list, as it came (502 naming the upstream's status when it fails) |
+//! | `GET /ui`, `GET /ui/conversations/{id}` | the memory inspector: web pages showing a conversation's history with the window the model sees marked (`ui/`; sign-in cookie with `--auth`) |
 //! | `POST /v1/chat/completions` with header `X-Chatmem-Conversation: {id}` | OpenAI's chat completion from the upstream model, the client's request passed through with `messages` replaced by the conversation's window and the new messages, the answer (JSON, or SSE with `"stream": true`) passed back as it came; the turn is committed once the answer is complete |
 //!
 //! `{id}` is one path segment, percent-decoded: an id may hold `/`, sent as `%2F`

@@ -242,7 +242,8 @@ fn message(row: &Row, anchor: &str) -> Markup {
     html! {
         article class={ "msg " (row.role) " " (class) } id=(anchor) {
             header {
-                span.seq { "#" (row.seq) }
+                // The system message's number is where it was last set: not a place in the log.
+                @if row.role != "system" { span.seq { "#" (row.seq) } }
                 span.role { (row.role) }
                 @if let Some(name) = &row.name { span.name { (name) } }
                 span.tokens { (row.tokens) " tokens" }
