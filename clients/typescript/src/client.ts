@@ -279,7 +279,10 @@ export interface ModelList {
 export interface ChatmemClientOptions {
   /** The server, e.g. `http://127.0.0.1:8080` (default: `CHATMEM_URL`, else that address). */
   baseUrl?: string;
-  /** The bearer token of a server started with `--auth` (default: `CHATMEM_TOKEN`). */
+  /**
+   * The bearer token of a server started with `--auth` (default: `CHATMEM_TOKEN`; `""` sends
+   * none).
+   */
   token?: string;
   /** How long one call may take, in milliseconds (default 30,000). */
   timeoutMs?: number;
@@ -513,7 +516,7 @@ export class ChatmemClient {
     const timeout = AbortSignal.timeout(options?.timeoutMs ?? this.#timeoutMs);
     const signal = options?.signal ? AbortSignal.any([timeout, options.signal]) : timeout;
     const all: Record<string, string> = { ...headers };
-    if (this.#token !== undefined) all.authorization = `Bearer ${this.#token}`;
+    if (this.#token) all.authorization = `Bearer ${this.#token}`;
     if (body !== undefined) all["content-type"] = "application/json";
     let response: Response;
     try {
