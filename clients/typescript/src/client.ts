@@ -286,6 +286,12 @@ export interface ChatmemClientOptions {
   token?: string;
   /** How long one call may take, in milliseconds (default 30,000). */
   timeoutMs?: number;
+  /**
+   * How long a chat completion may take, a stream's every chunk included, in milliseconds
+   * (default 600,000: the server waits up to 120 s for the upstream's answer, and as long
+   * between two chunks).
+   */
+  completionTimeoutMs?: number;
   /** The `fetch` to use (default: the global one). */
   fetch?: typeof fetch;
 }
@@ -328,6 +334,7 @@ export class ChatmemError extends Error {
 
 const DEFAULT_URL = "http://127.0.0.1:8080";
 const DEFAULT_TIMEOUT_MS = 30_000;
+const DEFAULT_COMPLETION_TIMEOUT_MS = 600_000;
 
 /** `name` from the environment, where there is one (Node, Deno, Bun; not a browser). */
 function env(name: string): string | undefined {
@@ -368,6 +375,7 @@ export class ChatmemClient {
   readonly baseUrl: string;
   readonly #token: string | undefined;
   readonly #timeoutMs: number;
+  readonly #completionTimeoutMs: number;
   readonly #fetch: typeof fetch;
 
   /** A client of the server `options` (or `CHATMEM_URL` and `CHATMEM_TOKEN`) names. */
@@ -375,6 +383,7 @@ export class ChatmemClient {
     this.baseUrl = (options.baseUrl ?? env("CHATMEM_URL") ?? DEFAULT_URL).replace(/\/+$/, "");
     this.#token = options.token ?? env("CHATMEM_TOKEN");
     this.#timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.#completionTimeoutMs = options.completionTimeoutMs ?? DEFAULT_COMPLETION_TIMEOUT_MS;
     this.#fetch = options.fetch ?? globalThis.fetch.bind(globalThis);
   }
 
@@ -454,21 +463,24 @@ export class ChatmemClient {
    * {@link ChatmemClient.streamChatCompletion}.
    */
   chatCompletion(conversation: string, request: ChatCompletionRequest, options?: CallOptions): Promise<ChatCompletion> {
-    return this.#json("POST", "/v1/chat/completions", { ...request, stream: false }, options, {
+    const timed = { timeoutMs: this.#completionTimeoutMs, ...options };
+    return this.#json("POST", "/v1/chat/completions", { ...request, stream: false }, timed, {
       "x-chatmem-conversation": conversation,
     });
   }
 
   /**
    * `POST /v1/chat/completions` with `stream: true`: the answer's chunks as they come. The
-   * timeout bounds the whole stream; an error event of the stream throws a {@link ChatmemError}.
+   * completion timeout bounds the whole stream; an error event of the stream, or a stream
+   * that ends without `[DONE]`, throws a {@link ChatmemError}.
    */
   async *streamChatCompletion(
     conversation: string,
     request: ChatCompletionRequest,
     options?: CallOptions,
   ): AsyncGenerator<ChatCompletionChunk> {
-    const response = await this.#request("POST", "/v1/chat/completions", { ...request, stream: true }, options, {
+    const timed = { timeoutMs: this.#completionTimeoutMs, ...options };
+    const response = await this.#request("POST", "/v1/chat/completions", { ...request, stream: true }, timed, {
       "x-chatmem-conversation": conversation,
       accept: "text/event-stream",
     });
@@ -538,16 +550,24 @@ export class ChatmemClient {
 function noAnswer(e: unknown, method: string, path: string): ChatmemError {
   const name = e instanceof Error ? e.name : "";
   const timedOut = name === "TimeoutError";
-  // The path, never the query or body: ids are named in logs, message text never.
-  const route = `${method} ${path.split("?")[0]}`;
+  // The route, as the server's logs name it: never an id, a query or message text.
+  const route = `${method} ${path.split("?")[0]!.replace(/^\/v1\/conversations\/[^/]+/, "/v1/conversations/{id}")}`;
   return new ChatmemError(
     0,
     {
       code: timedOut ? "timeout" : name === "AbortError" ? "aborted" : "connection_error",
-      message: timedOut ? `${route}: no answer within the timeout` : `${route}: ${e instanceof Error ? e.message : String(e)}`,
+      message: timedOut ? `${route}: no answer within the timeout` : `${route}: ${reason(e)}`,
     },
     { cause: e },
   );
+}
+
+/** Why `fetch` failed: its message, and its cause's code (`ECONNREFUSED`) or message. */
+function reason(e: unknown): string {
+  if (!(e instanceof Error)) return String(e);
+  const cause = e.cause as { code?: unknown; message?: unknown } | undefined;
+  const why = typeof cause?.code === "string" ? cause.code : typeof cause?.message === "string" ? cause.message : undefined;
+  return why === undefined ? e.message : `${e.message} (${why})`;
 }
 
 /** The {@link ChatmemError} of an error answer, from its JSON body (or its status alone). */

@@ -139,5 +139,12 @@ describe("no answer", () => {
     await new Promise((resolve) => closed.close(resolve));
     const client = new ChatmemClient({ baseUrl: `http://127.0.0.1:${port}` });
     await assert.rejects(client.healthz(), { name: "ChatmemError", status: 0, code: "connection_error" });
+    // The error names the route, as the server's logs do, never the id.
+    await assert.rejects(client.getMessages("order-LC202610060018"), (e: unknown) => {
+      assert.ok(e instanceof ChatmemError);
+      assert.match(e.message, /^GET \/v1\/conversations\/\{id\}\/messages: .*ECONNREFUSED/);
+      assert.ok(!e.message.includes("LC202610060018"));
+      return true;
+    });
   });
 });
