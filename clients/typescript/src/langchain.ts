@@ -190,8 +190,9 @@ export interface ChatmemChatMessageHistoryInput {
 
 /**
  * A LangChain chat message history stored by `chatmem serve`. `getMessages()` is the window the
- * model should see (the system message first, then the summary as the server renders it, then
- * the recent turns), not everything stored; `addMessages()` is one atomic POST.
+ * model should see, not everything stored: the system message first, with the summary of what
+ * left the window (`--summarize`) after its text as the server renders it (a system message of
+ * its own when there is none), then the recent turns. `addMessages()` is one atomic POST.
  */
 export class ChatmemChatMessageHistory extends BaseListChatMessageHistory {
   /** LangChain's serialization namespace. */

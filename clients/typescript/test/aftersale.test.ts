@@ -1,7 +1,9 @@
 /**
  * The after-sale scenario through LangChain: `RunnableWithMessageHistory` over
  * `ChatmemChatMessageHistory`, a model that records what it was sent, three turns where the
- * third ("can that order be refunded?") needs the order number from the first. And the seed
+ * third ("can that order be refunded?") needs the order number from the first: in the window,
+ * or, once the first turn left it, in the summary the server writes (`--summarize`, the
+ * loopback upstream as the summary model). And the seed
  * conversation of `examples/aftersale.json` (tool calls, a tool result, reasoning) read back
  * through the LangChain conversions.
  */
@@ -21,6 +23,7 @@ import { ChatmemClient, type Message } from "chatmem";
 import { ChatmemChatMessageHistory, fromChatmemMessage, toChatmemMessage } from "chatmem/langchain";
 
 import { type Server, startServer, stores, uniqueId } from "./support/server.js";
+import { startUpstream, type Upstream } from "./support/upstream.js";
 
 const ORDER = "LC202610060018";
 const SEED = JSON.parse(readFileSync(new URL("../../../../examples/aftersale.json", import.meta.url), "utf8")) as Message[];
@@ -38,6 +41,20 @@ class RecordingModel extends FakeListChatModel {
 
 const text = (m: BaseMessage) => (typeof m.content === "string" ? m.content : JSON.stringify(m.content));
 
+/** The after-sale chain: history, then the new input, to `model`, over chatmem's history. */
+function afterSaleChain(model: RecordingModel, client: ChatmemClient) {
+  const prompt = ChatPromptTemplate.fromMessages([new MessagesPlaceholder("history"), ["human", "{input}"]]);
+  return new RunnableWithMessageHistory({
+    runnable: prompt.pipe(model),
+    getMessageHistory: (sessionId: string) => new ChatmemChatMessageHistory({ conversationId: sessionId, client }),
+    inputMessagesKey: "input",
+    historyMessagesKey: "history",
+  });
+}
+
+const TURNS = [`我的订单是 ${ORDER}，还没发货。`, "营业时间是几点？", "那单能退吗？"];
+const ANSWERS = [`收到，订单 ${ORDER} 尚未发货。`, "每天 9:00 到 21:00。", "可以退。"];
+
 for (const store of stores()) {
   describe(`after-sale over ${store.name}`, { skip: store.skip }, () => {
     let server: Server;
@@ -50,21 +67,13 @@ for (const store of stores()) {
 
     test("the third turn's request still holds the order number from the first", async () => {
       const conversation = uniqueId("aftersale");
-      const model = new RecordingModel({
-        responses: [`收到，订单 ${ORDER} 尚未发货。`, "每天 9:00 到 21:00。", `${ORDER} 未发货，可以退。`],
-      });
-      const prompt = ChatPromptTemplate.fromMessages([new MessagesPlaceholder("history"), ["human", "{input}"]]);
-      const chain = new RunnableWithMessageHistory({
-        runnable: prompt.pipe(model),
-        getMessageHistory: (sessionId: string) => new ChatmemChatMessageHistory({ conversationId: sessionId, client }),
-        inputMessagesKey: "input",
-        historyMessagesKey: "history",
-      });
+      const model = new RecordingModel({ responses: ANSWERS });
+      const chain = afterSaleChain(model, client);
       await new ChatmemChatMessageHistory({ conversationId: conversation, client }).addMessages([
         new SystemMessage(SYSTEM.content as string),
       ]);
 
-      const turns = [`我的订单是 ${ORDER}，还没发货。`, "营业时间是几点？", "那单能退吗？"];
+      const turns = TURNS;
       for (const input of turns) {
         await chain.invoke({ input }, { configurable: { sessionId: conversation } });
       }
@@ -171,6 +180,49 @@ for (const store of stores()) {
       await history.clear();
       assert.deepEqual(await history.getMessages(), []);
       await history.clear();
+    });
+  });
+}
+
+for (const store of stores()) {
+  describe(`after-sale with summaries over ${store.name}`, { skip: store.skip }, () => {
+    let upstream: Upstream;
+    let server: Server;
+    let client: ChatmemClient;
+    before(async () => {
+      // The loopback upstream writes the summaries: it echoes the summary request, which holds
+      // the messages leaving the window.
+      upstream = await startUpstream();
+      const args = ["--upstream-base-url", upstream.baseUrl, "--summarize", "--summary-model", "fake-model", "--max-messages", "4"];
+      server = await startServer(store.url, { args });
+      client = new ChatmemClient({ baseUrl: server.url });
+    });
+    after(async () => {
+      await server?.stop();
+      await upstream?.stop();
+    });
+
+    test("once the first turn leaves the window, its summary brings the order number to the third", async () => {
+      // Turn 2 outgrows the window of 4 (system message and two turns): turn 1 is summarized.
+      const conversation = uniqueId("aftersale-summary");
+      const model = new RecordingModel({ responses: ANSWERS });
+      const chain = afterSaleChain(model, client);
+      await new ChatmemChatMessageHistory({ conversationId: conversation, client }).addMessages([
+        new SystemMessage(SYSTEM.content as string),
+      ]);
+      for (const input of TURNS) {
+        await chain.invoke({ input }, { configurable: { sessionId: conversation } });
+      }
+
+      // The server renders the summary after the system message's own text, in that message.
+      const third = model.calls[2]!;
+      assert.ok(third[0] instanceof SystemMessage, "the system message first");
+      const [instructions, summary] = text(third[0]).split("\n\nSummary of the earlier conversation:\n");
+      assert.equal(instructions, SYSTEM.content);
+      assert.ok(summary?.includes(ORDER), "its summary holds the order number");
+      assert.ok(!third.slice(1).some((m) => text(m) === TURNS[0]), "the first turn itself left the window");
+      assert.equal(third.filter((m) => m instanceof SystemMessage).length, 1);
+      assert.equal(text(third.at(-1)!), TURNS[2]);
     });
   });
 }
