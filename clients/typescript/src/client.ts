@@ -21,13 +21,17 @@ export type Role = "system" | "developer" | "user" | "assistant" | "tool";
 
 /** A text part of a user message. */
 export interface TextPart {
+  /** `text`. */
   type: "text";
+  /** The text. */
   text: string;
 }
 
 /** An image part of a user message: a URL or a `data:` URL. */
 export interface ImageUrlPart {
+  /** `image_url`. */
   type: "image_url";
+  /** The URL, and the provider's detail hint (`low`, `high`, `auto`). */
   image_url: { url: string; detail?: string };
 }
 
@@ -51,6 +55,7 @@ export interface ToolCall {
   id: string;
   /** `function`. */
   type: "function";
+  /** The function and its arguments. */
   function: FunctionCall;
 }
 
@@ -59,6 +64,7 @@ export interface ToolCall {
  * and writes it: a field that is absent is left out of answers.
  */
 export interface Message {
+  /** Who wrote it. */
   role: Role;
   /** Text; for a user message, text or parts; absent or null on an assistant's tool calls. */
   content?: string | ContentPart[] | null;
@@ -160,6 +166,7 @@ export interface ErrorDetail {
 
 /** The JSON body of every error answer. */
 export interface ErrorBody {
+  /** What went wrong. */
   error: ErrorDetail;
 }
 
@@ -168,10 +175,15 @@ export interface ErrorBody {
 
 /** A message of a chat-completion request (OpenAI's shape). */
 export interface ChatMessage {
+  /** Who wrote it. */
   role: Role;
+  /** Text or parts; null on an assistant message with tool calls. */
   content: string | ContentPart[] | null;
+  /** The participant's name. */
   name?: string | null;
+  /** An assistant's tool calls. */
   tool_calls?: ToolCall[] | null;
+  /** The call a tool result answers. */
   tool_call_id?: string | null;
 }
 
@@ -180,46 +192,71 @@ export interface ChatMessage {
  * `stream_options` and `n`; every other field reaches the upstream as sent.
  */
 export interface ChatCompletionRequest {
+  /** The upstream's model, forwarded as given. */
   model: string;
   /** The turn's new messages (or the whole conversation: what memory holds is not stored twice). */
   messages: ChatMessage[];
   /** 1 (memory keeps one answer per turn). */
   n?: 1 | null;
+  /** Set by the client's methods: `chatCompletion` sends false, `streamChatCompletion` true. */
   stream?: boolean | null;
+  /** With a stream, `{include_usage: true}` asks for a last chunk with the usage. */
   stream_options?: { include_usage?: boolean } | null;
+  /** The answer's token limit (older models). */
   max_tokens?: number | null;
+  /** The answer's token limit, reasoning included (newer models). */
   max_completion_tokens?: number | null;
+  /** Sampling temperature. */
   temperature?: number | null;
+  /** Nucleus sampling. */
   top_p?: number | null;
+  /** Up to four stop sequences. */
   stop?: string | string[] | null;
+  /** `{type: "json_object"}` or `{type: "json_schema", json_schema: {...}}`. */
   response_format?: Record<string, unknown> | null;
+  /** Tools the model may call (`{type: "function", function: {...}}`). */
   tools?: Record<string, unknown>[] | null;
+  /** `none`, `auto`, `required`, or `{type: "function", function: {name}}`. */
   tool_choice?: unknown;
+  /** Any other field of OpenAI's request, or a provider's own, forwarded unchanged. */
   [field: string]: unknown;
 }
 
 /** The model's answer in a chat completion. */
 export interface AssistantMessage {
+  /** `assistant`. */
   role: string;
+  /** The text; null when the answer is tool calls only. */
   content?: string | null;
+  /** Tools the model calls. */
   tool_calls?: ToolCall[] | null;
+  /** The model's refusal, if it refused. */
   refusal?: string | null;
+  /** Reasoning text (DeepSeek's). */
   reasoning_content?: string | null;
+  /** Citations and the like. */
   annotations?: Record<string, unknown>[] | null;
 }
 
 /** One answer of a chat completion. */
 export interface Choice {
+  /** 0. */
   index: number;
+  /** The answer. */
   message: AssistantMessage;
+  /** `stop`, `length`, `tool_calls`, `content_filter`. */
   finish_reason?: string | null;
+  /** Token log probabilities, when asked for. */
   logprobs?: Record<string, unknown> | null;
 }
 
 /** Tokens the upstream counted for a call. */
 export interface CompletionUsage {
+  /** Tokens of the prompt (memory's window and the new messages). */
   prompt_tokens: number;
+  /** Tokens of the answer. */
   completion_tokens: number;
+  /** Their sum. */
   total_tokens: number;
   prompt_tokens_details?: { cached_tokens?: number | null } | null;
   completion_tokens_details?: Record<string, unknown> | null;
@@ -227,20 +264,31 @@ export interface CompletionUsage {
 
 /** OpenAI's `chat.completion` object, as the upstream sent it. */
 export interface ChatCompletion {
+  /** The upstream's id of the completion. */
   id: string;
+  /** `chat.completion`. */
   object: string;
+  /** Unix time, in seconds. */
   created: number;
+  /** The model that answered. */
   model: string;
+  /** One choice. */
   choices: Choice[];
+  /** Tokens counted, if the upstream reported them. */
   usage?: CompletionUsage | null;
+  /** The upstream's backend configuration. */
   system_fingerprint?: string | null;
+  /** The tier that served the request. */
   service_tier?: string | null;
+  /** Whatever else the upstream sent. */
   [field: string]: unknown;
 }
 
 /** One choice's part of a streamed chunk. */
 export interface ChunkChoice {
+  /** 0. */
   index: number;
+  /** What this chunk adds: `role`, `content`, `tool_calls` (in pieces), ... */
   delta: Record<string, unknown>;
   finish_reason?: string | null;
   logprobs?: Record<string, unknown> | null;
@@ -248,27 +296,41 @@ export interface ChunkChoice {
 
 /** One server-sent event of a streamed chat completion. */
 export interface ChatCompletionChunk {
+  /** The completion's id, the same in every chunk. */
   id: string;
+  /** `chat.completion.chunk`. */
   object: string;
+  /** Unix time, in seconds. */
   created: number;
+  /** The model that answers. */
   model: string;
+  /** The delta of the one choice; empty in a usage chunk. */
   choices: ChunkChoice[];
+  /** Only in the last chunk, with `stream_options.include_usage`. */
   usage?: CompletionUsage | null;
+  /** Whatever else the upstream sent. */
   [field: string]: unknown;
 }
 
 /** One model the upstream serves. */
 export interface Model {
+  /** Its name, for a request's `model`. */
   id: string;
+  /** `model`. */
   object: string;
+  /** Unix time, in seconds. */
   created?: number | null;
+  /** Who publishes it. */
   owned_by?: string | null;
+  /** Whatever else the upstream sent. */
   [field: string]: unknown;
 }
 
 /** The upstream's `GET /models` answer. */
 export interface ModelList {
+  /** `list`. */
   object: string;
+  /** The models. */
   data: Model[];
 }
 
