@@ -1,0 +1,682 @@
+/**
+ * A typed client for `chatmem serve`: every REST route of its `/openapi.json`, over `fetch`,
+ * with no runtime dependencies.
+ *
+ * @example
+ * ```ts
+ * import { ChatmemClient } from "chatmem";
+ * const chatmem = new ChatmemClient({ baseUrl: "http://127.0.0.1:8080" });
+ * await chatmem.postMessages("user-42", [{ role: "user", content: "Order LC202610060018 hasn't shipped." }]);
+ * const { messages } = await chatmem.getMessages("user-42"); // the window the model sees
+ * ```
+ *
+ * @packageDocumentation
+ */
+
+// ---------------------------------------------------------------------------------------------
+// Messages
+
+/** Who wrote a message (`developer` is the system message under OpenAI's newer name). */
+export type Role = "system" | "developer" | "user" | "assistant" | "tool";
+
+/** A text part of a user message. */
+export interface TextPart {
+  /** `text`. */
+  type: "text";
+  /** The text. */
+  text: string;
+}
+
+/** An image part of a user message: a URL or a `data:` URL. */
+export interface ImageUrlPart {
+  /** `image_url`. */
+  type: "image_url";
+  /** The URL, and the provider's detail hint (`low`, `high`, `auto`). */
+  image_url: { url: string; detail?: string };
+}
+
+/**
+ * One part of a user message's content. Parts of other types (OpenAI's `input_audio`, `file`,
+ * ...) are stored as they came.
+ */
+export type ContentPart = TextPart | ImageUrlPart | { type: string; [field: string]: unknown };
+
+/** The function a tool call calls. */
+export interface FunctionCall {
+  /** The function's name. */
+  name: string;
+  /** Its arguments, as JSON text (as the model wrote it, not parsed). */
+  arguments: string;
+}
+
+/** One tool call of an assistant message. */
+export interface ToolCall {
+  /** The call's id, which the tool result names in `tool_call_id`. */
+  id: string;
+  /** `function`. */
+  type: "function";
+  /** The function and its arguments. */
+  function: FunctionCall;
+}
+
+/**
+ * A message in OpenAI's Chat Completions shape plus chatmem's own fields, as the server reads
+ * and writes it: a field that is absent is left out of answers.
+ */
+export interface Message {
+  /** Who wrote it. */
+  role: Role;
+  /** Text; for a user message, text or parts; absent or null on an assistant's tool calls. */
+  content?: string | ContentPart[] | null;
+  /** The participant's name. */
+  name?: string | null;
+  /** An assistant's tool calls. */
+  tool_calls?: ToolCall[];
+  /** The call a tool result answers. */
+  tool_call_id?: string | null;
+  /** Reasoning text (DeepSeek's): kept in memory, never sent to a model. */
+  reasoning_content?: string | null;
+  /** A tool result that reports a failure. */
+  is_error?: boolean | null;
+  /** Application data kept with the message, never sent to a model. */
+  metadata?: Record<string, unknown> | null;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests and answers of the memory routes
+
+/**
+ * A window policy for one request instead of the server's (not stored: send it with every
+ * request that wants it). A field left out is the server's.
+ */
+export interface Policy {
+  /** At most this many messages in the window, the system message included. */
+  max_messages?: number;
+  /** At most this many tokens in the window; not with `max_messages`. */
+  max_tokens?: number;
+  /** The token counter: `cl100k` (default), `o200k` or `heuristic`. */
+  tokenizer?: "cl100k" | "cl100k_base" | "o200k" | "o200k_base" | "heuristic";
+  /** Block eviction: once over the budget, evict until this many (below the budget) fit. */
+  evict_to?: number;
+  /** Where the window may start: `user` (default) or `pair-safe`. */
+  boundary?: "user" | "pair-safe";
+}
+
+/** The body of `POST /v1/conversations/{id}/messages`. */
+export interface PostMessages {
+  /** The batch, committed atomically. */
+  messages: Message[];
+  /** A window policy for this request. */
+  policy?: Policy;
+}
+
+/** The answer of the message routes: a conversation's window. */
+export interface Window {
+  /** The conversation id, as the client gave it. */
+  conversation: string;
+  /** The system message (if any) first, then the window the model sees. */
+  messages: Message[];
+}
+
+/** The answer of `GET /v1/conversations/{id}/history`: one page of everything stored. */
+export interface HistoryPage {
+  /** The conversation id, as the client gave it. */
+  conversation: string;
+  /** The system message first (on the first page), then stored messages in order. */
+  messages: Message[];
+  /** Pass it as `cursor` for the next page; null on the last page. */
+  next_cursor?: string | null;
+}
+
+/** The answer of `GET /v1/conversations`: a page of the tenant's conversation ids. */
+export interface ConversationPage {
+  /** Ids, ascending. */
+  conversations: string[];
+  /** Pass it as `cursor` for the next page; null on the last page. */
+  next_cursor?: string | null;
+}
+
+/** Paging of `GET /v1/conversations` and `GET …/history`. */
+export interface PageParams {
+  /** The previous page's `next_cursor`. */
+  cursor?: string;
+  /** 1 to 1000 (default 100). */
+  limit?: number;
+}
+
+/** The answer of `GET /healthz`. */
+export interface Health {
+  /** `ok`. */
+  status: string;
+}
+
+/** What went wrong, as every error body of the server carries it. */
+export interface ErrorDetail {
+  /** A stable machine-readable code (`invalid_request`, `not_found`, `too_large`, ...). */
+  code: string;
+  /** One line for people; it names the field when a request was invalid. */
+  message: string;
+  /** OpenAI's error type (`invalid_request_error`, `authentication_error`, ...). */
+  type: string;
+  /** The request field the error is about, when it names one. */
+  param?: string | null;
+  /** The request's id, as in the server's logs. */
+  request_id?: string | null;
+}
+
+/** The JSON body of every error answer. */
+export interface ErrorBody {
+  /** What went wrong. */
+  error: ErrorDetail;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The OpenAI door
+
+/** A message of a chat-completion request (OpenAI's shape). */
+export interface ChatMessage {
+  /** Who wrote it. */
+  role: Role;
+  /** Text or parts; null on an assistant message with tool calls. */
+  content: string | ContentPart[] | null;
+  /** The participant's name. */
+  name?: string | null;
+  /** An assistant's tool calls. */
+  tool_calls?: ToolCall[] | null;
+  /** The call a tool result answers. */
+  tool_call_id?: string | null;
+}
+
+/**
+ * OpenAI's chat-completion request. chatmem reads `model`, `messages`, `stream`,
+ * `stream_options` and `n`; every other field reaches the upstream as sent.
+ */
+export interface ChatCompletionRequest {
+  /** The upstream's model, forwarded as given. */
+  model: string;
+  /** The turn's new messages (or the whole conversation: what memory holds is not stored twice). */
+  messages: ChatMessage[];
+  /** 1 (memory keeps one answer per turn). */
+  n?: 1 | null;
+  /** Set by the client's methods: `chatCompletion` sends false, `streamChatCompletion` true. */
+  stream?: boolean | null;
+  /** With a stream, `{include_usage: true}` asks for a last chunk with the usage. */
+  stream_options?: { include_usage?: boolean } | null;
+  /** The answer's token limit (older models). */
+  max_tokens?: number | null;
+  /** The answer's token limit, reasoning included (newer models). */
+  max_completion_tokens?: number | null;
+  /** Sampling temperature. */
+  temperature?: number | null;
+  /** Nucleus sampling. */
+  top_p?: number | null;
+  /** Up to four stop sequences. */
+  stop?: string | string[] | null;
+  /** `{type: "json_object"}` or `{type: "json_schema", json_schema: {...}}`. */
+  response_format?: Record<string, unknown> | null;
+  /** Tools the model may call (`{type: "function", function: {...}}`). */
+  tools?: Record<string, unknown>[] | null;
+  /** `none`, `auto`, `required`, or `{type: "function", function: {name}}`. */
+  tool_choice?: unknown;
+  /** Any other field of OpenAI's request, or a provider's own, forwarded unchanged. */
+  [field: string]: unknown;
+}
+
+/** The model's answer in a chat completion. */
+export interface AssistantMessage {
+  /** `assistant`. */
+  role: string;
+  /** The text; null when the answer is tool calls only. */
+  content?: string | null;
+  /** Tools the model calls. */
+  tool_calls?: ToolCall[] | null;
+  /** The model's refusal, if it refused. */
+  refusal?: string | null;
+  /** Reasoning text (DeepSeek's). */
+  reasoning_content?: string | null;
+  /** Citations and the like. */
+  annotations?: Record<string, unknown>[] | null;
+}
+
+/** One answer of a chat completion. */
+export interface Choice {
+  /** 0. */
+  index: number;
+  /** The answer. */
+  message: AssistantMessage;
+  /** `stop`, `length`, `tool_calls`, `content_filter`. */
+  finish_reason?: string | null;
+  /** Token log probabilities, when asked for. */
+  logprobs?: Record<string, unknown> | null;
+}
+
+/** Tokens the upstream counted for a call. */
+export interface CompletionUsage {
+  /** Tokens of the prompt (memory's window and the new messages). */
+  prompt_tokens: number;
+  /** Tokens of the answer. */
+  completion_tokens: number;
+  /** Their sum. */
+  total_tokens: number;
+  prompt_tokens_details?: { cached_tokens?: number | null } | null;
+  completion_tokens_details?: Record<string, unknown> | null;
+}
+
+/** OpenAI's `chat.completion` object, as the upstream sent it. */
+export interface ChatCompletion {
+  /** The upstream's id of the completion. */
+  id: string;
+  /** `chat.completion`. */
+  object: string;
+  /** Unix time, in seconds. */
+  created: number;
+  /** The model that answered. */
+  model: string;
+  /** One choice. */
+  choices: Choice[];
+  /** Tokens counted, if the upstream reported them. */
+  usage?: CompletionUsage | null;
+  /** The upstream's backend configuration. */
+  system_fingerprint?: string | null;
+  /** The tier that served the request. */
+  service_tier?: string | null;
+  /** Whatever else the upstream sent. */
+  [field: string]: unknown;
+}
+
+/** One choice's part of a streamed chunk. */
+export interface ChunkChoice {
+  /** 0. */
+  index: number;
+  /** What this chunk adds: `role`, `content`, `tool_calls` (in pieces), ... */
+  delta: Record<string, unknown>;
+  finish_reason?: string | null;
+  logprobs?: Record<string, unknown> | null;
+}
+
+/** One server-sent event of a streamed chat completion. */
+export interface ChatCompletionChunk {
+  /** The completion's id, the same in every chunk. */
+  id: string;
+  /** `chat.completion.chunk`. */
+  object: string;
+  /** Unix time, in seconds. */
+  created: number;
+  /** The model that answers. */
+  model: string;
+  /** The delta of the one choice; empty in a usage chunk. */
+  choices: ChunkChoice[];
+  /** Only in the last chunk, with `stream_options.include_usage`. */
+  usage?: CompletionUsage | null;
+  /** Whatever else the upstream sent. */
+  [field: string]: unknown;
+}
+
+/** One model the upstream serves. */
+export interface Model {
+  /** Its name, for a request's `model`. */
+  id: string;
+  /** `model`. */
+  object: string;
+  /** Unix time, in seconds. */
+  created?: number | null;
+  /** Who publishes it. */
+  owned_by?: string | null;
+  /** Whatever else the upstream sent. */
+  [field: string]: unknown;
+}
+
+/** The upstream's `GET /models` answer. */
+export interface ModelList {
+  /** `list`. */
+  object: string;
+  /** The models. */
+  data: Model[];
+}
+
+// ---------------------------------------------------------------------------------------------
+// The client
+
+/** How a {@link ChatmemClient} reaches its server. */
+export interface ChatmemClientOptions {
+  /** The server, e.g. `http://127.0.0.1:8080` (default: `CHATMEM_URL`, else that address). */
+  baseUrl?: string;
+  /**
+   * The bearer token of a server started with `--auth` (default: `CHATMEM_TOKEN`; `""` sends
+   * none).
+   */
+  token?: string;
+  /** How long one call may take, in milliseconds (default 30,000). */
+  timeoutMs?: number;
+  /**
+   * How long a chat completion may take, a stream's every chunk included, in milliseconds
+   * (default 600,000: the server waits up to 120 s for the upstream's answer, and as long
+   * between two chunks).
+   */
+  completionTimeoutMs?: number;
+  /** The `fetch` to use (default: the global one). */
+  fetch?: typeof fetch;
+}
+
+/** Per-call options. */
+export interface CallOptions {
+  /** This call's timeout in milliseconds, instead of the client's. */
+  timeoutMs?: number;
+  /** Aborts the call. */
+  signal?: AbortSignal;
+}
+
+/**
+ * An error answer of the server (its status and JSON error body), or a call that got no answer
+ * (`status` 0, `code` `timeout` or `connection_error`, the reason as `cause`).
+ */
+export class ChatmemError extends Error {
+  /** The HTTP status; 0 when no answer came. */
+  readonly status: number;
+  /** The server's machine-readable code (`invalid_request`, `not_found`, `too_large`, ...). */
+  readonly code: string;
+  /** The request's id (the error body's `request_id` or the `x-request-id` header), if any. */
+  readonly requestId: string | undefined;
+  /** OpenAI's error type, if the server gave one. */
+  readonly type: string | undefined;
+  /** The request field the error is about, if the server named one. */
+  readonly param: string | undefined;
+
+  /** An error of `status` with the server's `detail`. */
+  constructor(status: number, detail: Partial<ErrorDetail> & { code: string; message: string }, options?: { cause?: unknown }) {
+    super(detail.message, options);
+    this.name = "ChatmemError";
+    this.status = status;
+    this.code = detail.code;
+    this.requestId = detail.request_id ?? undefined;
+    this.type = detail.type;
+    this.param = detail.param ?? undefined;
+  }
+}
+
+const DEFAULT_URL = "http://127.0.0.1:8080";
+const DEFAULT_TIMEOUT_MS = 30_000;
+const DEFAULT_COMPLETION_TIMEOUT_MS = 600_000;
+
+/** `name` from the environment, where there is one (Node, Deno, Bun; not a browser). */
+function env(name: string): string | undefined {
+  const value = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.[name];
+  return value === undefined || value === "" ? undefined : value;
+}
+
+/**
+ * An id as one path segment. `/` becomes `%2F`; `.` and `..` are refused, since `fetch`'s URL
+ * parser would remove them as dot segments (even percent-encoded) and reach another route.
+ */
+function segment(id: string): string {
+  if (id === "." || id === "..") {
+    throw new ChatmemError(0, {
+      code: "invalid_request",
+      message: `conversation id ${JSON.stringify(id)} cannot be sent with fetch (a URL dot segment)`,
+    });
+  }
+  return encodeURIComponent(id);
+}
+
+/** `params` as a query string (`?a=1&b=x`), leaving out undefined values. */
+function query(params: object | undefined): string {
+  const search = new URLSearchParams();
+  for (const [key, value] of Object.entries(params ?? {})) {
+    if (value !== undefined && value !== null) search.set(key, String(value));
+  }
+  const text = search.toString();
+  return text === "" ? "" : `?${text}`;
+}
+
+/**
+ * A client of `chatmem serve`: one method per REST route. Each call has a timeout
+ * ({@link ChatmemClientOptions.timeoutMs}), and an error answer throws a {@link ChatmemError}.
+ */
+export class ChatmemClient {
+  /** The server's base URL, without a trailing `/`. */
+  readonly baseUrl: string;
+  readonly #token: string | undefined;
+  readonly #timeoutMs: number;
+  readonly #completionTimeoutMs: number;
+  readonly #fetch: typeof fetch;
+
+  /** A client of the server `options` (or `CHATMEM_URL` and `CHATMEM_TOKEN`) names. */
+  constructor(options: ChatmemClientOptions = {}) {
+    this.baseUrl = (options.baseUrl ?? env("CHATMEM_URL") ?? DEFAULT_URL).replace(/\/+$/, "");
+    this.#token = options.token ?? env("CHATMEM_TOKEN");
+    this.#timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.#completionTimeoutMs = options.completionTimeoutMs ?? DEFAULT_COMPLETION_TIMEOUT_MS;
+    this.#fetch = options.fetch ?? globalThis.fetch.bind(globalThis);
+  }
+
+  /** `GET /healthz`: whether the server and its store answer. */
+  healthz(options?: CallOptions): Promise<Health> {
+    return this.#json("GET", "/healthz", undefined, options);
+  }
+
+  /** `GET /openapi.json`: the API's description (OpenAPI 3.1). */
+  openapi(options?: CallOptions): Promise<Record<string, unknown>> {
+    return this.#json("GET", "/openapi.json", undefined, options);
+  }
+
+  /**
+   * `GET /metrics`: the server's counters, as Prometheus text (0.0.4), or OpenMetrics when
+   * `openMetrics` is set.
+   */
+  async metrics(options?: CallOptions & { openMetrics?: boolean }): Promise<string> {
+    const accept = options?.openMetrics ? "application/openmetrics-text" : "text/plain";
+    const response = await this.#request("GET", "/metrics", undefined, options, { accept });
+    return response.text();
+  }
+
+  /** `GET /v1/conversations`: a page of the tenant's conversation ids. */
+  listConversations(page?: PageParams, options?: CallOptions): Promise<ConversationPage> {
+    return this.#json("GET", `/v1/conversations${query(page)}`, undefined, options);
+  }
+
+  /** Every conversation id of the tenant, page after page. */
+  async *conversations(options?: CallOptions & { limit?: number }): AsyncGenerator<string> {
+    let cursor: string | undefined;
+    do {
+      const page = await this.listConversations({ cursor, limit: options?.limit }, options);
+      yield* page.conversations;
+      cursor = page.next_cursor ?? undefined;
+    } while (cursor !== undefined);
+  }
+
+  /** `GET /v1/conversations/{id}/messages`: the window the model sees. */
+  getMessages(id: string, policy?: Policy, options?: CallOptions): Promise<Window> {
+    return this.#json("GET", `/v1/conversations/${segment(id)}/messages${query(policy)}`, undefined, options);
+  }
+
+  /**
+   * `POST /v1/conversations/{id}/messages`: adds `messages` in one atomic commit (all or
+   * nothing) and answers the window after it.
+   */
+  postMessages(id: string, messages: Message[], policy?: Policy, options?: CallOptions): Promise<Window> {
+    const body: PostMessages = policy === undefined ? { messages } : { messages, policy };
+    return this.#json("POST", `/v1/conversations/${segment(id)}/messages`, body, options);
+  }
+
+  /** `GET /v1/conversations/{id}/history`: one page of everything stored, oldest first. */
+  getHistory(id: string, page?: PageParams, options?: CallOptions): Promise<HistoryPage> {
+    return this.#json("GET", `/v1/conversations/${segment(id)}/history${query(page)}`, undefined, options);
+  }
+
+  /** Everything stored for conversation `id`, page after page. */
+  async *history(id: string, options?: CallOptions & { limit?: number }): AsyncGenerator<Message> {
+    let cursor: string | undefined;
+    do {
+      const page = await this.getHistory(id, { cursor, limit: options?.limit }, options);
+      yield* page.messages;
+      cursor = page.next_cursor ?? undefined;
+    } while (cursor !== undefined);
+  }
+
+  /** `DELETE /v1/conversations/{id}`: deletes window, history and summary. */
+  async deleteConversation(id: string, options?: CallOptions): Promise<void> {
+    const response = await this.#request("DELETE", `/v1/conversations/${segment(id)}`, undefined, options);
+    await response.body?.cancel();
+  }
+
+  /**
+   * `POST /v1/chat/completions` (a server started with `--upstream-base-url`): the upstream's
+   * answer, with conversation `conversation`'s memory. For `stream: true` use
+   * {@link ChatmemClient.streamChatCompletion}.
+   */
+  chatCompletion(conversation: string, request: ChatCompletionRequest, options?: CallOptions): Promise<ChatCompletion> {
+    const timed = { timeoutMs: this.#completionTimeoutMs, ...options };
+    return this.#json("POST", "/v1/chat/completions", { ...request, stream: false }, timed, {
+      "x-chatmem-conversation": conversation,
+    });
+  }
+
+  /**
+   * `POST /v1/chat/completions` with `stream: true`: the answer's chunks as they come. The
+   * completion timeout bounds the whole stream; an error event of the stream, or a stream
+   * that ends without `[DONE]`, throws a {@link ChatmemError}.
+   */
+  async *streamChatCompletion(
+    conversation: string,
+    request: ChatCompletionRequest,
+    options?: CallOptions,
+  ): AsyncGenerator<ChatCompletionChunk> {
+    const timed = { timeoutMs: this.#completionTimeoutMs, ...options };
+    const response = await this.#request("POST", "/v1/chat/completions", { ...request, stream: true }, timed, {
+      "x-chatmem-conversation": conversation,
+      accept: "text/event-stream",
+    });
+    const requestId = response.headers.get("x-request-id") ?? undefined;
+    for await (const data of serverSentEvents(response)) {
+      if (data === "[DONE]") return;
+      const event = JSON.parse(data) as ChatCompletionChunk & { error?: Partial<ErrorDetail> };
+      if (event.error) {
+        const { code = "upstream_error", message = "the stream ended with an error" } = event.error;
+        throw new ChatmemError(response.status, { request_id: requestId, ...event.error, code, message });
+      }
+      yield event;
+    }
+    throw new ChatmemError(response.status, {
+      code: "incomplete_stream",
+      message: "the stream ended without [DONE]",
+      request_id: requestId,
+    });
+  }
+
+  /** `GET /v1/models`: the upstream's model list, as it came. */
+  models(options?: CallOptions): Promise<ModelList> {
+    return this.#json("GET", "/v1/models", undefined, options);
+  }
+
+  async #json<T>(
+    method: string,
+    path: string,
+    body: unknown,
+    options: CallOptions | undefined,
+    headers: Record<string, string> = {},
+  ): Promise<T> {
+    const response = await this.#request(method, path, body, options, { accept: "application/json", ...headers });
+    return (await response.json()) as T;
+  }
+
+  /** One call: the answer if it is a success, else a {@link ChatmemError}. */
+  async #request(
+    method: string,
+    path: string,
+    body: unknown,
+    options: CallOptions | undefined,
+    headers: Record<string, string> = {},
+  ): Promise<Response> {
+    const timeout = AbortSignal.timeout(options?.timeoutMs ?? this.#timeoutMs);
+    const signal = options?.signal ? AbortSignal.any([timeout, options.signal]) : timeout;
+    const all: Record<string, string> = { ...headers };
+    if (this.#token) all.authorization = `Bearer ${this.#token}`;
+    if (body !== undefined) all["content-type"] = "application/json";
+    let response: Response;
+    try {
+      response = await this.#fetch(`${this.baseUrl}${path}`, {
+        method,
+        headers: all,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal,
+      });
+    } catch (e) {
+      throw noAnswer(e, method, path);
+    }
+    if (!response.ok) throw await errorOf(response);
+    return response;
+  }
+}
+
+/** A {@link ChatmemError} for a call that got no answer. */
+function noAnswer(e: unknown, method: string, path: string): ChatmemError {
+  const name = e instanceof Error ? e.name : "";
+  const timedOut = name === "TimeoutError";
+  // The route, as the server's logs name it: never an id, a query or message text.
+  const route = `${method} ${path.split("?")[0]!.replace(/^\/v1\/conversations\/[^/]+/, "/v1/conversations/{id}")}`;
+  return new ChatmemError(
+    0,
+    {
+      code: timedOut ? "timeout" : name === "AbortError" ? "aborted" : "connection_error",
+      message: timedOut ? `${route}: no answer within the timeout` : `${route}: ${reason(e)}`,
+    },
+    { cause: e },
+  );
+}
+
+/** Why `fetch` failed: its message, and its cause's code (`ECONNREFUSED`) or message. */
+function reason(e: unknown): string {
+  if (!(e instanceof Error)) return String(e);
+  const cause = e.cause as { code?: unknown; message?: unknown } | undefined;
+  const why = typeof cause?.code === "string" ? cause.code : typeof cause?.message === "string" ? cause.message : undefined;
+  return why === undefined ? e.message : `${e.message} (${why})`;
+}
+
+/** The {@link ChatmemError} of an error answer, from its JSON body (or its status alone). */
+async function errorOf(response: Response): Promise<ChatmemError> {
+  const requestId = response.headers.get("x-request-id") ?? undefined;
+  const text = await response.text().catch(() => "");
+  let detail: Partial<ErrorDetail> | undefined;
+  try {
+    detail = (JSON.parse(text) as Partial<ErrorBody>).error;
+  } catch {
+    detail = undefined;
+  }
+  if (detail && typeof detail.code === "string" && typeof detail.message === "string") {
+    return new ChatmemError(response.status, { ...detail, code: detail.code, message: detail.message, request_id: detail.request_id ?? requestId });
+  }
+  return new ChatmemError(response.status, {
+    code: "http_error",
+    message: `HTTP ${response.status} ${response.statusText}`.trim(),
+    request_id: requestId,
+  });
+}
+
+/** The `data` of each server-sent event of `response`. */
+async function* serverSentEvents(response: Response): AsyncGenerator<string> {
+  if (!response.body) return;
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  let data: string[] = [];
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      buffer += value;
+      let end: number;
+      while ((end = buffer.indexOf("\n")) >= 0) {
+        const line = buffer.slice(0, end).replace(/\r$/, "");
+        buffer = buffer.slice(end + 1);
+        if (line === "") {
+          if (data.length > 0) yield data.join("\n");
+          data = [];
+        } else if (line.startsWith("data:")) {
+          data.push(line.slice(5).replace(/^ /, ""));
+        }
+      }
+    }
+    if (data.length > 0) yield data.join("\n");
+  } finally {
+    await reader.cancel().catch(() => undefined);
+  }
+}

@@ -1,0 +1,269 @@
+/**
+ * The client against the running server's `/openapi.json`: every path and method it lists has
+ * a client method (a table here), the client's types have the schema's required fields (the
+ * compiler holds each table below to its type), and every method works against a real
+ * `chatmem serve` (its OpenAI door in front of a loopback upstream).
+ */
+
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+
+import {
+  type AssistantMessage,
+  type ChatCompletion,
+  type ChatCompletionChunk,
+  type ChatCompletionRequest,
+  type ChatMessage,
+  ChatmemClient,
+  ChatmemError,
+  type Choice,
+  type ChunkChoice,
+  type CompletionUsage,
+  type ConversationPage,
+  type ErrorBody,
+  type ErrorDetail,
+  type FunctionCall,
+  type Health,
+  type HistoryPage,
+  type Message,
+  type Model,
+  type ModelList,
+  type PageParams,
+  type Policy,
+  type PostMessages,
+  type Role,
+  type ToolCall,
+  type Window,
+} from "chatmem";
+
+import { type Server, startServer, stores, uniqueId } from "./support/server.js";
+import { startUpstream, type Upstream } from "./support/upstream.js";
+
+// ---------------------------------------------------------------------------------------------
+// Tables the compiler checks against the client's types
+
+/** Every named key of `T` (index signatures left out). */
+type NamedKeys<T> = keyof { [K in keyof T as string extends K ? never : number extends K ? never : K]: 0 };
+/** The named keys of `T` a value must have. */
+type RequiredKeys<T> = keyof { [K in NamedKeys<T> as {} extends Pick<T, K> ? never : K]: 0 };
+/** `[]` when `K` lists all of `All`, else the missing keys (a compile error at the call). */
+type Missing<All, K extends readonly unknown[]> = [Exclude<All, K[number]>] extends [never] ? unknown : { missing: Exclude<All, K[number]> };
+
+/** `T`'s fields: `required` exactly its required keys, `named` exactly all its keys. */
+function fields<T>() {
+  return <const R extends readonly RequiredKeys<T>[], const N extends readonly NamedKeys<T>[]>(
+    required: R & Missing<RequiredKeys<T>, R>,
+    named: N & Missing<NamedKeys<T>, N>,
+  ) => ({ required: [...required] as string[], named: [...named] as string[] });
+}
+
+/** Each schema of `/openapi.json` and the client type that reads or writes it. */
+const SCHEMAS = {
+  Health: fields<Health>()(["status"], ["status"]),
+  Window: fields<Window>()(["conversation", "messages"], ["conversation", "messages"]),
+  HistoryPage: fields<HistoryPage>()(["conversation", "messages"], ["conversation", "messages", "next_cursor"]),
+  ConversationPage: fields<ConversationPage>()(["conversations"], ["conversations", "next_cursor"]),
+  Error: fields<ErrorBody>()(["error"], ["error"]),
+  ErrorDetail: fields<ErrorDetail>()(["code", "message", "type"], ["code", "message", "type", "param", "request_id"]),
+  Message: fields<Message>()(
+    ["role"],
+    ["role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content", "is_error", "metadata"],
+  ),
+  ToolCall: fields<ToolCall>()(["id", "type", "function"], ["id", "type", "function"]),
+  FunctionCall: fields<FunctionCall>()(["name", "arguments"], ["name", "arguments"]),
+  PostMessages: fields<PostMessages>()(["messages"], ["messages", "policy"]),
+  Policy: fields<Policy>()([], ["max_messages", "max_tokens", "tokenizer", "evict_to", "boundary"]),
+  ChatMessage: fields<ChatMessage>()(["role", "content"], ["role", "content", "name", "tool_calls", "tool_call_id"]),
+  ChatCompletionRequest: fields<ChatCompletionRequest>()(
+    ["model", "messages"],
+    ["model", "messages", "n", "stream", "stream_options", "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop", "response_format", "tools", "tool_choice"],
+  ),
+  ChatCompletion: fields<ChatCompletion>()(
+    ["id", "object", "created", "model", "choices"],
+    ["id", "object", "created", "model", "choices", "usage", "system_fingerprint", "service_tier"],
+  ),
+  Choice: fields<Choice>()(["index", "message"], ["index", "message", "finish_reason", "logprobs"]),
+  AssistantMessage: fields<AssistantMessage>()(["role"], ["role", "content", "tool_calls", "refusal", "reasoning_content", "annotations"]),
+  CompletionUsage: fields<CompletionUsage>()(
+    ["prompt_tokens", "completion_tokens", "total_tokens"],
+    ["prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details", "completion_tokens_details"],
+  ),
+  ChatCompletionChunk: fields<ChatCompletionChunk>()(["id", "object", "created", "model", "choices"], ["id", "object", "created", "model", "choices", "usage"]),
+  ChunkChoice: fields<ChunkChoice>()(["index", "delta"], ["index", "delta", "finish_reason", "logprobs"]),
+  Model: fields<Model>()(["id", "object"], ["id", "object", "created", "owned_by"]),
+  ModelList: fields<ModelList>()(["object", "data"], ["object", "data"]),
+};
+
+/**
+ * Where the schema says more is required than the server sends: it leaves an absent field out
+ * of a message (`{"role": "user", "content": "hi"}` has no `tool_calls` or `metadata`; an
+ * assistant's tool calls have no `content`). The test fails once the schema stops saying so.
+ */
+const SCHEMA_REQUIRES_BUT_SERVER_OMITS: Record<string, string[]> = {
+  Message: ["content", "tool_calls", "metadata"],
+};
+
+/** Every path and method of `/openapi.json`, and the client method that calls it. */
+const ROUTES = {
+  "GET /healthz": "healthz",
+  "GET /metrics": "metrics",
+  "GET /openapi.json": "openapi",
+  "GET /v1/conversations": "listConversations",
+  "DELETE /v1/conversations/{id}": "deleteConversation",
+  "GET /v1/conversations/{id}/messages": "getMessages",
+  "POST /v1/conversations/{id}/messages": "postMessages",
+  "GET /v1/conversations/{id}/history": "getHistory",
+  "POST /v1/chat/completions": "chatCompletion",
+  "GET /v1/models": "models",
+} as const satisfies Record<string, keyof ChatmemClient>;
+
+/** The query parameters each route takes, as the client's parameter types name them. */
+const QUERIES = {
+  "GET /v1/conversations": fields<PageParams>()([], ["cursor", "limit"]).named,
+  "GET /v1/conversations/{id}/history": fields<PageParams>()([], ["cursor", "limit"]).named,
+  "GET /v1/conversations/{id}/messages": SCHEMAS.Policy.named,
+};
+
+const ROLES = ["system", "developer", "user", "assistant", "tool"] as const satisfies readonly Role[];
+
+// ---------------------------------------------------------------------------------------------
+
+interface Operation {
+  parameters?: Array<{ name: string; in: string }>;
+}
+interface Spec {
+  paths: Record<string, Record<string, Operation>>;
+  components: { schemas: Record<string, { required?: string[]; properties?: Record<string, unknown>; enum?: string[] }> };
+}
+
+describe("the client against /openapi.json", () => {
+  let server: Server;
+  let spec: Spec;
+  before(async () => {
+    server = await startServer("sqlite:");
+    spec = (await new ChatmemClient({ baseUrl: server.url }).openapi()) as unknown as Spec;
+  });
+  after(() => server?.stop());
+
+  test("every path and method has a client method", () => {
+    const listed = Object.entries(spec.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`));
+    assert.deepEqual(listed.sort(), Object.keys(ROUTES).sort());
+    for (const method of Object.values(ROUTES)) {
+      assert.equal(typeof ChatmemClient.prototype[method], "function", method);
+    }
+  });
+
+  test("the query parameters are the client's", () => {
+    for (const [route, names] of Object.entries(QUERIES)) {
+      const [method, path] = route.split(" ") as [string, string];
+      const query = spec.paths[path]![method.toLowerCase()]!.parameters!.filter((p) => p.in === "query").map((p) => p.name);
+      assert.deepEqual(query.sort(), [...names].sort(), route);
+    }
+  });
+
+  test("the client's types have the schemas' required fields, and no field the schema lacks", () => {
+    for (const [name, { required, named }] of Object.entries(SCHEMAS)) {
+      const schema = spec.components.schemas[name];
+      assert.ok(schema, `no schema ${name}`);
+      const omitted = SCHEMA_REQUIRES_BUT_SERVER_OMITS[name] ?? [];
+      assert.deepEqual([...(schema.required ?? [])].sort(), [...required, ...omitted].sort(), `${name}: required`);
+      const unknown = named.filter((f) => !(f in (schema.properties ?? {})));
+      assert.deepEqual(unknown, [], `${name}: fields the schema does not have`);
+    }
+    assert.deepEqual(spec.components.schemas.ChatRole!.enum, [...ROLES]);
+  });
+});
+
+for (const store of stores()) {
+  describe(`every client method over ${store.name}`, { skip: store.skip }, () => {
+    let upstream: Upstream;
+    let server: Server;
+    let client: ChatmemClient;
+    before(async () => {
+      upstream = await startUpstream();
+      server = await startServer(store.url, { args: ["--upstream-base-url", upstream.baseUrl] });
+      client = new ChatmemClient({ baseUrl: server.url });
+    });
+    after(async () => {
+      await server?.stop();
+      await upstream?.stop();
+    });
+
+    test("healthz, metrics, openapi", async () => {
+      assert.deepEqual(await client.healthz(), { status: "ok" });
+      assert.match(await client.metrics(), /^# (HELP|TYPE) /m);
+      assert.match(await client.metrics({ openMetrics: true }), /# EOF\n?$/);
+      assert.equal((await client.openapi()).openapi, "3.1.0");
+    });
+
+    test("post, window, history by pages, list by pages, delete", async () => {
+      const id = uniqueId("user/42");
+      const posted = await client.postMessages(id, [
+        { role: "system", content: "sys" },
+        { role: "user", content: "one" },
+        { role: "assistant", content: "two" },
+      ]);
+      assert.deepEqual(posted, {
+        conversation: id,
+        messages: [
+          { role: "system", content: "sys" },
+          { role: "user", content: "one" },
+          { role: "assistant", content: "two" },
+        ],
+      });
+      await client.postMessages(id, [{ role: "user", content: "three" }]);
+      assert.deepEqual(
+        (await client.getMessages(id, { max_messages: 2 })).messages.map((m) => m.content),
+        ["sys", "three"],
+      );
+      const first = await client.getHistory(id, { limit: 2 });
+      assert.equal(first.conversation, id);
+      assert.ok(first.next_cursor, "a next page");
+      const all = [];
+      for await (const m of client.history(id, { limit: 1 })) all.push(m.content);
+      assert.deepEqual(all, ["sys", "one", "two", "three"]);
+
+      const other = uniqueId("user/43");
+      await client.postMessages(other, [{ role: "user", content: "x" }]);
+      const ids = [];
+      for await (const c of client.conversations({ limit: 1 })) ids.push(c);
+      assert.ok(ids.includes(id) && ids.includes(other), "both ids listed, `/` kept");
+      const page = await client.listConversations({ limit: 1 });
+      assert.equal(page.conversations.length, 1);
+
+      await client.deleteConversation(id);
+      await assert.rejects(client.getMessages(id), { name: "ChatmemError", status: 404, code: "not_found" });
+      await assert.rejects(client.deleteConversation(id), { status: 404, code: "not_found" });
+    });
+
+    test("the OpenAI door: a completion and a stream, with memory", async () => {
+      const id = uniqueId("door");
+      const answer = await client.chatCompletion(id, { model: "fake-model", messages: [{ role: "user", content: "order LC202610060018" }] });
+      assert.equal(answer.choices[0]!.message.content, "echo: order LC202610060018");
+      const chunks = [];
+      for await (const chunk of client.streamChatCompletion(id, { model: "fake-model", messages: [{ role: "user", content: "refund?" }] })) {
+        chunks.push(chunk);
+      }
+      assert.equal(chunks.map((c) => c.choices[0]?.delta.content ?? "").join(""), "echo: refund?");
+      // The second call reached the upstream with the first turn from memory.
+      assert.deepEqual(
+        upstream.requests.at(-1)!.messages.map((m) => m.content),
+        ["order LC202610060018", "echo: order LC202610060018", "refund?"],
+      );
+      const stored = (await client.getHistory(id)).messages.map((m) => [m.role, m.content]);
+      assert.deepEqual(stored, [
+        ["user", "order LC202610060018"],
+        ["assistant", "echo: order LC202610060018"],
+        ["user", "refund?"],
+        ["assistant", "echo: refund?"],
+      ]);
+      assert.deepEqual((await client.models()).data.map((m) => m.id), ["fake-model"]);
+    });
+
+    test("ids `.` and `..` are refused before sending (fetch would drop them from the path)", async () => {
+      for (const id of [".", ".."]) {
+        assert.throws(() => client.getMessages(id), (e: unknown) => e instanceof ChatmemError && e.code === "invalid_request" && e.status === 0);
+      }
+    });
+  });
+}
