@@ -205,8 +205,15 @@ pub(crate) fn body_bytes(state: &AppState, body: Result<Bytes, BytesRejection>) 
 /// (`messages[1].role`), and nothing may follow the value.
 pub(crate) fn parse_body<T: DeserializeOwned>(body: &[u8], what: &str) -> Result<T, ApiError> {
     let mut de = serde_json::Deserializer::from_slice(body);
-    let parsed: T =
-        chatmem::deserialize_json(&mut de).map_err(|e| ApiError::invalid(format!("invalid {what}: {e}")))?;
+    let parsed: T = chatmem::deserialize_json(&mut de).map_err(|e| {
+        // OpenAI's `param`: the field the error is about, as the message names it.
+        let param = e.path().map(str::to_owned);
+        let error = ApiError::invalid(format!("invalid {what}: {e}"));
+        match param {
+            Some(path) => error.with_param(path),
+            None => error,
+        }
+    })?;
     de.end()
         .map_err(|e| ApiError::invalid(format!("invalid {what}: {e}")))?;
     Ok(parsed)

@@ -87,12 +87,12 @@ pub(crate) struct MessageSchema {
     role: RoleSchema,
     /// Text, or a list of content parts (`{"type": "text", "text"}`, `{"type": "image_url",
     /// "image_url": {"url"}}`, ...); absent or null on an assistant message with tool calls.
-    #[schema(value_type = Object)]
+    #[schema(value_type = Object, required = false)]
     content: Option<serde_json::Value>,
     /// The participant's name.
     name: Option<String>,
     /// An assistant's tool calls: `{"id", "type": "function", "function": {"name", "arguments"}}`.
-    #[schema(value_type = Vec<Object>)]
+    #[schema(value_type = Vec<Object>, required = false)]
     tool_calls: Option<Vec<serde_json::Value>>,
     /// A tool result's call id.
     tool_call_id: Option<String>,
@@ -101,7 +101,7 @@ pub(crate) struct MessageSchema {
     /// A tool result that reports a failure.
     is_error: Option<bool>,
     /// Application data kept with the message, never sent to a model.
-    #[schema(value_type = Object)]
+    #[schema(value_type = Object, required = false)]
     metadata: Option<serde_json::Value>,
 }
 
@@ -112,6 +112,8 @@ pub(crate) struct MessageSchema {
 #[allow(dead_code)] // a schema only: the real type is chatmem::Role
 enum RoleSchema {
     System,
+    /// Instructions in the system slot, as a system message (OpenAI's newer name).
+    Developer,
     User,
     Assistant,
     Tool,
@@ -394,7 +396,7 @@ fn openapi_json() {}
 
 #[utoipa::path(get, path = "/v1/conversations",
     params(("cursor" = Option<String>, Query, description = "the last id of the previous page"),
-           ("limit" = Option<usize>, Query, description = "1 to 1000 (default 100)")),
+           ("limit" = Option<usize>, Query, minimum = 1, maximum = 1000, description = "1 to 1000 (default 100)")),
     responses((status = 200, description = "a page of the tenant's conversation ids", body = ConversationPage),
               (status = 400, description = "an invalid `limit` or `cursor`, or an unknown parameter", body = ErrorBody),
               (status = 401, description = "with `--auth`, no valid bearer token", body = ErrorBody),
@@ -432,7 +434,7 @@ fn post_messages() {}
 #[utoipa::path(get, path = "/v1/conversations/{id}/history",
     params(("id" = String, Path, description = "the conversation id, one path segment: a `/` in it is sent as `%2F`"),
            ("cursor" = Option<String>, Query, description = "the previous page's `next_cursor`"),
-           ("limit" = Option<usize>, Query, description = "1 to 1000 messages (default 100); a page also ends once it holds about the body limit's bytes of text")),
+           ("limit" = Option<usize>, Query, minimum = 1, maximum = 1000, description = "1 to 1000 messages (default 100); a page also ends once it holds about the body limit's bytes of text")),
     responses((status = 200, description = "one page of everything stored, oldest first", body = HistoryBody),
               (status = 400, description = "an invalid id, `limit` or `cursor`", body = ErrorBody),
               (status = 401, description = "with `--auth`, no valid bearer token", body = ErrorBody),

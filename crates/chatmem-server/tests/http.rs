@@ -214,6 +214,10 @@ async fn bad_requests_get_one_error_shape() {
             .is_some_and(|m| m.contains("messages[1].role")),
         "{body}"
     );
+    assert_eq!(
+        body["error"]["param"], "messages[1].role",
+        "OpenAI's param names the field too"
+    );
 
     for (body, status, code) in [
         ("not json".to_string(), StatusCode::BAD_REQUEST, "invalid_request"),
