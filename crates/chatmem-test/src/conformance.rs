@@ -10,6 +10,7 @@ mod harness;
 mod ids;
 mod lifecycle;
 mod paging;
+mod recent;
 mod round_trip;
 mod summary;
 mod versions;
@@ -48,6 +49,7 @@ pub(crate) async fn run(store: Arc<dyn Store>) {
     step("history_paging", paging::history_paging(&run)).await;
     step("clear", lifecycle::clear(&run)).await;
     step("list_paging", paging::list_paging(&run)).await;
+    step("recent", recent::recent(&run)).await;
     step("awkward_ids", ids::awkward_ids(&run)).await;
     step("ttl", lifecycle::ttl(&run)).await;
     step("concurrency_one_conversation", concurrency::one_conversation(&run)).await;

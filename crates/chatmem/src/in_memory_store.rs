@@ -10,7 +10,7 @@ use crate::commit::Commit;
 use crate::error::StoreError;
 use crate::id::ConversationId;
 use crate::shared_messages::SharedMessages;
-use crate::store::{Page, Snapshot, Store, StoredMessage};
+use crate::store::{Page, RecentConversation, RecentCursor, RecentPage, Snapshot, Store, StoredMessage, now_micros};
 use crate::summary::Summary;
 
 /// Conversations kept in this process's memory.
@@ -55,6 +55,10 @@ struct Conversation {
     window: SharedMessages,
     summary: Option<Summary>,
     expires_at: Option<Instant>,
+    /// The last commit's time and the expiry, in microseconds since the Unix epoch, for
+    /// [`Store::recent`].
+    updated_micros: i64,
+    expires_micros: Option<i64>,
 }
 
 impl Conversation {
@@ -144,6 +148,8 @@ impl Store for InMemoryStore {
             window: SharedMessages::new(),
             summary: None,
             expires_at: None,
+            updated_micros: 0,
+            expires_micros: None,
         });
         c.next_seq = commit.next_seq();
         let (start, delete_below, ttl, token) = (
@@ -163,6 +169,11 @@ impl Store for InMemoryStore {
         c.split(start, delete_below);
         // A TTL too long to represent never expires (rather than overflowing).
         c.expires_at = ttl.and_then(|ttl| Instant::now().checked_add(ttl));
+        c.updated_micros = now_micros();
+        c.expires_micros = c.expires_at.and_then(|_| {
+            let ttl = i64::try_from(ttl?.as_micros()).ok()?;
+            c.updated_micros.checked_add(ttl)
+        });
         c.version += 1;
         c.token = token;
         Ok(c.version)
@@ -203,6 +214,30 @@ impl Store for InMemoryStore {
             .take(limit.saturating_add(1))
             .collect();
         Ok(Page::from_overfetch(ids, limit))
+    }
+
+    async fn recent(
+        &self,
+        prefix: &str,
+        before: Option<&RecentCursor>,
+        limit: usize,
+    ) -> Result<RecentPage, StoreError> {
+        let limit = limit.max(1);
+        let map = self.lock();
+        let now = Instant::now();
+        let mut found: Vec<RecentConversation> = map
+            .iter()
+            .filter(|(id, c)| id.as_str().starts_with(prefix) && !c.expired(now))
+            .filter(|(id, c)| before.is_none_or(|b| b.comes_before(c.updated_micros, id)))
+            .map(|(id, c)| RecentConversation {
+                id: id.clone(),
+                updated_micros: c.updated_micros,
+                expires_micros: c.expires_micros,
+            })
+            .collect();
+        found.sort_by(|a, b| (b.updated_micros, &b.id).cmp(&(a.updated_micros, &a.id)));
+        found.truncate(limit.saturating_add(1));
+        Ok(RecentPage::from_overfetch(found, limit))
     }
 
     async fn purge_expired(&self) -> Result<u64, StoreError> {

@@ -28,6 +28,7 @@ pub use columns::{
     HISTORY_COLUMNS, LOAD_COLUMNS, RowReader, SqlColumns, history_messages, load_snapshot, stored_counter, to_bigint,
     ttl_micros,
 };
+pub use recent::{RecentConversation, RecentCursor, RecentPage, now_micros, unix_micros};
 pub use schema_version::SchemaVersion;
 pub use server_errors::{outcome_unknown, statement_timed_out};
 pub use timeouts::{
@@ -36,6 +37,7 @@ pub use timeouts::{
 };
 
 mod columns;
+mod recent;
 mod schema_version;
 mod server_errors;
 mod timeouts;
@@ -268,6 +270,11 @@ impl Page {
 /// - [`list`](Store::list) returns up to `limit` ids greater than `after`, ascending by their
 ///   UTF-8 bytes, never an expired one; `limit` 0 is treated as 1; [`Page::next`] is set
 ///   exactly when more ids follow.
+/// - [`recent`](Store::recent) lists live conversations whose id starts with `prefix`, most
+///   recently committed first (those committed in the same microsecond by id, descending),
+///   each with when it was last committed and when it expires ([`RecentConversation`]),
+///   after `before`, up to `limit` (0 is treated as 1), [`RecentPage::next`] set exactly when
+///   more follow. A commit records its time by the store's clock.
 /// - [`purge_expired`](Store::purge_expired) deletes expired conversations now and returns
 ///   how many; backends that expire data by themselves keep the default.
 /// - Errors are [`StoreError`]s whose [`kind`](StoreError::kind) says what happened: a lost
@@ -375,6 +382,21 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Up to `limit` conversation ids greater than `after`, ascending.
     async fn list(&self, after: Option<&ConversationId>, limit: usize) -> Result<Page, StoreError>;
 
+    /// Up to `limit` live conversations whose id starts with `prefix` (`""`: all), most
+    /// recently committed first, after `before` (see the contract above).
+    async fn recent(
+        &self,
+        prefix: &str,
+        before: Option<&RecentCursor>,
+        limit: usize,
+    ) -> Result<RecentPage, StoreError> {
+        let _ = (prefix, before, limit);
+        Err(StoreError::new(
+            StoreErrorKind::Other,
+            "this store does not list conversations by recency",
+        ))
+    }
+
     /// Removes expired conversations now; returns how many. Stores whose backend expires
     /// data by itself keep the default, which does nothing.
     async fn purge_expired(&self) -> Result<u64, StoreError> {
@@ -400,6 +422,9 @@ macro_rules! forward_store {
             }
             async fn list(&self, after: Option<&ConversationId>, limit: usize) -> Result<Page, StoreError> {
                 (**self).list(after, limit).await
+            }
+            async fn recent(&self, prefix: &str, before: Option<&RecentCursor>, limit: usize) -> Result<RecentPage, StoreError> {
+                (**self).recent(prefix, before, limit).await
             }
             async fn purge_expired(&self) -> Result<u64, StoreError> {
                 (**self).purge_expired().await

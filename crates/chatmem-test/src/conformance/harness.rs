@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chatmem::store::{Commit, Snapshot, StoreError, StoredMessage};
+use chatmem::store::{Commit, RecentCursor, RecentPage, Snapshot, StoreError, StoredMessage};
 use chatmem::{ChatMemory, ConversationId, Message, Retention, Store};
 
 type Mem = ChatMemory<Arc<dyn Store>>;
@@ -37,6 +37,15 @@ impl Run {
 
     pub(super) async fn history(&self, id: &ConversationId, after: u64, limit: usize) -> Vec<StoredMessage> {
         expect_ok("history", id, self.store.history(id, after, limit).await)
+    }
+
+    /// [`Store::recent`] under `{prefix}/{sub}`.
+    pub(super) async fn recent(&self, sub: &str, before: Option<&RecentCursor>, limit: usize) -> RecentPage {
+        let prefix = format!("{}/{sub}", self.prefix);
+        self.store
+            .recent(&prefix, before, limit)
+            .await
+            .unwrap_or_else(|e| panic!("recent {prefix:?}: {e}"))
     }
 
     pub(super) async fn clear(&self, id: &ConversationId) -> bool {

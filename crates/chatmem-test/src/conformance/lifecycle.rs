@@ -75,6 +75,16 @@ pub(super) async fn ttl(run: &Run) {
         vec![kept.clone()],
         "expired ids are not listed"
     );
+    let recent = run.recent("ttl/", None, 10).await;
+    assert_eq!(
+        recent.conversations.iter().map(|c| &c.id).collect::<Vec<_>>(),
+        vec![&kept],
+        "expired conversations are not listed by recency either"
+    );
+    assert_eq!(
+        recent.conversations[0].expires_micros, None,
+        "ttl None cleared the expiry"
+    );
     assert_eq!(run.load(&kept).await.version, 2, "ttl None cleared the expiry");
     run.store.purge_expired().await.expect("purge_expired");
     assert_eq!(run.load(&kept).await.version, 2, "purge keeps live conversations");

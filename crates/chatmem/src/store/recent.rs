@@ -1,0 +1,150 @@
+//! Listing conversations by recency ([`Store::recent`](crate::Store::recent)): newest first,
+//! each with when it was last written and when it expires, a page at a time.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::error::{StoreError, StoreErrorKind};
+use crate::id::ConversationId;
+
+/// `at` in microseconds since the Unix epoch, the unit stores record times in (0 before the
+/// epoch, `i64::MAX` past what it holds).
+///
+/// ```
+/// use std::time::{Duration, UNIX_EPOCH};
+/// assert_eq!(chatmem::store::unix_micros(UNIX_EPOCH + Duration::from_millis(1500)), 1_500_000);
+/// ```
+pub fn unix_micros(at: SystemTime) -> i64 {
+    at.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}
+
+/// Now, in microseconds since the Unix epoch ([`unix_micros`]): a store that keeps its own
+/// clock (an embedded one) stamps commits with it.
+pub fn now_micros() -> i64 {
+    unix_micros(SystemTime::now())
+}
+
+/// One conversation in a listing by recency.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecentConversation {
+    /// The conversation.
+    pub id: ConversationId,
+    /// When its last commit landed, in microseconds since the Unix epoch by the store's clock
+    /// (the database server's, for a store on one); 0 for a conversation last written by a
+    /// version of the store that did not record it.
+    pub updated_micros: i64,
+    /// When it expires (the same unit), or `None` when it does not.
+    pub expires_micros: Option<i64>,
+}
+
+impl RecentConversation {
+    /// Where a listing goes on after this conversation.
+    pub fn cursor(&self) -> RecentCursor {
+        RecentCursor {
+            updated_micros: self.updated_micros,
+            id: self.id.clone(),
+        }
+    }
+}
+
+/// Where a listing by recency goes on: after `(updated_micros, id)`, in the listing's order
+/// (newest first; those written in the same microsecond by id, descending). Written and read
+/// as `<micros>.<id>`.
+///
+/// ```
+/// use chatmem::ConversationId;
+/// use chatmem::store::RecentCursor;
+/// let cursor = RecentCursor { updated_micros: 1_700_000_000_000_000, id: ConversationId::new("a.b/c")? };
+/// assert_eq!(cursor.to_string(), "1700000000000000.a.b/c");
+/// assert_eq!(cursor.to_string().parse::<RecentCursor>()?, cursor);
+/// assert!(cursor.comes_before(1_700_000_000_000_000, &ConversationId::new("a")?));
+/// assert!(!cursor.comes_before(1_700_000_000_000_001, &ConversationId::new("a")?));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecentCursor {
+    /// The last listed conversation's time.
+    pub updated_micros: i64,
+    /// The last listed conversation.
+    pub id: ConversationId,
+}
+
+impl RecentCursor {
+    /// Whether a conversation written at `updated_micros` with id `id` comes after this
+    /// cursor in the listing (so a page from the cursor holds it).
+    pub fn comes_before(&self, updated_micros: i64, id: &ConversationId) -> bool {
+        updated_micros < self.updated_micros || (updated_micros == self.updated_micros && id < &self.id)
+    }
+}
+
+impl fmt::Display for RecentCursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.updated_micros, self.id.as_str())
+    }
+}
+
+impl FromStr for RecentCursor {
+    type Err = StoreError;
+
+    fn from_str(text: &str) -> Result<Self, StoreError> {
+        let invalid = || StoreError::new(StoreErrorKind::InvalidInput, "not a cursor of a listing by recency");
+        let (micros, id) = text.split_once('.').ok_or_else(invalid)?;
+        Ok(Self {
+            updated_micros: micros.parse().map_err(|_| invalid())?,
+            id: ConversationId::new(id).map_err(|_| invalid())?,
+        })
+    }
+}
+
+/// A page of a listing by recency.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecentPage {
+    /// Newest first.
+    pub conversations: Vec<RecentConversation>,
+    /// Pass this as `before` for the next page; `None` when this was the last.
+    pub next: Option<RecentCursor>,
+}
+
+impl RecentPage {
+    /// A page from up to `limit + 1` conversations fetched for a page of `limit`: the extra
+    /// one only tells that more remain.
+    pub fn from_overfetch(mut conversations: Vec<RecentConversation>, limit: usize) -> Self {
+        let next = if conversations.len() > limit {
+            conversations.truncate(limit);
+            conversations.last().map(RecentConversation::cursor)
+        } else {
+            None
+        };
+        Self { conversations, next }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_refuse_what_they_did_not_write() {
+        for bad in ["", "12", "x.a", "12.", ".a"] {
+            let e = bad.parse::<RecentCursor>().unwrap_err();
+            assert_eq!(e.kind(), StoreErrorKind::InvalidInput, "{bad:?}");
+        }
+        let c: RecentCursor = "-5.id.with.dots".parse().unwrap();
+        assert_eq!((c.updated_micros, c.id.as_str()), (-5, "id.with.dots"));
+    }
+
+    #[test]
+    fn an_overfetched_page_ends_at_its_last_conversation() {
+        let item = |n: i64| RecentConversation {
+            id: ConversationId::new(format!("c{n}")).unwrap(),
+            updated_micros: 100 - n,
+            expires_micros: None,
+        };
+        let page = RecentPage::from_overfetch((0..4).map(item).collect(), 3);
+        assert_eq!(page.conversations.len(), 3);
+        assert_eq!(page.next, Some(item(2).cursor()));
+        assert_eq!(RecentPage::from_overfetch((0..3).map(item).collect(), 3).next, None);
+    }
+}
