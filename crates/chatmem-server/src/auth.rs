@@ -288,7 +288,8 @@ impl Tenant {
         self.prefix.as_ref()
     }
 
-    fn prefix_str(&self) -> &str {
+    /// Where the tenant's keys begin: `<name>/`, or `""` without auth.
+    pub(crate) fn prefix_str(&self) -> &str {
         self.prefix.as_ref().map_or("", ConversationId::as_str)
     }
 }

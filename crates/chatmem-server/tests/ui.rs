@@ -341,3 +341,78 @@ async fn a_long_history_is_paged_and_the_list_filters_by_prefix() {
         );
     }
 }
+
+#[tokio::test]
+async fn the_list_is_newest_first_with_last_update_and_expiry() {
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
+    let memory = ChatMemory::builder(store)
+        .policy(WindowPolicy::messages(20))
+        .ttl(std::time::Duration::from_secs(3600))
+        .build()
+        .expect("valid memory settings");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app(memory, with_auth())).await;
+    });
+    let http = reqwest::Client::new();
+    for id in ["x", "y", "z", "x"] {
+        seed(&http, &base, id, Some(TOKEN_A)).await;
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    seed(&http, &base, "w", Some(TOKEN_B)).await;
+    let (status, list) = page(&http, &format!("{base}/ui"), Some(TOKEN_A)).await;
+    assert_eq!(status, StatusCode::OK);
+    let at = |id: &str| {
+        list.find(&format!("href=\"/ui/conversations/{id}\""))
+            .unwrap_or_else(|| panic!("{id} listed"))
+    };
+    assert!(at("x") < at("z") && at("z") < at("y"), "newest first: x, z, y");
+    assert!(!list.contains("/ui/conversations/w"), "B's conversation is not A's");
+    let cell = "data-label=\"Last update\">";
+    let at = list.find(cell).expect("a last update") + cell.len();
+    let shown = &list[at..at + list[at..].find('<').expect("its end")];
+    let when = humantime::parse_rfc3339(shown).unwrap_or_else(|e| panic!("{shown:?}: {e}"));
+    let age = std::time::SystemTime::now().duration_since(when).unwrap_or_default();
+    assert!(
+        age < std::time::Duration::from_secs(60),
+        "x was written just now, not at {shown}"
+    );
+    assert_eq!(
+        list.matches("data-label=\"Expires\">in 59m").count(),
+        3,
+        "an hour's TTL: {list}"
+    );
+
+    // A page at a time: the cursor holds the client's id, never the tenant's key.
+    let page_one = {
+        let mut rows = Vec::new();
+        let mut url = format!("{base}/ui");
+        loop {
+            let (_, html) = page(&http, &url, Some(TOKEN_A)).await;
+            assert!(
+                !html.contains("a%2F") && !html.contains("cursor=a/"),
+                "no tenant key in {html}"
+            );
+            rows.extend(
+                ["x", "y", "z"]
+                    .into_iter()
+                    .filter(|id| html.contains(&format!("conversations/{id}\""))),
+            );
+            let Some(at) = html.find("rel=\"next\" href=\"") else {
+                break;
+            };
+            let rest = &html[at + "rel=\"next\" href=\"".len()..];
+            url = format!("{base}{}", rest[..rest.find('"').expect("end")].replace("&amp;", "&"));
+        }
+        rows
+    };
+    assert_eq!(page_one.len(), 3);
+    let r = http
+        .get(format!("{base}/ui?cursor=not-a-cursor"))
+        .bearer_auth(TOKEN_A)
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+}

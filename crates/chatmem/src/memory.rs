@@ -10,7 +10,7 @@ use crate::limits::BatchLimits;
 use crate::loaded_window::LoadedWindow;
 use crate::message::Message;
 use crate::plan::Settings;
-use crate::store::{Page, Retention, Store, StoredMessage};
+use crate::store::{Page, RecentCursor, RecentPage, Retention, Store, StoredMessage};
 use crate::summary::Summarizer;
 use crate::tokens::{Cl100k, CounterName, TokenCounter};
 use crate::turn::Turn;
@@ -473,6 +473,18 @@ impl<S: Store> ChatMemory<S> {
     /// [`Error::StoreGlobal`] when the store fails.
     pub async fn list(&self, after: Option<&ConversationId>, limit: usize) -> Result<Page> {
         self.store.list(after, limit).await.map_err(Error::StoreGlobal)
+    }
+
+    /// One page of the conversations whose id starts with `prefix`, the most recently written
+    /// first, after `before` ([`Store::recent`]).
+    ///
+    /// # Errors
+    /// [`Error::StoreGlobal`] when the store fails.
+    pub async fn recent(&self, prefix: &str, before: Option<&RecentCursor>, limit: usize) -> Result<RecentPage> {
+        self.store
+            .recent(prefix, before, limit)
+            .await
+            .map_err(Error::StoreGlobal)
     }
 
     /// Removes expired conversations now; returns how many.

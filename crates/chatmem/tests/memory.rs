@@ -310,6 +310,14 @@ impl Store for Yielding {
     ) -> Result<chatmem::Page, chatmem::store::StoreError> {
         self.0.list(after, limit).await
     }
+    async fn recent(
+        &self,
+        prefix: &str,
+        before: Option<&chatmem::store::RecentCursor>,
+        limit: usize,
+    ) -> Result<chatmem::store::RecentPage, chatmem::store::StoreError> {
+        self.0.recent(prefix, before, limit).await
+    }
 }
 
 #[test]

@@ -218,6 +218,14 @@ mod tests {
         async fn list(&self, after: Option<&ConversationId>, limit: usize) -> Result<Page, StoreError> {
             self.inner.list(after, limit).await
         }
+        async fn recent(
+            &self,
+            prefix: &str,
+            before: Option<&chatmem::store::RecentCursor>,
+            limit: usize,
+        ) -> Result<chatmem::store::RecentPage, StoreError> {
+            self.inner.recent(prefix, before, limit).await
+        }
     }
 
     /// Five messages from seq 3, the window from seq 6, a system message set at seq 4.

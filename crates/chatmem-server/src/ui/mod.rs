@@ -26,6 +26,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use chatmem::Message;
+use chatmem::store::{RecentCursor, now_micros};
 use serde::Deserialize;
 
 use crate::app::{AppState, RequestId, route};
@@ -158,8 +159,8 @@ struct ListQuery {
     cursor: Option<String>,
 }
 
-/// `GET /ui`: the tenant's conversations, by id, from the cursor on, those whose id starts
-/// with the prefix; each with its counts and budget.
+/// `GET /ui`: the tenant's conversations whose id starts with the prefix, most recently
+/// written first, from the cursor on; each with its counts, budget, last update and expiry.
 async fn list(
     State(state): State<AppState>,
     rid: RequestId,
@@ -169,46 +170,43 @@ async fn list(
     let ApiQuery(ListQuery { prefix, cursor }) = query;
     let result = async {
         let tenant = viewer(&state, &headers)?;
-        // The listing is of ids after a key: a conversation named by the prefix itself
-        // would not be in it, so it is looked for first.
-        let mut ids: Vec<String> = Vec::new();
-        let after = match (&cursor, prefix.is_empty()) {
-            (Some(cursor), _) => Some(key(&state, &tenant, cursor, "cursor")?),
-            (None, true) => tenant.list_start().cloned(),
-            (None, false) => {
-                let exact = key(&state, &tenant, &prefix, "prefix")?;
-                if state.memory.load(&exact).await?.snapshot().exists() {
-                    ids.push(prefix.clone());
-                }
-                Some(exact)
+        // The page's cursor holds the client's id; the store's, the stored key.
+        let before = match &cursor {
+            None => None,
+            Some(cursor) => {
+                let RecentCursor { updated_micros, id } = cursor
+                    .parse::<RecentCursor>()
+                    .map_err(|_| ApiError::invalid("`cursor` is not a cursor this page gave"))?;
+                Some(RecentCursor {
+                    updated_micros,
+                    id: key(&state, &tenant, id.as_str(), "cursor")?,
+                })
             }
         };
-        let listed = state.memory.list(after.as_ref(), LIST_PAGE + 1).await?;
-        ids.extend(
-            listed
-                .ids
-                .iter()
-                .map_while(|k| tenant.client_id(k))
-                .take_while(|id| id.starts_with(&prefix))
-                .map(str::to_owned),
-        );
-        let next = (ids.len() > LIST_PAGE).then(|| ids[LIST_PAGE - 1].clone());
-        ids.truncate(LIST_PAGE);
+        let within = format!("{}{prefix}", tenant.prefix_str());
+        let page = state.memory.recent(&within, before.as_ref(), LIST_PAGE).await?;
         let policy = *state.memory.policy();
-        let mut rows = Vec::with_capacity(ids.len());
-        for id in ids {
-            let loaded = state.memory.load(&key(&state, &tenant, &id, "id")?).await?;
+        let mut rows = Vec::with_capacity(page.conversations.len());
+        for listed in &page.conversations {
+            let Some(id) = tenant.client_id(&listed.id) else {
+                continue;
+            };
+            let loaded = state.memory.load(&listed.id).await?;
             rows.push(ListRow {
+                id: id.to_owned(),
                 written: loaded.snapshot().next_seq.saturating_sub(1),
                 window_len: loaded.stored_turns().count(),
                 budget: BudgetBar::new(&loaded, &policy),
-                id,
+                updated_micros: listed.updated_micros,
+                expires_micros: listed.expires_micros,
             });
         }
-        Ok(html(
-            StatusCode::OK,
-            page::list(viewing(&state, &tenant), &rows, &prefix, next.as_deref()),
-        ))
+        let next = page.next.as_ref().and_then(|next| {
+            let id = tenant.client_id(&next.id)?;
+            Some(format!("{}.{id}", next.updated_micros))
+        });
+        let markup = page::list(viewing(&state, &tenant), &rows, &prefix, next.as_deref(), now_micros());
+        Ok(html(StatusCode::OK, markup))
     }
     .await;
     result.unwrap_or_else(|e| error_page(&rid, e))

@@ -67,10 +67,39 @@ pub(crate) struct ListRow {
     pub(crate) written: u64,
     pub(crate) window_len: usize,
     pub(crate) budget: BudgetBar,
+    /// The last commit, in µs since the epoch (0: before the store recorded it).
+    pub(crate) updated_micros: i64,
+    pub(crate) expires_micros: Option<i64>,
 }
 
-/// The conversation list: ids from the cursor on, filtered by prefix.
-pub(crate) fn list(viewer: Viewer<'_>, rows: &[ListRow], prefix: &str, next: Option<&str>) -> Markup {
+/// A time in µs since the epoch as RFC 3339 UTC, to the second; 0 is "not recorded".
+fn when(micros: i64) -> String {
+    match u64::try_from(micros) {
+        Ok(micros) if micros > 0 => {
+            let at = std::time::UNIX_EPOCH + std::time::Duration::from_micros(micros);
+            humantime::format_rfc3339_seconds(at).to_string()
+        }
+        _ => "not recorded".to_owned(),
+    }
+}
+
+/// What is left of a TTL, to the second, from `now` (µs since the epoch).
+fn left(expires: Option<i64>, now: i64) -> String {
+    match expires {
+        None => "never".to_owned(),
+        Some(at) => {
+            let secs = u64::try_from(at.saturating_sub(now) / 1_000_000).unwrap_or(0);
+            format!(
+                "in {}",
+                humantime::format_duration(std::time::Duration::from_secs(secs))
+            )
+        }
+    }
+}
+
+/// The conversation list: newest first from the cursor on, filtered by prefix; `now` in µs
+/// since the epoch, for the TTLs.
+pub(crate) fn list(viewer: Viewer<'_>, rows: &[ListRow], prefix: &str, next: Option<&str>, now: i64) -> Markup {
     let body = html! {
         h1 { "Conversations" }
         form.filter method="get" action="/ui" role="search" {
@@ -82,8 +111,11 @@ pub(crate) fn list(viewer: Viewer<'_>, rows: &[ListRow], prefix: &str, next: Opt
             p.empty { "No conversation" @if !prefix.is_empty() { " starts with " code { (prefix) } } "." }
         } @else {
             table.conversations {
-                caption.visually-hidden { "Conversations, by id" }
-                thead { tr { th scope="col" { "Id" } th scope="col" { "Messages written" } th scope="col" { "In the window" } th scope="col" { "Budget used" } } }
+                caption.visually-hidden { "Conversations, the most recently written first" }
+                thead { tr {
+                    th scope="col" { "Id" } th scope="col" { "Messages written" } th scope="col" { "In the window" }
+                    th scope="col" { "Budget used" } th scope="col" { "Last update" } th scope="col" { "Expires" }
+                } }
                 tbody {
                     @for row in rows {
                         tr {
@@ -91,6 +123,8 @@ pub(crate) fn list(viewer: Viewer<'_>, rows: &[ListRow], prefix: &str, next: Opt
                             td data-label="Messages written" { (row.written) }
                             td data-label="In the window" { (row.window_len) }
                             td data-label="Budget used" { (row.budget.used()) " / " (row.budget.budget) " " (row.budget.unit) }
+                            td data-label="Last update" { (when(row.updated_micros)) }
+                            td data-label="Expires" { (left(row.expires_micros, now)) }
                         }
                     }
                 }
