@@ -291,16 +291,16 @@ impl Page {
 /// use std::sync::Mutex;
 /// use async_trait::async_trait;
 /// use chatmem::{ConversationId, Page, Store};
-/// use chatmem::store::{Commit, Snapshot, StoreError, StoredMessage};
+/// use chatmem::store::{Commit, RecentConversation, RecentCursor, RecentPage, Snapshot, StoreError, StoredMessage, now_micros};
 ///
 /// #[derive(Debug, Default)]
-/// struct MapStore(Mutex<BTreeMap<ConversationId, (Snapshot, Vec<StoredMessage>)>>);
+/// struct MapStore(Mutex<BTreeMap<ConversationId, (Snapshot, Vec<StoredMessage>, i64)>>);
 ///
 /// #[async_trait]
 /// impl Store for MapStore {
 ///     async fn load(&self, id: &ConversationId) -> Result<Snapshot, StoreError> {
 ///         let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-///         Ok(map.get(id).map_or_else(Snapshot::empty, |(state, log)| Snapshot {
+///         Ok(map.get(id).map_or_else(Snapshot::empty, |(state, log, _)| Snapshot {
 ///             messages: log.iter().filter(|m| m.seq >= state.window_start).cloned().collect(),
 ///             ..state.clone()
 ///         }))
@@ -308,11 +308,12 @@ impl Page {
 ///
 ///     async fn commit(&self, id: &ConversationId, commit: Commit) -> Result<u64, StoreError> {
 ///         let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-///         let (state, log) = map.entry(id.clone()).or_insert_with(|| (Snapshot::empty(), Vec::new()));
+///         let (state, log, updated) = map.entry(id.clone()).or_insert_with(|| (Snapshot::empty(), Vec::new(), 0));
 ///         if state.version != commit.expected_version() {
 ///             return Err(StoreError::conflict());
 ///         }
 ///         state.version += 1;
+///         *updated = now_micros();
 ///         state.window_start = commit.window_start();
 ///         state.next_seq = commit.next_seq();
 ///         let delete_below = commit.delete_below();
@@ -330,7 +331,7 @@ impl Page {
 ///
 ///     async fn history(&self, id: &ConversationId, after: u64, limit: usize) -> Result<Vec<StoredMessage>, StoreError> {
 ///         let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-///         let log = map.get(id).map(|(_, log)| log.as_slice()).unwrap_or_default();
+///         let log = map.get(id).map(|(_, log, _)| log.as_slice()).unwrap_or_default();
 ///         Ok(log.iter().filter(|m| m.seq > after).take(limit).cloned().collect())
 ///     }
 ///
@@ -344,6 +345,19 @@ impl Page {
 ///         let ids = map.keys().filter(|id| after.is_none_or(|a| *id > a)).take(limit + 1).cloned().collect();
 ///         Ok(Page::from_overfetch(ids, limit))
 ///     }
+///
+///     async fn recent(&self, prefix: &str, before: Option<&RecentCursor>, limit: usize) -> Result<RecentPage, StoreError> {
+///         let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+///         let limit = limit.max(1);
+///         let mut found: Vec<RecentConversation> = map
+///             .iter()
+///             .filter(|(id, (_, _, at))| id.as_str().starts_with(prefix) && before.is_none_or(|b| b.comes_before(*at, id)))
+///             .map(|(id, (_, _, at))| RecentConversation { id: id.clone(), updated_micros: *at, expires_micros: None })
+///             .collect();
+///         found.sort_by(|a, b| (b.updated_micros, &b.id).cmp(&(a.updated_micros, &a.id)));
+///         found.truncate(limit + 1);
+///         Ok(RecentPage::from_overfetch(found, limit))
+///     }
 /// }
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
@@ -351,6 +365,7 @@ impl Page {
 /// let id = ConversationId::new("c1")?;
 /// memory.add(&id, [chatmem::Message::user("hi"), chatmem::Message::assistant("hello")]).await?;
 /// assert_eq!(memory.get(&id).await?.len(), 2);
+/// assert_eq!(memory.recent("c", None, 10).await?.conversations[0].id, id);
 /// # Ok::<(), chatmem::Error>(())
 /// # }).unwrap();
 /// ```
