@@ -440,7 +440,10 @@ def bench_serve(store, store_url, size, size_what, log_dir):
     binary = chatmem_bin()
     if binary is None:
         return skip(participant, "chatmem-serve", store, "no chatmem binary: set CHATMEM_BIN or build target/release/chatmem (cargo build --release -p chatmem-cli)")
-    server = Server(binary, store_url, log_dir)
+    try:
+        server = Server(binary, store_url, log_dir)
+    except RuntimeError as e:  # reported, not fatal: the other participants still run
+        return skip(participant, "chatmem-serve", store, str(e))
     progress(f"{participant}: {binary} serve on {server.url}")
     try:
         st = serve_store(server, store, size, size_what)
