@@ -4,9 +4,13 @@
 #   bash bench/run.sh --quick   # the smoke run (a few minutes after the build), bench/results/quick/
 #   BENCH_SIDES=chatmem,python bash bench/run.sh --quick   # what .ci/run runs: all but the Rust
 #                                                          # peers (their cold build is ~20 min)
-# Sets up bench/.venv (Python peers, matplotlib), builds the two Rust binaries (chatmem's side
-# and the peers' side are separate workspaces: rusqlite and sqlx both link sqlite3), runs the
-# three sides in turn for each workload, then writes results.json, tables.md and the PNG plots.
+# Sets up bench/.venv (Python peers, LangGraph, chatmem's Python package, matplotlib), builds the
+# two Rust binaries (chatmem's side and the peers' side are separate workspaces: rusqlite and sqlx
+# both link sqlite3) and, for the Python side's chatmem-serve participants, the chatmem CLI
+# (release; debug with --quick; not built when CHATMEM_BIN names one), runs the three sides in
+# turn for each workload, then writes results.json, tables.md and the PNG plots.
+# The Python side's participants can be narrowed with BENCH_PARTICIPANTS and W3's histories with
+# BENCH_HISTORIES (bench/python/peers.py says how).
 # PostgreSQL and Redis come from CHATMEM_TEST_PG_URL / CHATMEM_TEST_REDIS_URL (defaults: the
 # loopback servers .ci/run uses); a store whose server does not answer is skipped.
 set -euo pipefail
@@ -33,11 +37,17 @@ cleanup() {
   if [ -n "${CHATMEM_TEST_PG_URL:-}" ]; then
     psql -q "$CHATMEM_TEST_PG_URL" -c "DELETE FROM langchain_message_history WHERE session_id LIKE 'bench-%'" \
       -c "DROP TABLE IF EXISTS bench_chat_history" >/dev/null 2>&1 || true
+    # The Python side's chatmem serve and LangGraph each write to a database of their own
+    # (bench_<run>_chatmem, bench_<run>_langgraph), dropped as they finish: a killed run's too.
+    psql -qAt "$CHATMEM_TEST_PG_URL" -c "SELECT datname FROM pg_database WHERE datname ~ '^bench_[0-9a-f]+_(chatmem|langgraph)$'" 2>/dev/null |
+      while read -r db; do psql -q "$CHATMEM_TEST_PG_URL" -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" >/dev/null 2>&1 || true; done
   fi
   if [ -n "${CHATMEM_TEST_REDIS_URL:-}" ]; then
-    for pattern in 'langchain:message_history:bench-*' 'daimon:bench-*' 'message_store:bench-*'; do
+    # chatmem's keys are tagged with the id's hex: 62656e63682d is "bench-".
+    for pattern in 'langchain:message_history:bench-*' 'daimon:bench-*' 'message_store:bench-*' 'chatmem:{62656e63682d*'; do
       redis-cli -u "$CHATMEM_TEST_REDIS_URL" --scan --pattern "$pattern" | xargs -r -n 500 redis-cli -u "$CHATMEM_TEST_REDIS_URL" del >/dev/null 2>&1 || true
     done
+    redis-cli -u "$CHATMEM_TEST_REDIS_URL" zremrangebylex chatmem:ids '[bench-' '(bench.' >/dev/null 2>&1 || true
   fi
 }
 trap cleanup EXIT
@@ -51,6 +61,21 @@ if runs chatmem; then
 fi
 if runs rust; then
   (cd "$here/peers" && CARGO_TARGET_DIR="$target/peers" nice -n 10 cargo build --release --locked -q)
+fi
+# The Python side runs `chatmem serve` through chatmem's Python adapter: CHATMEM_BIN, else the
+# workspace's chatmem CLI, built here (in the workspace's own target dir, which its tests' build
+# already fills: a debug build for --quick is then incremental). Without a binary the Python side
+# skips those participants and says why.
+if runs python && [ -z "${CHATMEM_BIN:-}" ]; then
+  root="$(cd "$here/.." && pwd)"
+  profile=release
+  flags=(--release)
+  if [ "$mode" = quick ]; then profile=debug; flags=(); fi
+  if (cd "$root" && nice -n 10 cargo build --locked -q -p chatmem-cli "${flags[@]}"); then
+    export CHATMEM_BIN="${CARGO_TARGET_DIR:-$root/target}/$profile/chatmem"
+  else
+    echo "bench: building chatmem-cli failed; the Python side skips chatmem serve" >&2
+  fi
 fi
 
 out="$here/results/$mode"

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Creates bench/.venv with the Python peers and matplotlib (idempotent), and puts the cl100k_base
+# Creates bench/.venv with the Python peers, LangGraph's checkpointers, matplotlib and chatmem's own
+# Python package from clients/python (editable: the bench runs the work tree's adapter) (idempotent),
+# and puts the cl100k_base
 # file that tiktoken would download into a local tiktoken cache, copied from the tiktoken-rs crate
 # the Rust peers build with (this machine reaches package registries only).
 set -euo pipefail
@@ -8,8 +10,11 @@ venv="$here/.venv"
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
-if ! "$venv/bin/python" -c 'import langchain_core, langchain_community, langchain_postgres, llama_index.core, redis, psycopg, tiktoken, matplotlib' 2>/dev/null; then
+if ! "$venv/bin/python" -c 'import langchain_core, langchain_community, langchain_postgres, llama_index.core, redis, psycopg, tiktoken, matplotlib, langgraph.checkpoint.sqlite, langgraph.checkpoint.postgres, psycopg_pool' 2>/dev/null; then
   "$venv/bin/pip" install -q --disable-pip-version-check -r "$here/python/requirements.txt"
+fi
+if ! "$venv/bin/python" -c 'import chatmem.langchain' 2>/dev/null; then
+  "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -e "$here/../clients/python"
 fi
 # tiktoken names its cache file by the SHA-1 of the download URL and checks the file's SHA-256.
 cache="$here/.tiktoken-cache"

@@ -55,6 +55,12 @@ with open(os.path.join(out, "results.json"), "w") as f:
     json.dump({"machine": meta, "results": rows}, f, indent=1, ensure_ascii=False)
 
 CHATMEM = "chatmem"
+# Issue 27's participants (bench/python/peers.py): chatmem serve through the Python adapter and
+# LangGraph's checkpointers. They have a table of their own (below, with the LangChain histories
+# on the same stores) and stay out of the tables above it, whose chatmem is the Rust library.
+SERVE, LANGGRAPH, LANGCHAIN_PY = "chatmem-serve", "langgraph", "langchain (python)"
+serve_rows = [r for r in rows if r["system"] in (SERVE, LANGGRAPH) or r["workload"] in ("skipped", "W3-skipped")]
+rows = [r for r in rows if r not in serve_rows]
 REAL = ("cl100k", "tiktoken")  # variants that count with a real tokenizer
 
 
@@ -337,6 +343,96 @@ for r in sorted(rt, key=lambda r: r["store"]):
     if r["system"] == CHATMEM:
         row(f"Round trips {r['store']}: ≤ 2 per turn", f"{r['round_trips_per_turn']:.1f}", "—", "—", r["round_trips_per_turn"] <= 2.0)
 md.append("")
+
+
+
+def serve_section():
+    """W3 and W4 through chatmem serve (Python adapter) beside LangChain's histories and
+    LangGraph's checkpointers on the same store: per-turn p50, bytes the store grew by per turn,
+    each peer's ratio to chatmem serve, and issue 27's targets."""
+    w3s = [r for r in serve_rows if r["workload"] == "W3"]
+    if not w3s and not any(r["workload"] == "W4-shared" for r in serve_rows):
+        return
+    lc = [r for r in rows if r["system"] == LANGCHAIN_PY]
+    w3 = w3s + [r for r in lc if r["workload"] == "W3"]
+    md.append("## W3 through chatmem serve vs LangChain / LangGraph\n")
+    md.append(
+        "chatmem serve is driven through `chatmem.langchain.ChatmemChatMessageHistory` (a turn: "
+        "read `.messages`, trim to 20, add the user+assistant pair in one POST), LangChain's "
+        "histories the same way, LangGraph by `graph.invoke` of a `MessagesState` graph (node: trim "
+        "to 20, fake model) on its checkpointer. Bytes per turn: what the store grew by over the "
+        "case's turns (warm-up included) ÷ those turns; how each store is measured is in the rows' "
+        "`bytes_what`.\n"
+    )
+    met = []
+    for store in ("sqlite", "postgres", "redis"):
+        rs = [r for r in w3 if r["store"] == store]
+        if not rs:
+            continue
+        systems = sorted({r["system"] for r in rs}, key=lambda s: (s != SERVE, s))
+        hs = sorted({r["history"] for r in rs})
+        by = {(r["system"], r["history"]): r for r in rs}
+        what = next((r["bytes_what"] for r in rs if r.get("bytes_what")), "")
+        md.append(f"### {store}: per-turn p50 and bytes per turn by history\n")
+        if what:
+            md.append(f"Bytes: {what}.\n")
+        md.append("| history | participant | p50 per turn | p90 | turns | bytes/turn | p50 ÷ chatmem serve's | bytes ÷ chatmem serve's |")
+        md.append("|---:|---|---:|---:|---:|---:|---:|---:|")
+        for h in hs:
+            cm = by.get((SERVE, h))
+            for s in systems:
+                r = by.get((s, h))
+                if r is None:
+                    continue
+                b = r.get("bytes_per_turn")
+                rt = f"{r['median_us'] / cm['median_us']:.1f}" if cm and s != SERVE else "—"
+                rb = f"{b / cm['bytes_per_turn']:.1f}" if cm and s != SERVE and b is not None and cm.get("bytes_per_turn") else "—"
+                md.append(f"| {h:,} | {store}: {s} | {us(r['median_us'])} | {us(r['p90_us'])} | {r['turns']} | {f'{b:,}' if b is not None else '—'} | {rt} | {rb} |")
+        # The target is at history 10,000 (else the largest history both have: --quick's 1,000).
+        for s in systems[1:] if SERVE in systems else []:
+            common = [h for h in hs if (SERVE, h) in by and (s, h) in by]
+            if common:
+                h = 10000 if 10000 in common else max(common)
+                met.append((f"W3 {store} history {h:,}: chatmem serve ≥ 10× faster than {s}", by[(SERVE, h)], by[(s, h)]))
+        for r in serve_rows:
+            if r["workload"] == "W3-skipped" and r["store"] == store:
+                md.append(f"| {r['history']:,} | {store}: {r['system']} | skipped | | | | | |")
+        md.append("")
+        pts = [by[(SERVE, h)] for h in hs if (SERVE, h) in by and by[(SERVE, h)].get("bytes_per_turn")]
+        if len(pts) > 1:
+            f = pts[-1]["bytes_per_turn"] / pts[0]["bytes_per_turn"]
+            met.append((f"{store}: chatmem serve's bytes per turn flat ({pts[0]['history']:,} → {pts[-1]['history']:,}, largest ÷ smallest < 1.5)", pts[0], pts[-1], f))
+    skipped = [r for r in serve_rows if r["workload"] in ("skipped", "W3-skipped")]
+    if skipped:
+        md.append("Skipped: " + "; ".join(f"{r.get('participant') or r['system'] + '-' + r['store']}" + (f" at history {r['history']:,}" if "history" in r else "") + f" ({r['reason']})" for r in skipped) + ".\n")
+    w4 = [r for r in serve_rows if r["workload"] == "W4-shared"] + [r for r in lc if r["workload"] == "W4-shared"]
+    if w4:
+        md.append("### W4: 16 writers on one conversation (chatmem serve, LangChain, LangGraph)\n")
+        md.append("| store | participant | turns | lost | duplicated | interleaved | seconds | error |")
+        md.append("|---|---|---:|---:|---:|---:|---:|---|")
+        for r in sorted(w4, key=lambda r: (r["store"], r["system"] != SERVE, r["system"])):
+            md.append(f"| {r['store']} | {r['system']} | {r['expected_turns']} | {r['lost']} | {r['duplicated']} | {r['interleaved']} | {r['seconds']:.2f} | {r.get('error') or ''} |")
+        md.append("")
+    if met or w4:
+        md.append("### Issue 27's targets, from this run\n")
+        md.append("| target | chatmem serve | peer | ratio | met |")
+        md.append("|---|---:|---:|---:|:---:|")
+        for m in met:
+            if len(m) == 3:
+                name, cm, peer = m
+                r = peer["median_us"] / cm["median_us"]
+                md.append(f"| {name} | {us(cm['median_us'])} | {us(peer['median_us'])} | {r:.1f} | {'yes' if r >= 10 else '**no**'} |")
+            else:
+                name, a, b, f = m
+                md.append(f"| {name} | {a['bytes_per_turn']:,} → {b['bytes_per_turn']:,} B | — | {f:.2f} | {'yes' if f < 1.5 else '**no**'} |")
+        for r in sorted(w4, key=lambda r: r["store"]):
+            if r["system"] == SERVE:
+                bad = r["lost"] + r["duplicated"] + r["interleaved"]
+                md.append(f"| W4 {r['store']}: 0 lost, duplicated, interleaved | {r['lost']}/{r['duplicated']}/{r['interleaved']} of {r['expected_turns']} | — | — | {'yes' if bad == 0 and not r.get('error') else '**no**'} |")
+        md.append("")
+
+
+serve_section()
 
 with open(os.path.join(out, "tables.md"), "w") as f:
     f.write("\n".join(md) + "\n")

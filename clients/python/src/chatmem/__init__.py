@@ -1,0 +1,58 @@
+"""chatmem: a typed client for ``chatmem serve``, with LangChain and LlamaIndex adapters.
+
+``Client`` and ``AsyncClient`` call every REST route; ``chatmem.langchain`` (extra
+``langchain``) and ``chatmem.llama_index`` (extra ``llama-index``) keep a framework's messages
+in chatmem.
+"""
+
+from .client import (
+    DEFAULT_TIMEOUT,
+    DEFAULT_URL,
+    AsyncClient,
+    Client,
+    ConversationPage,
+    HistoryPage,
+    Message,
+    Policy,
+    ToolCall,
+    Window,
+    __version__,
+)
+from .errors import (
+    APIError,
+    AuthenticationError,
+    BadRequestError,
+    ChatmemError,
+    ConflictError,
+    ConversionError,
+    NotFoundError,
+    PermissionDeniedError,
+    RequestTooLargeError,
+    ServerError,
+    TransportError,
+)
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "DEFAULT_URL",
+    "APIError",
+    "AsyncClient",
+    "AuthenticationError",
+    "BadRequestError",
+    "ChatmemError",
+    "Client",
+    "ConflictError",
+    "ConversationPage",
+    "ConversionError",
+    "HistoryPage",
+    "Message",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "Policy",
+    "RequestTooLargeError",
+    "ServerError",
+    "ToolCall",
+    "TransportError",
+    "Window",
+    "__version__",
+]

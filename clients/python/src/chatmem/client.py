@@ -1,0 +1,467 @@
+"""Typed clients for every route of ``chatmem serve``: :class:`Client` (blocking) and
+:class:`AsyncClient` (asyncio), both on httpx.
+
+Both describe each call with the same :class:`_Call` and read every answer through the same
+:func:`_read`, so they send the same requests and raise the same errors; they differ only in
+how they send. Message text is never logged.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypedDict, TypeVar
+from urllib.parse import quote
+
+import httpx
+
+from .errors import TransportError, error_from_response
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "DEFAULT_URL",
+    "AsyncClient",
+    "Client",
+    "ConversationPage",
+    "HistoryPage",
+    "Message",
+    "Policy",
+    "ToolCall",
+    "Window",
+]
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+"""The server's address when neither ``base_url`` nor ``CHATMEM_URL`` gives one."""
+
+DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=5.0)
+"""Every request's timeout unless the client is given another: 30 s, 5 s to connect."""
+
+__version__ = "0.1.0"
+
+
+class FunctionCall(TypedDict):
+    """The function a tool call calls; ``arguments`` is JSON text."""
+
+    name: str
+    arguments: str
+
+
+class ToolCall(TypedDict):
+    """One tool call of an assistant message."""
+
+    id: str
+    type: Literal["function"]
+    function: FunctionCall
+
+
+class Message(TypedDict, total=False):
+    """A message as the server reads and writes it: OpenAI's chat message plus chatmem's
+    ``reasoning_content``, ``is_error`` and ``metadata``. ``content`` is text, or for a user
+    message a list of parts (``{"type": "text", "text"}``, ``{"type": "image_url",
+    "image_url": {"url"}}``, ...)."""
+
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[dict[str, Any]] | None
+    name: str
+    tool_calls: list[ToolCall]
+    tool_call_id: str
+    reasoning_content: str
+    is_error: bool
+    metadata: dict[str, Any]
+
+
+class Policy(TypedDict, total=False):
+    """A request's own window policy (``chatmem::PolicySpec``); a field left out is the
+    server's. Not stored: send it with every request that should use it."""
+
+    max_messages: int
+    max_tokens: int
+    tokenizer: Literal["cl100k", "o200k", "heuristic"]
+    evict_to: int
+    boundary: Literal["user", "pair-safe"]
+
+
+@dataclass(frozen=True)
+class Window:
+    """What the message routes answer: the system message (if any) first, then the window
+    the model sees, summary included as the server renders it."""
+
+    conversation: str
+    messages: list[Message]
+
+
+@dataclass(frozen=True)
+class HistoryPage:
+    """One page of everything stored for a conversation, oldest first."""
+
+    conversation: str
+    messages: list[Message]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class ConversationPage:
+    """One page of the tenant's conversation ids, ascending."""
+
+    conversations: list[str]
+    next_cursor: str | None
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class _Call(Generic[T]):
+    """One request and how to read its answer: what both clients share."""
+
+    method: str
+    path: str
+    parse: Callable[[httpx.Response], T]
+    params: Mapping[str, str | int] | None = None
+    body: Mapping[str, Any] | None = None
+    headers: Mapping[str, str] | None = None
+
+
+def _conversation_path(conversation: str, suffix: str = "") -> str:
+    """``/v1/conversations/{id}{suffix}``, the id one percent-encoded path segment (a ``/`` in
+    it is sent as ``%2F``)."""
+    if not isinstance(conversation, str):
+        raise TypeError(f"a conversation id is a str, not {type(conversation).__name__}")
+    return f"/v1/conversations/{quote(conversation, safe='')}{suffix}"
+
+
+def _params(**values: str | int | None) -> dict[str, str | int]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def _window(r: httpx.Response) -> Window:
+    body = r.json()
+    return Window(conversation=body["conversation"], messages=body["messages"])
+
+
+def _history(r: httpx.Response) -> HistoryPage:
+    body = r.json()
+    return HistoryPage(body["conversation"], body["messages"], body.get("next_cursor"))
+
+
+def _conversations(r: httpx.Response) -> ConversationPage:
+    body = r.json()
+    return ConversationPage(body["conversations"], body.get("next_cursor"))
+
+
+def _json(r: httpx.Response) -> dict[str, Any]:
+    body: dict[str, Any] = r.json()
+    return body
+
+
+def _text(r: httpx.Response) -> str:
+    return r.text
+
+
+def _nothing(r: httpx.Response) -> None:
+    return None
+
+
+class _Routes:
+    """Every route as a :class:`_Call`; the clients send them."""
+
+    @staticmethod
+    def health() -> _Call[dict[str, Any]]:
+        return _Call("GET", "/healthz", _json)
+
+    @staticmethod
+    def get_messages(conversation: str, policy: Policy | None) -> _Call[Window]:
+        params = _params(**policy) if policy else {}
+        return _Call("GET", _conversation_path(conversation, "/messages"), _window, params)
+
+    @staticmethod
+    def add_messages(
+        conversation: str, messages: Sequence[Message], policy: Policy | None
+    ) -> _Call[Window]:
+        if not messages:
+            raise ValueError("messages is empty: a commit adds at least one message")
+        body: dict[str, Any] = {"messages": list(messages)}
+        if policy:
+            body["policy"] = dict(policy)
+        return _Call("POST", _conversation_path(conversation, "/messages"), _window, body=body)
+
+    @staticmethod
+    def history(conversation: str, limit: int | None, cursor: str | None) -> _Call[HistoryPage]:
+        params = _params(limit=limit, cursor=cursor)
+        return _Call("GET", _conversation_path(conversation, "/history"), _history, params)
+
+    @staticmethod
+    def list_conversations(limit: int | None, cursor: str | None) -> _Call[ConversationPage]:
+        return _Call(
+            "GET", "/v1/conversations", _conversations, _params(limit=limit, cursor=cursor)
+        )
+
+    @staticmethod
+    def delete_conversation(conversation: str) -> _Call[None]:
+        return _Call("DELETE", _conversation_path(conversation), _nothing)
+
+    @staticmethod
+    def chat_completion(conversation: str, request: Mapping[str, Any]) -> _Call[dict[str, Any]]:
+        if request.get("stream"):
+            raise ValueError("stream: not supported here; use an OpenAI client for streaming")
+        headers = {"X-Chatmem-Conversation": conversation}
+        return _Call("POST", "/v1/chat/completions", _json, body=request, headers=headers)
+
+    @staticmethod
+    def models() -> _Call[dict[str, Any]]:
+        return _Call("GET", "/v1/models", _json)
+
+    @staticmethod
+    def metrics() -> _Call[str]:
+        return _Call("GET", "/metrics", _text)
+
+    @staticmethod
+    def openapi() -> _Call[dict[str, Any]]:
+        return _Call("GET", "/openapi.json", _json)
+
+
+def _read(call: _Call[T], r: httpx.Response) -> T:
+    """The answer of ``call``, or the server's error as an :class:`~chatmem.APIError`."""
+    if r.is_success:
+        return call.parse(r)
+    try:
+        body = r.json()
+    except ValueError:
+        body = None
+    raise error_from_response(r.status_code, body, r.headers.get("x-request-id"))
+
+
+def _settings(base_url: str | None, token: str | None) -> tuple[str, dict[str, str]]:
+    """The base URL and headers from the arguments, else ``CHATMEM_URL`` / ``CHATMEM_TOKEN``."""
+    url = base_url or os.environ.get("CHATMEM_URL") or DEFAULT_URL
+    bearer = token if token is not None else os.environ.get("CHATMEM_TOKEN")
+    headers = {"User-Agent": f"chatmem-python/{__version__}", "Accept": "application/json"}
+    if bearer:
+        headers["Authorization"] = f"Bearer {bearer}"
+    return url.rstrip("/"), headers
+
+
+class Client:
+    """A blocking client of ``chatmem serve``.
+
+    ``base_url`` defaults to ``CHATMEM_URL`` (else ``http://127.0.0.1:8080``) and ``token``
+    (the bearer token of a server run with ``--auth``) to ``CHATMEM_TOKEN``. Every request has
+    ``timeout`` (default :data:`DEFAULT_TIMEOUT`). Use it as a context manager, or call
+    :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        *,
+        token: str | None = None,
+        timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
+        http_client: httpx.Client | None = None,
+    ) -> None:
+        url, headers = _settings(base_url, token)
+        self.base_url = url
+        self._http = http_client or httpx.Client(timeout=timeout)
+        self._headers = headers
+
+    def _send(self, call: _Call[T]) -> T:
+        try:
+            r = self._http.request(
+                call.method,
+                self.base_url + call.path,
+                params=call.params,
+                json=call.body,
+                headers={**self._headers, **(call.headers or {})},
+            )
+        except httpx.TransportError as e:
+            raise TransportError(f"{call.method} {self.base_url}: {type(e).__name__}") from e
+        return _read(call, r)
+
+    def health(self) -> dict[str, Any]:
+        """``GET /healthz``: ``{"status": "ok"}`` while the store answers."""
+        return self._send(_Routes.health())
+
+    def get_messages(self, conversation: str, *, policy: Policy | None = None) -> Window:
+        """``GET /v1/conversations/{id}/messages``: the window the model sees (404 if none)."""
+        return self._send(_Routes.get_messages(conversation, policy))
+
+    def add_messages(
+        self, conversation: str, messages: Sequence[Message], *, policy: Policy | None = None
+    ) -> Window:
+        """``POST /v1/conversations/{id}/messages``: one atomic commit; the window after it."""
+        return self._send(_Routes.add_messages(conversation, messages, policy))
+
+    def history(
+        self, conversation: str, *, limit: int | None = None, cursor: str | None = None
+    ) -> HistoryPage:
+        """``GET /v1/conversations/{id}/history``: one page of everything stored."""
+        return self._send(_Routes.history(conversation, limit, cursor))
+
+    def iter_history(self, conversation: str, *, limit: int | None = None) -> Iterator[Message]:
+        """Every stored message of ``conversation``, reading page after page."""
+        cursor: str | None = None
+        while True:
+            page = self.history(conversation, limit=limit, cursor=cursor)
+            yield from page.messages
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    def list_conversations(
+        self, *, limit: int | None = None, cursor: str | None = None
+    ) -> ConversationPage:
+        """``GET /v1/conversations``: one page of the tenant's conversation ids."""
+        return self._send(_Routes.list_conversations(limit, cursor))
+
+    def iter_conversations(self, *, limit: int | None = None) -> Iterator[str]:
+        """Every conversation id of the tenant, reading page after page."""
+        cursor: str | None = None
+        while True:
+            page = self.list_conversations(limit=limit, cursor=cursor)
+            yield from page.conversations
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    def delete_conversation(self, conversation: str) -> None:
+        """``DELETE /v1/conversations/{id}``: window, history and summary (404 if none)."""
+        self._send(_Routes.delete_conversation(conversation))
+
+    def chat_completion(self, conversation: str, request: Mapping[str, Any]) -> dict[str, Any]:
+        """``POST /v1/chat/completions`` with memory (not streamed): ``request`` is OpenAI's
+        chat-completion request; the answer is the upstream's, as it came."""
+        return self._send(_Routes.chat_completion(conversation, request))
+
+    def models(self) -> dict[str, Any]:
+        """``GET /v1/models``: the upstream's model list, as it came."""
+        return self._send(_Routes.models())
+
+    def metrics(self) -> str:
+        """``GET /metrics``: the Prometheus text."""
+        return self._send(_Routes.metrics())
+
+    def openapi(self) -> dict[str, Any]:
+        """``GET /openapi.json``: the API as OpenAPI 3.1."""
+        return self._send(_Routes.openapi())
+
+    def close(self) -> None:
+        """Closes the connection pool."""
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncClient:
+    """The asyncio twin of :class:`Client`: the same methods, awaited, the same settings."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        *,
+        token: str | None = None,
+        timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        url, headers = _settings(base_url, token)
+        self.base_url = url
+        self._http = http_client or httpx.AsyncClient(timeout=timeout)
+        self._headers = headers
+
+    async def _send(self, call: _Call[T]) -> T:
+        try:
+            r = await self._http.request(
+                call.method,
+                self.base_url + call.path,
+                params=call.params,
+                json=call.body,
+                headers={**self._headers, **(call.headers or {})},
+            )
+        except httpx.TransportError as e:
+            raise TransportError(f"{call.method} {self.base_url}: {type(e).__name__}") from e
+        return _read(call, r)
+
+    async def health(self) -> dict[str, Any]:
+        """``GET /healthz``."""
+        return await self._send(_Routes.health())
+
+    async def get_messages(self, conversation: str, *, policy: Policy | None = None) -> Window:
+        """``GET /v1/conversations/{id}/messages``: the window the model sees (404 if none)."""
+        return await self._send(_Routes.get_messages(conversation, policy))
+
+    async def add_messages(
+        self, conversation: str, messages: Sequence[Message], *, policy: Policy | None = None
+    ) -> Window:
+        """``POST /v1/conversations/{id}/messages``: one atomic commit; the window after it."""
+        return await self._send(_Routes.add_messages(conversation, messages, policy))
+
+    async def history(
+        self, conversation: str, *, limit: int | None = None, cursor: str | None = None
+    ) -> HistoryPage:
+        """``GET /v1/conversations/{id}/history``: one page of everything stored."""
+        return await self._send(_Routes.history(conversation, limit, cursor))
+
+    async def iter_history(
+        self, conversation: str, *, limit: int | None = None
+    ) -> AsyncIterator[Message]:
+        """Every stored message of ``conversation``, reading page after page."""
+        cursor: str | None = None
+        while True:
+            page = await self.history(conversation, limit=limit, cursor=cursor)
+            for m in page.messages:
+                yield m
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    async def list_conversations(
+        self, *, limit: int | None = None, cursor: str | None = None
+    ) -> ConversationPage:
+        """``GET /v1/conversations``: one page of the tenant's conversation ids."""
+        return await self._send(_Routes.list_conversations(limit, cursor))
+
+    async def iter_conversations(self, *, limit: int | None = None) -> AsyncIterator[str]:
+        """Every conversation id of the tenant, reading page after page."""
+        cursor: str | None = None
+        while True:
+            page = await self.list_conversations(limit=limit, cursor=cursor)
+            for c in page.conversations:
+                yield c
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    async def delete_conversation(self, conversation: str) -> None:
+        """``DELETE /v1/conversations/{id}`` (404 if none)."""
+        await self._send(_Routes.delete_conversation(conversation))
+
+    async def chat_completion(
+        self, conversation: str, request: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """``POST /v1/chat/completions`` with memory (not streamed)."""
+        return await self._send(_Routes.chat_completion(conversation, request))
+
+    async def models(self) -> dict[str, Any]:
+        """``GET /v1/models``."""
+        return await self._send(_Routes.models())
+
+    async def metrics(self) -> str:
+        """``GET /metrics``."""
+        return await self._send(_Routes.metrics())
+
+    async def openapi(self) -> dict[str, Any]:
+        """``GET /openapi.json``."""
+        return await self._send(_Routes.openapi())
+
+    async def aclose(self) -> None:
+        """Closes the connection pool."""
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
