@@ -119,6 +119,10 @@ def server(request: pytest.FixtureRequest) -> Iterator[Server]:
         proc, url = _start(store, auth, log)
         try:
             yield Server(backend, url, token_a, token_b)
+            for token in (token_a, token_b):  # leave nothing behind in a shared database
+                with Client(url, token=token) as c:
+                    for conversation in list(c.iter_conversations()):
+                        c.delete_conversation(conversation)
         finally:
             proc.terminate()
             code = proc.wait(timeout=30)
