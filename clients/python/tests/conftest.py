@@ -6,6 +6,7 @@ so runs that share a PostgreSQL database never see each other's conversations.
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import re
@@ -17,7 +18,9 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any, ClassVar
 
 import httpx
 import pytest
@@ -39,7 +42,7 @@ class Server:
         return Client(self.url, token=token or self.token_a, timeout=10.0)
 
 
-def _start(store: str, auth: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+def _start(store: str, auth: Path, log: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
     """Starts ``chatmem serve`` on a free loopback port; returns it and its URL once
     ``/healthz`` answers. Its stderr (where it reports its address) goes on to ``log``."""
     binary = os.environ.get("CHATMEM_BIN")
@@ -48,6 +51,7 @@ def _start(store: str, auth: Path, log: Path) -> tuple[subprocess.Popen[bytes], 
             "CHATMEM_BIN is not set: the path of the chatmem binary (cargo build -p chatmem-cli)"
         )
     env = {k: v for k, v in os.environ.items() if k not in ("CHATMEM_STORE", "RUST_LOG")}
+    env["CHATMEM_UPSTREAM_API_KEY"] = "test-upstream-key"
     proc = subprocess.Popen(
         [
             binary,
@@ -60,6 +64,7 @@ def _start(store: str, auth: Path, log: Path) -> tuple[subprocess.Popen[bytes], 
             str(auth),
             "--retention",
             "keep-history",
+            *extra,
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -146,3 +151,73 @@ def conversation() -> str:
 def anyio_backend() -> str:
     """The async tests run on asyncio."""
     return "asyncio"
+
+
+class _Upstream(BaseHTTPRequestHandler):
+    """A loopback model speaking OpenAI's chat completions: it records each request body and
+    answers whether the order number was among the messages it received."""
+
+    received: ClassVar[list[dict[str, Any]]] = []
+
+    def do_GET(self) -> None:
+        self._answer({"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.received.append(body)
+        seen = "LC202610060018" in json.dumps(body["messages"], ensure_ascii=False)
+        text = "LC202610060018 未发货，可以退。" if seen else "请提供订单号。"
+        self._answer(
+            {
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "created": 1_700_000_000,
+                "model": body["model"],
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": text},
+                        "finish_reason": "stop",
+                    }
+                ],
+            }
+        )
+
+    def _answer(self, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class Proxy:
+    """A ``chatmem serve`` in front of the loopback model, and what that model received."""
+
+    server: Server
+    received: list[dict[str, Any]]
+
+
+@pytest.fixture(scope="session")
+def proxy() -> Iterator[Proxy]:
+    """``chatmem serve --upstream-base-url`` (in-memory store) before a loopback model."""
+    upstream = ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{upstream.server_address[1]}/v1"
+    with tempfile.TemporaryDirectory() as tmp:
+        token = secrets.token_hex(16)
+        auth = Path(tmp, "tokens.toml")
+        auth.write_text(f'[[token]]\ntoken = "{token}"\ntenant = "proxy"\n')
+        log = Path(tmp, "serve.log")
+        proc, url = _start("memory:", auth, log, "--upstream-base-url", base)
+        try:
+            yield Proxy(Server("memory", url, token, token), _Upstream.received)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+            upstream.shutdown()

@@ -11,7 +11,7 @@ import pytest
 import chatmem
 from chatmem import AsyncClient, Client, Message
 
-from .conftest import Server
+from .conftest import Proxy, Server
 
 HERE = Path(__file__).parent
 TURN: list[Message] = [
@@ -55,6 +55,29 @@ def test_routes_without_an_upstream_answer_503(client: Client, conversation: str
     assert e.value.code == "no_upstream"
     with pytest.raises(chatmem.NotFoundError):
         client.get_messages(conversation)
+
+
+def test_chat_completion_with_memory_and_models(proxy: Proxy, conversation: str) -> None:
+    with proxy.server.client() as c:
+        assert [m["id"] for m in c.models()["data"]] == ["fake-model"]
+        first = c.chat_completion(conversation, {"model": "fake-model", "messages": [TURN[0]]})
+        later = c.chat_completion(
+            conversation,
+            {"model": "fake-model", "messages": [{"role": "user", "content": "那单能退吗？"}]},
+        )
+        assert first["choices"][0]["message"]["content"] == "LC202610060018 未发货，可以退。"
+        assert later["choices"][0]["message"]["content"] == "LC202610060018 未发货，可以退。"
+        # the model received the stored turn with the new question: memory's window
+        assert proxy.received[-1]["messages"][0] == TURN[0]
+        assert [m["role"] for m in c.get_messages(conversation).messages] == [
+            "user",
+            "assistant",
+        ] * 2
+        with pytest.raises(ValueError, match="stream"):
+            c.chat_completion(conversation, {"model": "m", "messages": [], "stream": True})
+        with pytest.raises(chatmem.BadRequestError) as e:
+            c.chat_completion(conversation, {"model": "m", "messages": [TURN[0]], "n": 2})
+        assert "n" in e.value.message
 
 
 def test_url_and_token_from_the_environment(

@@ -221,10 +221,10 @@ class _Routes:
         return _Call("GET", "/openapi.json", _json)
 
 
-# _STALE: a request that meets a kept-alive connection the server has closed (it closes one
-# after refusing a request whose body it did not read, without `Connection: close`) fails with
-# httpx's RemoteProtocolError before the server read it; it is sent once more, on a new
-# connection.
+# _STALE: when the server refuses a request from its path (a bad or too long id) before the
+# body has arrived, it closes the kept-alive connection without `Connection: close`; the next
+# request on it fails with httpx's RemoteProtocolError, unread by the server, and is sent once
+# more on a new connection.
 
 
 def _read(call: _Call[T], r: httpx.Response) -> T:
