@@ -221,6 +221,12 @@ class _Routes:
         return _Call("GET", "/openapi.json", _json)
 
 
+# _STALE: when the server refuses a request from its path (a bad or too long id) before the
+# body has arrived, it closes the kept-alive connection without `Connection: close`; the next
+# request on it fails with httpx's RemoteProtocolError, unread by the server, and is sent once
+# more on a new connection.
+
+
 def _read(call: _Call[T], r: httpx.Response) -> T:
     """The answer of ``call``, or the server's error as an :class:`~chatmem.APIError`."""
     if r.is_success:
@@ -265,17 +271,23 @@ class Client:
         self._headers = headers
 
     def _send(self, call: _Call[T]) -> T:
-        try:
-            r = self._http.request(
-                call.method,
-                self.base_url + call.path,
-                params=call.params,
-                json=call.body,
-                headers={**self._headers, **(call.headers or {})},
-            )
-        except httpx.TransportError as e:
-            raise TransportError(f"{call.method} {self.base_url}: {type(e).__name__}") from e
-        return _read(call, r)
+        for attempt in range(2):
+            try:
+                r = self._http.request(
+                    call.method,
+                    self.base_url + call.path,
+                    params=call.params,
+                    json=call.body,
+                    headers={**self._headers, **(call.headers or {})},
+                )
+                return _read(call, r)
+            except httpx.RemoteProtocolError as e:
+                if attempt == 0:  # a kept-alive connection the server had closed (_STALE)
+                    continue
+                raise TransportError(f"{call.method} {self.base_url}: {e}") from e
+            except httpx.TransportError as e:
+                raise TransportError(f"{call.method} {self.base_url}: {type(e).__name__}") from e
+        raise AssertionError("unreachable")
 
     def health(self) -> dict[str, Any]:
         """``GET /healthz``: ``{"status": "ok"}`` while the store answers."""
@@ -372,17 +384,23 @@ class AsyncClient:
         self._headers = headers
 
     async def _send(self, call: _Call[T]) -> T:
-        try:
-            r = await self._http.request(
-                call.method,
-                self.base_url + call.path,
-                params=call.params,
-                json=call.body,
-                headers={**self._headers, **(call.headers or {})},
-            )
-        except httpx.TransportError as e:
-            raise TransportError(f"{call.method} {self.base_url}: {type(e).__name__}") from e
-        return _read(call, r)
+        for attempt in range(2):
+            try:
+                r = await self._http.request(
+                    call.method,
+                    self.base_url + call.path,
+                    params=call.params,
+                    json=call.body,
+                    headers={**self._headers, **(call.headers or {})},
+                )
+                return _read(call, r)
+            except httpx.RemoteProtocolError as e:
+                if attempt == 0:  # a kept-alive connection the server had closed (_STALE)
+                    continue
+                raise TransportError(f"{call.method} {self.base_url}: {e}") from e
+            except httpx.TransportError as e:
+                raise TransportError(f"{call.method} {self.base_url}: {type(e).__name__}") from e
+        raise AssertionError("unreachable")
 
     async def health(self) -> dict[str, Any]:
         """``GET /healthz``."""

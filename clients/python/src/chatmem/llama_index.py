@@ -198,8 +198,10 @@ def from_chatmem(message: Message) -> ChatMessage:
 
 
 def _comparable(message: Message) -> Any:
-    """``message`` with its tool calls' arguments parsed, so re-serialized JSON compares equal."""
+    """``message`` as LlamaIndex keeps it: without ``metadata`` (which it does not read), and
+    with its tool calls' arguments parsed, so re-serialized JSON compares equal."""
     out: dict[str, Any] = dict(message)
+    out.pop("metadata", None)
     calls = []
     for call in message.get("tool_calls", []):
         arguments: Any = call["function"]["arguments"]
