@@ -17,7 +17,8 @@
 //! sent in one write, no separate prepare) on a pooled connection that is reused without a
 //! test query. `tests/round_trips.rs` checks this on the wire with a loopback proxy that
 //! counts the client's `Sync` messages: load = 1, commit = 1 (a lost version check
-//! included). Only a commit that got no answer costs more (see [*Outages*](#outages)).
+//! included), history, list, [`recent`](chatmem::Store::recent), clear and purge = 1 each.
+//! Only a commit that got no answer costs more (see [*Outages*](#outages)).
 //!
 //! # Outages
 //!
@@ -103,11 +104,12 @@
 //!
 //! # Data layout
 //!
-//! Three tables in the configured schema, at schema version [`SCHEMA_VERSION`] (4):
+//! Three tables in the configured schema, at schema version [`SCHEMA_VERSION`] (5):
 //!
 //! - `chatmem_conversations`, one row per conversation: `id` (the primary key, `COLLATE
 //!   "C"` so that listing pages in byte order), `version`, `window_start`, `next_seq`,
-//!   `expires_at` (NULL: never), `commit_token` (the last commit's token, see
+//!   `expires_at` (NULL: never), `updated_at` (when the last commit landed, see below),
+//!   `commit_token` (the last commit's token, see
 //!   [*Outages*](#outages)), the system message as `system_seq`, `system_tokens`,
 //!   `system_json` and `system_counted_by` (all NULL: no system message), and `summary`,
 //!   the conversation's [`Summary`](chatmem::Summary) as the one JSON text
@@ -122,6 +124,19 @@
 //!   a conversation row deletes its messages (`ON DELETE CASCADE`);
 //! - `chatmem_schema_version`, one row per applied migration.
 //!
+//! `updated_at` is the commit statement's `now()` by the server's clock, the same instant its
+//! expiry counts from (a `timestamptz` like `expires_at`); a row last written before schema
+//! version 5 holds the Unix epoch, listed as 0, until its next commit.
+//! [`recent`](chatmem::Store::recent) is one statement that walks the index
+//! `chatmem_conversations_updated_at (updated_at DESC, id DESC)` from its cursor (a row
+//! comparison) and stops after a page; the prefix is a range of ids, `id >= prefix AND id <
+//! end` in byte order (`%` and `_` are plain characters), which also lets the planner take
+//! the primary key instead for a prefix that matches few conversations. Once PostgreSQL
+//! settles on a generic plan for the prepared statement, it walks the recency index, past
+//! other prefixes' newer conversations. Keeping that index costs every commit: the row's
+//! `updated_at` changes, so its update is never a HOT update and writes new entries to the
+//! table's indexes.
+//!
 //! `counted_by` and `system_counted_by` name the [`TokenCounter`](chatmem::TokenCounter)
 //! that made the count (`StoredMessage::counted_by`), so that a memory using another
 //! counter recounts the message when it loads it instead of trusting a count in other units.
@@ -134,7 +149,9 @@
 //! missing or older schema is refused, nothing is created. Versions 2 (`commit_token`), 3
 //! (`counted_by`, `system_counted_by`) and 4 (`summary`) only add nullable columns: a catalog
 //! change, no table rewrite, and existing rows keep loading (without a summary) and taking
-//! commits. A schema newer than this code
+//! commits. Version 5 adds `updated_at` with a constant default (no rewrite either) and
+//! builds its index in the migration's transaction: writes wait for one pass over the
+//! conversation rows (not the messages). A schema newer than this code
 //! is refused with [`StoreErrorKind::SchemaTooNew`](chatmem::store::StoreErrorKind::SchemaTooNew).
 
 mod builder;

@@ -15,11 +15,12 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (2, include_str!("../migrations/0002_commit_token.sql")),
     (3, include_str!("../migrations/0003_counted_by.sql")),
     (4, include_str!("../migrations/0004_summary.sql")),
+    (5, include_str!("../migrations/0005_updated_at.sql")),
 ];
 
 /// The schema version this code writes and reads. 2 added `commit_token`, 3 the
-/// `counted_by` columns, 4 `summary`.
-pub(crate) const LATEST: i32 = 4;
+/// `counted_by` columns, 4 `summary`, 5 `updated_at` and its index.
+pub(crate) const LATEST: i32 = 5;
 
 /// This crate and [`LATEST`], for the version checks' errors.
 const VERSIONS: SchemaVersion = SchemaVersion {

@@ -3,7 +3,7 @@
 //! A `Commit` cannot be built invalid, so nothing here checks sequences or the window:
 //! values are only converted to what PostgreSQL stores.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use chatmem::Summary;
 use chatmem::store::{Commit, StoreError, StoredMessage, to_bigint};
@@ -85,6 +85,38 @@ fn ttl_micros(ttl: Duration) -> Option<i64> {
     chatmem::store::ttl_micros(ttl, MAX_TTL)
 }
 
+/// The least text above every text that starts with `prefix`, in byte order (`COLLATE "C"`;
+/// for UTF-8 the order of code points): `prefix` with its last character raised by one,
+/// after dropping trailing `char::MAX`. `None` when nothing is above (an empty prefix, or
+/// only `char::MAX`).
+pub(crate) fn prefix_end(prefix: &str) -> Option<String> {
+    let mut end = prefix.trim_end_matches(char::MAX).to_owned();
+    let last = end.pop()?;
+    // The next scalar value: surrogates are not characters, so U+D7FF is followed by U+E000.
+    let next = (u32::from(last) + 1..=u32::from(char::MAX)).find_map(char::from_u32)?;
+    end.push(next);
+    Some(end)
+}
+
+/// The bounds a cursor's time is held to before it is bound as a `timestamptz`: 1 µs before
+/// the epoch (no commit is stamped earlier: rows from before schema 5 read the epoch itself)
+/// and the end of year 9999. A cursor beyond either selects what the bound does, and
+/// PostgreSQL would refuse a time outside its range.
+const CURSOR_MICROS: (i64, i64) = (-1, 253_402_300_799_999_999);
+
+/// A listing cursor's time (Unix microseconds) as the `timestamptz` it is compared with.
+pub(crate) fn cursor_time(micros: i64) -> SystemTime {
+    let micros = micros.clamp(CURSOR_MICROS.0, CURSOR_MICROS.1);
+    let offset = Duration::from_micros(micros.unsigned_abs());
+    // In range by the clamp, on every platform's SystemTime.
+    let at = if micros < 0 {
+        UNIX_EPOCH.checked_sub(offset)
+    } else {
+        UNIX_EPOCH.checked_add(offset)
+    };
+    at.unwrap_or(UNIX_EPOCH)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,5 +141,30 @@ mod tests {
         assert!(ttl_micros(MAX_TTL).is_some());
         assert_eq!(ttl_micros(MAX_TTL + Duration::from_secs(1)), None);
         assert_eq!(ttl_micros(Duration::MAX), None);
+    }
+
+    #[test]
+    fn a_prefix_ends_below_the_first_text_it_does_not_start() {
+        assert_eq!(prefix_end("tenant/").as_deref(), Some("tenant0"));
+        assert_eq!(prefix_end("a%").as_deref(), Some("a&"));
+        assert_eq!(prefix_end("\u{D7FF}").as_deref(), Some("\u{E000}"));
+        assert_eq!(prefix_end("a\u{10FFFF}\u{10FFFF}").as_deref(), Some("b"));
+        assert_eq!(prefix_end(""), None);
+        assert_eq!(prefix_end("\u{10FFFF}"), None);
+        let end = prefix_end("tenant/é").unwrap_or_default();
+        for inside in ["tenant/é", "tenant/é\u{10FFFF}", "tenant/éz"] {
+            assert!("tenant/é" <= inside && inside < end.as_str(), "{inside}");
+        }
+        assert!("tenant/ê" >= end.as_str());
+    }
+
+    #[test]
+    fn cursor_times_round_trip_and_stay_in_range() {
+        use chatmem::store::unix_micros;
+        for micros in [0, 1, 1_700_000_000_123_456] {
+            assert_eq!(unix_micros(cursor_time(micros)), micros);
+        }
+        assert!(cursor_time(i64::MIN) < UNIX_EPOCH);
+        assert_eq!(unix_micros(cursor_time(i64::MAX)), CURSOR_MICROS.1);
     }
 }

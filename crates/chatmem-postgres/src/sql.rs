@@ -93,6 +93,10 @@ LEFT JOIN (
 /// the delete bound are not inserted: the DELETE cannot see rows inserted by the same
 /// statement.
 ///
+/// `updated_at` is the statement's `now()`, the instant the expiry counts from too (the
+/// transaction's start, which for this single statement is when it began: a later commit to
+/// the same conversation loaded after this one finished, so its time is later).
+///
 /// `$1` id, `$2` expected version, `$3..$5` system seq/tokens/json (json NULL: keep),
 /// `$6` window start, `$7` next seq, `$8` delete messages below this seq
 /// ([`Commit::delete_below`](chatmem::store::Commit::delete_below); NULL: delete nothing), `$9`
@@ -112,7 +116,8 @@ const COMMIT_UPDATE: &str = concat!(
         next_seq = $7,
         expires_at = now() + $9 * INTERVAL '1 microsecond',
         commit_token = $13,
-        summary = COALESCE($16, c.summary)
+        summary = COALESCE($16, c.summary),
+        updated_at = now()
     WHERE c.id = $1 AND c.version = $2 AND ",
     live!("c"),
     "
@@ -143,8 +148,8 @@ const COMMIT_CREATE: &str = concat!(
     "WITH applied AS (
     INSERT INTO {conv} AS c
         (id, version, system_seq, system_tokens, system_json, window_start, next_seq, expires_at, commit_token,
-         system_counted_by, summary)
-    SELECT $1, 1, $3, $4, $5, $6, $7, now() + $9 * INTERVAL '1 microsecond', $13, $14, $16
+         system_counted_by, summary, updated_at)
+    SELECT $1, 1, $3, $4, $5, $6, $7, now() + $9 * INTERVAL '1 microsecond', $13, $14, $16, now()
     WHERE $2 = 0
     ON CONFLICT (id) DO UPDATE SET
         version = 1,
@@ -156,7 +161,8 @@ const COMMIT_CREATE: &str = concat!(
         expires_at = EXCLUDED.expires_at,
         commit_token = EXCLUDED.commit_token,
         system_counted_by = EXCLUDED.system_counted_by,
-        summary = EXCLUDED.summary
+        summary = EXCLUDED.summary,
+        updated_at = EXCLUDED.updated_at
     WHERE c.expires_at IS NOT NULL AND c.expires_at <= now()
     RETURNING c.version
 ),
@@ -205,6 +211,23 @@ ORDER BY c.id
 LIMIT $2"
 );
 
+/// Live conversations with an id from `$1` (the prefix) up to `$2` (exclusive; NULL: no
+/// upper bound), after the cursor `($3, $4)` in the order newest first (NULL: from the
+/// start), at most `$5`. Ids compare byte-wise (`COLLATE "C"`), so the range is exactly the
+/// ids starting with the prefix, `%` and `_` included as themselves. The cursor is one row
+/// comparison, which the index `(updated_at DESC, id DESC)` starts its walk from; the range
+/// on `id` lets the planner choose the primary key instead for a small tenant.
+const RECENT: &str = concat!(
+    "SELECT c.id, c.updated_at, c.expires_at FROM {conv} AS c
+WHERE c.id >= $1 AND ($2::text IS NULL OR c.id < $2)
+  AND (c.updated_at, c.id) < (COALESCE($3, 'infinity'::timestamptz), COALESCE($4, ''))
+  AND ",
+    live!("c"),
+    "
+ORDER BY c.updated_at DESC, c.id DESC
+LIMIT $5"
+);
+
 const PURGE: &str = "WITH d AS (DELETE FROM {conv} WHERE expires_at <= now() RETURNING 1)
 SELECT count(*) FROM d";
 
@@ -246,6 +269,7 @@ pub(crate) struct Statements {
     pub(crate) history: Statement,
     pub(crate) clear: Statement,
     pub(crate) list: Statement,
+    pub(crate) recent: Statement,
     pub(crate) purge: Statement,
 }
 
@@ -262,6 +286,7 @@ impl Statements {
             client.prepare_typed_cached(&self.history.text, self.history.types),
             client.prepare_typed_cached(&self.clear.text, self.clear.types),
             client.prepare_typed_cached(&self.list.text, self.list.types),
+            client.prepare_typed_cached(&self.recent.text, self.recent.types),
             client.prepare_typed_cached(&self.purge.text, self.purge.types),
         );
     }
@@ -284,6 +309,10 @@ impl Statements {
             history: fill(HISTORY, &[Type::TEXT, Type::INT8, Type::INT8]),
             clear: fill(CLEAR, &[Type::TEXT]),
             list: fill(LIST, &[Type::TEXT, Type::INT8]),
+            recent: fill(
+                RECENT,
+                &[Type::TEXT, Type::TEXT, Type::TIMESTAMPTZ, Type::TEXT, Type::INT8],
+            ),
             purge: fill(PURGE, &[]),
         }
     }
@@ -303,6 +332,7 @@ mod tests {
             &s.history,
             &s.clear,
             &s.list,
+            &s.recent,
             &s.purge,
         ]
         .map(|s| &s.text)

@@ -1,7 +1,7 @@
 //! [`PostgresStore`]: the connection pool and the [`Store`] operations, each one statement.
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use deadpool_postgres::tokio_postgres::types::{ToSql, Type};
@@ -10,15 +10,15 @@ use deadpool_postgres::{Object, Pool};
 use tokio::time::timeout;
 
 use chatmem::store::{
-    Commit, Snapshot, StoreError, StoreErrorKind, StoredMessage, Timeouts, history_messages, load_snapshot,
-    outcome_unknown, statement_timed_out,
+    Commit, RecentConversation, RecentCursor, RecentPage, Snapshot, StoreError, StoreErrorKind, StoredMessage,
+    Timeouts, history_messages, load_snapshot, outcome_unknown, statement_timed_out, unix_micros,
 };
 use chatmem::{ConversationId, Page, Store};
 
 use crate::builder::PostgresStoreBuilder;
 use crate::error::{connection_lost, db_error, pool_error};
 use crate::migrate;
-use crate::params::{CommitParams, token_bits};
+use crate::params::{CommitParams, cursor_time, prefix_end, token_bits};
 use crate::rows::{COLUMNS, Column, Reader};
 use crate::sql::{Statement, Statements};
 
@@ -45,7 +45,8 @@ const SERVER_ANSWERS_FIRST: Duration = Duration::from_millis(250);
 /// new connection, before it fails (see [*Outages*](crate#outages)).
 ///
 /// Layout, per schema: `chatmem_conversations` (one row per conversation: version, system
-/// message, window start, next sequence, expiry, the last commit's token, the summary) and
+/// message, window start, next sequence, expiry, when the last commit landed, the last
+/// commit's token, the summary) and
 /// `chatmem_messages` (conversation id, sequence, token count and the counter that made it,
 /// the message JSON as text); see [*Data layout*](crate#data-layout). Expired conversations
 /// read as absent and are deleted by [`Store::purge_expired`].
@@ -254,6 +255,17 @@ impl PostgresStore {
             Err(statement_timed_out(WHAT, &self.target))
         })
     }
+
+    /// A conversation id read back from a listing; one that is not a valid id is corrupt.
+    fn listed_id(&self, text: &str) -> Result<ConversationId, StoreError> {
+        ConversationId::new(text).map_err(|e| {
+            StoreError::new(
+                StoreErrorKind::Corrupt,
+                format!("conversation id {text:?} in {} is not a valid id", self.schema),
+            )
+            .with_source(e)
+        })
+    }
 }
 
 /// A statement that failed, and whether it may have been applied all the same.
@@ -396,15 +408,45 @@ impl Store for PostgresStore {
             let text: &str = row.try_get(0).map_err(|e| {
                 StoreError::new(StoreErrorKind::Other, "reading a listed conversation id").with_source(e)
             })?;
-            ids.push(ConversationId::new(text).map_err(|e| {
-                StoreError::new(
-                    StoreErrorKind::Corrupt,
-                    format!("conversation id {text:?} in {} is not a valid id", self.schema),
-                )
-                .with_source(e)
-            })?);
+            ids.push(self.listed_id(text)?);
         }
         Ok(Page::from_overfetch(ids, limit))
+    }
+
+    async fn recent(
+        &self,
+        prefix: &str,
+        before: Option<&RecentCursor>,
+        limit: usize,
+    ) -> Result<RecentPage, StoreError> {
+        const WHAT: &str = "listing conversations by recency";
+        // No id holds NUL, which PostgreSQL's text cannot bind.
+        if prefix.contains('\0') {
+            return Ok(RecentPage::default());
+        }
+        let limit = limit.max(1);
+        let fetch = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
+        let end = prefix_end(prefix);
+        let (before_at, before_id) = (
+            before.map(|c| cursor_time(c.updated_micros)),
+            before.map(|c| c.id.as_str()),
+        );
+        let rows = self
+            .query(WHAT, &self.sql.recent, &[&prefix, &end, &before_at, &before_id, &fetch])
+            .await?;
+        let unreadable = |e| StoreError::new(StoreErrorKind::Other, "reading a listed conversation").with_source(e);
+        let mut found = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let text: &str = row.try_get(0).map_err(unreadable)?;
+            let updated: SystemTime = row.try_get(1).map_err(unreadable)?;
+            let expires: Option<SystemTime> = row.try_get(2).map_err(unreadable)?;
+            found.push(RecentConversation {
+                id: self.listed_id(text)?,
+                updated_micros: unix_micros(updated),
+                expires_micros: expires.map(unix_micros),
+            });
+        }
+        Ok(RecentPage::from_overfetch(found, limit))
     }
 
     async fn purge_expired(&self) -> Result<u64, StoreError> {

@@ -6,7 +6,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chatmem::store::{Commit, Snapshot, StoreErrorKind, StoredMessage};
+use chatmem::store::{Commit, RecentConversation, Snapshot, StoreErrorKind, StoredMessage, now_micros};
 use chatmem::{ChatMemory, ConversationId, Heuristic, Message, Retention, Store, Summary};
 use chatmem_postgres::PostgresStore;
 
@@ -55,11 +55,12 @@ async fn migrations_are_idempotent_under_concurrent_connects() {
 }
 
 /// The migrations as shipped, in order: an older schema is made with these themselves.
-const MIGRATIONS: [&str; 4] = [
+const MIGRATIONS: [&str; 5] = [
     include_str!("../migrations/0001_init.sql"),
     include_str!("../migrations/0002_commit_token.sql"),
     include_str!("../migrations/0003_counted_by.sql"),
     include_str!("../migrations/0004_summary.sql"),
+    include_str!("../migrations/0005_updated_at.sql"),
 ];
 
 /// A schema as chatmem-postgres wrote it at schema version `version`, with one
@@ -110,7 +111,7 @@ fn every_migration_is_listed_here() {
 #[tokio::test(flavor = "multi_thread")]
 async fn older_schemas_migrate_and_keep_their_conversations() {
     let Some(url) = common::pg_url() else { return };
-    assert_eq!(chatmem_postgres::SCHEMA_VERSION, 4);
+    assert_eq!(chatmem_postgres::SCHEMA_VERSION, 5);
     for old in 1..chatmem_postgres::SCHEMA_VERSION {
         let schema = common::fresh_schema(&format!("v{old}"));
         let conv = id(&format!("v{old}"));
@@ -126,7 +127,7 @@ async fn older_schemas_migrate_and_keep_their_conversations() {
             .await
             .expect("read versions");
         let versions: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
-        assert_eq!(versions, vec![1, 2, 3, 4], "from version {old}");
+        assert_eq!(versions, vec![1, 2, 3, 4, 5], "from version {old}");
 
         // The old conversation reads as before, its counts without a counter.
         let snap = store.load(&conv).await.expect("load an older conversation");
@@ -146,6 +147,18 @@ async fn older_schemas_migrate_and_keep_their_conversations() {
             snap.messages.iter().all(|m| m.counted_by.is_none()),
             "rows from before version 3 have no counter"
         );
+        // Listed by recency with time 0: last written before the store recorded it.
+        let listed = store.recent(conv.as_str(), None, 10).await.expect("recent");
+        assert_eq!(
+            listed.conversations,
+            vec![RecentConversation {
+                id: conv.clone(),
+                updated_micros: 0,
+                expires_micros: None
+            }],
+            "from version {old}"
+        );
+        let started = now_micros();
 
         // It takes commits, resent ones included; the new rows keep their counter.
         let next = Commit::on(&snap)
@@ -160,6 +173,18 @@ async fn older_schemas_migrate_and_keep_their_conversations() {
         assert_eq!(
             store.commit(&conv, next.clone()).await.expect("the same commit again"),
             4
+        );
+        // The commit stamped it by the server's clock (on this machine: the test's, give or
+        // take a little).
+        let updated = store
+            .recent(conv.as_str(), None, 10)
+            .await
+            .expect("recent")
+            .conversations[0]
+            .updated_micros;
+        assert!(
+            (started - 60_000_000..=now_micros() + 60_000_000).contains(&updated),
+            "{updated} from version {old}"
         );
         let snap = store.load(&conv).await.expect("load after the commit");
         assert_eq!(

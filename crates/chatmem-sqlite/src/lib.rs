@@ -27,11 +27,14 @@
 //!   row to its messages with `seq >= window_start` (a range scan of the primary key), so
 //!   its cost depends on the window, not on how much history is kept.
 //! - **commit** = 1 transaction: `BEGIN IMMEDIATE`, 1 `SELECT` of the version, one execution
-//!   of a cached `INSERT` per appended message, 1 upsert of the conversation row, 1
+//!   of a cached `INSERT` per appended message, 1 upsert of the conversation row (which
+//!   also stamps `updated_at`, the commit's time), 1
 //!   `DELETE` of evicted messages (only under [`Retention::DropEvicted`](chatmem::Retention)),
 //!   `COMMIT`: 6 statements for a user + assistant turn that keeps history.
-//! - **history** = 1 statement; **list** = 1 statement; **clear** = 1 transaction of 4
-//!   statements; **purge_expired** = 1 transaction of 4 statements.
+//! - **history** = 1 statement; **list** = 1 statement; **recent** = 1 statement (a walk
+//!   of the index `conversations_updated_at` from the cursor, newest first, that stops after
+//!   a page); **clear** = 1 transaction of 4 statements; **purge_expired** = 1 transaction
+//!   of 4 statements.
 //!
 //! # Durability and concurrency
 //! `journal_mode=WAL`, `synchronous=NORMAL`: a commit survives the process being killed at
@@ -41,26 +44,33 @@
 //! fails with [`StoreErrorKind::Unavailable`](chatmem::store::StoreErrorKind).
 //!
 //! # Schema
-//! Schema version 3 ([`SCHEMA_VERSION`]):
+//! Schema version 4 ([`SCHEMA_VERSION`]):
 //!
 //! - `chatmem_schema(id INTEGER PRIMARY KEY CHECK (id = 1), version)`: the version;
 //! - `conversations(id TEXT PRIMARY KEY, version, system_json, system_tokens, system_seq,
-//!   system_counted_by, commit_token, summary, window_start, next_seq, expires_at)`;
+//!   system_counted_by, commit_token, summary, window_start, next_seq, expires_at,
+//!   updated_at)`;
 //! - `messages(conversation_id, seq, tokens, json, counted_by, PRIMARY KEY (conversation_id,
 //!   seq))`;
 //!
-//! `conversations` and `messages` are `WITHOUT ROWID`, and an index on
-//! `conversations(expires_at)` covers the rows that expire. Messages (and the system message)
+//! `conversations` and `messages` are `WITHOUT ROWID`, an index on
+//! `conversations(expires_at)` covers the rows that expire, and
+//! `conversations_updated_at(updated_at DESC, id DESC, expires_at)` serves
+//! [`recent`](chatmem::Store::recent) without a sort or a table lookup. Messages (and the system message)
 //! are stored as the JSON chatmem writes, `summary` as [`chatmem::Summary`]'s JSON;
 //! `counted_by` and `system_counted_by` name the token counter of each count (NULL: not
 //! recorded), `commit_token` is the token of the last commit (a resent commit is answered as
-//! applied). `expires_at` is Unix time in milliseconds; expired conversations read as absent
+//! applied). `updated_at` is when the last commit landed, in Unix microseconds by the clock
+//! of the process that made it (0: last written before schema 4, until its next commit);
+//! [`recent`](chatmem::Store::recent) matches its prefix as a range of ids (`id >= prefix AND
+//! id < end`, in the bytes' order), so `%` and `_` are plain characters. `expires_at` is Unix
+//! time in milliseconds (listed as microseconds); expired conversations read as absent
 //! until [`purge_expired`](chatmem::Store::purge_expired) deletes them. Created on first open,
 //! unless [`SqliteStoreBuilder::create_if_missing`] is off or the store is read-only: then a
-//! missing file is a [`MissingDatabase`] error and nothing is created. A file of schema 1 or 2
-//! is upgraded in place (columns added, nothing rewritten); a file written by a newer schema is
-//! refused with
-//! [`StoreErrorKind::SchemaTooNew`](chatmem::store::StoreErrorKind).
+//! missing file is a [`MissingDatabase`] error and nothing is created. A file of schema 1, 2
+//! or 3 is upgraded in place (columns added with constant defaults, nothing rewritten; the
+//! upgrade to 4 builds the recency index, one pass over the conversations); a file written by
+//! a newer schema is refused with [`StoreErrorKind::SchemaTooNew`](chatmem::store::StoreErrorKind).
 
 mod error;
 mod migrate;

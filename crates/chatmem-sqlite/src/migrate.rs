@@ -9,8 +9,9 @@ use crate::error::db_error;
 /// The schema version this code writes and understands.
 /// 2 added which token counter made each count (`counted_by`) and the token of the last
 /// commit (`commit_token`); 3 the conversation's summary (`summary`, the JSON of
-/// [`chatmem::Summary`]).
-pub(crate) const SCHEMA_VERSION: i64 = 3;
+/// [`chatmem::Summary`]); 4 when the last commit landed (`updated_at`) and the index that
+/// lists conversations by it.
+pub(crate) const SCHEMA_VERSION: i64 = 4;
 
 const CREATE: &str = "
 CREATE TABLE IF NOT EXISTS conversations (
@@ -24,7 +25,8 @@ CREATE TABLE IF NOT EXISTS conversations (
     summary TEXT,
     window_start INTEGER NOT NULL,
     next_seq INTEGER NOT NULL,
-    expires_at INTEGER
+    expires_at INTEGER,
+    updated_at INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS messages (
     conversation_id TEXT NOT NULL,
@@ -35,6 +37,14 @@ CREATE TABLE IF NOT EXISTS messages (
     PRIMARY KEY (conversation_id, seq)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS conversations_expires_at ON conversations (expires_at) WHERE expires_at IS NOT NULL;
+";
+
+/// The listing by recency (`sql::RECENT`) walks this index newest first and stops after a
+/// page: `id` breaks ties in the listing's order and `expires_at` is there so that skipping
+/// expired conversations needs no table lookup (it covers the query). Created for a new file
+/// and by the upgrade to 4.
+const RECENT_INDEX: &str = "
+CREATE INDEX IF NOT EXISTS conversations_updated_at ON conversations (updated_at DESC, id DESC, expires_at);
 ";
 
 /// From schema 1 to 2: the counter columns (rows written before read back as `None`) and the
@@ -48,6 +58,13 @@ ALTER TABLE messages ADD COLUMN counted_by TEXT;
 /// From schema 2 to 3: the summary (conversations written before have none).
 const UPGRADE_2_TO_3: &str = "
 ALTER TABLE conversations ADD COLUMN summary TEXT;
+";
+
+/// From schema 3 to 4: when the last commit landed, in Unix microseconds. A constant default
+/// only changes the schema, no row is rewritten: conversations last written before read 0
+/// until their next commit.
+const UPGRADE_3_TO_4: &str = "
+ALTER TABLE conversations ADD COLUMN updated_at INTEGER NOT NULL DEFAULT 0;
 ";
 
 /// Creates the schema if absent, in one IMMEDIATE transaction so processes opening the same
@@ -74,18 +91,24 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
         Some(v) if v > SCHEMA_VERSION => return Err(schema_too_new(v)),
         Some(v) if v == SCHEMA_VERSION => {}
         found => {
-            if let Some(from @ (1 | 2)) = found {
+            if let Some(from @ (1..=3)) = found {
                 if from == 1 {
                     tx.execute_batch(UPGRADE_1_TO_2)
                         .map_err(|e| db_error("upgrading the schema from version 1", e))?;
                 }
-                tx.execute_batch(UPGRADE_2_TO_3)
-                    .map_err(|e| db_error("upgrading the schema to version 3", e))?;
+                if from <= 2 {
+                    tx.execute_batch(UPGRADE_2_TO_3)
+                        .map_err(|e| db_error("upgrading the schema to version 3", e))?;
+                }
+                tx.execute_batch(UPGRADE_3_TO_4)
+                    .map_err(|e| db_error("upgrading the schema to version 4", e))?;
             } else {
                 // Nothing (or something older than the first version): the current schema.
                 tx.execute_batch(CREATE)
                     .map_err(|e| db_error("creating the schema", e))?;
             }
+            tx.execute_batch(RECENT_INDEX)
+                .map_err(|e| db_error("creating the index of recent conversations", e))?;
             tx.execute(
                 "INSERT INTO chatmem_schema (id, version) VALUES (1, ?1)
                  ON CONFLICT (id) DO UPDATE SET version = excluded.version",

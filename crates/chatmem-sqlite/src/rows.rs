@@ -92,13 +92,16 @@ pub(crate) fn ids(mut rows: Rows<'_>, what: &str) -> Result<Vec<ConversationId>,
     let err = |e| db_error(what, e);
     let mut ids = Vec::new();
     while let Some(row) = rows.next().map_err(err)? {
-        let raw: String = row.get(0).map_err(err)?;
-        let id = ConversationId::new(raw).map_err(|e| {
-            StoreError::new(StoreErrorKind::Corrupt, "a stored conversation id is invalid").with_source(e)
-        })?;
-        ids.push(id);
+        ids.push(id(row, 0, what)?);
     }
     Ok(ids)
+}
+
+/// The conversation id in column `i` of `row`.
+pub(crate) fn id(row: &Row<'_>, i: usize, what: &str) -> Result<ConversationId, StoreError> {
+    let raw: String = row.get(i).map_err(|e| db_error(what, e))?;
+    ConversationId::new(raw)
+        .map_err(|e| StoreError::new(StoreErrorKind::Corrupt, "a stored conversation id is invalid").with_source(e))
 }
 
 /// A stored count or sequence; a negative one is corrupt data.

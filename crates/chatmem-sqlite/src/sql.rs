@@ -2,9 +2,9 @@
 //! `migrate`'s, decoding rows `rows`'s, a commit's parameters `params`'s. Everything here
 //! runs on a blocking thread, never on the async executor.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
-use chatmem::store::{Commit, Snapshot, StoreError, StoredMessage};
+use chatmem::store::{
+    Commit, RecentConversation, RecentCursor, RecentPage, Snapshot, StoreError, StoredMessage, now_micros,
+};
 use chatmem::{ConversationId, Page};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
@@ -14,9 +14,12 @@ use crate::rows;
 
 /// Unix time in milliseconds, as `expires_at` holds it.
 pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    ms_of(now_micros())
+}
+
+/// Unix microseconds (`updated_at`) as milliseconds (`expires_at`).
+fn ms_of(micros: i64) -> i64 {
+    micros.div_euclid(1000)
 }
 
 /// The conversation row joined to its window's messages, in the columns `rows::snapshot`
@@ -42,7 +45,10 @@ pub(crate) fn load(conn: &Connection, id: &ConversationId) -> Result<Snapshot, S
 /// One IMMEDIATE transaction: version check, appends, conversation row, eviction.
 pub(crate) fn commit(conn: &mut Connection, id: &ConversationId, commit: &Commit) -> Result<u64, StoreError> {
     let err = |e| db_error("committing to a conversation", e);
-    let now = now_ms();
+    // One reading of the clock for both times, so a listing shows the expiry exactly the TTL
+    // (to the millisecond) after the commit.
+    let now_us = now_micros();
+    let now = ms_of(now_us);
     // Converted before taking the write lock: nothing slow happens inside it.
     let p = CommitParams::new(commit, now)?;
     let tx = conn
@@ -102,8 +108,8 @@ pub(crate) fn commit(conn: &mut Connection, id: &ConversationId, commit: &Commit
     // A new system message replaces all four system columns; without one they stay.
     tx.prepare_cached(
         "INSERT INTO conversations (id, version, system_json, system_tokens, system_seq, window_start, next_seq, expires_at,
-                                    system_counted_by, commit_token, summary)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                                    system_counted_by, commit_token, summary, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
          ON CONFLICT (id) DO UPDATE SET
              version = excluded.version,
              commit_token = excluded.commit_token,
@@ -115,7 +121,8 @@ pub(crate) fn commit(conn: &mut Connection, id: &ConversationId, commit: &Commit
              window_start = excluded.window_start,
              next_seq = excluded.next_seq,
              expires_at = excluded.expires_at,
-             summary = coalesce(excluded.summary, summary)",
+             summary = coalesce(excluded.summary, summary),
+             updated_at = excluded.updated_at",
     )
     .and_then(|mut s| {
         s.execute(params![
@@ -130,6 +137,7 @@ pub(crate) fn commit(conn: &mut Connection, id: &ConversationId, commit: &Commit
             system_counted_by,
             p.token,
             p.summary.as_deref(),
+            now_us,
         ])
     })
     .map_err(err)?;
@@ -223,6 +231,72 @@ pub(crate) fn list(conn: &Connection, after: Option<&ConversationId>, limit: usi
     Ok(Page::from_overfetch(ids, limit))
 }
 
+/// Live conversations with an id from `?2` (a prefix) up to `?3` (exclusive; NULL: no upper
+/// bound), before the cursor `(?4, ?5)` in the order newest first, at most `?6`; `?1` now in
+/// Unix milliseconds. The cursor is compared as a row value so that SQLite walks
+/// `conversations_updated_at` from it (no sort, no table lookups: the index covers the
+/// query).
+const RECENT: &str = "
+SELECT id, updated_at, expires_at FROM conversations
+WHERE (expires_at IS NULL OR expires_at > ?1)
+  AND id >= ?2 AND (?3 IS NULL OR id < ?3)
+  AND (updated_at, id) < (?4, ?5)
+ORDER BY updated_at DESC, id DESC
+LIMIT ?6";
+
+/// One statement: a page of live conversations whose id starts with `prefix`, newest first,
+/// one more than `limit` to know whether more remain.
+pub(crate) fn recent(
+    conn: &Connection,
+    prefix: &str,
+    before: Option<&RecentCursor>,
+    limit: usize,
+) -> Result<RecentPage, StoreError> {
+    const WHAT: &str = "listing conversations by recency";
+    let err = |e| db_error(WHAT, e);
+    let limit = limit.max(1);
+    let fetch = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
+    // Without a cursor, from above every stored time (a commit stamps the present, never
+    // `i64::MAX`); the empty id is below every id.
+    let (before_us, before_id) = before.map_or((i64::MAX, ""), |c| (c.updated_micros, c.id.as_str()));
+    let mut stmt = conn.prepare_cached(RECENT).map_err(err)?;
+    let mut rows = stmt
+        .query(params![
+            now_ms(),
+            prefix,
+            prefix_end(prefix),
+            before_us,
+            before_id,
+            fetch
+        ])
+        .map_err(err)?;
+    let mut found = Vec::new();
+    while let Some(row) = rows.next().map_err(err)? {
+        let expires_ms: Option<i64> = row.get(2).map_err(err)?;
+        found.push(RecentConversation {
+            id: rows::id(row, 0, WHAT)?,
+            updated_micros: row.get(1).map_err(err)?,
+            // An expiry too far to count in microseconds does not come (as in the core's stores).
+            expires_micros: expires_ms.and_then(|ms| ms.checked_mul(1000)),
+        });
+    }
+    Ok(RecentPage::from_overfetch(found, limit))
+}
+
+/// The least text above every text that starts with `prefix`, in SQLite's order of text
+/// (`BINARY`: the bytes of UTF-8, so the order of code points): `prefix` with its last
+/// character raised by one, after dropping trailing `char::MAX`. `None` when nothing is
+/// above (an empty prefix, or only `char::MAX`). Compared as a range, `%` and `_` are plain
+/// characters, which `LIKE` would take as patterns.
+fn prefix_end(prefix: &str) -> Option<String> {
+    let mut end = prefix.trim_end_matches(char::MAX).to_owned();
+    let last = end.pop()?;
+    // The next scalar value: surrogates are not characters, so U+D7FF is followed by U+E000.
+    let next = (u32::from(last) + 1..=u32::from(char::MAX)).find_map(char::from_u32)?;
+    end.push(next);
+    Some(end)
+}
+
 /// One transaction: delete expired conversations and their messages.
 pub(crate) fn purge_expired(conn: &mut Connection) -> Result<u64, StoreError> {
     let err = |e| db_error("purging expired conversations", e);
@@ -242,4 +316,25 @@ pub(crate) fn purge_expired(conn: &mut Connection) -> Result<u64, StoreError> {
         .map_err(err)?;
     tx.commit().map_err(err)?;
     Ok(n as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prefix_ends_below_the_first_text_it_does_not_start() {
+        assert_eq!(prefix_end("tenant/").as_deref(), Some("tenant0"));
+        assert_eq!(prefix_end("a%").as_deref(), Some("a&"));
+        assert_eq!(prefix_end("\u{D7FF}").as_deref(), Some("\u{E000}"));
+        assert_eq!(prefix_end("a\u{10FFFF}\u{10FFFF}").as_deref(), Some("b"));
+        assert_eq!(prefix_end(""), None);
+        assert_eq!(prefix_end("\u{10FFFF}"), None);
+        // Every text with the prefix is in [prefix, end), and the next one out is not.
+        let end = prefix_end("tenant/é").unwrap_or_default();
+        for inside in ["tenant/é", "tenant/é\u{10FFFF}", "tenant/éz"] {
+            assert!("tenant/é" <= inside && inside < end.as_str(), "{inside}");
+        }
+        assert!("tenant/ê" >= end.as_str());
+    }
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chatmem::store::{Commit, Snapshot, StoreError, StoreErrorKind, StoredMessage};
+use chatmem::store::{Commit, RecentCursor, RecentPage, Snapshot, StoreError, StoreErrorKind, StoredMessage};
 use chatmem::{ConversationId, Page, Store};
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{Mutex as AsyncMutex, Semaphore};
@@ -422,7 +422,6 @@ impl Inner {
     }
 }
 
-/// The path in `sqlite:PATH` / `sqlite://PATH`.
 /// The path of a `sqlite:` URL and whether it asks for `mode=ro`.
 fn parse_url(url: &str) -> Result<(PathBuf, bool), StoreError> {
     let rest = url
@@ -500,6 +499,17 @@ impl Store for SqliteStore {
         let after = after.cloned();
         self.with_conn("list", false, move |c| sql::list(c, after.as_ref(), limit))
             .await
+    }
+
+    async fn recent(
+        &self,
+        prefix: &str,
+        before: Option<&RecentCursor>,
+        limit: usize,
+    ) -> Result<RecentPage, StoreError> {
+        let (prefix, before) = (prefix.to_owned(), before.cloned());
+        let page = move |c: &mut Connection| sql::recent(c, &prefix, before.as_ref(), limit);
+        self.with_conn("recent", false, page).await
     }
 
     async fn purge_expired(&self) -> Result<u64, StoreError> {

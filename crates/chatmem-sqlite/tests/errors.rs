@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chatmem::store::StoreErrorKind;
+use chatmem::store::{RecentConversation, StoreErrorKind, now_micros};
 use chatmem::{ChatMemory, Heuristic, Message, Retention, Store};
 use chatmem_sqlite::SqliteStore;
 
@@ -224,6 +224,9 @@ async fn statement_counts() {
     store.list(None, 10).await.expect("list");
     assert_eq!(count(before), 1, "list = 1 statement");
     let before = store.statements_executed();
+    store.recent("", None, 10).await.expect("recent");
+    assert_eq!(count(before), 1, "recent = 1 statement");
+    let before = store.statements_executed();
     store.purge_expired().await.expect("purge");
     assert_eq!(count(before), 4, "purge = 1 transaction of 4 statements");
     let before = store.statements_executed();
@@ -318,7 +321,7 @@ async fn a_version_1_file_is_upgraded_and_keeps_its_data() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_version_2_file_is_upgraded_and_then_keeps_a_summary() {
+async fn a_version_2_file_is_upgraded_and_then_keeps_a_summary_and_commit_times() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("v2.db");
     {
@@ -348,6 +351,16 @@ async fn a_version_2_file_is_upgraded_and_then_keeps_a_summary() {
         (snap.version, snap.messages.len(), snap.summary.is_none()),
         (1, 2, true)
     );
+    // Written before the store recorded commit times: listed, with time 0.
+    let listed = store.recent("", None, 10).await.expect("recent");
+    assert_eq!(
+        listed.conversations,
+        vec![RecentConversation {
+            id: id.clone(),
+            updated_micros: 0,
+            expires_micros: None
+        }]
+    );
     let summary = chatmem::Summary::new("u1 asked", 1, &chatmem::Heuristic);
     let commit = chatmem::store::Commit::on(&snap)
         .summary(summary.clone(), 0)
@@ -355,13 +368,18 @@ async fn a_version_2_file_is_upgraded_and_then_keeps_a_summary() {
         .window_start(2)
         .build()
         .expect("commit");
+    let started = now_micros();
     store.commit(&id, commit).await.expect("commit after the upgrade");
     assert_eq!(store.load(&id).await.expect("load").summary, Some(summary));
+    // A commit after the upgrade records its time.
+    let listed = store.recent("", None, 10).await.expect("recent");
+    let updated = listed.conversations[0].updated_micros;
+    assert!((started..=now_micros()).contains(&updated), "{listed:?}");
     let version: i64 = rusqlite::Connection::open(&path)
         .expect("raw")
         .query_row("SELECT version FROM chatmem_schema", [], |r| r.get(0))
         .expect("version");
-    assert_eq!(version, 3);
+    assert_eq!(version, chatmem_sqlite::SCHEMA_VERSION);
 }
 
 #[tokio::test(flavor = "multi_thread")]
