@@ -41,9 +41,9 @@ WHERE c.id = ? AND ",
 ORDER BY kind, seq"
 );
 
-/// The commit procedure (see `migrations/0001_init.sql`): `?` id, expected version, system
-/// seq, tokens, json, counted_by, window start, next seq, delete below, TTL in µs, token,
-/// summary, the appended messages as one JSON array.
+/// The commit procedure (as `migrations/0002_updated_at.sql` re-created it): `?` id, expected
+/// version, system seq, tokens, json, counted_by, window start, next seq, delete below, TTL in
+/// µs, token, summary, the appended messages as one JSON array.
 const COMMIT: &str = "CALL {p}_commit(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 /// A batch too large for one parameter is staged first, on the connection that then calls
