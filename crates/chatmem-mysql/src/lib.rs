@@ -27,13 +27,13 @@
 //!
 //! Load is one `SELECT` (the conversation row `UNION ALL` its messages from the window
 //! start on, one consistent read). Commit is one `CALL <prefix>_commit(…)`: the procedure
-//! locks the conversation row, checks the version, and in one transaction updates the row,
-//! inserts the whole batch (passed as one JSON array parameter and read with `JSON_TABLE`),
+//! locks the conversation row, checks the version, and in one transaction updates the row
+//! (recording the commit's time, see [*Data layout*](#data-layout)), inserts the whole batch (passed as one JSON array parameter and read with `JSON_TABLE`),
 //! deletes below [`Commit::delete_below`](chatmem::store::Commit::delete_below), commits, and
 //! returns one row. A lost version check is the same one call. `tests/round_trips.rs` counts
 //! this on the wire with a loopback proxy that splits the client's packets and counts the
-//! commands that wait for a reply: load = 1, commit = 1 (history, list, clear and purge are
-//! 1 each). Each statement is prepared once per pooled connection, at its first use there
+//! commands that wait for a reply: load = 1, commit = 1 (history, list,
+//! [`recent`](chatmem::Store::recent), clear and purge are 1 each). Each statement is prepared once per pooled connection, at its first use there
 //! (one more round trip then); pooled connections are kept and never reset between uses.
 //!
 //! One value can never exceed the server's `max_allowed_packet` (MariaDB ships 16 MiB, less
@@ -105,11 +105,12 @@
 //!
 //! # Data layout
 //!
-//! In the URL's database, at schema version [`SCHEMA_VERSION`] (1), with the default prefix:
+//! In the URL's database, at schema version [`SCHEMA_VERSION`] (2), with the default prefix:
 //!
 //! - `chatmem_conversations`, one row per conversation: `id` (`VARBINARY(256)`, the primary
 //!   key), `version`, `window_start`, `next_seq`, `expires_at` (`DATETIME(6)` in UTC; NULL:
-//!   never; indexed for purging), `commit_token` (`BIGINT UNSIGNED`, see
+//!   never; indexed for purging), `updated_at` (`DATETIME(6)` in UTC: when the last commit
+//!   landed, see below), `commit_token` (`BIGINT UNSIGNED`, see
 //!   [*Outages*](#outages)), the system message as `system_json`, `system_seq`,
 //!   `system_tokens`, `system_counted_by` (all NULL: none), and `summary`, the
 //!   [`Summary`](chatmem::Summary) as [`Summary::to_json`](chatmem::Summary::to_json) writes it
@@ -120,6 +121,22 @@
 //!   `ON DELETE CASCADE` deletes a conversation's messages with its row;
 //! - `chatmem_schema_version`, one row per applied migration;
 //! - procedures `chatmem_commit` and `chatmem_clear`.
+//!
+//! [`Store::recent`](chatmem::Store::recent) lists conversations by `updated_at`, which the
+//! commit procedure sets from the same `UTC_TIMESTAMP(6)` reading as `expires_at` (so their
+//! difference is the TTL exactly). Both are `DATETIME`s in UTC, like every time this store
+//! writes, rather than `BIGINT` microseconds: the procedure's expiry arithmetic and the live
+//! checks stay on one type, and turning the server's clock into Unix microseconds in SQL
+//! (`UNIX_TIMESTAMP`) would go through the session's time zone. They are read back as
+//! microseconds by `TIMESTAMPDIFF` from `1970-01-01 00:00:00`: calendar arithmetic, no time
+//! zone. Conversations last committed before schema version 2 hold that epoch (the column
+//! is `NOT NULL`, so the order and the cursor have no NULL case) and list with time 0, last.
+//! The listing is one `SELECT` with an escaped binary `LIKE` for the prefix (bytes; `%` and
+//! `_` are not patterns), the cursor as `(updated_at, id)` below the last listed, `ORDER BY
+//! updated_at DESC, id DESC` and one more row than asked. The index `chatmem_recent` on
+//! (`updated_at DESC`, `id DESC`, `expires_at`) gives that order and covers the whole query;
+//! for a tenant with few conversations the optimizer takes the primary key's prefix range and
+//! sorts those instead.
 //!
 //! Text columns are `utf8mb4` with the binary collation `utf8mb4_bin` (4-byte characters
 //! such as emoji are stored as they are; the connection is `SET NAMES utf8mb4`). Ids are
@@ -135,6 +152,11 @@
 //! is idempotent and an interrupted migration is run again by the next connect. A schema
 //! newer than this code is refused with
 //! [`StoreErrorKind::SchemaTooNew`](chatmem::store::StoreErrorKind::SchemaTooNew).
+//! Version 2 (`0002_updated_at.sql`) adds `updated_at` and its index (an in-place `ALTER`)
+//! and re-creates the commit procedure with the same parameters: processes of the previous
+//! version still running keep committing through it (and so record times too), though a new
+//! connect of that version is refused. For the instant between the procedure's `DROP` and
+//! `CREATE` another process's commit fails with a server error, applying nothing.
 
 mod builder;
 mod error;

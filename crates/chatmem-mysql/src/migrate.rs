@@ -13,13 +13,16 @@ use crate::error::db_error;
 use crate::sql::fill;
 
 /// The migrations in order: (version, SQL of statements split at `-- next statement` lines).
-const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("../migrations/0001_init.sql"))];
+const MIGRATIONS: &[(i32, &str)] = &[
+    (1, include_str!("../migrations/0001_init.sql")),
+    (2, include_str!("../migrations/0002_updated_at.sql")),
+];
 
 /// The line between two statements of a migration file (a procedure body holds `;`).
 const SPLIT: &str = "-- next statement\n";
 
 /// The schema version this code writes and reads.
-pub(crate) const LATEST: i32 = 1;
+pub(crate) const LATEST: i32 = 2;
 
 /// This crate and [`LATEST`], for the version checks' errors.
 const VERSIONS: SchemaVersion = SchemaVersion {

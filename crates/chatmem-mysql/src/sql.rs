@@ -41,9 +41,9 @@ WHERE c.id = ? AND ",
 ORDER BY kind, seq"
 );
 
-/// The commit procedure (see `migrations/0001_init.sql`): `?` id, expected version, system
-/// seq, tokens, json, counted_by, window start, next seq, delete below, TTL in µs, token,
-/// summary, the appended messages as one JSON array.
+/// The commit procedure (as `migrations/0002_updated_at.sql` re-created it): `?` id, expected
+/// version, system seq, tokens, json, counted_by, window start, next seq, delete below, TTL in
+/// µs, token, summary, the appended messages as one JSON array.
 const COMMIT: &str = "CALL {p}_commit(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 /// A batch too large for one parameter is staged first, on the connection that then calls
@@ -89,6 +89,45 @@ ORDER BY c.id
 LIMIT ?"
 );
 
+/// Live conversations newest first (then by id, descending). The `{p}_recent` index on
+/// (updated_at, id, expires_at) gives that order and covers the live check and the prefix;
+/// the prefix is a `LIKE` on the `VARBINARY` id (bytes, case counts) with its `%`, `_` and
+/// `!` escaped by `!` (see [`like_prefix`]), so the optimizer may instead take the primary
+/// key's range for a tenant with few conversations. Times are read as microseconds from the
+/// epoch by calendar arithmetic on the UTC `DATETIME`s (no time zone applies); the epoch
+/// itself, in rows older than `updated_at`, reads as 0.
+///
+/// `?` the prefix pattern; `?` a cursor flag (0: from the start), `?` its time in µs, the
+/// same time again, `?` its id; `?` the limit (one more than asked).
+const RECENT: &str = concat!(
+    "SELECT c.id,
+       TIMESTAMPDIFF(MICROSECOND, TIMESTAMP '1970-01-01 00:00:00', c.updated_at) AS updated,
+       TIMESTAMPDIFF(MICROSECOND, TIMESTAMP '1970-01-01 00:00:00', c.expires_at) AS expires
+FROM {conv} AS c
+WHERE c.id LIKE ? ESCAPE '!' AND ",
+    live!("c"),
+    "
+  AND (? = 0
+       OR c.updated_at < TIMESTAMP '1970-01-01 00:00:00' + INTERVAL ? MICROSECOND
+       OR (c.updated_at = TIMESTAMP '1970-01-01 00:00:00' + INTERVAL ? MICROSECOND AND c.id < ?))
+ORDER BY c.updated_at DESC, c.id DESC
+LIMIT ?"
+);
+
+/// The `LIKE` pattern of the ids starting with `prefix`: `%`, `_` and the escape `!` itself
+/// matched as they are (`!` rather than `\`, which `NO_BACKSLASH_ESCAPES` would change).
+pub(crate) fn like_prefix(prefix: &str) -> String {
+    let mut pattern = String::with_capacity(prefix.len() + 1);
+    for c in prefix.chars() {
+        if matches!(c, '%' | '_' | '!') {
+            pattern.push('!');
+        }
+        pattern.push(c);
+    }
+    pattern.push('%');
+    pattern
+}
+
 /// Messages go with their rows (ON DELETE CASCADE); the affected rows are the conversations.
 const PURGE: &str = "DELETE FROM {conv} WHERE expires_at <= UTC_TIMESTAMP(6)";
 
@@ -103,6 +142,7 @@ pub(crate) struct Statements {
     pub(crate) history: String,
     pub(crate) clear: String,
     pub(crate) list: String,
+    pub(crate) recent: String,
     pub(crate) purge: String,
 }
 
@@ -119,6 +159,7 @@ impl Statements {
             history: fill(HISTORY),
             clear: fill(CLEAR),
             list: fill(LIST),
+            recent: fill(RECENT),
             purge: fill(PURGE),
         }
     }
@@ -137,6 +178,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn prefixes_match_their_pattern_characters_as_they_are() {
+        assert_eq!(like_prefix(""), "%");
+        assert_eq!(like_prefix("t/%_!x"), "t/!%!_!!x%");
+        assert_eq!(like_prefix("租户/"), "租户/%");
+    }
+
+    #[test]
     fn statements_fill_every_placeholder() {
         let s = Statements::new("t1");
         for sql in [
@@ -148,6 +196,7 @@ mod tests {
             &s.history,
             &s.clear,
             &s.list,
+            &s.recent,
             &s.purge,
         ] {
             assert!(!sql.contains('{'), "{sql}");

@@ -10,8 +10,8 @@ use mysql_async::{Conn, Opts, Params, Pool, Row, Value};
 use tokio::time::timeout;
 
 use chatmem::store::{
-    Commit, Snapshot, StoreError, StoreErrorKind, StoredMessage, Timeouts, history_messages, load_snapshot,
-    outcome_unknown, statement_timed_out,
+    Commit, RecentConversation, RecentCursor, RecentPage, Snapshot, StoreError, StoreErrorKind, StoredMessage,
+    Timeouts, history_messages, load_snapshot, outcome_unknown, statement_timed_out,
 };
 use chatmem::{ConversationId, Page, Store};
 
@@ -20,7 +20,7 @@ use crate::error::{connection_lost, db_error, no_connection};
 use crate::migrate;
 use crate::params::{CommitParams, commit_params};
 use crate::rows::{COLUMNS, Column, Reader};
-use crate::sql::Statements;
+use crate::sql::{Statements, like_prefix};
 
 /// The schema version this crate writes; a database at a higher one is refused with
 /// [`StoreErrorKind::SchemaTooNew`].
@@ -194,7 +194,29 @@ impl MysqlStore {
     }
 }
 
+/// The `DATETIME` range in microseconds from the epoch: 1000-01-01 and 9999-12-31
+/// 23:59:59.999999.
+const MIN_DATETIME_MICROS: i64 = -30_610_224_000_000_000;
+const MAX_DATETIME_MICROS: i64 = 253_402_300_799_999_999;
+
 impl MysqlStore {
+    /// The id in column 0 of a listed row.
+    fn listed_id(&self, row: &Row) -> Result<ConversationId, StoreError> {
+        let bytes: Vec<u8> = row
+            .get_opt(0)
+            .and_then(Result::ok)
+            .ok_or_else(|| StoreError::new(StoreErrorKind::Other, "reading a listed conversation id"))?;
+        String::from_utf8(bytes)
+            .ok()
+            .and_then(|text| ConversationId::new(text).ok())
+            .ok_or_else(|| {
+                StoreError::new(
+                    StoreErrorKind::Corrupt,
+                    format!("a conversation id in {}_conversations is not a valid id", self.prefix),
+                )
+            })
+    }
+
     /// How long the client waits for one operation: the statement timeout per statement.
     fn bound(&self, staged: &[String]) -> Duration {
         let statements = if staged.is_empty() { 1 } else { staged.len() + 4 };
@@ -327,24 +349,54 @@ impl Store for MysqlStore {
                 vec![Value::Bytes(after), Value::UInt(fetch)],
             )
             .await?;
-        let mut ids = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let bytes: Vec<u8> = row
-                .get_opt(0)
-                .and_then(Result::ok)
-                .ok_or_else(|| StoreError::new(StoreErrorKind::Other, "reading a listed conversation id"))?;
-            let id = String::from_utf8(bytes)
-                .ok()
-                .and_then(|text| ConversationId::new(text).ok())
-                .ok_or_else(|| {
-                    StoreError::new(
-                        StoreErrorKind::Corrupt,
-                        format!("a conversation id in {}_conversations is not a valid id", self.prefix),
-                    )
-                })?;
-            ids.push(id);
-        }
+        let ids = rows.iter().map(|row| self.listed_id(row)).collect::<Result<_, _>>()?;
         Ok(Page::from_overfetch(ids, limit))
+    }
+
+    async fn recent(
+        &self,
+        prefix: &str,
+        before: Option<&RecentCursor>,
+        limit: usize,
+    ) -> Result<RecentPage, StoreError> {
+        let limit = limit.max(1);
+        let fetch = u64::try_from(limit.saturating_add(1)).unwrap_or(u64::MAX);
+        // A cursor past the last DATETIME comes after every row; one before the first, before
+        // none (their times would not convert).
+        let before = match before {
+            Some(c) if c.updated_micros < MIN_DATETIME_MICROS => return Ok(RecentPage::default()),
+            Some(c) if c.updated_micros > MAX_DATETIME_MICROS => None,
+            before => before,
+        };
+        let (flag, micros, after) = before.map_or((0, 0, Vec::new()), |c| {
+            (1, c.updated_micros, c.id.as_str().as_bytes().to_vec())
+        });
+        let params = vec![
+            Value::Bytes(like_prefix(prefix).into_bytes()),
+            Value::Int(flag),
+            Value::Int(micros),
+            Value::Int(micros),
+            Value::Bytes(after),
+            Value::UInt(fetch),
+        ];
+        let rows = self
+            .query("listing conversations by recency", &self.sql.recent, params)
+            .await?;
+        let mut found = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let id = self.listed_id(row)?;
+            let read = Reader {
+                id: &id,
+                what: "a conversation listed by recency",
+            };
+            let (updated_micros, expires_micros) = (read.get(row, 1)?, read.get(row, 2)?);
+            found.push(RecentConversation {
+                id,
+                updated_micros,
+                expires_micros,
+            });
+        }
+        Ok(RecentPage::from_overfetch(found, limit))
     }
 
     async fn purge_expired(&self) -> Result<u64, StoreError> {
