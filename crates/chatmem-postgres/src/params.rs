@@ -85,18 +85,6 @@ fn ttl_micros(ttl: Duration) -> Option<i64> {
     chatmem::store::ttl_micros(ttl, MAX_TTL)
 }
 
-/// The least text above every text that starts with `prefix`, in byte order (`COLLATE "C"`;
-/// for UTF-8 the order of code points): `prefix` with its last character raised by one,
-/// after dropping trailing `char::MAX`. `None` when nothing is above (an empty prefix, or
-/// only `char::MAX`).
-pub(crate) fn prefix_end(prefix: &str) -> Option<String> {
-    let mut end = prefix.trim_end_matches(char::MAX).to_owned();
-    let last = end.pop()?;
-    // The next scalar value: surrogates are not characters, so U+D7FF is followed by U+E000.
-    let next = (u32::from(last) + 1..=u32::from(char::MAX)).find_map(char::from_u32)?;
-    end.push(next);
-    Some(end)
-}
 
 /// The bounds a cursor's time is held to before it is bound as a `timestamptz`: 1 µs before
 /// the epoch (no commit is stamped earlier: rows from before schema 5 read the epoch itself)
@@ -143,20 +131,6 @@ mod tests {
         assert_eq!(ttl_micros(Duration::MAX), None);
     }
 
-    #[test]
-    fn a_prefix_ends_below_the_first_text_it_does_not_start() {
-        assert_eq!(prefix_end("tenant/").as_deref(), Some("tenant0"));
-        assert_eq!(prefix_end("a%").as_deref(), Some("a&"));
-        assert_eq!(prefix_end("\u{D7FF}").as_deref(), Some("\u{E000}"));
-        assert_eq!(prefix_end("a\u{10FFFF}\u{10FFFF}").as_deref(), Some("b"));
-        assert_eq!(prefix_end(""), None);
-        assert_eq!(prefix_end("\u{10FFFF}"), None);
-        let end = prefix_end("tenant/é").unwrap_or_default();
-        for inside in ["tenant/é", "tenant/é\u{10FFFF}", "tenant/éz"] {
-            assert!("tenant/é" <= inside && inside < end.as_str(), "{inside}");
-        }
-        assert!("tenant/ê" >= end.as_str());
-    }
 
     #[test]
     fn cursor_times_round_trip_and_stay_in_range() {

@@ -18,7 +18,7 @@ use chatmem::{ConversationId, Page, Store};
 use crate::builder::PostgresStoreBuilder;
 use crate::error::{connection_lost, db_error, pool_error};
 use crate::migrate;
-use crate::params::{CommitParams, cursor_time, prefix_end, token_bits};
+use crate::params::{CommitParams, cursor_time, token_bits};
 use crate::rows::{COLUMNS, Column, Reader};
 use crate::sql::{Statement, Statements};
 
@@ -426,7 +426,7 @@ impl Store for PostgresStore {
         }
         let limit = limit.max(1);
         let fetch = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
-        let end = prefix_end(prefix);
+        let end = chatmem::store::prefix_end(prefix);
         let (before_at, before_id) = (
             before.map(|c| cursor_time(c.updated_micros)),
             before.map(|c| c.id.as_str()),

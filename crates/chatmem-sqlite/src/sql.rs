@@ -264,7 +264,7 @@ pub(crate) fn recent(
         .query(params![
             now_ms(),
             prefix,
-            prefix_end(prefix),
+            chatmem::store::prefix_end(prefix),
             before_us,
             before_id,
             fetch
@@ -283,19 +283,6 @@ pub(crate) fn recent(
     Ok(RecentPage::from_overfetch(found, limit))
 }
 
-/// The least text above every text that starts with `prefix`, in SQLite's order of text
-/// (`BINARY`: the bytes of UTF-8, so the order of code points): `prefix` with its last
-/// character raised by one, after dropping trailing `char::MAX`. `None` when nothing is
-/// above (an empty prefix, or only `char::MAX`). Compared as a range, `%` and `_` are plain
-/// characters, which `LIKE` would take as patterns.
-fn prefix_end(prefix: &str) -> Option<String> {
-    let mut end = prefix.trim_end_matches(char::MAX).to_owned();
-    let last = end.pop()?;
-    // The next scalar value: surrogates are not characters, so U+D7FF is followed by U+E000.
-    let next = (u32::from(last) + 1..=u32::from(char::MAX)).find_map(char::from_u32)?;
-    end.push(next);
-    Some(end)
-}
 
 /// One transaction: delete expired conversations and their messages.
 pub(crate) fn purge_expired(conn: &mut Connection) -> Result<u64, StoreError> {
@@ -322,19 +309,4 @@ pub(crate) fn purge_expired(conn: &mut Connection) -> Result<u64, StoreError> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_prefix_ends_below_the_first_text_it_does_not_start() {
-        assert_eq!(prefix_end("tenant/").as_deref(), Some("tenant0"));
-        assert_eq!(prefix_end("a%").as_deref(), Some("a&"));
-        assert_eq!(prefix_end("\u{D7FF}").as_deref(), Some("\u{E000}"));
-        assert_eq!(prefix_end("a\u{10FFFF}\u{10FFFF}").as_deref(), Some("b"));
-        assert_eq!(prefix_end(""), None);
-        assert_eq!(prefix_end("\u{10FFFF}"), None);
-        // Every text with the prefix is in [prefix, end), and the next one out is not.
-        let end = prefix_end("tenant/é").unwrap_or_default();
-        for inside in ["tenant/é", "tenant/é\u{10FFFF}", "tenant/éz"] {
-            assert!("tenant/é" <= inside && inside < end.as_str(), "{inside}");
-        }
-        assert!("tenant/ê" >= end.as_str());
-    }
 }

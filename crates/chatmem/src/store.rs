@@ -28,7 +28,7 @@ pub use columns::{
     HISTORY_COLUMNS, LOAD_COLUMNS, RowReader, SqlColumns, history_messages, load_snapshot, stored_counter, to_bigint,
     ttl_micros,
 };
-pub use recent::{RecentConversation, RecentCursor, RecentPage, now_micros, unix_micros};
+pub use recent::{RecentConversation, RecentCursor, RecentPage, now_micros, prefix_end, unix_micros};
 pub use schema_version::SchemaVersion;
 pub use server_errors::{outcome_unknown, statement_timed_out};
 pub use timeouts::{

@@ -26,6 +26,28 @@ pub fn now_micros() -> i64 {
     unix_micros(SystemTime::now())
 }
 
+/// The least text above every text that starts with `prefix`, in the order of UTF-8 bytes
+/// (which is the order of code points, and how stores compare ids): `prefix` with its last
+/// character raised by one, after dropping trailing `char::MAX`; `None` when nothing is above
+/// (an empty prefix, or only `char::MAX`). A SQL store matches a prefix as the range
+/// `id >= prefix AND id < end` with it: exact, and `%` and `_` stay plain characters, which
+/// `LIKE` would take as patterns.
+///
+/// ```
+/// use chatmem::store::prefix_end;
+/// assert_eq!(prefix_end("tenant/").as_deref(), Some("tenant0"));
+/// assert_eq!(prefix_end("a%").as_deref(), Some("a&"));
+/// assert_eq!(prefix_end(""), None);
+/// ```
+pub fn prefix_end(prefix: &str) -> Option<String> {
+    let mut end = prefix.trim_end_matches(char::MAX).to_owned();
+    let last = end.pop()?;
+    // The next scalar value: surrogates are not characters, so U+D7FF is followed by U+E000.
+    let next = (u32::from(last) + 1..=u32::from(char::MAX)).find_map(char::from_u32)?;
+    end.push(next);
+    Some(end)
+}
+
 /// One conversation in a listing by recency.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecentConversation {
@@ -146,5 +168,21 @@ mod tests {
         assert_eq!(page.conversations.len(), 3);
         assert_eq!(page.next, Some(item(2).cursor()));
         assert_eq!(RecentPage::from_overfetch((0..3).map(item).collect(), 3).next, None);
+    }
+
+    #[test]
+    fn a_prefix_ends_below_the_first_text_it_does_not_start() {
+        assert_eq!(prefix_end("tenant/").as_deref(), Some("tenant0"));
+        assert_eq!(prefix_end("a%").as_deref(), Some("a&"));
+        assert_eq!(prefix_end("\u{D7FF}").as_deref(), Some("\u{E000}"));
+        assert_eq!(prefix_end("a\u{10FFFF}\u{10FFFF}").as_deref(), Some("b"));
+        assert_eq!(prefix_end(""), None);
+        assert_eq!(prefix_end("\u{10FFFF}"), None);
+        // Every text with the prefix is in [prefix, end), and the next one out is not.
+        let end = prefix_end("tenant/é").unwrap_or_default();
+        for inside in ["tenant/é", "tenant/é\u{10FFFF}", "tenant/éz"] {
+            assert!("tenant/é" <= inside && inside < end.as_str(), "{inside}");
+        }
+        assert!("tenant/ê" >= end.as_str());
     }
 }
