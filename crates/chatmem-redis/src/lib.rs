@@ -230,6 +230,7 @@ mod conn;
 mod error;
 mod index;
 mod keys;
+mod recent;
 mod reply;
 mod retry;
 mod schema;
