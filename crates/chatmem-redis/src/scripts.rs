@@ -83,7 +83,7 @@ local version = 0
 if cur[1] then
   version = tonumber(cur[1])
   if not version then
-    return {2, 0}
+    return {2, 0, now}
   end
 end
 if version ~= tonumber(ARGV[1]) then
