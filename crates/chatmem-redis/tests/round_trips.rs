@@ -335,6 +335,25 @@ async fn cluster_round_trips() {
         map(&[("evalsha", 1), ("exists", 2), ("del", 1), ("zrem", 2)]),
         "clear = 3 round trips"
     );
+    // Listing by recency: the recent script on the index's node, then one check script
+    // (its node's time and the meta key's PTTL) per listed conversation, sent at once.
+    let id = ConversationId::new("rt-recent").unwrap();
+    let c = chatmem_test::commit(0, turn(1), 1, Retention::KeepHistory);
+    store.commit(&id, c).await.unwrap();
+    let mut listings = None;
+    for _ in 0..3 {
+        let d = cluster_delta(&mut nodes, async {
+            assert_eq!(store.recent("", None, 10).await.unwrap().conversations.len(), 1);
+        })
+        .await;
+        listings = fewest(listings, d);
+    }
+    assert_eq!(
+        listings.unwrap(),
+        map(&[("evalsha", 2), ("time", 2), ("zrevrange", 1), ("pttl", 1)]),
+        "recent = 2 round trips"
+    );
+    assert!(store.clear(&id).await.unwrap());
     // Clean-up of this test's keys: the indexes; the conversations were cleared.
     let index = format!("{prefix}:ids");
     for n in &mut nodes {
