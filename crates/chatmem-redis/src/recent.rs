@@ -147,17 +147,31 @@ impl RedisStore {
     }
 
     /// Lists in the recency index, with time 0, the ids of the id index it lacks
-    /// (conversations last committed by a chatmem without it): one script, which does
-    /// nothing while both hold as many ids (see [`crate::scripts::RECENT_BACKFILL`]).
+    /// (conversations last committed by a chatmem without it): nothing but a size check
+    /// while both hold as many ids, else a pass over the id index in batches of
+    /// [`INDEX_BATCH`] (see [`crate::scripts::RECENT_BACKFILL`]). Batches rather than one
+    /// `ZUNIONSTORE`, which would hold Redis for seconds on millions of conversations.
     pub(crate) async fn backfill_recent(&self) -> Result<(), StoreError> {
-        let mut inv = self.scripts.recent_backfill.prepare_invoke();
-        inv.key(self.keys.index()).key(self.keys.recent());
-        let inv = &inv;
-        let added: i64 = self
-            .run("listing earlier conversations by recency", |mut conn| async move {
-                inv.invoke_async(&mut conn).await
-            })
-            .await?;
+        let mut after: Vec<u8> = Vec::new();
+        let mut added = 0i64;
+        loop {
+            let mut inv = self.scripts.recent_backfill.prepare_invoke();
+            inv.key(self.keys.index())
+                .key(self.keys.recent())
+                .arg(after.as_slice())
+                .arg(INDEX_BATCH);
+            let inv = &inv;
+            let (n, last): (i64, Vec<u8>) = self
+                .run("listing earlier conversations by recency", |mut conn| async move {
+                    inv.invoke_async(&mut conn).await
+                })
+                .await?;
+            added += n;
+            if last.is_empty() {
+                break;
+            }
+            after = last;
+        }
         if added > 0 {
             tracing::info!(
                 added,

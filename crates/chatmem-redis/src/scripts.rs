@@ -283,17 +283,37 @@ local t = redis.call('TIME')
 return {t[1] .. string.format('%06d', tonumber(t[2])), redis.call('PTTL', KEYS[1])}
 "#;
 
-/// Lists in the recency index (`KEYS[2]`), with score 0, every id of the id index
+/// Lists in the recency index (`KEYS[2]`), with score 0, the ids of the id index
 /// (`KEYS[1]`) missing from it: conversations last committed by a chatmem without the
-/// recency index. Skipped, at the cost of two `ZCARD`s, while the recency index holds as
-/// many ids as the id index. A recorded time is kept (`MAX` against a weight of 0; times
-/// are positive). Returns how many ids it added.
+/// recency index. A batch at a time: up to `ARGV[2]` ids after `ARGV[1]` (empty: from the
+/// first, and then only when the id index holds more ids than the recency index: two
+/// `ZCARD`s is all a connect usually costs). `NX` keeps recorded times.
+///
+/// Returns `{added, last}`: how many ids it added, and the id the next batch goes on
+/// after (empty when the index ended).
 pub(crate) const RECENT_BACKFILL: &str = r#"
-local before = redis.call('ZCARD', KEYS[2])
-if redis.call('ZCARD', KEYS[1]) <= before then
-  return 0
+local n = tonumber(ARGV[2])
+if ARGV[1] == '' and redis.call('ZCARD', KEYS[1]) <= redis.call('ZCARD', KEYS[2]) then
+  return {0, ''}
 end
-return redis.call('ZUNIONSTORE', KEYS[2], 2, KEYS[2], KEYS[1], 'WEIGHTS', 1, 0, 'AGGREGATE', 'MAX') - before
+local min = '-'
+if ARGV[1] ~= '' then
+  min = '(' .. ARGV[1]
+end
+local ids = redis.call('ZRANGEBYLEX', KEYS[1], min, '+', 'LIMIT', 0, n)
+if #ids == 0 then
+  return {0, ''}
+end
+local args = {'NX'}
+for _, id in ipairs(ids) do
+  args[#args + 1] = 0
+  args[#args + 1] = id
+end
+local added = redis.call('ZADD', KEYS[2], unpack(args))
+if #ids < n then
+  return {added, ''}
+end
+return {added, ids[#ids]}
 "#;
 
 /// Creates or upgrades the layout version key `KEYS[1]` to `ARGV[1]` (this code's

@@ -285,6 +285,7 @@ async fn cluster_recency_is_backfilled_on_connect() {
     common::recency_is_backfilled_on_connect(&url, &mut raw, &prefix).await;
     let store = connect(&url, &prefix).await;
     common::recent_scans_past_other_prefixes(&store).await;
+    common::backfill_walks_batches(&url, &mut raw, &prefix).await;
     cleanup(&url, &prefix).await;
 }
 

@@ -260,6 +260,7 @@ async fn recency_is_backfilled_on_connect() {
     common::recency_is_backfilled_on_connect(&url, &mut conn, &prefix).await;
     let store = store(&url, &prefix).await;
     common::recent_scans_past_other_prefixes(&store).await;
+    common::backfill_walks_batches(&url, &mut conn, &prefix).await;
     cleanup(&url, &prefix).await;
 }
 

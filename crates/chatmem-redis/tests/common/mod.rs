@@ -288,3 +288,21 @@ pub async fn recent_scans_past_other_prefixes(store: &RedisStore) {
     all.sort();
     assert_eq!(all, hay);
 }
+
+/// The backfill on connect walks the id index in several batches: after
+/// [`recent_scans_past_other_prefixes`] (1,201 conversations under `prefix`), with the
+/// recency index deleted through `conn`, every conversation is listed again, with time 0.
+pub async fn backfill_walks_batches(url: &str, conn: &mut impl redis::aio::ConnectionLike, prefix: &str) {
+    use chatmem::Store;
+
+    let recent_key = format!("{prefix}:{{{prefix}:ids}}:recent");
+    let () = redis::cmd("DEL").arg(&recent_key).query_async(conn).await.unwrap();
+    let store = store(url, prefix).await;
+    let page = store.recent("", None, 2000).await.unwrap();
+    assert_eq!(page.conversations.len(), 1201);
+    assert!(page.conversations.iter().all(|c| c.updated_micros == 0));
+    assert!(
+        page.conversations.windows(2).all(|w| w[0].id > w[1].id),
+        "by id, descending"
+    );
+}
