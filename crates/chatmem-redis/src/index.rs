@@ -58,7 +58,7 @@ impl RedisStore {
 
     /// Whether each conversation of `ids` exists (its meta key does), with one `EXISTS`
     /// per id: on Cluster each goes to its own slot's node, all of them at once.
-    pub(crate) async fn exist(&self, ids: &[ConversationId]) -> Result<Vec<bool>, StoreError> {
+    async fn exist(&self, ids: &[ConversationId]) -> Result<Vec<bool>, StoreError> {
         let metas: Vec<String> = ids.iter().map(|id| self.keys.meta(id)).collect();
         let metas = &metas;
         let flags: Vec<i64> = self
