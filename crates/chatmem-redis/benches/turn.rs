@@ -46,6 +46,7 @@ async fn run(url: &str) {
     redis::cmd("DEL")
         .arg(format!("{prefix}:schema"))
         .arg(format!("{prefix}:ids"))
+        .arg(format!("{prefix}:{{{prefix}:ids}}:recent"))
         .exec_async(&mut conn)
         .await
         .expect("deleting the bench keys");

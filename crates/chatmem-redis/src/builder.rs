@@ -89,7 +89,8 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// Connects, then checks (or creates) the schema version key.
+    /// Connects, then checks (or creates) the schema version key and lists in the recency
+    /// index the conversations last committed before it existed (see the crate docs).
     ///
     /// # Errors
     /// [`StoreErrorKind::InvalidInput`](chatmem::store::StoreErrorKind::InvalidInput) for a
@@ -113,6 +114,9 @@ impl RedisStoreBuilder {
                 commit: Script::new(scripts::COMMIT),
                 clear: Script::new(scripts::CLEAR),
                 prune: Script::new(scripts::PRUNE),
+                recent: Script::new(scripts::RECENT),
+                check: Script::new(scripts::CHECK),
+                recent_backfill: Script::new(scripts::RECENT_BACKFILL),
                 schema: Script::new(scripts::SCHEMA),
             }),
             cache: Arc::new(WindowCache::new(self.window_cache_bytes)),
@@ -120,6 +124,7 @@ impl RedisStoreBuilder {
             url: url.into(),
         };
         store.check_schema().await?;
+        store.backfill_recent().await?;
         Ok(store)
     }
 

@@ -1,4 +1,5 @@
-//! The conversation-id index (`<prefix>:ids`): adding, paging, and pruning the ids of
+//! The conversation-id index (`<prefix>:ids`) and the recency index next to it (see
+//! [`Keys::recent`](crate::keys::Keys::recent)): adding, paging, and pruning the ids of
 //! expired conversations, with the extra re-checks Redis Cluster needs.
 
 use chatmem::ConversationId;
@@ -18,7 +19,7 @@ impl RedisStore {
             return self.prune_cluster(ids).await;
         }
         let mut inv = self.scripts.prune.prepare_invoke();
-        inv.key(self.keys.index());
+        inv.key(self.keys.index()).key(self.keys.recent());
         let mut parsed = Vec::with_capacity(ids.len());
         for raw in ids {
             let id = index_id(raw)?;
@@ -72,33 +73,70 @@ impl RedisStore {
         Ok(flags.into_iter().map(|f| f == 1).collect())
     }
 
-    /// Adds `ids` to the index (idempotent).
+    /// Adds `ids` to the index, and to the recency index with time 0 where they are not
+    /// there yet (idempotent; one round trip: both keys share a slot).
     pub(crate) async fn index_add(&self, ids: &[ConversationId]) -> Result<(), StoreError> {
-        let mut cmd = redis::cmd("ZADD");
-        cmd.arg(self.keys.index());
+        let mut pipe = redis::pipe();
+        pipe.cmd("ZADD").arg(self.keys.index());
         for id in ids {
-            cmd.arg(0).arg(id.as_str());
+            pipe.arg(0).arg(id.as_str());
         }
-        let cmd = &cmd;
+        pipe.ignore().cmd("ZADD").arg(self.keys.recent()).arg("NX");
+        for id in ids {
+            pipe.arg(0).arg(id.as_str());
+        }
+        pipe.ignore();
+        let pipe = &pipe;
         self.run("adding to the conversation index", |mut conn| async move {
-            cmd.query_async::<()>(&mut conn).await
+            pipe.query_async::<()>(&mut conn).await
         })
         .await
     }
 
-    /// Removes `ids` from the index on Cluster, then puts back those that exist after
-    /// all (created concurrently: the creator's own index update may have come before
-    /// this removal); returns whether each exists now. Without the cross-slot atomicity of a single
-    /// Redis this re-check is what keeps an existing conversation listed.
-    pub(crate) async fn index_remove_checked(&self, ids: &[ConversationId]) -> Result<Vec<bool>, StoreError> {
-        let mut cmd = redis::cmd("ZREM");
-        cmd.arg(self.keys.index());
-        for id in ids {
-            cmd.arg(id.as_str());
+    /// Records on Cluster a commit of `id` applied at `micros` (the conversation's node's
+    /// `TIME`, as the commit script returned it) in the recency index, after the script,
+    /// and for a commit that `created` the conversation its index entry once more. `GT`
+    /// keeps the latest time when two writers' updates arrive out of order.
+    pub(crate) async fn touch_cluster(
+        &self,
+        id: &ConversationId,
+        micros: &str,
+        created: bool,
+    ) -> Result<(), StoreError> {
+        let mut pipe = redis::pipe();
+        if created {
+            pipe.cmd("ZADD").arg(self.keys.index()).arg(0).arg(id.as_str()).ignore();
         }
-        let cmd = &cmd;
+        pipe.cmd("ZADD")
+            .arg(self.keys.recent())
+            .arg("GT")
+            .arg(micros)
+            .arg(id.as_str())
+            .ignore();
+        let pipe = &pipe;
+        self.run("recording the commit in the recency index", |mut conn| async move {
+            pipe.query_async::<()>(&mut conn).await
+        })
+        .await
+    }
+
+    /// Removes `ids` from the index and the recency index on Cluster, then puts back
+    /// those that exist after all (created concurrently: the creator's own index update
+    /// may have come before this removal; put back with time 0 when its recency entry
+    /// went too); returns whether each exists now. Without the cross-slot atomicity of a
+    /// single Redis this re-check is what keeps an existing conversation listed.
+    pub(crate) async fn index_remove_checked(&self, ids: &[ConversationId]) -> Result<Vec<bool>, StoreError> {
+        let mut pipe = redis::pipe();
+        for key in [self.keys.index(), self.keys.recent()] {
+            pipe.cmd("ZREM").arg(key);
+            for id in ids {
+                pipe.arg(id.as_str());
+            }
+            pipe.ignore();
+        }
+        let pipe = &pipe;
         self.run("removing from the conversation index", |mut conn| async move {
-            cmd.query_async::<()>(&mut conn).await
+            pipe.query_async::<()>(&mut conn).await
         })
         .await?;
         let exist = self.exist(ids).await?;

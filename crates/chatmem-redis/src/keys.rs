@@ -30,6 +30,14 @@ impl Keys {
         format!("{}:ids", self.prefix)
     }
 
+    /// The sorted set of live conversation ids scored by their last commit's time in
+    /// microseconds (0: unknown, last committed before it was recorded). Its hash tag is the
+    /// id index's whole name, so both share a Cluster slot: one script or `MULTI` can
+    /// update both.
+    pub(crate) fn recent(&self) -> String {
+        format!("{0}:{{{0}:ids}}:recent", self.prefix)
+    }
+
     /// The hash of conversation `id`: version, window, system message, summary, raw id.
     pub(crate) fn meta(&self, id: &ConversationId) -> String {
         format!("{}:{{{}}}:meta", self.prefix, tag(id))
@@ -64,6 +72,7 @@ mod tests {
         assert_eq!(keys.meta(&id), "chatmem:{617b627d3a2a}:meta");
         assert_eq!(keys.msgs(&id), "chatmem:{617b627d3a2a}:msgs");
         assert_eq!(keys.index(), "chatmem:ids");
+        assert_eq!(keys.recent(), "chatmem:{chatmem:ids}:recent");
         assert_eq!(keys.schema(), "chatmem:schema");
     }
 }

@@ -73,10 +73,24 @@
 //!   one included, reads back as written). A load reads only scores `>= window_start`.
 //!
 //! Plus `chatmem:ids`, a sorted set of every conversation id (score 0, ordered by bytes)
-//! that [`list`](chatmem::Store::list) pages through with `ZRANGEBYLEX` (never `KEYS`), and
+//! that [`list`](chatmem::Store::list) pages through with `ZRANGEBYLEX` (never `KEYS`);
+//! `chatmem:{chatmem:ids}:recent`, the recency index: a sorted set of the same ids scored
+//! by the time of each one's last commit in microseconds since the Unix epoch (Redis's
+//! `TIME`, read inside the commit script: the server's clock; a double holds today's
+//! microseconds exactly), whose hash tag puts it in the id index's Cluster slot; and
 //! `chatmem:schema`, the layout version ([`SCHEMA_VERSION`], 2), created on connect; a
 //! larger value fails [`RedisStore::connect`] with
 //! [`StoreErrorKind::SchemaTooNew`](chatmem::store::StoreErrorKind).
+//!
+//! [`recent`](chatmem::Store::recent) reads the recency index newest first (`ZREVRANGE`,
+//! whose equal scores come in reverse byte order of the ids, as the listing wants), a batch
+//! of at most 1,000 entries per script run, keeping the ids that start with the prefix,
+//! until it has the page (plus one, to know whether more follow) or the index ends: a
+//! prefix whose conversations are few among many others costs one run per 1,000 entries
+//! newer than them. Each listed conversation's expiry is the `PTTL` of its meta key added
+//! to the server's `TIME` read with it; a conversation whose meta key is gone is expired and
+//! leaves both indexes (as with `list`). The cursor's place in the index is found again by
+//! binary search on each call, so a page costs the same wherever it starts.
 //!
 //! Layout 1 (chatmem-redis before counter names were recorded) had no `@<counter>` and no
 //! `sys_counted_by`. Its data reads as is, every count with no counter (`None`, taken as
@@ -87,6 +101,24 @@
 //! was already connected before the upgrade does not check again, so stop old processes
 //! before new ones connect: until then they report conversations written by new ones as
 //! corrupt.
+//!
+//! The recency index came later without a new layout version either: older code reads
+//! what this code writes, and what it wrote reads as is. On connect, a script compares the
+//! sizes of the two indexes (`ZCARD`) and, when the id index holds more ids, walks it in
+//! batches of 1,000 (one script each, `ZADD NX`: recorded times are kept) and adds the
+//! missing ones to the recency index with time 0: conversations last committed before it
+//! are listed by `recent` after all others, with `updated_micros` 0, until their next
+//! commit. This runs once per database in practice (later connects find the sizes equal);
+//! batches rather than one `ZUNIONSTORE` because a single command holds Redis for everyone
+//! (about half a second per 200,000 ids when tried), while a batch holds it for about a
+//! millisecond and the walk costs only the connecting process (one round trip per 1,000
+//! conversations). The commit script reads `TIME` before it writes, which needs scripts
+//! replicated by their effects: the only mode since Redis 7, the default since Redis 5.
+//! Older processes still running neither
+//! record their commits' times nor add the conversations they create to the recency index
+//! (the next connect of a newer process lists those, with time 0), and the ids they prune
+//! from the id index stay in the recency index until `recent` meets them: so run one
+//! version everywhere before relying on the listing.
 //!
 //! The `summary` field came later without a new layout version: data written before it
 //! has no such field and reads as a conversation without a summary, so there is nothing to
@@ -103,10 +135,10 @@
 //! commit script (so both keys always carry the same deadline). TTLs are rounded up to whole milliseconds (Redis's unit). A
 //! TTL longer than 2^45 ms (about 1,100 years) is too long to pass to Redis safely and, as
 //! chatmem documents for a TTL a store cannot represent, never expires. An expired
-//! conversation's keys are gone, so it reads as empty at once. Its index entry stays until
-//! a [`list`](chatmem::Store::list) meets it (each listed id is checked with `EXISTS` and
-//! stale ones are removed from the index) or
-//! [`purge_expired`](chatmem::Store::purge_expired) sweeps the index. Sequence numbers
+//! conversation's keys are gone, so it reads as empty at once. Its index entries stay until
+//! a [`list`](chatmem::Store::list) or a [`recent`](chatmem::Store::recent) meets it (each
+//! listed id is checked and stale ones are removed from both indexes) or
+//! [`purge_expired`](chatmem::Store::purge_expired) sweeps the id index. Sequence numbers
 //! must stay below 2^53 (sorted-set scores are doubles).
 //!
 //! # Eviction (`maxmemory`)
@@ -126,7 +158,7 @@
 //!   full, commits fail with Redis's `OOM` error
 //!   ([`StoreErrorKind::Other`](chatmem::store::StoreErrorKind)) and reads keep working.
 //! - `volatile-lru`, `volatile-lfu`, `volatile-random`, `volatile-ttl` never evict a key
-//!   without a TTL: conversations committed with no TTL, the id index and the schema key
+//!   without a TTL: conversations committed with no TTL, the indexes and the schema key
 //!   are safe. A conversation with a TTL may be evicted before its deadline, and one key at
 //!   a time: without its `:meta` it is gone (as if expired early), without its `:msgs` it
 //!   keeps its state but not its messages. Use these only when losing such conversations
@@ -134,7 +166,8 @@
 //!   in the same script, and read as gone together.)
 //! - `allkeys-lru`, `allkeys-lfu`, `allkeys-random` are not safe: they may evict any key
 //!   at any time, including conversations without a TTL, half of a conversation as above,
-//!   and the id index (its conversations then no longer `list`).
+//!   and the indexes (their conversations then no longer `list`; an evicted recency index
+//!   is rebuilt by the next connect, every time 0).
 //!
 //! The policy applies to the whole server, every database included: keep chatmem on a
 //! Redis of its own, or on one whose other users also want `noeviction`, rather than on a
@@ -149,26 +182,38 @@
 //! clear stay single scripts or commands on one node: atomic, one round trip each, exactly
 //! as on a single Redis.
 //!
-//! Only the id index (`chatmem:ids`) lives in another slot, so on Cluster it cannot be
-//! updated inside the commit and clear scripts (`CROSSSLOT`) and is kept with separate
-//! commands instead:
+//! Only the indexes (`chatmem:ids` and the recency index, which share one slot) live in
+//! another slot, so on Cluster they cannot be updated inside the commit and clear scripts
+//! (`CROSSSLOT`) and are kept with separate commands instead:
 //!
 //! - a commit that creates a conversation (`expected_version == 0`) `ZADD`s the id
-//!   *before* the commit script, so a crash after the commit cannot leave the
-//!   conversation unlisted (if the commit then fails, `list` drops the entry as stale),
-//!   and once more *after* a successful commit, in case a concurrent `list`, `purge` or
-//!   `clear` removed the entry in between (a failure of that second `ZADD` is logged,
-//!   not returned: the commit is applied);
-//! - `clear` deletes the conversation's keys first, then removes the index entry;
-//! - whoever removes entries (`clear`, or `list`/`purge_expired` meeting ids whose meta
-//!   key is gone) checks with `EXISTS` afterwards and puts back any conversation that was
-//!   created meanwhile.
+//!   *before* the commit script (to the recency index with time 0, `NX`), so a crash
+//!   after the commit cannot leave the conversation unlisted (if the commit then fails,
+//!   `list` and `recent` drop the entries as stale);
+//! - every commit script returns its node's `TIME`, and *after* a successful commit the
+//!   store `ZADD`s it to the recency index with `GT` (so two writers' updates arriving out
+//!   of order keep the later time; Redis 6.2 or later) and, for a creating commit, the id
+//!   once more to the id index in the same pipeline, in case a concurrent `list`,
+//!   `recent`, `purge` or `clear` removed the entry in between (a failure of this step is
+//!   logged, not returned: the commit is applied; the conversation then keeps its
+//!   previous time until its next commit);
+//! - `clear` deletes the conversation's keys first, then removes the index entries;
+//! - whoever removes entries (`clear`, or `list`/`recent`/`purge_expired` meeting ids
+//!   whose meta key is gone) checks with `EXISTS` afterwards and puts back any
+//!   conversation that was created meanwhile (in the recency index with time 0 if its
+//!   entry went too: it gets its time back with its next commit).
 //!
 //! So an existing conversation is always listed, except after the rare combination of an
 //! index sweep racing its creation *and* the creating process failing right after its
 //! commit (before the second `ZADD`); its next commit does not re-add it, but `load`,
-//! `commit`, `history` and `clear` work on it regardless. On a single Redis the index is
-//! exact: it is updated inside the same atomic scripts as the conversation.
+//! `commit`, `history` and `clear` work on it regardless. On a single Redis the indexes are
+//! exact: they are updated inside the same atomic scripts as the conversation.
+//!
+//! `recent` reads the recency index with the same script as on a single Redis, without
+//! its checks; each listed conversation is then checked on its own node by a small script
+//! (that node's `TIME` and the meta key's `PTTL`), all at once. Commit times come from the
+//! clock of each conversation's node, so the order between conversations on different
+//! nodes is as good as the nodes' clocks agree.
 //!
 //! Round trips per operation (`N` = ids in the listed page, at most `limit + 1`; index
 //! batches hold at most 1,000 ids):
@@ -176,10 +221,14 @@
 //! | operation | single Redis | Redis Cluster |
 //! |---|---|---|
 //! | `load`, `history` | 1 | 1 |
-//! | `commit` | 1 | 1; 3 when it creates the conversation (`ZADD`, script, `ZADD`) |
-//! | `clear` | 1 | 1 when it did not exist; else 3 (script, `ZREM`, `EXISTS`) |
+//! | `commit` | 1 | 2 (script, `ZADD` of its time); 3 when it creates the conversation (`ZADD`s, script, `ZADD`s) |
+//! | `clear` | 1 | 1 when it did not exist; else 3 (script, `ZREM`s, `EXISTS`) |
 //! | `list` | 2 (`ZRANGEBYLEX`, one check-and-prune script) | 2 (`ZRANGEBYLEX`, then `N` `EXISTS` sent at once, one per node's connection); +2 (`ZREM`, `EXISTS`) when stale ids were met |
+//! | `recent` | 1 per batch (one script: read, check, prune) | 2 per batch (the script, then `N` check scripts sent at once); +2 when expired ids were met |
 //! | `purge_expired` | 2 per batch | 2 per batch, +2 when the batch held expired ids |
+//!
+//! A batch of `recent` reads at most 1,000 index entries; usually one batch makes a page.
+//! Connecting runs two scripts (the schema check, then the recency backfill check).
 //!
 //! Re-adding an id found recreated during a removal costs one more `ZADD`. The scripts
 //! are loaded on a node the first time it runs them (`NOSCRIPT`, then `SCRIPT LOAD` and
@@ -230,6 +279,7 @@ mod conn;
 mod error;
 mod index;
 mod keys;
+mod recent;
 mod reply;
 mod retry;
 mod schema;

@@ -2,10 +2,11 @@
 //! round trip (`EVALSHA`; `redis::Script` falls back to `SCRIPT LOAD` after a server restart).
 //!
 //! Conversation keys (`KEYS[1]` meta, `KEYS[2]` msgs) share one hash tag. On a single
-//! Redis the commit and clear scripts also update the id index, passed as `KEYS[3]`; on
-//! Redis Cluster it lives in another slot (a `CROSSSLOT` error inside a script), so the
-//! store leaves `KEYS[3]` out and updates the index with separate commands (see the crate
-//! docs).
+//! Redis the commit and clear scripts also update the id index and the recency index,
+//! passed as `KEYS[3]` and `KEYS[4]`; on Redis Cluster those live in another slot (a
+//! `CROSSSLOT` error inside a script), so the store leaves them out and updates them with
+//! separate commands (see the crate docs). The two indexes share one slot, so scripts may
+//! take both.
 
 /// The meta hash fields a load reads, in the order [`parse_snapshot`](crate::reply::parse_snapshot)
 /// takes them: given to the load script as its `ARGV`, and read by the pipelined load.
@@ -54,8 +55,8 @@ return redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. ARGV[1], '+inf', 'LIMIT', 0, 
 /// The version-checked commit. The version check is its only check: a `Commit` cannot be
 /// built invalid, so its sequences, window start and next seq are stored as they are.
 ///
-/// `KEYS`: meta, msgs, and the index (single Redis only; without it the index is not
-/// touched). `ARGV`: 1 expected version, 2 raw id, 3 window start after the commit,
+/// `KEYS`: meta, msgs, and the index and the recency index (single Redis only; without
+/// them neither is touched). `ARGV`: 1 expected version, 2 raw id, 3 window start after the commit,
 /// 4 delete messages with a seq below this (empty or `0` = delete nothing; may be below the
 /// window start while evicted messages wait for a summary), 5 TTL in ms (empty = no
 /// expiry), 6 system message (`0` none, `1` one without a counter name, `2` one counted by
@@ -64,24 +65,32 @@ return redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. ARGV[1], '+inf', 'LIMIT', 0, 
 /// is `2`), 13 the new summary's JSON (empty = keep the stored one; a summary's JSON is
 /// never empty), then `seq, member` pairs from 14 on.
 ///
-/// Returns `{1, new_version}` (also when this very commit, recognised by its token, was
-/// already applied: a resend after a lost connection), `{0, current_version}` on a lost
-/// version check, or `{2, 0}` when the stored version is unreadable.
+/// Returns `{1, new_version, now}` (also when this very commit, recognised by its token,
+/// was already applied: a resend after a lost connection), `{0, current_version, now}` on
+/// a lost version check, or `{2, 0, now}` when the stored version is unreadable; `now` is
+/// the server's `TIME` in microseconds (a string): the commit's time in the recency index,
+/// which on Cluster the store records with it after the script.
+///
+/// `TIME` before writes needs scripts replicated by their effects: the only mode since
+/// Redis 7, the default since Redis 5.
 pub(crate) const COMMIT: &str = r#"
-local meta, msgs, index = KEYS[1], KEYS[2], KEYS[3]
+local meta, msgs, index, recent = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local t = redis.call('TIME')
+-- Built as text: exact, where Lua's number formatting might not be.
+local now = t[1] .. string.format('%06d', tonumber(t[2]))
 local cur = redis.call('HMGET', meta, 'version', 'commit_token')
 local version = 0
 if cur[1] then
   version = tonumber(cur[1])
   if not version then
-    return {2, 0}
+    return {2, 0, now}
   end
 end
 if version ~= tonumber(ARGV[1]) then
   if version == tonumber(ARGV[1]) + 1 and cur[2] == ARGV[11] then
-    return {1, version}
+    return {1, version, now}
   end
-  return {0, version}
+  return {0, version, now}
 end
 if version == 0 then
   -- A conversation that does not exist has no messages, whatever was left behind.
@@ -143,37 +152,168 @@ elseif redis.call('PTTL', meta) ~= -1 then
   redis.call('PERSIST', meta)
   redis.call('PERSIST', msgs)
 end
-return {1, new_version}
+if recent then
+  redis.call('ZADD', recent, now, ARGV[2])
+end
+return {1, new_version, now}
 "#;
 
-/// Deletes a conversation. `KEYS`: meta, msgs, and the index (single Redis only);
-/// `ARGV[1]`: raw id. Returns 1 when the conversation existed, that is when its meta hash
-/// did; messages left behind without it are deleted all the same.
+/// Deletes a conversation. `KEYS`: meta, msgs, and the index and the recency index
+/// (single Redis only); `ARGV[1]`: raw id. Returns 1 when the conversation existed, that
+/// is when its meta hash did; messages left behind without it are deleted all the same.
 pub(crate) const CLEAR: &str = r#"
 local existed = redis.call('EXISTS', KEYS[1])
 redis.call('DEL', KEYS[1], KEYS[2])
 if KEYS[3] then
   redis.call('ZREM', KEYS[3], ARGV[1])
+  redis.call('ZREM', KEYS[4], ARGV[1])
 end
 return existed
 "#;
 
-/// Keeps the index honest on a single Redis (on Cluster the meta keys live in other
-/// slots than the index; see `RedisStore::prune_cluster`): `KEYS[1]` index,
-/// `KEYS[i + 1]` the meta key of `ARGV[i]`.
-/// Returns one flag per id (1 live, 0 expired) and removes the expired ids from the
-/// index. Atomic, so a conversation recreated concurrently is never dropped.
+/// Keeps the indexes honest on a single Redis (on Cluster the meta keys live in other
+/// slots than the indexes; see `RedisStore::prune_cluster`): `KEYS[1]` index, `KEYS[2]`
+/// recency index, `KEYS[i + 2]` the meta key of `ARGV[i]`.
+/// Returns one flag per id (1 live, 0 expired) and removes the expired ids from both
+/// indexes. Atomic, so a conversation recreated concurrently is never dropped.
 pub(crate) const PRUNE: &str = r#"
 local out = {}
 for i = 1, #ARGV do
-  if redis.call('EXISTS', KEYS[i + 1]) == 1 then
+  if redis.call('EXISTS', KEYS[i + 2]) == 1 then
     out[i] = 1
   else
     redis.call('ZREM', KEYS[1], ARGV[i])
+    redis.call('ZREM', KEYS[2], ARGV[i])
     out[i] = 0
   end
 end
 return out
+"#;
+
+/// Lists the recency index newest first from a cursor: one batch of
+/// `RedisStore::recent`. `KEYS[1]` the recency index; on a single Redis also `KEYS[2]`
+/// the id index, and then the script checks each listed conversation itself (`PTTL` of
+/// its meta key, named from `ARGV[6]`, the store's key prefix: keys a script does not
+/// declare, which only a single Redis allows) and drops the expired ones from both
+/// indexes, as `PRUNE` does.
+///
+/// `ARGV`: 1 the id prefix, 2 and 3 the cursor's score and id (empty score: from the
+/// newest), 4 how many matching ids to return at most, 5 how many entries to read at most.
+///
+/// Entries with equal scores are in reverse byte order of their ids, as `ZREVRANGE`
+/// keeps them and as the listing wants; the cursor's place among them is found by binary
+/// search on ranks, comparing bytes (Lua's `<` on strings follows the server's locale).
+///
+/// Returns `{now, done, last_score, last_id, ids, scores, pttls}`: the server's `TIME` in
+/// microseconds, 1 when the index ended within this batch, the last entry read (where the
+/// next batch goes on; empty when none was), and the matching entries (`pttls` only on a
+/// single Redis, where `ids` are the live ones).
+pub(crate) const RECENT: &str = r#"
+local recent, index = KEYS[1], KEYS[2]
+local prefix, want, cap = ARGV[1], tonumber(ARGV[4]), tonumber(ARGV[5])
+local function less(a, b)
+  local n = math.min(#a, #b)
+  for i = 1, n do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then
+      return x < y
+    end
+  end
+  return #a < #b
+end
+local t = redis.call('TIME')
+local now = t[1] .. string.format('%06d', tonumber(t[2]))
+local pos = 0
+if ARGV[2] ~= '' then
+  local score, id = ARGV[2], ARGV[3]
+  -- Ranks [lo, hi) hold the entries scored as the cursor, ids descending.
+  local lo = redis.call('ZCOUNT', recent, '(' .. score, '+inf')
+  local hi = lo + redis.call('ZCOUNT', recent, score, score)
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if less(redis.call('ZREVRANGE', recent, mid, mid)[1], id) then
+      hi = mid
+    else
+      lo = mid + 1
+    end
+  end
+  pos = lo
+end
+local batch = redis.call('ZREVRANGE', recent, pos, pos + cap - 1, 'WITHSCORES')
+local ids, scores, pttls, stale = {}, {}, {}, {}
+local last_score, last_id = '', ''
+-- Ended when the range came up short; a batch cut at `want` sets it back to 0.
+local done = (#batch < 2 * cap) and 1 or 0
+for i = 1, #batch, 2 do
+  if #ids >= want then
+    done = 0
+    break
+  end
+  local id = batch[i]
+  last_id, last_score = id, batch[i + 1]
+  if string.sub(id, 1, #prefix) == prefix then
+    if index then
+      local tag = string.gsub(id, '.', function(c) return string.format('%02x', string.byte(c)) end)
+      local pttl = redis.call('PTTL', ARGV[6] .. ':{' .. tag .. '}:meta')
+      if pttl == -2 then
+        stale[#stale + 1] = id
+      else
+        ids[#ids + 1] = id
+        scores[#scores + 1] = last_score
+        pttls[#pttls + 1] = pttl
+      end
+    else
+      ids[#ids + 1] = id
+      scores[#scores + 1] = last_score
+    end
+  end
+end
+for _, id in ipairs(stale) do
+  redis.call('ZREM', recent, id)
+  redis.call('ZREM', index, id)
+end
+return {now, done, last_score, last_id, ids, scores, pttls}
+"#;
+
+/// The time and the TTL of one listed conversation on Cluster, from its own node:
+/// `KEYS[1]` its meta key. Returns `{now, pttl}`: that node's `TIME` in microseconds (a
+/// string) and the key's `PTTL` (-2 when it is gone, -1 without expiry).
+pub(crate) const CHECK: &str = r#"
+local t = redis.call('TIME')
+return {t[1] .. string.format('%06d', tonumber(t[2])), redis.call('PTTL', KEYS[1])}
+"#;
+
+/// Lists in the recency index (`KEYS[2]`), with score 0, the ids of the id index
+/// (`KEYS[1]`) missing from it: conversations last committed by a chatmem without the
+/// recency index. A batch at a time: up to `ARGV[2]` ids after `ARGV[1]` (empty: from the
+/// first, and then only when the id index holds more ids than the recency index: two
+/// `ZCARD`s is all a connect usually costs). `NX` keeps recorded times.
+///
+/// Returns `{added, last}`: how many ids it added, and the id the next batch goes on
+/// after (empty when the index ended).
+pub(crate) const RECENT_BACKFILL: &str = r#"
+local n = tonumber(ARGV[2])
+if ARGV[1] == '' and redis.call('ZCARD', KEYS[1]) <= redis.call('ZCARD', KEYS[2]) then
+  return {0, ''}
+end
+local min = '-'
+if ARGV[1] ~= '' then
+  min = '(' .. ARGV[1]
+end
+local ids = redis.call('ZRANGEBYLEX', KEYS[1], min, '+', 'LIMIT', 0, n)
+if #ids == 0 then
+  return {0, ''}
+end
+local args = {'NX'}
+for _, id in ipairs(ids) do
+  args[#args + 1] = 0
+  args[#args + 1] = id
+end
+local added = redis.call('ZADD', KEYS[2], unpack(args))
+if #ids < n then
+  return {added, ''}
+end
+return {added, ids[#ids]}
 "#;
 
 /// Creates or upgrades the layout version key `KEYS[1]` to `ARGV[1]` (this code's

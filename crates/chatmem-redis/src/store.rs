@@ -1,12 +1,12 @@
 //! [`RedisStore`]: the store type and its [`Store`] operations (load, commit, history,
-//! clear, list, purge_expired).
+//! clear, list, recent, purge_expired).
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chatmem::store::{Commit, Snapshot, StoreError, StoredMessage};
+use chatmem::store::{Commit, RecentCursor, RecentPage, Snapshot, StoreError, StoredMessage};
 use chatmem::{ConversationId, Page, Store, Summary};
 use redis::{Script, Value};
 
@@ -158,6 +158,9 @@ pub(crate) struct Scripts {
     pub(crate) commit: Script,
     pub(crate) clear: Script,
     pub(crate) prune: Script,
+    pub(crate) recent: Script,
+    pub(crate) check: Script,
+    pub(crate) recent_backfill: Script,
     pub(crate) schema: Script,
 }
 
@@ -243,7 +246,7 @@ impl Store for RedisStore {
         let mut inv = self.scripts.commit.prepare_invoke();
         inv.key(self.keys.meta(id)).key(self.keys.msgs(id));
         if !cluster {
-            inv.key(self.keys.index());
+            inv.key(self.keys.index()).key(self.keys.recent());
         }
         inv.arg(commit.expected_version())
             .arg(id.as_str())
@@ -277,14 +280,15 @@ impl Store for RedisStore {
             inv.arg(m.seq).arg(member);
         }
         if cluster && creates {
-            // Listed before it exists, so that no crash can leave it unlisted; `list` drops
-            // the entry again if this commit does not create it.
+            // Listed before it exists (by recency with time 0), so that no crash can leave
+            // it unlisted; `list` and `recent` drop the entries again if this commit does
+            // not create it.
             self.index_add(std::slice::from_ref(id))
                 .await
                 .map_err(|e| e.for_conversation(id))?;
         }
         let inv = &inv;
-        let (code, n): (i64, i64) = self
+        let (code, n, now): (i64, i64, String) = self
             .run_commit(
                 "committing",
                 |mut conn| async move { inv.invoke_async(&mut conn).await },
@@ -296,13 +300,14 @@ impl Store for RedisStore {
                 let version = u64::try_from(n)
                     .map_err(|_| StoreError::corrupt(id, format!("the commit returned version {n}")))?;
                 self.committed(id, &commit, version, &sizes);
-                if cluster && creates {
-                    // Again after the commit: a concurrent `list` or `clear` may have removed
-                    // the entry while the conversation did not exist yet.
-                    if let Err(e) = self.index_add(std::slice::from_ref(id)).await {
-                        // The commit is applied; the entry added before it is most likely
-                        // still there.
-                        tracing::warn!(error = %e, "redis cluster: re-adding a new conversation to the index failed");
+                if cluster {
+                    // The recency entry, with the time of the conversation's node; for a new
+                    // conversation also the index entry again: a concurrent `list` or `clear`
+                    // may have removed it while the conversation did not exist yet.
+                    if let Err(e) = self.touch_cluster(id, &now, creates).await {
+                        // The commit is applied: the conversation is listed (by the entries
+                        // added before it), at worst with an older time.
+                        tracing::warn!(error = %e, "redis cluster: recording a commit in the indexes failed");
                     }
                 }
                 Ok(version)
@@ -342,7 +347,7 @@ impl Store for RedisStore {
         let mut inv = self.scripts.clear.prepare_invoke();
         inv.key(self.keys.meta(id)).key(self.keys.msgs(id));
         if !cluster {
-            inv.key(self.keys.index());
+            inv.key(self.keys.index()).key(self.keys.recent());
         }
         inv.arg(id.as_str());
         let inv = &inv;
@@ -386,6 +391,15 @@ impl Store for RedisStore {
             }
         }
         Ok(Page::from_overfetch(ids, limit))
+    }
+
+    async fn recent(
+        &self,
+        prefix: &str,
+        before: Option<&RecentCursor>,
+        limit: usize,
+    ) -> Result<RecentPage, StoreError> {
+        self.recent_page(prefix, before, limit).await
     }
 
     /// Redis expires conversations by itself; this sweeps the id index (in batches of

@@ -278,6 +278,18 @@ async fn cluster_index_is_kept_without_cross_slot_scripts() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn cluster_recency_is_backfilled_on_connect() {
+    let Some(url) = cluster_url() else { return };
+    let prefix = unique_prefix("cluster-recency-backfill");
+    let mut raw = raw_cluster(&url).await;
+    common::recency_is_backfilled_on_connect(&url, &mut raw, &prefix).await;
+    let store = connect(&url, &prefix).await;
+    common::recent_scans_past_other_prefixes(&store).await;
+    common::backfill_walks_batches(&url, &mut raw, &prefix).await;
+    cleanup(&url, &prefix).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn cluster_a_conversation_without_meta_does_not_exist() {
     let Some(url) = cluster_url() else { return };
     let prefix = unique_prefix("cluster-orphan");

@@ -134,14 +134,16 @@ async fn load_and_commit_are_one_round_trip_each() {
         map(&[("evalsha", 1), ("hmget", 1), ("zrangebyscore", 1)]),
         "first load = 1 round trip"
     );
-    // One EVALSHA; inside: version check, append, meta with the new version, eviction, TTL
-    // on both keys (the index entry was made when the conversation was).
+    // One EVALSHA; inside: the server's time, version check, append, meta with the new
+    // version, eviction, TTL on both keys, the time in the recency index (the index entry
+    // was made when the conversation was).
     assert_eq!(
         commits,
         map(&[
             ("evalsha", 1),
+            ("time", 1),
             ("hmget", 1),
-            ("zadd", 1),
+            ("zadd", 2),
             ("hset", 1),
             ("zremrangebyscore", 1),
             ("pexpire", 2),
@@ -156,9 +158,10 @@ async fn load_and_commit_are_one_round_trip_each() {
             ("multi", 1),
             ("exec", 1),
             ("evalsha", 1),
+            ("time", 1),
             ("hmget", 2),
             ("zrangebyscore", 1),
-            ("zadd", 1),
+            ("zadd", 2),
             ("hset", 1),
             ("zremrangebyscore", 1),
             ("pttl", 1),
@@ -202,13 +205,27 @@ async fn load_and_commit_are_one_round_trip_each() {
         summarized,
         map(&[
             ("evalsha", 1),
+            ("time", 1),
             ("hmget", 1),
-            ("zadd", 1),
+            ("zadd", 2),
             ("hset", 1),
             ("zremrangebyscore", 1),
             ("pttl", 1),
         ]),
         "a commit with a summary = 1 round trip"
+    );
+    // Listing by recency: one script reads the recency index, checks each listed
+    // conversation's TTL and answers the page.
+    let mut listings = None;
+    for _ in 0..3 {
+        let before = command_calls(&mut conn).await;
+        assert_eq!(store.recent("", None, 10).await.unwrap().conversations.len(), 1);
+        listings = fewest(listings, delta(&before, &command_calls(&mut conn).await));
+    }
+    assert_eq!(
+        listings.unwrap(),
+        map(&[("evalsha", 1), ("time", 1), ("zrevrange", 1), ("pttl", 1)]),
+        "recent = 1 round trip"
     );
     eprintln!("round trips: load = 1, commit = 1");
     cleanup(&url, &prefix).await;
@@ -282,17 +299,27 @@ async fn cluster_round_trips() {
         map(&[("evalsha", 1), ("hmget", 1), ("zrangebyscore", 1)]),
         "load = 1 round trip"
     );
-    // One EVALSHA; the index is not touched inside the script.
+    // One EVALSHA, which returns its node's time (the indexes are not touched inside the
+    // script), then the ZADD of that time to the recency index, in another slot.
     assert_eq!(
         commits,
-        map(&[("evalsha", 1), ("hmget", 1), ("zadd", 1), ("hset", 1), ("pttl", 1)]),
-        "commit = 1 round trip"
+        map(&[
+            ("evalsha", 1),
+            ("time", 1),
+            ("hmget", 1),
+            ("zadd", 2),
+            ("hset", 1),
+            ("pttl", 1)
+        ]),
+        "commit = 2 round trips"
     );
-    // ZADD index, EVALSHA (inside: DEL, ZADD messages, ...), ZADD index again.
+    // ZADD index + ZADD NX recency index (one pipeline, one slot), EVALSHA (inside: DEL,
+    // ZADD messages, ...), ZADD index + ZADD GT recency index.
     assert_eq!(
         creates,
         map(&[
-            ("zadd", 3),
+            ("zadd", 5),
+            ("time", 1),
             ("evalsha", 1),
             ("hmget", 1),
             ("del", 1),
@@ -301,16 +328,40 @@ async fn cluster_round_trips() {
         ]),
         "creating commit = 3 round trips"
     );
-    // EVALSHA (inside: EXISTS, DEL), ZREM index, EXISTS re-check.
+    // EVALSHA (inside: EXISTS, DEL), ZREM index + ZREM recency index (one pipeline),
+    // EXISTS re-check.
     assert_eq!(
         clears,
-        map(&[("evalsha", 1), ("exists", 2), ("del", 1), ("zrem", 1)]),
+        map(&[("evalsha", 1), ("exists", 2), ("del", 1), ("zrem", 2)]),
         "clear = 3 round trips"
     );
-    // Clean-up of this test's keys: the index; the conversations were cleared.
+    // Listing by recency: the recent script on the index's node, then one check script
+    // (its node's time and the meta key's PTTL) per listed conversation, sent at once.
+    let id = ConversationId::new("rt-recent").unwrap();
+    let c = chatmem_test::commit(0, turn(1), 1, Retention::KeepHistory);
+    store.commit(&id, c).await.unwrap();
+    let mut listings = None;
+    for _ in 0..3 {
+        let d = cluster_delta(&mut nodes, async {
+            assert_eq!(store.recent("", None, 10).await.unwrap().conversations.len(), 1);
+        })
+        .await;
+        listings = fewest(listings, d);
+    }
+    assert_eq!(
+        listings.unwrap(),
+        map(&[("evalsha", 2), ("time", 2), ("zrevrange", 1), ("pttl", 1)]),
+        "recent = 2 round trips"
+    );
+    assert!(store.clear(&id).await.unwrap());
+    // Clean-up of this test's keys: the indexes; the conversations were cleared.
     let index = format!("{prefix}:ids");
     for n in &mut nodes {
         let _: redis::RedisResult<()> = redis::cmd("DEL").arg(&index).query_async(n).await;
+        let _: redis::RedisResult<()> = redis::cmd("DEL")
+            .arg(format!("{prefix}:{{{index}}}:recent"))
+            .query_async(n)
+            .await;
         let _: redis::RedisResult<()> = redis::cmd("DEL").arg(format!("{prefix}:schema")).query_async(n).await;
     }
 }

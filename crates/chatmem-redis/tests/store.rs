@@ -253,6 +253,18 @@ async fn expired_ids_leave_the_index_lazily() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn recency_is_backfilled_on_connect() {
+    let Some(url) = url() else { return };
+    let prefix = unique_prefix("recency-backfill");
+    let mut conn = raw(&url).await;
+    common::recency_is_backfilled_on_connect(&url, &mut conn, &prefix).await;
+    let store = store(&url, &prefix).await;
+    common::recent_scans_past_other_prefixes(&store).await;
+    common::backfill_walks_batches(&url, &mut conn, &prefix).await;
+    cleanup(&url, &prefix).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_conversation_without_meta_does_not_exist() {
     let Some(url) = url() else { return };
     let prefix = unique_prefix("orphan");

@@ -160,3 +160,149 @@ pub async fn a_conversation_without_meta_does_not_exist(
     assert!(store.clear(&kept).await.unwrap());
     assert!(store.list(None, 10).await.unwrap().ids.is_empty());
 }
+
+/// A commit of no messages at `expected`, with `ttl`.
+pub fn bare(expected: u64, ttl: Option<std::time::Duration>) -> chatmem::store::Commit {
+    chatmem_test::commit_full(expected, 1, None, Vec::new(), 1, chatmem::Retention::KeepHistory, ttl)
+}
+
+/// Conversations committed before the recency index existed are listed by
+/// [`recent`](chatmem::Store::recent) with time 0 once a store connects, after those with a
+/// recorded time, by id descending, and paged through like the others; a connect keeps
+/// recorded times. The recency index is deleted through `conn` (a raw connection to the
+/// store's Redis or Cluster at `url`) to make the data as an older chatmem left it.
+pub async fn recency_is_backfilled_on_connect(url: &str, conn: &mut impl redis::aio::ConnectionLike, prefix: &str) {
+    use chatmem::{ConversationId, Store};
+
+    let old = store(url, prefix).await;
+    let ids: Vec<ConversationId> = ["t/a", "t/b", "t/c", "u/x"]
+        .iter()
+        .map(|s| ConversationId::new(*s).unwrap())
+        .collect();
+    for id in &ids {
+        let c = bare(0, None);
+        assert_eq!(old.commit(id, c).await.unwrap(), 1);
+    }
+    let recent_key = format!("{prefix}:{{{prefix}:ids}}:recent");
+    let deleted: i64 = redis::cmd("DEL").arg(&recent_key).query_async(conn).await.unwrap();
+    assert_eq!(deleted, 1, "{recent_key} was there to delete");
+    assert!(old.recent("", None, 10).await.unwrap().conversations.is_empty());
+    // One commit by this version before the upgrade: its time is kept.
+    let b = &ids[1];
+    let c = bare(1, None);
+    assert_eq!(old.commit(b, c).await.unwrap(), 2);
+
+    let new = store(url, prefix).await;
+    let listed = |page: chatmem::store::RecentPage| -> Vec<(String, bool)> {
+        page.conversations
+            .iter()
+            .map(|c| (c.id.as_str().to_owned(), c.updated_micros > 0))
+            .collect()
+    };
+    let all = new.recent("", None, 10).await.unwrap();
+    let expected = [("t/b", true), ("u/x", false), ("t/c", false), ("t/a", false)]
+        .map(|(id, timed)| (id.to_owned(), timed))
+        .to_vec();
+    assert_eq!(listed(all.clone()), expected);
+    assert!(all.conversations.iter().all(|c| c.expires_micros.is_none()));
+    assert_eq!(
+        listed(new.recent("t/", None, 10).await.unwrap()),
+        [expected[0].clone(), expected[2].clone(), expected[3].clone()]
+    );
+    // A page at a time through the conversations of time 0.
+    let mut seen = Vec::new();
+    let mut before = None;
+    loop {
+        let page = new.recent("", before.as_ref(), 1).await.unwrap();
+        seen.extend(listed(page.clone()));
+        match page.next {
+            Some(next) => before = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(seen, expected);
+    // Connecting again changes nothing; a commit gives a conversation its time.
+    let again = store(url, prefix).await;
+    assert_eq!(again.recent("", None, 10).await.unwrap(), all);
+    let c = bare(1, None);
+    assert_eq!(again.commit(&ids[3], c).await.unwrap(), 2);
+    assert_eq!(
+        listed(again.recent("", None, 10).await.unwrap()),
+        [("u/x", true), ("t/b", true), ("t/c", false), ("t/a", false)].map(|(id, timed)| (id.to_owned(), timed))
+    );
+    for id in &ids {
+        assert!(again.clear(id).await.unwrap());
+    }
+    assert!(again.recent("", None, 10).await.unwrap().conversations.is_empty());
+}
+
+/// A prefix whose conversations are far down the recency index is found through several
+/// batches of the index (1,000 entries each), and expired conversations met on the way
+/// leave it.
+pub async fn recent_scans_past_other_prefixes(store: &RedisStore) {
+    use chatmem::{ConversationId, Store};
+    use std::time::Duration;
+
+    let needle = ConversationId::new("needle/1").unwrap();
+    let expiring = ConversationId::new("needle/0").unwrap();
+    let c = bare(0, None);
+    store.commit(&needle, c).await.unwrap();
+    let c = bare(0, Some(Duration::from_millis(1)));
+    store.commit(&expiring, c).await.unwrap();
+    let hay: Vec<ConversationId> = (0..1200)
+        .map(|i| ConversationId::new(format!("hay/{i:04}")).unwrap())
+        .collect();
+    for chunk in hay.chunks(100) {
+        futures_util::future::join_all(chunk.iter().map(|id| async move {
+            let c = bare(0, None);
+            store.commit(id, c).await.unwrap();
+        }))
+        .await;
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let page = store.recent("needle/", None, 10).await.unwrap();
+    assert_eq!(page.conversations.iter().map(|c| &c.id).collect::<Vec<_>>(), [&needle]);
+    assert_eq!(page.next, None);
+    assert_eq!(
+        store.list(None, 2000).await.unwrap().ids.len(),
+        1201,
+        "the expired one left the index"
+    );
+
+    let page = store.recent("hay/", None, 1100).await.unwrap();
+    assert_eq!(page.conversations.len(), 1100);
+    assert!(
+        page.conversations
+            .windows(2)
+            .all(|w| w[0].cursor().comes_before(w[1].updated_micros, &w[1].id)),
+        "newest first"
+    );
+    let rest = store.recent("hay/", page.next.as_ref(), 1100).await.unwrap();
+    assert_eq!((rest.conversations.len(), rest.next), (100, None));
+    let mut all: Vec<ConversationId> = page
+        .conversations
+        .into_iter()
+        .chain(rest.conversations)
+        .map(|c| c.id)
+        .collect();
+    all.sort();
+    assert_eq!(all, hay);
+}
+
+/// The backfill on connect walks the id index in several batches: after
+/// [`recent_scans_past_other_prefixes`] (1,201 conversations under `prefix`), with the
+/// recency index deleted through `conn`, every conversation is listed again, with time 0.
+pub async fn backfill_walks_batches(url: &str, conn: &mut impl redis::aio::ConnectionLike, prefix: &str) {
+    use chatmem::Store;
+
+    let recent_key = format!("{prefix}:{{{prefix}:ids}}:recent");
+    let () = redis::cmd("DEL").arg(&recent_key).query_async(conn).await.unwrap();
+    let store = store(url, prefix).await;
+    let page = store.recent("", None, 2000).await.unwrap();
+    assert_eq!(page.conversations.len(), 1201);
+    assert!(page.conversations.iter().all(|c| c.updated_micros == 0));
+    assert!(
+        page.conversations.windows(2).all(|w| w[0].id > w[1].id),
+        "by id, descending"
+    );
+}
