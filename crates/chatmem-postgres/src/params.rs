@@ -85,7 +85,6 @@ fn ttl_micros(ttl: Duration) -> Option<i64> {
     chatmem::store::ttl_micros(ttl, MAX_TTL)
 }
 
-
 /// The bounds a cursor's time is held to before it is bound as a `timestamptz`: 1 µs before
 /// the epoch (no commit is stamped earlier: rows from before schema 5 read the epoch itself)
 /// and the end of year 9999. A cursor beyond either selects what the bound does, and
@@ -130,7 +129,6 @@ mod tests {
         assert_eq!(ttl_micros(MAX_TTL + Duration::from_secs(1)), None);
         assert_eq!(ttl_micros(Duration::MAX), None);
     }
-
 
     #[test]
     fn cursor_times_round_trip_and_stay_in_range() {

@@ -37,6 +37,14 @@ impl Store for Broken {
     async fn list(&self, after: Option<&ConversationId>, limit: usize) -> Result<Page, StoreError> {
         self.0.list(after, limit).await
     }
+    async fn recent(
+        &self,
+        prefix: &str,
+        before: Option<&chatmem::store::RecentCursor>,
+        limit: usize,
+    ) -> Result<chatmem::store::RecentPage, StoreError> {
+        self.0.recent(prefix, before, limit).await
+    }
 }
 
 /// Log output kept in memory.

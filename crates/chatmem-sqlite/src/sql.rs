@@ -283,7 +283,6 @@ pub(crate) fn recent(
     Ok(RecentPage::from_overfetch(found, limit))
 }
 
-
 /// One transaction: delete expired conversations and their messages.
 pub(crate) fn purge_expired(conn: &mut Connection) -> Result<u64, StoreError> {
     let err = |e| db_error("purging expired conversations", e);
@@ -303,10 +302,4 @@ pub(crate) fn purge_expired(conn: &mut Connection) -> Result<u64, StoreError> {
         .map_err(err)?;
     tx.commit().map_err(err)?;
     Ok(n as u64)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
 }

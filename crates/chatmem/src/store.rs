@@ -399,18 +399,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
 
     /// Up to `limit` live conversations whose id starts with `prefix` (`""`: all), most
     /// recently committed first, after `before` (see the contract above).
-    async fn recent(
-        &self,
-        prefix: &str,
-        before: Option<&RecentCursor>,
-        limit: usize,
-    ) -> Result<RecentPage, StoreError> {
-        let _ = (prefix, before, limit);
-        Err(StoreError::new(
-            StoreErrorKind::Other,
-            "this store does not list conversations by recency",
-        ))
-    }
+    async fn recent(&self, prefix: &str, before: Option<&RecentCursor>, limit: usize)
+    -> Result<RecentPage, StoreError>;
 
     /// Removes expired conversations now; returns how many. Stores whose backend expires
     /// data by itself keep the default, which does nothing.
