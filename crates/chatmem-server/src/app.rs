@@ -2,15 +2,18 @@
 //! a log span and line, the request metrics, the edge rules of `edges.rs`, the body limit).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use axum::Router;
+use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
-use axum::http::{HeaderValue, Method};
+use axum::http::{HeaderValue, Method, header};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{delete, get, post};
 use chatmem::{ChatMemory, Store};
+use http_body::Body as _;
 use tracing::Instrument;
 
 use crate::completions;
@@ -120,6 +123,7 @@ pub fn app(memory: ChatMemory<Arc<dyn Store>>, config: ServerConfig) -> Router {
         None => router,
     };
     router
+        .layer(middleware::from_fn(close_if_unread))
         .layer(middleware::from_fn_with_state(edges, edges::guard))
         .layer(middleware::from_fn_with_state(metrics, observe))
         .layer(middleware::from_fn(request_id))
@@ -159,6 +163,59 @@ async fn request_id(mut request: Request, next: Next) -> Response {
         response.headers_mut().insert("x-request-id", value);
     }
     response
+}
+
+/// Answers `Connection: close` when the request's body was not read to its end: a request
+/// refused before its body (a bad id, a wrong route, over a limit) leaves the rest of the
+/// body on the connection, so hyper closes it after the answer, and the header tells the
+/// client not to send its next request on it.
+async fn close_if_unread(request: Request, next: Next) -> Response {
+    let (parts, body) = request.into_parts();
+    if body.is_end_stream() {
+        return next.run(Request::from_parts(parts, body)).await;
+    }
+    let read = Arc::new(AtomicBool::new(false));
+    let tracked = Body::new(Tracked {
+        inner: body,
+        read: Arc::clone(&read),
+    });
+    let mut response = next.run(Request::from_parts(parts, tracked)).await;
+    if !read.load(Ordering::Acquire) {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
+
+/// A request body that says when it has been read to its end.
+struct Tracked {
+    inner: Body,
+    read: Arc<AtomicBool>,
+}
+
+impl http_body::Body for Tracked {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let polled = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, std::task::Poll::Ready(None)) || self.inner.is_end_stream() {
+            self.read.store(true, Ordering::Release);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 /// Counts the request by route template, method and status, and times it.

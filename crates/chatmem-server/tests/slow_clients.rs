@@ -414,3 +414,73 @@ async fn what_the_http_parser_refuses_is_answered_in_the_json_shape_too() {
         writer.abort();
     }
 }
+
+/// The head of the next response, lower-cased.
+async fn head(stream: &mut TcpStream) -> String {
+    let mut buf = Vec::new();
+    tokio::time::timeout(BOUND, async {
+        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+            let mut chunk = [0u8; 4096];
+            let n = stream.read(&mut chunk).await.expect("read");
+            assert!(n > 0, "closed before a response");
+            buf.extend_from_slice(&chunk[..n]);
+        }
+    })
+    .await
+    .expect("a response in time");
+    String::from_utf8_lossy(&buf).to_lowercase()
+}
+
+#[tokio::test]
+async fn a_request_refused_before_its_body_is_answered_connection_close() {
+    let (addr, stop, server) = start(chatmem_app(), patient()).await;
+    let body = r#"{"messages":[{"role":"user","content":"hi"}]}"#;
+    let long_id = "x".repeat(300);
+
+    // Refused on its id before the body is read: the rest of the body would be taken for the
+    // next request, so the answer says the connection closes, and it does.
+    let mut stream = connect(addr).await;
+    send(
+        &mut stream,
+        format!(
+            "POST /v1/conversations/{long_id}/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .await;
+    let refused = head(&mut stream).await;
+    assert!(refused.starts_with("http/1.1 413"), "{refused}");
+    assert!(refused.contains("\r\nconnection: close\r\n"), "{refused}");
+    closed(&mut stream).await;
+
+    // A request whose body was read keeps its connection: two on one.
+    let mut stream = connect(addr).await;
+    for _ in 0..2 {
+        send(
+            &mut stream,
+            format!(
+                "POST /v1/conversations/c1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+        )
+        .await;
+        let (status, _) = answer(&mut stream).await;
+        assert_eq!(status, 200);
+    }
+    // Refused after its body was read (bad JSON): the connection stays usable too.
+    send(
+        &mut stream,
+        b"POST /v1/conversations/c1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 3\r\n\r\n{x}",
+    )
+    .await;
+    let refused = head(&mut stream).await;
+    assert!(
+        refused.starts_with("http/1.1 400") && !refused.contains("connection: close"),
+        "{refused}"
+    );
+    let _ = stop.send(());
+    drop(stream);
+    let _ = tokio::time::timeout(BOUND, server).await;
+}
