@@ -10,8 +10,8 @@ use mysql_async::{Conn, Opts, Params, Pool, Row, Value};
 use tokio::time::timeout;
 
 use chatmem::store::{
-    Commit, RecentConversation, RecentCursor, RecentPage, Snapshot, StoreError, StoreErrorKind, StoredMessage,
-    Timeouts, history_messages, load_snapshot, outcome_unknown, statement_timed_out,
+    Commit, RecentConversation, RecentPage, RecentQuery, Snapshot, StoreError, StoreErrorKind, StoredMessage, Timeouts,
+    history_messages, load_snapshot, outcome_unknown, statement_timed_out,
 };
 use chatmem::{ConversationId, Page, Store};
 
@@ -353,12 +353,8 @@ impl Store for MysqlStore {
         Ok(Page::from_overfetch(ids, limit))
     }
 
-    async fn recent(
-        &self,
-        prefix: &str,
-        before: Option<&RecentCursor>,
-        limit: usize,
-    ) -> Result<RecentPage, StoreError> {
+    async fn recent(&self, query: &RecentQuery) -> Result<RecentPage, StoreError> {
+        let (prefix, before, limit) = (query.prefix.as_str(), query.before.as_ref(), query.limit);
         let limit = limit.max(1);
         let fetch = u64::try_from(limit.saturating_add(1)).unwrap_or(u64::MAX);
         // A cursor past the last DATETIME comes after every row; one before the first, before

@@ -76,7 +76,10 @@ async fn a_version_1_database_is_upgraded_and_lists_old_rows_with_time_0() {
     assert_eq!(max_version(&mut raw, &prefix).await, Some(SCHEMA_VERSION));
     assert_eq!(SCHEMA_VERSION, 2);
     let listing = format!("{tenant}/");
-    let page = store.recent(&listing, None, 10).await.expect("recent");
+    let page = store
+        .recent(&chatmem::store::RecentQuery::new(&listing, None, 10))
+        .await
+        .expect("recent");
     let listed: Vec<_> = page.conversations.iter().map(|c| (&c.id, c.updated_micros)).collect();
     assert_eq!(
         listed,
@@ -92,7 +95,10 @@ async fn a_version_1_database_is_upgraded_and_lists_old_rows_with_time_0() {
         "{expires}"
     );
     // Paging through rows at time 0 goes by id.
-    let first = store.recent(&listing, None, 1).await.expect("page 1");
+    let first = store
+        .recent(&chatmem::store::RecentQuery::new(&listing, None, 1))
+        .await
+        .expect("page 1");
     assert_eq!(
         first.next,
         Some(RecentCursor {
@@ -100,7 +106,10 @@ async fn a_version_1_database_is_upgraded_and_lists_old_rows_with_time_0() {
             id: old_ttl.clone()
         })
     );
-    let second = store.recent(&listing, first.next.as_ref(), 1).await.expect("page 2");
+    let second = store
+        .recent(&chatmem::store::RecentQuery::new(&listing, first.next.as_ref(), 1))
+        .await
+        .expect("page 2");
     assert_eq!(second.conversations[0].id, old);
     assert_eq!(second.next, None);
 
@@ -116,7 +125,10 @@ async fn a_version_1_database_is_upgraded_and_lists_old_rows_with_time_0() {
         Some(Duration::from_secs(60)),
     );
     assert_eq!(store.commit(&old, append).await.expect("commit after the upgrade"), 2);
-    let page = store.recent(&listing, None, 10).await.expect("recent");
+    let page = store
+        .recent(&chatmem::store::RecentQuery::new(&listing, None, 10))
+        .await
+        .expect("recent");
     assert_eq!(page.conversations[0].id, old);
     let updated = page.conversations[0].updated_micros;
     assert!(
@@ -141,7 +153,11 @@ async fn a_version_1_database_is_upgraded_and_lists_old_rows_with_time_0() {
     let again = common::store_in(&url, &prefix).await;
     assert_eq!(max_version(&mut raw, &prefix).await, Some(2));
     assert_eq!(
-        again.recent(&listing, None, 10).await.expect("recent").conversations,
+        again
+            .recent(&chatmem::store::RecentQuery::new(&listing, None, 10))
+            .await
+            .expect("recent")
+            .conversations,
         page.conversations
     );
     let _ = raw.disconnect().await;
@@ -168,13 +184,16 @@ async fn cursors_beyond_what_a_datetime_holds() {
     };
     // Past year 9999: after every conversation. Before year 1000 (or the epoch): after none.
     for (cursor, listed) in [(i64::MAX, 1), (253_402_300_800_000_000, 1), (i64::MIN, 0), (-1, 0)] {
-        let page = store.recent(listing, Some(&at(cursor)), 10).await.expect("recent");
+        let page = store
+            .recent(&chatmem::store::RecentQuery::new(listing, Some(&at(cursor)), 10))
+            .await
+            .expect("recent");
         assert_eq!(page.conversations.len(), listed, "cursor at {cursor}");
     }
     // The escape character of the prefix pattern is a plain byte too.
     assert!(
         store
-            .recent("!", None, 10)
+            .recent(&chatmem::store::RecentQuery::new("!", None, 10))
             .await
             .expect("recent")
             .conversations

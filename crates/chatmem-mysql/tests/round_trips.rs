@@ -50,7 +50,10 @@ async fn load_and_commit_are_one_round_trip_each() {
         .await;
     store.history(&warm, 0, 1).await.expect("warm history");
     store.list(None, 1).await.expect("warm list");
-    store.recent("", None, 1).await.expect("warm recent");
+    store
+        .recent(&chatmem::store::RecentQuery::new("", None, 1))
+        .await
+        .expect("warm recent");
     store.clear(&warm).await.expect("warm clear");
     store.purge_expired().await.expect("warm purge");
 
@@ -100,9 +103,13 @@ async fn load_and_commit_are_one_round_trip_each() {
     assert_eq!((n, page.len()), (1, 20));
     let (n, _) = trips!(store.list(None, 10));
     assert_eq!(n, 1, "list");
-    let (n, page) = trips!(store.recent(id.as_str(), None, 10));
+    let (n, page) = trips!(store.recent(&chatmem::store::RecentQuery::new(id.as_str(), None, 10)));
     assert_eq!((n, page.conversations.len()), (1, 1), "recent");
-    let (n, _) = trips!(store.recent("", page.conversations.first().map(|c| c.cursor()).as_ref(), 10));
+    let (n, _) = trips!(store.recent(&chatmem::store::RecentQuery::new(
+        "",
+        page.conversations.first().map(|c| c.cursor()).as_ref(),
+        10
+    )));
     assert_eq!(n, 1, "recent from a cursor");
     let (n, _) = trips!(store.purge_expired());
     assert_eq!(n, 1, "purge_expired");

@@ -10,8 +10,8 @@ use deadpool_postgres::{Object, Pool};
 use tokio::time::timeout;
 
 use chatmem::store::{
-    Commit, RecentConversation, RecentCursor, RecentPage, Snapshot, StoreError, StoreErrorKind, StoredMessage,
-    Timeouts, history_messages, load_snapshot, outcome_unknown, statement_timed_out, unix_micros,
+    Commit, RecentConversation, RecentPage, RecentQuery, Snapshot, StoreError, StoreErrorKind, StoredMessage, Timeouts,
+    history_messages, load_snapshot, outcome_unknown, statement_timed_out, unix_micros,
 };
 use chatmem::{ConversationId, Page, Store};
 
@@ -413,12 +413,8 @@ impl Store for PostgresStore {
         Ok(Page::from_overfetch(ids, limit))
     }
 
-    async fn recent(
-        &self,
-        prefix: &str,
-        before: Option<&RecentCursor>,
-        limit: usize,
-    ) -> Result<RecentPage, StoreError> {
+    async fn recent(&self, query: &RecentQuery) -> Result<RecentPage, StoreError> {
+        let (prefix, before, limit) = (query.prefix.as_str(), query.before.as_ref(), query.limit);
         const WHAT: &str = "listing conversations by recency";
         // No id holds NUL, which PostgreSQL's text cannot bind.
         if prefix.contains('\0') {

@@ -148,7 +148,10 @@ async fn older_schemas_migrate_and_keep_their_conversations() {
             "rows from before version 3 have no counter"
         );
         // Listed by recency with time 0: last written before the store recorded it.
-        let listed = store.recent(conv.as_str(), None, 10).await.expect("recent");
+        let listed = store
+            .recent(&chatmem::store::RecentQuery::new(conv.as_str(), None, 10))
+            .await
+            .expect("recent");
         assert_eq!(
             listed.conversations,
             vec![RecentConversation {
@@ -177,7 +180,7 @@ async fn older_schemas_migrate_and_keep_their_conversations() {
         // The commit stamped it by the server's clock (on this machine: the test's, give or
         // take a little).
         let updated = store
-            .recent(conv.as_str(), None, 10)
+            .recent(&chatmem::store::RecentQuery::new(conv.as_str(), None, 10))
             .await
             .expect("recent")
             .conversations[0]

@@ -86,9 +86,13 @@ async fn load_and_commit_are_one_round_trip_each() {
     assert_eq!((n, page.len()), (1, 20));
     let (n, _) = trips!(store.list(None, 10));
     assert_eq!(n, 1, "list");
-    let (n, page) = trips!(store.recent("", None, 1));
+    let (n, page) = trips!(store.recent(&chatmem::store::RecentQuery::new("", None, 1)));
     assert_eq!((n, page.conversations.len()), (1, 1), "recent");
-    let (n, _) = trips!(store.recent(id.as_str(), page.conversations.first().map(|c| c.cursor()).as_ref(), 10));
+    let (n, _) = trips!(store.recent(&chatmem::store::RecentQuery::new(
+        id.as_str(),
+        page.conversations.first().map(|c| c.cursor()).as_ref(),
+        10
+    )));
     assert_eq!(n, 1, "recent from a cursor");
     let (n, _) = trips!(store.purge_expired());
     assert_eq!(n, 1, "purge_expired");

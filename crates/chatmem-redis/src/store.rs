@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chatmem::store::{Commit, RecentCursor, RecentPage, Snapshot, StoreError, StoredMessage};
+use chatmem::store::{Commit, RecentPage, RecentQuery, Snapshot, StoreError, StoredMessage};
 use chatmem::{ConversationId, Page, Store, Summary};
 use redis::{Script, Value};
 
@@ -393,12 +393,8 @@ impl Store for RedisStore {
         Ok(Page::from_overfetch(ids, limit))
     }
 
-    async fn recent(
-        &self,
-        prefix: &str,
-        before: Option<&RecentCursor>,
-        limit: usize,
-    ) -> Result<RecentPage, StoreError> {
+    async fn recent(&self, query: &RecentQuery) -> Result<RecentPage, StoreError> {
+        let (prefix, before, limit) = (query.prefix.as_str(), query.before.as_ref(), query.limit);
         self.recent_page(prefix, before, limit).await
     }
 

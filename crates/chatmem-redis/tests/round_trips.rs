@@ -219,7 +219,15 @@ async fn load_and_commit_are_one_round_trip_each() {
     let mut listings = None;
     for _ in 0..3 {
         let before = command_calls(&mut conn).await;
-        assert_eq!(store.recent("", None, 10).await.unwrap().conversations.len(), 1);
+        assert_eq!(
+            store
+                .recent(&chatmem::store::RecentQuery::new("", None, 10))
+                .await
+                .unwrap()
+                .conversations
+                .len(),
+            1
+        );
         listings = fewest(listings, delta(&before, &command_calls(&mut conn).await));
     }
     assert_eq!(
@@ -343,7 +351,15 @@ async fn cluster_round_trips() {
     let mut listings = None;
     for _ in 0..3 {
         let d = cluster_delta(&mut nodes, async {
-            assert_eq!(store.recent("", None, 10).await.unwrap().conversations.len(), 1);
+            assert_eq!(
+                store
+                    .recent(&chatmem::store::RecentQuery::new("", None, 10))
+                    .await
+                    .unwrap()
+                    .conversations
+                    .len(),
+                1
+            );
         })
         .await;
         listings = fewest(listings, d);

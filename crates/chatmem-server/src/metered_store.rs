@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chatmem::store::{Commit, RecentCursor, RecentPage, Snapshot, StoreError, StoreErrorKind, StoredMessage};
+use chatmem::store::{Commit, RecentPage, RecentQuery, Snapshot, StoreError, StoreErrorKind, StoredMessage};
 use chatmem::{ConversationId, Page, Store};
 
 use crate::metrics::{Metrics, store_kind};
@@ -88,13 +88,8 @@ impl Store for MeteredStore {
         self.count("list", self.inner.list(after, limit)).await
     }
 
-    async fn recent(
-        &self,
-        prefix: &str,
-        before: Option<&RecentCursor>,
-        limit: usize,
-    ) -> Result<RecentPage, StoreError> {
-        self.count("recent", self.inner.recent(prefix, before, limit)).await
+    async fn recent(&self, query: &RecentQuery) -> Result<RecentPage, StoreError> {
+        self.count("recent", self.inner.recent(query)).await
     }
 
     async fn purge_expired(&self) -> Result<u64, StoreError> {

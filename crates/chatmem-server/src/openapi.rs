@@ -105,7 +105,8 @@ pub(crate) struct MessageSchema {
     metadata: Option<serde_json::Value>,
 }
 
-/// Who wrote a message.
+/// Who wrote a message, in memory as in a chat completion (`developer` is kept with its role
+/// and follows the system message's rules: one per conversation, first, never evicted).
 #[derive(ToSchema)]
 #[schema(as = Role)]
 #[serde(rename_all = "lowercase")]
@@ -179,7 +180,7 @@ pub(crate) struct ChatCompletionRequest {
 #[derive(ToSchema)]
 #[allow(dead_code)]
 pub(crate) struct ChatMessage {
-    role: ChatRole,
+    role: RoleSchema,
     /// Text, or a list of content parts (`{"type": "text", "text"}`, `{"type": "image_url",
     /// "image_url": {"url"}}`, ...); null on an assistant message with tool calls.
     #[schema(value_type = Object)]
@@ -190,19 +191,6 @@ pub(crate) struct ChatMessage {
     tool_calls: Option<Vec<ToolCall>>,
     /// A tool result's call id.
     tool_call_id: Option<String>,
-}
-
-/// Who wrote a chat-completion message (`developer` is kept with its role and follows the
-/// system message's rules: one per conversation, first, never evicted).
-#[derive(ToSchema)]
-#[serde(rename_all = "lowercase")]
-#[allow(dead_code)]
-enum ChatRole {
-    System,
-    Developer,
-    User,
-    Assistant,
-    Tool,
 }
 
 /// One tool call of an assistant message.

@@ -37,13 +37,8 @@ impl Store for Broken {
     async fn list(&self, after: Option<&ConversationId>, limit: usize) -> Result<Page, StoreError> {
         self.0.list(after, limit).await
     }
-    async fn recent(
-        &self,
-        prefix: &str,
-        before: Option<&chatmem::store::RecentCursor>,
-        limit: usize,
-    ) -> Result<chatmem::store::RecentPage, StoreError> {
-        self.0.recent(prefix, before, limit).await
+    async fn recent(&self, query: &chatmem::store::RecentQuery) -> Result<chatmem::store::RecentPage, StoreError> {
+        self.0.recent(query).await
     }
 }
 

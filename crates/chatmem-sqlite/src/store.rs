@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chatmem::store::{Commit, RecentCursor, RecentPage, Snapshot, StoreError, StoreErrorKind, StoredMessage};
+use chatmem::store::{Commit, RecentPage, RecentQuery, Snapshot, StoreError, StoreErrorKind, StoredMessage};
 use chatmem::{ConversationId, Page, Store};
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{Mutex as AsyncMutex, Semaphore};
@@ -501,12 +501,8 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn recent(
-        &self,
-        prefix: &str,
-        before: Option<&RecentCursor>,
-        limit: usize,
-    ) -> Result<RecentPage, StoreError> {
+    async fn recent(&self, query: &RecentQuery) -> Result<RecentPage, StoreError> {
+        let (prefix, before, limit) = (query.prefix.as_str(), query.before.as_ref(), query.limit);
         let (prefix, before) = (prefix.to_owned(), before.cloned());
         let page = move |c: &mut Connection| sql::recent(c, &prefix, before.as_ref(), limit);
         self.with_conn("recent", false, page).await

@@ -224,7 +224,10 @@ async fn statement_counts() {
     store.list(None, 10).await.expect("list");
     assert_eq!(count(before), 1, "list = 1 statement");
     let before = store.statements_executed();
-    store.recent("", None, 10).await.expect("recent");
+    store
+        .recent(&chatmem::store::RecentQuery::new("", None, 10))
+        .await
+        .expect("recent");
     assert_eq!(count(before), 1, "recent = 1 statement");
     let before = store.statements_executed();
     store.purge_expired().await.expect("purge");
@@ -352,7 +355,10 @@ async fn a_version_2_file_is_upgraded_and_then_keeps_a_summary_and_commit_times(
         (1, 2, true)
     );
     // Written before the store recorded commit times: listed, with time 0.
-    let listed = store.recent("", None, 10).await.expect("recent");
+    let listed = store
+        .recent(&chatmem::store::RecentQuery::new("", None, 10))
+        .await
+        .expect("recent");
     assert_eq!(
         listed.conversations,
         vec![RecentConversation {
@@ -372,7 +378,10 @@ async fn a_version_2_file_is_upgraded_and_then_keeps_a_summary_and_commit_times(
     store.commit(&id, commit).await.expect("commit after the upgrade");
     assert_eq!(store.load(&id).await.expect("load").summary, Some(summary));
     // A commit after the upgrade records its time.
-    let listed = store.recent("", None, 10).await.expect("recent");
+    let listed = store
+        .recent(&chatmem::store::RecentQuery::new("", None, 10))
+        .await
+        .expect("recent");
     let updated = listed.conversations[0].updated_micros;
     assert!((started..=now_micros()).contains(&updated), "{listed:?}");
     let version: i64 = rusqlite::Connection::open(&path)

@@ -10,7 +10,7 @@ use crate::commit::Commit;
 use crate::error::StoreError;
 use crate::id::ConversationId;
 use crate::shared_messages::SharedMessages;
-use crate::store::{Page, RecentConversation, RecentCursor, RecentPage, Snapshot, Store, StoredMessage, now_micros};
+use crate::store::{Page, RecentConversation, RecentPage, RecentQuery, Snapshot, Store, StoredMessage, now_micros};
 use crate::summary::Summary;
 
 /// Conversations kept in this process's memory.
@@ -216,12 +216,8 @@ impl Store for InMemoryStore {
         Ok(Page::from_overfetch(ids, limit))
     }
 
-    async fn recent(
-        &self,
-        prefix: &str,
-        before: Option<&RecentCursor>,
-        limit: usize,
-    ) -> Result<RecentPage, StoreError> {
+    async fn recent(&self, query: &RecentQuery) -> Result<RecentPage, StoreError> {
+        let (prefix, before, limit) = (query.prefix.as_str(), query.before.as_ref(), query.limit);
         let limit = limit.max(1);
         let map = self.lock();
         let now = Instant::now();

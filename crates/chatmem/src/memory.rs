@@ -10,7 +10,7 @@ use crate::limits::BatchLimits;
 use crate::loaded_window::LoadedWindow;
 use crate::message::Message;
 use crate::plan::Settings;
-use crate::store::{Page, RecentCursor, RecentPage, Retention, Store, StoredMessage};
+use crate::store::{Page, RecentCursor, RecentPage, RecentQuery, Retention, Store, StoredMessage};
 use crate::summary::Summarizer;
 use crate::tokens::{Cl100k, CounterName, TokenCounter};
 use crate::turn::Turn;
@@ -482,7 +482,7 @@ impl<S: Store> ChatMemory<S> {
     /// [`Error::StoreGlobal`] when the store fails.
     pub async fn recent(&self, prefix: &str, before: Option<&RecentCursor>, limit: usize) -> Result<RecentPage> {
         self.store
-            .recent(prefix, before, limit)
+            .recent(&RecentQuery::new(prefix, before, limit))
             .await
             .map_err(Error::StoreGlobal)
     }

@@ -28,7 +28,7 @@ pub use columns::{
     HISTORY_COLUMNS, LOAD_COLUMNS, RowReader, SqlColumns, history_messages, load_snapshot, stored_counter, to_bigint,
     ttl_micros,
 };
-pub use recent::{RecentConversation, RecentCursor, RecentPage, now_micros, prefix_end, unix_micros};
+pub use recent::{RecentConversation, RecentCursor, RecentPage, RecentQuery, now_micros, prefix_end, unix_micros};
 pub use schema_version::SchemaVersion;
 pub use server_errors::{outcome_unknown, statement_timed_out};
 pub use timeouts::{
@@ -270,7 +270,7 @@ impl Page {
 /// - [`list`](Store::list) returns up to `limit` ids greater than `after`, ascending by their
 ///   UTF-8 bytes, never an expired one; `limit` 0 is treated as 1; [`Page::next`] is set
 ///   exactly when more ids follow.
-/// - [`recent`](Store::recent) lists live conversations whose id starts with `prefix`, most
+/// - [`recent`](Store::recent) lists live conversations whose id starts with the query's `prefix`, most
 ///   recently committed first (those committed in the same microsecond by id, descending),
 ///   each with when it was last committed and when it expires ([`RecentConversation`]),
 ///   after `before`, up to `limit` (0 is treated as 1), [`RecentPage::next`] set exactly when
@@ -291,7 +291,7 @@ impl Page {
 /// use std::sync::Mutex;
 /// use async_trait::async_trait;
 /// use chatmem::{ConversationId, Page, Store};
-/// use chatmem::store::{Commit, RecentConversation, RecentCursor, RecentPage, Snapshot, StoreError, StoredMessage, now_micros};
+/// use chatmem::store::{Commit, RecentConversation, RecentPage, RecentQuery, Snapshot, StoreError, StoredMessage, now_micros};
 ///
 /// #[derive(Debug, Default)]
 /// struct MapStore(Mutex<BTreeMap<ConversationId, (Snapshot, Vec<StoredMessage>, i64)>>);
@@ -346,9 +346,9 @@ impl Page {
 ///         Ok(Page::from_overfetch(ids, limit))
 ///     }
 ///
-///     async fn recent(&self, prefix: &str, before: Option<&RecentCursor>, limit: usize) -> Result<RecentPage, StoreError> {
+///     async fn recent(&self, query: &RecentQuery) -> Result<RecentPage, StoreError> {
 ///         let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-///         let limit = limit.max(1);
+///         let (prefix, before, limit) = (query.prefix.as_str(), query.before.as_ref(), query.limit.max(1));
 ///         let mut found: Vec<RecentConversation> = map
 ///             .iter()
 ///             .filter(|(id, (_, _, at))| id.as_str().starts_with(prefix) && before.is_none_or(|b| b.comes_before(*at, id)))
@@ -397,10 +397,9 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Up to `limit` conversation ids greater than `after`, ascending.
     async fn list(&self, after: Option<&ConversationId>, limit: usize) -> Result<Page, StoreError>;
 
-    /// Up to `limit` live conversations whose id starts with `prefix` (`""`: all), most
-    /// recently committed first, after `before` (see the contract above).
-    async fn recent(&self, prefix: &str, before: Option<&RecentCursor>, limit: usize)
-    -> Result<RecentPage, StoreError>;
+    /// Up to `query.limit` live conversations whose id starts with `query.prefix` (`""`: all),
+    /// most recently committed first, after `query.before` (see the contract above).
+    async fn recent(&self, query: &RecentQuery) -> Result<RecentPage, StoreError>;
 
     /// Removes expired conversations now; returns how many. Stores whose backend expires
     /// data by itself keep the default, which does nothing.
@@ -428,8 +427,8 @@ macro_rules! forward_store {
             async fn list(&self, after: Option<&ConversationId>, limit: usize) -> Result<Page, StoreError> {
                 (**self).list(after, limit).await
             }
-            async fn recent(&self, prefix: &str, before: Option<&RecentCursor>, limit: usize) -> Result<RecentPage, StoreError> {
-                (**self).recent(prefix, before, limit).await
+            async fn recent(&self, query: &RecentQuery) -> Result<RecentPage, StoreError> {
+                (**self).recent(query).await
             }
             async fn purge_expired(&self) -> Result<u64, StoreError> {
                 (**self).purge_expired().await

@@ -312,11 +312,9 @@ impl Store for Yielding {
     }
     async fn recent(
         &self,
-        prefix: &str,
-        before: Option<&chatmem::store::RecentCursor>,
-        limit: usize,
+        query: &chatmem::store::RecentQuery,
     ) -> Result<chatmem::store::RecentPage, chatmem::store::StoreError> {
-        self.0.recent(prefix, before, limit).await
+        self.0.recent(query).await
     }
 }
 

@@ -218,13 +218,8 @@ mod tests {
         async fn list(&self, after: Option<&ConversationId>, limit: usize) -> Result<Page, StoreError> {
             self.inner.list(after, limit).await
         }
-        async fn recent(
-            &self,
-            prefix: &str,
-            before: Option<&chatmem::store::RecentCursor>,
-            limit: usize,
-        ) -> Result<chatmem::store::RecentPage, StoreError> {
-            self.inner.recent(prefix, before, limit).await
+        async fn recent(&self, query: &chatmem::store::RecentQuery) -> Result<chatmem::store::RecentPage, StoreError> {
+            self.inner.recent(query).await
         }
     }
 

@@ -19,7 +19,7 @@ pub const MODEL: &str = "bench-model";
 /// send it, so a proxy that counts tokens has them).
 const ANSWER: &str = r#"{"id":"chatcmpl-proxybench","object":"chat.completion","created":1700000000,"model":"bench-model","system_fingerprint":"fp_proxybench","choices":[{"index":0,"message":{"role":"assistant","content":"已为您查询：订单 LC202610060018 明天下午发货。Your order ships tomorrow afternoon.","refusal":null},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":120,"completion_tokens":30,"total_tokens":150}}"#;
 
-/// `POST /v1/chat/completions` on a free loopback port, answering [`ANSWER`] at once to any
+/// `POST /v1/chat/completions` on a free loopback port, answering `ANSWER` at once to any
 /// body (read whole first, as a model server would). It runs on its own thread and
 /// single-threaded runtime, so the load generator's tasks never wait behind it and it never
 /// waits behind them. Stops when dropped.

@@ -186,7 +186,13 @@ pub async fn recency_is_backfilled_on_connect(url: &str, conn: &mut impl redis::
     let recent_key = format!("{prefix}:{{{prefix}:ids}}:recent");
     let deleted: i64 = redis::cmd("DEL").arg(&recent_key).query_async(conn).await.unwrap();
     assert_eq!(deleted, 1, "{recent_key} was there to delete");
-    assert!(old.recent("", None, 10).await.unwrap().conversations.is_empty());
+    assert!(
+        old.recent(&chatmem::store::RecentQuery::new("", None, 10))
+            .await
+            .unwrap()
+            .conversations
+            .is_empty()
+    );
     // One commit by this version before the upgrade: its time is kept.
     let b = &ids[1];
     let c = bare(1, None);
@@ -199,21 +205,31 @@ pub async fn recency_is_backfilled_on_connect(url: &str, conn: &mut impl redis::
             .map(|c| (c.id.as_str().to_owned(), c.updated_micros > 0))
             .collect()
     };
-    let all = new.recent("", None, 10).await.unwrap();
+    let all = new
+        .recent(&chatmem::store::RecentQuery::new("", None, 10))
+        .await
+        .unwrap();
     let expected = [("t/b", true), ("u/x", false), ("t/c", false), ("t/a", false)]
         .map(|(id, timed)| (id.to_owned(), timed))
         .to_vec();
     assert_eq!(listed(all.clone()), expected);
     assert!(all.conversations.iter().all(|c| c.expires_micros.is_none()));
     assert_eq!(
-        listed(new.recent("t/", None, 10).await.unwrap()),
+        listed(
+            new.recent(&chatmem::store::RecentQuery::new("t/", None, 10))
+                .await
+                .unwrap()
+        ),
         [expected[0].clone(), expected[2].clone(), expected[3].clone()]
     );
     // A page at a time through the conversations of time 0.
     let mut seen = Vec::new();
     let mut before = None;
     loop {
-        let page = new.recent("", before.as_ref(), 1).await.unwrap();
+        let page = new
+            .recent(&chatmem::store::RecentQuery::new("", before.as_ref(), 1))
+            .await
+            .unwrap();
         seen.extend(listed(page.clone()));
         match page.next {
             Some(next) => before = Some(next),
@@ -223,17 +239,35 @@ pub async fn recency_is_backfilled_on_connect(url: &str, conn: &mut impl redis::
     assert_eq!(seen, expected);
     // Connecting again changes nothing; a commit gives a conversation its time.
     let again = store(url, prefix).await;
-    assert_eq!(again.recent("", None, 10).await.unwrap(), all);
+    assert_eq!(
+        again
+            .recent(&chatmem::store::RecentQuery::new("", None, 10))
+            .await
+            .unwrap(),
+        all
+    );
     let c = bare(1, None);
     assert_eq!(again.commit(&ids[3], c).await.unwrap(), 2);
     assert_eq!(
-        listed(again.recent("", None, 10).await.unwrap()),
+        listed(
+            again
+                .recent(&chatmem::store::RecentQuery::new("", None, 10))
+                .await
+                .unwrap()
+        ),
         [("u/x", true), ("t/b", true), ("t/c", false), ("t/a", false)].map(|(id, timed)| (id.to_owned(), timed))
     );
     for id in &ids {
         assert!(again.clear(id).await.unwrap());
     }
-    assert!(again.recent("", None, 10).await.unwrap().conversations.is_empty());
+    assert!(
+        again
+            .recent(&chatmem::store::RecentQuery::new("", None, 10))
+            .await
+            .unwrap()
+            .conversations
+            .is_empty()
+    );
 }
 
 /// A prefix whose conversations are far down the recency index is found through several
@@ -260,7 +294,10 @@ pub async fn recent_scans_past_other_prefixes(store: &RedisStore) {
         .await;
     }
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let page = store.recent("needle/", None, 10).await.unwrap();
+    let page = store
+        .recent(&chatmem::store::RecentQuery::new("needle/", None, 10))
+        .await
+        .unwrap();
     assert_eq!(page.conversations.iter().map(|c| &c.id).collect::<Vec<_>>(), [&needle]);
     assert_eq!(page.next, None);
     assert_eq!(
@@ -269,7 +306,10 @@ pub async fn recent_scans_past_other_prefixes(store: &RedisStore) {
         "the expired one left the index"
     );
 
-    let page = store.recent("hay/", None, 1100).await.unwrap();
+    let page = store
+        .recent(&chatmem::store::RecentQuery::new("hay/", None, 1100))
+        .await
+        .unwrap();
     assert_eq!(page.conversations.len(), 1100);
     assert!(
         page.conversations
@@ -277,7 +317,10 @@ pub async fn recent_scans_past_other_prefixes(store: &RedisStore) {
             .all(|w| w[0].cursor().comes_before(w[1].updated_micros, &w[1].id)),
         "newest first"
     );
-    let rest = store.recent("hay/", page.next.as_ref(), 1100).await.unwrap();
+    let rest = store
+        .recent(&chatmem::store::RecentQuery::new("hay/", page.next.as_ref(), 1100))
+        .await
+        .unwrap();
     assert_eq!((rest.conversations.len(), rest.next), (100, None));
     let mut all: Vec<ConversationId> = page
         .conversations
@@ -298,7 +341,10 @@ pub async fn backfill_walks_batches(url: &str, conn: &mut impl redis::aio::Conne
     let recent_key = format!("{prefix}:{{{prefix}:ids}}:recent");
     let () = redis::cmd("DEL").arg(&recent_key).query_async(conn).await.unwrap();
     let store = store(url, prefix).await;
-    let page = store.recent("", None, 2000).await.unwrap();
+    let page = store
+        .recent(&chatmem::store::RecentQuery::new("", None, 2000))
+        .await
+        .unwrap();
     assert_eq!(page.conversations.len(), 1201);
     assert!(page.conversations.iter().all(|c| c.updated_micros == 0));
     assert!(

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chatmem::store::{Commit, RecentCursor, RecentPage, Snapshot, StoreError, StoredMessage};
+use chatmem::store::{Commit, RecentCursor, RecentPage, RecentQuery, Snapshot, StoreError, StoredMessage};
 use chatmem::{ChatMemory, ConversationId, Message, Retention, Store};
 
 type Mem = ChatMemory<Arc<dyn Store>>;
@@ -43,7 +43,7 @@ impl Run {
     pub(super) async fn recent(&self, sub: &str, before: Option<&RecentCursor>, limit: usize) -> RecentPage {
         let prefix = format!("{}/{sub}", self.prefix);
         self.store
-            .recent(&prefix, before, limit)
+            .recent(&RecentQuery::new(&prefix, before, limit))
             .await
             .unwrap_or_else(|e| panic!("recent {prefix:?}: {e}"))
     }

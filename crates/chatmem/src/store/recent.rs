@@ -48,6 +48,34 @@ pub fn prefix_end(prefix: &str) -> Option<String> {
     Some(end)
 }
 
+/// What a listing by recency asks for ([`Store::recent`](crate::Store::recent)).
+///
+/// ```
+/// use chatmem::store::RecentQuery;
+/// let first_page = RecentQuery::new("tenant-a/", None, 50);
+/// assert_eq!((first_page.prefix.as_str(), first_page.limit), ("tenant-a/", 50));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecentQuery {
+    /// Only conversations whose id starts with it (`""`: all).
+    pub prefix: String,
+    /// Only those after this cursor, in the listing's order; `None`: from the newest.
+    pub before: Option<RecentCursor>,
+    /// At most this many (0 is taken as 1).
+    pub limit: usize,
+}
+
+impl RecentQuery {
+    /// Up to `limit` conversations whose id starts with `prefix`, after `before`.
+    pub fn new(prefix: &str, before: Option<&RecentCursor>, limit: usize) -> Self {
+        Self {
+            prefix: prefix.to_owned(),
+            before: before.cloned(),
+            limit,
+        }
+    }
+}
+
 /// One conversation in a listing by recency.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecentConversation {
