@@ -2,33 +2,19 @@
 //! (the window marked, the budget, the prompt), that message text is escaped, that tenants
 //! and read-only tokens hold on the pages as on the API, and the sign-in cookie.
 
+mod inspector;
+use inspector::{seed_messages, serve, serve_memory};
+
 use std::sync::Arc;
 
-use chatmem::{ChatMemory, InMemoryStore, Retention, Store, WindowPolicy};
-use chatmem_server::{Auth, ServerConfig, app};
+use chatmem::{ChatMemory, InMemoryStore, Store, WindowPolicy};
+use chatmem_server::{Auth, ServerConfig};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 const TOKEN_A: &str = "token-of-team-a-0001";
 const TOKEN_B: &str = "token-of-team-b-0001";
 const READER_A: &str = "reader-of-team-a-001";
-
-/// A server keeping history with a window of `max_messages`, on a free loopback port; its
-/// base URL.
-async fn serve(max_messages: usize, config: ServerConfig) -> String {
-    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
-    let memory = ChatMemory::builder(store)
-        .policy(WindowPolicy::messages(max_messages))
-        .retention(Retention::KeepHistory)
-        .build()
-        .expect("valid memory settings");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app(memory, config)).await;
-    });
-    format!("http://{addr}")
-}
 
 fn with_auth() -> ServerConfig {
     let toml = format!(
@@ -43,8 +29,7 @@ fn with_auth() -> ServerConfig {
 
 /// The seed 003 conversation (examples/aftersale.json), posted to `id`.
 async fn seed(http: &reqwest::Client, base: &str, id: &str, token: Option<&str>) {
-    let messages: Value =
-        serde_json::from_str(include_str!("../../../examples/aftersale.json")).expect("the seed conversation");
+    let messages = seed_messages();
     let mut request = http
         .post(format!("{base}/v1/conversations/{id}/messages"))
         .json(&json!({ "messages": messages }));
@@ -350,11 +335,7 @@ async fn the_list_is_newest_first_with_last_update_and_expiry() {
         .ttl(std::time::Duration::from_secs(3600))
         .build()
         .expect("valid memory settings");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let base = format!("http://{}", listener.local_addr().expect("addr"));
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app(memory, with_auth())).await;
-    });
+    let base = serve_memory(memory, with_auth()).await;
     let http = reqwest::Client::new();
     for id in ["x", "y", "z", "x"] {
         seed(&http, &base, id, Some(TOKEN_A)).await;

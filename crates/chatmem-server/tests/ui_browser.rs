@@ -4,13 +4,14 @@
 //! says it skipped otherwise. Screenshots at 1280 and 375 px wide are written to
 //! `target/ui-screenshots/`.
 
+mod inspector;
+use inspector::{seed_messages, serve};
+
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chatmem::{ChatMemory, InMemoryStore, Retention, Store, WindowPolicy};
-use chatmem_server::{Auth, ServerConfig, app};
+use chatmem_server::{Auth, ServerConfig};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 
@@ -94,23 +95,6 @@ async fn browser(driver: &Driver, phone: bool) -> Client {
         .expect("a browser session")
 }
 
-/// A server keeping history with a window of `max_messages`, on a free loopback port; its
-/// base URL.
-async fn serve(max_messages: usize, config: ServerConfig) -> String {
-    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
-    let memory = ChatMemory::builder(store)
-        .policy(WindowPolicy::messages(max_messages))
-        .retention(Retention::KeepHistory)
-        .build()
-        .expect("valid memory settings");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app(memory, config)).await;
-    });
-    format!("http://{addr}")
-}
-
 async fn post(base: &str, id: &str, messages: Value, token: Option<&str>) {
     let mut request = reqwest::Client::new()
         .post(format!("{base}/v1/conversations/{id}/messages"))
@@ -120,10 +104,6 @@ async fn post(base: &str, id: &str, messages: Value, token: Option<&str>) {
     }
     let r = request.send().await.expect("post");
     assert!(r.status().is_success(), "{}", r.text().await.unwrap_or_default());
-}
-
-fn seed() -> Value {
-    serde_json::from_str(include_str!("../../../examples/aftersale.json")).expect("the seed conversation")
 }
 
 fn screenshots() -> PathBuf {
@@ -151,7 +131,7 @@ async fn the_inspector_shows_the_window_escapes_text_and_fits_a_phone() {
     let Some(path) = chromedriver() else { return };
     let driver = start_driver(&path).await;
     let base = serve(2, ServerConfig::default()).await;
-    post(&base, "seed-003", seed(), None).await;
+    post(&base, "seed-003", seed_messages(), None).await;
     let hostile = "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">";
     post(
         &base,
@@ -219,7 +199,7 @@ async fn the_inspector_shows_the_window_escapes_text_and_fits_a_phone() {
 
     // The README's picture: the same conversation under a window of 4, the page whole.
     let four = serve(4, ServerConfig::default()).await;
-    post(&four, "seed-003", seed(), None).await;
+    post(&four, "seed-003", seed_messages(), None).await;
     client.set_window_size(1280, 1500).await.expect("a taller window");
     client
         .goto(&format!("{four}/ui/conversations/seed-003"))
@@ -267,7 +247,7 @@ async fn tenants_sign_in_and_a_writer_deletes_with_confirmation() {
         ..ServerConfig::default()
     };
     let base = serve(20, config).await;
-    post(&base, "order-1", seed(), Some(TOKEN_A)).await;
+    post(&base, "order-1", seed_messages(), Some(TOKEN_A)).await;
     let page = format!("{base}/ui/conversations/order-1");
 
     let client = browser(&driver, false).await;
