@@ -229,3 +229,51 @@ async fn the_python_example_gets_memory_through_the_openai_package() {
     let out = stop(child);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// The inspector's budget bar says what `chatmem get` prints for the same store and policy.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_inspectors_budget_bar_matches_chatmem_get() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = format!("sqlite:{}", dir.path().join("inspector.db").display());
+    let policy = ["--max-messages", "4", "--retention", "keep-history"];
+    let seed = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/aftersale.json")).expect("the seed");
+    let mut add = Command::new(env!("CARGO_BIN_EXE_chatmem"))
+        .args(["add", "--conversation", "seed-003", "--store", &store])
+        .args(policy)
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("chatmem add");
+    std::io::Write::write_all(&mut add.stdin.take().expect("stdin"), &seed).expect("the seed sent");
+    assert!(add.wait().expect("add ends").success());
+    let get = Command::new(env!("CARGO_BIN_EXE_chatmem"))
+        .args(["get", "--conversation", "seed-003", "--store", &store])
+        .args(policy)
+        .output()
+        .expect("chatmem get");
+    assert!(get.status.success());
+    let window: Vec<Value> = serde_json::from_slice(&get.stdout).expect("get prints a JSON array");
+
+    let port = free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_chatmem"))
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--store", &store])
+        .args(policy)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("chatmem serve");
+    let base = format!("http://127.0.0.1:{port}");
+    wait_until_up(&base).await;
+    let page = reqwest::get(format!("{base}/ui/conversations/seed-003"))
+        .await
+        .expect("the page")
+        .text()
+        .await
+        .expect("html");
+    stop(child);
+    assert!(
+        page.contains(&format!("<strong>{} / 4 messages</strong>", window.len())),
+        "chatmem get printed {} messages; the page says otherwise",
+        window.len()
+    );
+    // What the page marks in the window is what get printed after the system message.
+    assert_eq!(page.matches(" in-window\" id=\"m").count() + 1, window.len());
+}
