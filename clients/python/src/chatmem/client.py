@@ -221,10 +221,21 @@ class _Routes:
         return _Call("GET", "/openapi.json", _json)
 
 
-# _STALE: when the server refuses a request from its path (a bad or too long id) before the
-# body has arrived, it closes the kept-alive connection without `Connection: close`; the next
-# request on it fails with httpx's RemoteProtocolError, unread by the server, and is sent once
-# more on a new connection.
+def _request(call: _Call[T], base_url: str, headers: dict[str, str]) -> dict[str, Any]:
+    """The arguments of httpx's ``request`` for ``call``. A request is sent once: a POST that
+    failed in transit may have been committed, so resending it could store a turn twice."""
+    return {
+        "method": call.method,
+        "url": base_url + call.path,
+        "params": call.params,
+        "json": call.body,
+        "headers": {**headers, **(call.headers or {})},
+    }
+
+
+def _transport_error(call: _Call[T], base_url: str, e: httpx.TransportError) -> TransportError:
+    """No answer: named by method, server and the error's kind (never the path, which holds ids)."""
+    return TransportError(f"{call.method} {base_url}: {type(e).__name__}")
 
 
 def _read(call: _Call[T], r: httpx.Response) -> T:
@@ -271,23 +282,11 @@ class Client:
         self._headers = headers
 
     def _send(self, call: _Call[T]) -> T:
-        for attempt in range(2):
-            try:
-                r = self._http.request(
-                    call.method,
-                    self.base_url + call.path,
-                    params=call.params,
-                    json=call.body,
-                    headers={**self._headers, **(call.headers or {})},
-                )
-                return _read(call, r)
-            except httpx.RemoteProtocolError as e:
-                if attempt == 0:  # a kept-alive connection the server had closed (_STALE)
-                    continue
-                raise TransportError(f"{call.method} {self.base_url}: {e}") from e
-            except httpx.TransportError as e:
-                raise TransportError(f"{call.method} {self.base_url}: {type(e).__name__}") from e
-        raise AssertionError("unreachable")
+        try:
+            r = self._http.request(**_request(call, self.base_url, self._headers))
+        except httpx.TransportError as e:
+            raise _transport_error(call, self.base_url, e) from e
+        return _read(call, r)
 
     def health(self) -> dict[str, Any]:
         """``GET /healthz``: ``{"status": "ok"}`` while the store answers."""
@@ -384,23 +383,11 @@ class AsyncClient:
         self._headers = headers
 
     async def _send(self, call: _Call[T]) -> T:
-        for attempt in range(2):
-            try:
-                r = await self._http.request(
-                    call.method,
-                    self.base_url + call.path,
-                    params=call.params,
-                    json=call.body,
-                    headers={**self._headers, **(call.headers or {})},
-                )
-                return _read(call, r)
-            except httpx.RemoteProtocolError as e:
-                if attempt == 0:  # a kept-alive connection the server had closed (_STALE)
-                    continue
-                raise TransportError(f"{call.method} {self.base_url}: {e}") from e
-            except httpx.TransportError as e:
-                raise TransportError(f"{call.method} {self.base_url}: {type(e).__name__}") from e
-        raise AssertionError("unreachable")
+        try:
+            r = await self._http.request(**_request(call, self.base_url, self._headers))
+        except httpx.TransportError as e:
+            raise _transport_error(call, self.base_url, e) from e
+        return _read(call, r)
 
     async def health(self) -> dict[str, Any]:
         """``GET /healthz``."""
