@@ -61,6 +61,24 @@ pub async fn run_conformance(store: Arc<dyn Store>) {
     conformance::run(store).await;
 }
 
+/// The value of the environment variable `var` that an `#[ignore = "needs VAR"]` test needs.
+///
+/// Tests that need a database server, a browser or another program are marked
+/// `#[ignore = "needs CHATMEM_TEST_PG_URL"]` (naming the variable), so a plain `cargo test`
+/// lists them as ignored instead of passing them unrun; `cargo test -- --include-ignored` (as CI
+/// runs) runs them, and there a missing variable fails the test with this message instead of
+/// skipping it.
+///
+/// # Panics
+/// When `var` is unset or empty: the message names it and says how to provide it (`how`, e.g.
+/// "start PostgreSQL").
+pub fn required_env(var: &str, how: &str) -> String {
+    match std::env::var(var) {
+        Ok(value) if !value.is_empty() => value,
+        _ => panic!("{var} is not set: {how} and set it to run this test (it is ignored without --include-ignored)"),
+    }
+}
+
 /// The URL of a test service named by the environment variable `var`, or `None` after
 /// telling the developer the test is skipped and how to run it (`how`, e.g. "start Redis").
 ///
