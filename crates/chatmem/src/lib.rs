@@ -5,9 +5,10 @@
 //! the [`Store`] trait, an in-memory store, [`ChatMemory`] and its [`Turn`] — the one way to
 //! write: begun for a conversation, planned once, committed by itself. It makes no database
 //! or network calls, and calls a model only through the [`ChatModel`] trait (a
-//! [`Summarizer`]'s): durable stores live in `chatmem-sqlite`, `chatmem-postgres` and
-//! `chatmem-redis`, an OpenAI-compatible model in `chatmem-openai`, the model call with memory
-//! in `chatmem-advisor`, the command line and server in `chatmem-cli` and `chatmem-server`.
+//! [`Summarizer`]'s): durable stores live in `chatmem-sqlite`, `chatmem-postgres`,
+//! `chatmem-mysql` and `chatmem-redis` (the SQL ones share `chatmem-sql`), an
+//! OpenAI-compatible model in `chatmem-openai`, the model call with memory in
+//! `chatmem-advisor`, the command line and server in `chatmem-cli` and `chatmem-server`.
 //!
 //! ```
 //! use chatmem::{ChatMemory, ConversationId, Message, WindowPolicy, InMemoryStore};
@@ -34,18 +35,22 @@ mod loaded_window;
 mod memory;
 mod message;
 mod model;
+mod page;
 mod plan;
 mod policy;
 pub mod printable;
 mod redact;
 mod shared_messages;
+mod snapshot;
 pub mod store;
+mod stored_message;
 mod summarize;
 mod summary;
 pub mod tokens;
 mod turn;
 pub mod window;
 
+pub use crate::commit::Retention;
 pub use crate::error::{Error, Result};
 pub use crate::id::{ConversationId, InvalidConversationId, MAX_ID_BYTES};
 pub use crate::in_memory_store::InMemoryStore;
@@ -58,8 +63,9 @@ pub use crate::model::{
     ChatDelta, ChatModel, ChatRequest, ChatResponse, DeltaAccumulator, DeltaStream, ModelError, ModelErrorKind,
     SamplingOptions, ToolCallDelta, ToolDefinition, Usage,
 };
+pub use crate::page::Page;
 pub use crate::policy::{Budget, PolicySpec, TurnBoundary, WindowPolicy};
-pub use crate::store::{Page, Retention, Store};
+pub use crate::store::Store;
 pub use crate::summarize::SummaryOutcome;
 pub use crate::summary::{
     DEFAULT_SUMMARY_MAX_TOKENS, DEFAULT_SUMMARY_PROMPT, SUMMARY_HEADING, Summarizer, Summary, render_system,

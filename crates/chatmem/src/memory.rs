@@ -3,14 +3,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::commit::Retention;
 use crate::error::{Error, Result};
 use crate::id::ConversationId;
 use crate::in_memory_store::InMemoryStore;
 use crate::limits::BatchLimits;
 use crate::loaded_window::LoadedWindow;
 use crate::message::Message;
+use crate::page::Page;
 use crate::plan::Settings;
-use crate::store::{Page, RecentCursor, RecentPage, RecentQuery, Retention, Store, StoredMessage};
+use crate::store::{RecentCursor, RecentPage, RecentQuery, Store};
+use crate::stored_message::StoredMessage;
 use crate::summary::Summarizer;
 use crate::tokens::{Cl100k, CounterName, TokenCounter};
 use crate::turn::Turn;

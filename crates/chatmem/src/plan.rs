@@ -9,11 +9,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::commit::Retention;
 use crate::commit::{Commit, CommitBuilder};
 use crate::loaded_window::{Chosen, select_loaded};
 use crate::message::Message;
 use crate::policy::WindowPolicy;
-use crate::store::{Retention, Snapshot};
+use crate::snapshot::Snapshot;
 use crate::summary::system_slot;
 use crate::tokens::CounterName;
 
@@ -93,7 +94,7 @@ fn window_of(snapshot: &Snapshot, draft: &Commit, policy: &WindowPolicy) -> (Cho
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::StoredMessage;
+    use crate::stored_message::StoredMessage;
     use crate::tokens::UNCOUNTED;
 
     fn batch(messages: impl IntoIterator<Item = Message>) -> Vec<(Arc<Message>, u32)> {

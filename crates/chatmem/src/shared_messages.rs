@@ -4,7 +4,7 @@ use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
 
-use crate::store::StoredMessage;
+use crate::stored_message::StoredMessage;
 use crate::tokens::CounterName;
 use crate::window::is_plain;
 

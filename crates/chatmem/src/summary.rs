@@ -37,7 +37,7 @@ use crate::error::StoreError;
 use crate::id::ConversationId;
 use crate::message::{Body, Message};
 use crate::model::{ChatModel, ChatRequest, ModelError, ModelErrorKind};
-use crate::store::StoredMessage;
+use crate::stored_message::StoredMessage;
 use crate::summarize::{DEFAULT_SUMMARY_WAIT, LateSummaries, Observe, Spawn, SummaryOutcome};
 use crate::tokens::TokenCounter;
 

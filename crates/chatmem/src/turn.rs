@@ -20,7 +20,9 @@ use crate::loaded_window::LoadedWindow;
 use crate::memory::ChatMemory;
 use crate::message::Message;
 use crate::plan::{Plan, plan};
-use crate::store::{Snapshot, Store, StoredMessage};
+use crate::snapshot::Snapshot;
+use crate::store::Store;
+use crate::stored_message::StoredMessage;
 use crate::summarize::pending_summary;
 use crate::summary::{render_system, shown};
 
@@ -322,9 +324,10 @@ impl<'m, S: Store> Turn<'m, S> {
         let store_err = |id: &ConversationId, source| Error::Store { id: id.clone(), source };
         let summary = match memory.summarizer().filter(|_| summarize) {
             Some(summarizer) => {
-                let (store, counter) = (memory.store(), memory.counter());
+                let (store, counter, id) = (memory.store(), memory.counter(), &self.id);
                 let (snapshot, planned) = (self.loaded.snapshot(), self.plan().draft());
-                pending_summary(store, &self.id, summarizer, counter, snapshot, planned).await
+                let history = |after, limit| store.history(id, after, limit);
+                pending_summary(history, id, summarizer, counter, snapshot, planned).await
             }
             None => None,
         };

@@ -41,7 +41,7 @@ use std::borrow::Borrow;
 use std::collections::HashMap;
 
 use crate::message::{Body, Message, Role};
-use crate::store::StoredMessage;
+use crate::stored_message::StoredMessage;
 use crate::tokens::PER_LIST;
 
 pub use crate::policy::{Budget, DEFAULT_MAX_MESSAGES, TurnBoundary, WindowPolicy};

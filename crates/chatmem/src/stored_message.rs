@@ -1,0 +1,96 @@
+//! [`StoredMessage`]: a message as a store keeps it, with its sequence number and its cached
+//! token count.
+
+use std::sync::Arc;
+
+use crate::error::{StoreError, StoreErrorKind};
+use crate::id::ConversationId;
+use crate::message::Message;
+use crate::tokens::CounterName;
+
+/// A message as stored: its sequence number and its token count, computed once when added.
+///
+/// Every store keeps the message as the JSON of [`message_json`](StoredMessage::message_json)
+/// and reads it back with [`from_json`](StoredMessage::from_json): one encoding, one
+/// corrupt-data error.
+///
+/// ```
+/// use chatmem::{ConversationId, Message};
+/// use chatmem::store::{StoredMessage, StoreErrorKind};
+/// let id = ConversationId::new("c1")?;
+/// let m = StoredMessage::new(7, 3, Message::user("hi"));
+/// let json = m.message_json()?;
+/// assert_eq!(StoredMessage::from_json(&id, 7, 3, json.as_bytes())?, m);
+/// let bad = StoredMessage::from_json(&id, 8, 1, br#"{"role":"wizard"}"#).unwrap_err();
+/// assert_eq!(bad.kind(), StoreErrorKind::Corrupt);
+/// assert!(bad.to_string().contains("seq 8"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredMessage {
+    /// Position in the conversation's log; strictly increasing, never reused.
+    pub seq: u64,
+    /// Token count by the counter of the memory that added it.
+    pub tokens: u32,
+    /// The [name](crate::TokenCounter::name) of the counter that made `tokens`; `None` for
+    /// data written before chatmem recorded it (taken as is). A memory whose counter has
+    /// another name recounts the message when it loads it.
+    pub counted_by: Option<CounterName>,
+    /// The message, shared: a snapshot, a window and a plan hold the same message without
+    /// copying it (clone it out with `Message::clone(&stored.message)` to own one).
+    pub message: Arc<Message>,
+}
+
+impl StoredMessage {
+    /// A stored message whose counter is not recorded.
+    pub fn new(seq: u64, tokens: u32, message: impl Into<Arc<Message>>) -> Self {
+        Self {
+            seq,
+            tokens,
+            counted_by: None,
+            message: message.into(),
+        }
+    }
+
+    /// The message, owned: taken out when nothing else shares it, copied otherwise.
+    ///
+    /// ```
+    /// let stored = chatmem::store::StoredMessage::new(1, 2, chatmem::Message::user("hi"));
+    /// assert_eq!(stored.into_message(), chatmem::Message::user("hi"));
+    /// ```
+    pub fn into_message(self) -> Message {
+        Arc::unwrap_or_clone(self.message)
+    }
+
+    /// The same message, its count made by the counter named `counter`.
+    pub fn counted_by(mut self, counter: impl Into<CounterName>) -> Self {
+        self.counted_by = Some(counter.into());
+        self
+    }
+
+    /// The message as the JSON every store keeps (the OpenAI Chat Completions shape plus
+    /// chatmem's fields, as [`Message`]'s `Serialize` writes it).
+    ///
+    /// # Errors
+    /// [`StoreErrorKind::InvalidInput`] if the message cannot be written as JSON.
+    pub fn message_json(&self) -> Result<String, StoreError> {
+        serde_json::to_string(&*self.message).map_err(|e| {
+            StoreError::new(
+                StoreErrorKind::InvalidInput,
+                format!("message seq {} cannot be written as JSON", self.seq),
+            )
+            .with_source(e)
+        })
+    }
+
+    /// Reads a message of conversation `id` stored at `seq` as `json`.
+    ///
+    /// # Errors
+    /// [`StoreErrorKind::Corrupt`] naming the conversation and the seq when `json` is not a
+    /// valid message.
+    pub fn from_json(id: &ConversationId, seq: u64, tokens: u32, json: &[u8]) -> Result<Self, StoreError> {
+        let message: Message = serde_json::from_slice(json)
+            .map_err(|e| StoreError::corrupt(id, format!("message seq {seq} is not a valid message")).with_source(e))?;
+        Ok(Self::new(seq, tokens, message))
+    }
+}
