@@ -4,12 +4,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::counter::CounterName;
 use crate::error::{StoreError, StoreErrorKind};
 use crate::message::Message;
 use crate::snapshot::Snapshot;
 use crate::stored_message::StoredMessage;
 use crate::summary::Summary;
-use crate::tokens::CounterName;
 
 /// Whether messages that leave the window are deleted: what a [`Commit`]'s
 /// [`delete_below`](Commit::delete_below) follows.

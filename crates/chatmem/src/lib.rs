@@ -26,6 +26,7 @@
 //! ```
 
 mod commit;
+mod counter;
 mod error;
 mod id;
 mod in_memory_store;
@@ -51,6 +52,7 @@ mod turn;
 pub mod window;
 
 pub use crate::commit::Retention;
+pub use crate::counter::{Cl100k, Heuristic, O200k, TokenCounter, Tokenizer};
 pub use crate::error::{Error, Result};
 pub use crate::id::{ConversationId, InvalidConversationId, MAX_ID_BYTES};
 pub use crate::in_memory_store::InMemoryStore;
@@ -70,5 +72,4 @@ pub use crate::summarize::SummaryOutcome;
 pub use crate::summary::{
     DEFAULT_SUMMARY_MAX_TOKENS, DEFAULT_SUMMARY_PROMPT, SUMMARY_HEADING, Summarizer, Summary, render_system,
 };
-pub use crate::tokens::{Cl100k, Heuristic, O200k, TokenCounter, Tokenizer};
 pub use crate::turn::{Committed, Turn, check_request};

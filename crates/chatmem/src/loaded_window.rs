@@ -2,14 +2,15 @@
 
 use std::sync::OnceLock;
 
+use crate::counter::TokenCounter;
 use crate::message::Message;
 use crate::policy::Budget;
+use crate::policy::WindowPolicy;
 use crate::shared_messages::SharedMessages;
 use crate::snapshot::Snapshot;
 use crate::stored_message::StoredMessage;
 use crate::summary::{Summary, render_system, system_slot};
-use crate::tokens::TokenCounter;
-use crate::window::{Selection, WindowPolicy, is_plain, select_known, select_plain};
+use crate::window::{Selection, is_plain, select_known, select_plain};
 
 /// A loaded conversation: the [`Snapshot`] read in one round trip and the window the policy
 /// chose from it (by the cached token counts alone).

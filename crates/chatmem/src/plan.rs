@@ -11,12 +11,12 @@ use std::time::Duration;
 
 use crate::commit::Retention;
 use crate::commit::{Commit, CommitBuilder};
+use crate::counter::CounterName;
 use crate::loaded_window::{Chosen, select_loaded};
 use crate::message::Message;
 use crate::policy::WindowPolicy;
 use crate::snapshot::Snapshot;
 use crate::summary::system_slot;
-use crate::tokens::CounterName;
 
 /// How a planned commit is written beyond its messages: the memory's settings.
 #[derive(Debug, Clone, Copy)]
@@ -94,8 +94,8 @@ fn window_of(snapshot: &Snapshot, draft: &Commit, policy: &WindowPolicy) -> (Cho
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::counter::UNCOUNTED;
     use crate::stored_message::StoredMessage;
-    use crate::tokens::UNCOUNTED;
 
     fn batch(messages: impl IntoIterator<Item = Message>) -> Vec<(Arc<Message>, u32)> {
         messages.into_iter().map(|m| (Arc::new(m), 1)).collect()

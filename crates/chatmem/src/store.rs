@@ -16,12 +16,12 @@
 use std::sync::Arc;
 
 pub use crate::commit::{Commit, CommitBuilder};
+pub use crate::counter::{CounterName, UNCOUNTED};
 pub use crate::error::{StoreError, StoreErrorKind};
 pub use crate::redact::{HIDDEN_URL, SecretUrl, redact_url};
 pub use crate::shared_messages::SharedMessages;
 pub use crate::snapshot::Snapshot;
 pub use crate::stored_message::StoredMessage;
-pub use crate::tokens::{CounterName, UNCOUNTED};
 pub use recent::{RecentConversation, RecentCursor, RecentPage, RecentQuery, now_micros, prefix_end, unix_micros};
 
 mod recent;

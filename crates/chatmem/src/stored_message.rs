@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
+use crate::counter::CounterName;
 use crate::error::{StoreError, StoreErrorKind};
 use crate::id::ConversationId;
 use crate::message::Message;
-use crate::tokens::CounterName;
 
 /// A message as stored: its sequence number and its token count, computed once when added.
 ///

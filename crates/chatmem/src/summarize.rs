@@ -17,13 +17,13 @@ use futures_util::FutureExt as _;
 use futures_util::future::{BoxFuture, Shared};
 
 use crate::commit::Commit;
+use crate::counter::TokenCounter;
 use crate::error::StoreError;
 use crate::id::ConversationId;
 use crate::model::ModelErrorKind;
 use crate::snapshot::Snapshot;
 use crate::stored_message::StoredMessage;
 use crate::summary::{Summarizer, Summary};
-use crate::tokens::TokenCounter;
 
 /// What became of a summary a turn asked for, as a [`Summarizer::observe`] callback hears it
 /// (a server counts these).

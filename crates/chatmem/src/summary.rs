@@ -33,13 +33,13 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::counter::TokenCounter;
 use crate::error::StoreError;
 use crate::id::ConversationId;
 use crate::message::{Body, Message};
 use crate::model::{ChatModel, ChatRequest, ModelError, ModelErrorKind};
 use crate::stored_message::StoredMessage;
 use crate::summarize::{DEFAULT_SUMMARY_WAIT, LateSummaries, Observe, Spawn, SummaryOutcome};
-use crate::tokens::TokenCounter;
 
 /// The line between the system text and the summary in the system message the model sees.
 pub const SUMMARY_HEADING: &str = "Summary of the earlier conversation:";
@@ -458,8 +458,8 @@ pub(crate) async fn with_timeout<F: Future>(future: F, timeout: Duration) -> Opt
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::counter::Heuristic;
     use crate::model::ChatResponse;
-    use crate::tokens::Heuristic;
 
     #[derive(Debug)]
     struct Fixed;

@@ -511,9 +511,9 @@ async fn backoff(attempt: u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::counter::Heuristic;
+    use crate::policy::WindowPolicy;
     use crate::summary::Summary;
-    use crate::tokens::Heuristic;
-    use crate::window::WindowPolicy;
 
     fn texts(prompt: &[&Message]) -> Vec<String> {
         prompt

@@ -20,7 +20,8 @@
 //! ```
 //! use chatmem::Message;
 //! use chatmem::store::StoredMessage;
-//! use chatmem::window::{select, WindowPolicy};
+//! use chatmem::WindowPolicy;
+//! use chatmem::window::select;
 //!
 //! let msgs: Vec<StoredMessage> = ["u1", "a1", "u2", "a2", "u3"]
 //!     .iter()
@@ -44,7 +45,8 @@ use crate::message::{Body, Message, Role};
 use crate::stored_message::StoredMessage;
 use crate::tokens::PER_LIST;
 
-pub use crate::policy::{Budget, DEFAULT_MAX_MESSAGES, TurnBoundary, WindowPolicy};
+pub use crate::policy::DEFAULT_MAX_MESSAGES;
+use crate::policy::{Budget, TurnBoundary, WindowPolicy};
 
 /// The outcome of [`select`].
 #[derive(Debug, Clone, PartialEq, Eq)]
