@@ -32,12 +32,10 @@ mod id;
 mod in_memory_store;
 mod json_error;
 mod limits;
-mod loaded_window;
 mod memory;
 mod message;
 mod model;
 mod page;
-mod plan;
 mod policy;
 pub mod printable;
 mod redact;
@@ -58,7 +56,6 @@ pub use crate::id::{ConversationId, InvalidConversationId, MAX_ID_BYTES};
 pub use crate::in_memory_store::InMemoryStore;
 pub use crate::json_error::{JsonFieldError, deserialize_json};
 pub use crate::limits::{BatchLimits, DEFAULT_MAX_BATCH_BYTES, DEFAULT_MAX_BATCH_MESSAGES, TooLarge};
-pub use crate::loaded_window::{BlockEviction, LoadedWindow};
 pub use crate::memory::{ChatMemory, ChatMemoryBuilder, DEFAULT_MAX_ATTEMPTS, HistoryPage};
 pub use crate::message::{Body, ContentPart, ImageUrl, Message, Metadata, Role, ToolCall, UserContent, parse_messages};
 pub use crate::model::{
@@ -73,3 +70,4 @@ pub use crate::summary::{
     DEFAULT_SUMMARY_MAX_TOKENS, DEFAULT_SUMMARY_PROMPT, SUMMARY_HEADING, Summarizer, Summary, render_system,
 };
 pub use crate::turn::{Committed, Turn, check_request};
+pub use crate::window::loaded::{BlockEviction, LoadedWindow};

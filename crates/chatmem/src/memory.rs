@@ -9,15 +9,15 @@ use crate::error::{Error, Result};
 use crate::id::ConversationId;
 use crate::in_memory_store::InMemoryStore;
 use crate::limits::BatchLimits;
-use crate::loaded_window::LoadedWindow;
 use crate::message::Message;
 use crate::page::Page;
-use crate::plan::Settings;
 use crate::policy::WindowPolicy;
 use crate::store::{RecentCursor, RecentPage, RecentQuery, Store};
 use crate::stored_message::StoredMessage;
 use crate::summary::Summarizer;
 use crate::turn::Turn;
+use crate::window::LoadedWindow;
+use crate::window::Settings;
 
 /// How many times a commit that lost a version check is retried by default.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 64;

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::counter::CounterName;
+use crate::counter::{CounterName, TokenCounter};
 use crate::error::{StoreError, StoreErrorKind};
 use crate::id::ConversationId;
 use crate::message::Message;
@@ -68,6 +68,39 @@ impl StoredMessage {
         self
     }
 
+    /// Whether the cached [`tokens`](StoredMessage::tokens) hold for the counter named
+    /// `counter`: made by it, or by a counter not recorded (data written before chatmem
+    /// recorded it, taken as it is). A count by a counter of another name, or
+    /// [uncounted](crate::store::UNCOUNTED), does not: the window and the inspector recount it.
+    ///
+    /// ```
+    /// use chatmem::{Heuristic, Message, TokenCounter};
+    /// use chatmem::store::{StoredMessage, UNCOUNTED};
+    /// let old = StoredMessage::new(1, 7, Message::user("hi"));
+    /// assert!(old.count_holds_for("heuristic"));
+    /// assert_eq!(old.tokens_by(&Heuristic), 7);
+    /// let uncounted = old.clone().counted_by(UNCOUNTED);
+    /// assert!(!uncounted.count_holds_for("heuristic"));
+    /// assert_eq!(uncounted.tokens_by(&Heuristic), Heuristic.count_message(&Message::user("hi")) as u32);
+    /// ```
+    pub fn count_holds_for(&self, counter: &str) -> bool {
+        // Built-in counters' names are one `&'static str`: the same pointer is the same name,
+        // which spares comparing the text for every message of a long window.
+        self.counted_by
+            .as_deref()
+            .is_none_or(|by| std::ptr::eq(by, counter) || by == counter)
+    }
+
+    /// The message's token count by `counter`: the cached one when it
+    /// [holds](StoredMessage::count_holds_for) for `counter`, else counted now.
+    pub fn tokens_by(&self, counter: &dyn TokenCounter) -> u32 {
+        if self.count_holds_for(counter.name()) {
+            self.tokens
+        } else {
+            u32::try_from(counter.count_message(&self.message)).unwrap_or(u32::MAX)
+        }
+    }
+
     /// The message as the JSON every store keeps (the OpenAI Chat Completions shape plus
     /// chatmem's fields, as [`Message`]'s `Serialize` writes it).
     ///
@@ -92,5 +125,31 @@ impl StoredMessage {
         let message: Message = serde_json::from_slice(json)
             .map_err(|e| StoreError::corrupt(id, format!("message seq {seq} is not a valid message")).with_source(e))?;
         Ok(Self::new(seq, tokens, message))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::counter::{Cl100k, Heuristic, UNCOUNTED};
+
+    #[test]
+    fn a_cached_count_holds_for_its_counter_and_for_an_unrecorded_one() {
+        let message = Message::user("订单 LC202610060018 能退吗？");
+        let exact = u32::try_from(Heuristic.count_message(&message)).unwrap();
+        let stale = exact + 100;
+        let unrecorded = StoredMessage::new(1, stale, message.clone());
+        assert!(unrecorded.count_holds_for(Heuristic.name()));
+        assert_eq!(unrecorded.tokens_by(&Heuristic), stale, "taken as it is");
+        let own = unrecorded.clone().counted_by(Heuristic.name());
+        assert!(own.count_holds_for(Heuristic.name()));
+        assert_eq!(own.tokens_by(&Heuristic), stale);
+        // The same name in another allocation is the same counter.
+        assert!(own.count_holds_for(&String::from("heuristic")));
+        for other in [Cl100k.name(), UNCOUNTED, "words"] {
+            let by_other = unrecorded.clone().counted_by(other);
+            assert!(!by_other.count_holds_for(Heuristic.name()), "{other}");
+            assert_eq!(by_other.tokens_by(&Heuristic), exact, "{other}: recounted");
+        }
     }
 }

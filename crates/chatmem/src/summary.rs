@@ -155,16 +155,6 @@ pub(crate) fn shown(summary: Option<&Summary>) -> Option<&Summary> {
     summary.filter(|s| !s.text.is_empty())
 }
 
-/// The budget the system slot takes: the system message's tokens plus the summary's; `None`
-/// when there is neither (see [`window::select`](crate::window::select)).
-pub(crate) fn system_slot(system: Option<&StoredMessage>, summary: Option<&Summary>) -> Option<u32> {
-    let summary = shown(summary).map(|s| s.tokens);
-    match (system.map(|s| s.tokens), summary) {
-        (None, None) => None,
-        (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
-    }
-}
-
 /// Makes summaries with a chat model: opt in with
 /// [`ChatMemoryBuilder::summarizer`](crate::ChatMemoryBuilder::summarizer).
 ///
@@ -479,16 +469,6 @@ mod tests {
         let cut = cut_to_tokens(long.clone(), 50, &Heuristic);
         assert!(Heuristic.count_text(&cut) <= 50);
         assert!(long.starts_with(&cut) && cut.len() > 10);
-    }
-
-    #[test]
-    fn the_system_slot_adds_the_summary_to_the_system_message() {
-        let s = Summary::new("x", 3, &Heuristic);
-        let sys = StoredMessage::new(1, 10, Message::system("s"));
-        assert_eq!(system_slot(None, None), None);
-        assert_eq!(system_slot(Some(&sys), None), Some(10));
-        assert_eq!(system_slot(None, Some(&s)), Some(s.tokens));
-        assert_eq!(system_slot(Some(&sys), Some(&s)), Some(10 + s.tokens));
     }
 
     #[test]

@@ -16,16 +16,15 @@ use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::id::ConversationId;
 use crate::in_memory_store::InMemoryStore;
-use crate::loaded_window::Chosen;
-use crate::loaded_window::LoadedWindow;
 use crate::memory::ChatMemory;
 use crate::message::Message;
-use crate::plan::{Plan, plan};
 use crate::snapshot::Snapshot;
 use crate::store::Store;
 use crate::stored_message::StoredMessage;
 use crate::summarize::pending_summary;
 use crate::summary::{render_system, shown};
+use crate::window::{Chosen, LoadedWindow};
+use crate::window::{Plan, plan};
 
 /// A turn of one conversation: begun by [`ChatMemory::begin`] for an id, given its new
 /// messages ([`push`](Turn::push)), asked for what the model is sent ([`prompt`](Turn::prompt)),

@@ -9,14 +9,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::loaded::{Chosen, select_loaded};
 use crate::commit::Retention;
 use crate::commit::{Commit, CommitBuilder};
 use crate::counter::CounterName;
-use crate::loaded_window::{Chosen, select_loaded};
 use crate::message::Message;
 use crate::policy::WindowPolicy;
 use crate::snapshot::Snapshot;
-use crate::summary::system_slot;
+use crate::window::system_slot;
 
 /// How a planned commit is written beyond its messages: the memory's settings.
 #[derive(Debug, Clone, Copy)]
