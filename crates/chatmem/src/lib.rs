@@ -43,7 +43,7 @@ mod shared_messages;
 mod snapshot;
 pub mod store;
 mod stored_message;
-mod summarize;
+mod summarizer;
 mod summary;
 pub mod tokens;
 mod turn;
@@ -65,9 +65,7 @@ pub use crate::model::{
 pub use crate::page::Page;
 pub use crate::policy::{Budget, PolicySpec, TurnBoundary, WindowPolicy};
 pub use crate::store::Store;
-pub use crate::summarize::SummaryOutcome;
-pub use crate::summary::{
-    DEFAULT_SUMMARY_MAX_TOKENS, DEFAULT_SUMMARY_PROMPT, SUMMARY_HEADING, Summarizer, Summary, render_system,
-};
+pub use crate::summarizer::{DEFAULT_SUMMARY_MAX_TOKENS, DEFAULT_SUMMARY_PROMPT, Summarizer, SummaryOutcome};
+pub use crate::summary::{SUMMARY_HEADING, Summary, render_system};
 pub use crate::turn::{Committed, Turn, check_request};
 pub use crate::window::loaded::{BlockEviction, LoadedWindow};

@@ -14,7 +14,7 @@ use crate::page::Page;
 use crate::policy::WindowPolicy;
 use crate::store::{RecentCursor, RecentPage, RecentQuery, Store};
 use crate::stored_message::StoredMessage;
-use crate::summary::Summarizer;
+use crate::summarizer::Summarizer;
 use crate::turn::Turn;
 use crate::window::LoadedWindow;
 use crate::window::Settings;

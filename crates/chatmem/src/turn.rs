@@ -21,7 +21,7 @@ use crate::message::Message;
 use crate::snapshot::Snapshot;
 use crate::store::Store;
 use crate::stored_message::StoredMessage;
-use crate::summarize::pending_summary;
+use crate::summarizer::pending_summary;
 use crate::summary::{render_system, shown};
 use crate::window::{Chosen, LoadedWindow};
 use crate::window::{Plan, plan};

@@ -1,4 +1,5 @@
-//! What a turn's commit summarizes, and how long it waits for it.
+//! What a turn's commit summarizes, how long it waits for it, and the summaries that come
+//! late.
 //!
 //! The messages a turn's plan leaves pending (evicted, not yet covered by the summary), oldest
 //! first and at most one chunk, go to the [`Summarizer`]'s model. The commit waits for the
@@ -23,7 +24,8 @@ use crate::id::ConversationId;
 use crate::model::ModelErrorKind;
 use crate::snapshot::Snapshot;
 use crate::stored_message::StoredMessage;
-use crate::summary::{Summarizer, Summary};
+use crate::summarizer::Summarizer;
+use crate::summary::Summary;
 
 /// What became of a summary a turn asked for, as a [`Summarizer::observe`] callback hears it
 /// (a server counts these).
@@ -159,7 +161,7 @@ where
             (entry, true)
         }
     };
-    match crate::summary::with_timeout(entry.call.clone(), summarizer.wait_value()).await {
+    match super::with_timeout(entry.call.clone(), summarizer.wait_value()).await {
         Some(made) => made.map(|summary| {
             summarizer.report(SummaryOutcome::Made);
             (summary, covered)
