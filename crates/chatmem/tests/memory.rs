@@ -1,5 +1,5 @@
-//! ChatMemory over the in-memory store: the issue's examples, the after-sale scenario of
-//! seed 003, retention, isolation, concurrency and cached token counts.
+//! ChatMemory over the in-memory store: the window contract's two examples, the after-sale
+//! scenario, retention, isolation, concurrency and cached token counts.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -30,7 +30,7 @@ fn memory(max: usize) -> ChatMemory {
 }
 
 #[tokio::test]
-async fn issue_examples() {
+async fn the_window_contracts_examples() {
     let m = memory(5);
     let c = id("example-1");
     let add = ["S_old", "U1", "A1", "U2", "A2", "U3", "A3", "S_new"].map(|t| match &t[..1] {
