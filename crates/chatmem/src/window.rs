@@ -18,11 +18,10 @@
 //! Messages are never split, so a window may hold fewer messages than the budget allows.
 //!
 //! # Where each part is
-//! - [`WindowPolicy`](crate::WindowPolicy) (with [`Budget`](crate::Budget) and
-//!   [`TurnBoundary`](crate::TurnBoundary)): the settings the rule reads.
+//! - [`WindowPolicy`] (with [`Budget`] and [`TurnBoundary`]): the settings the rule reads.
 //! - `window/select.rs`: the rule itself, pure: [`repair`], [`select`], and the budget the
 //!   system message and the summary take.
-//! - `window/loaded.rs`: [`LoadedWindow`](crate::LoadedWindow), a loaded conversation and the
+//! - `window/loaded.rs`: [`LoadedWindow`], a loaded conversation and the
 //!   window chosen from it, the recount of stale token counts
 //!   ([`StoredMessage::count_holds_for`](crate::store::StoredMessage::count_holds_for)) and
 //!   [block eviction](crate::BlockEviction); the rule run over a loaded log and a turn's new
@@ -57,7 +56,7 @@ mod select;
 
 pub use crate::policy::DEFAULT_MAX_MESSAGES;
 #[cfg(doc)]
-use crate::policy::{Budget, TurnBoundary};
+use crate::policy::{Budget, TurnBoundary, WindowPolicy};
 #[cfg(doc)]
 use crate::tokens::PER_LIST;
 pub(crate) use loaded::{Chosen, LoadedWindow};
