@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use mysql_async::{Opts, OptsBuilder, Pool, PoolConstraints, PoolOpts};
 
-use chatmem::store::{SecretUrl, StoreError, StoreErrorKind, TimeoutSettings, Timeouts};
+use chatmem::store::{SecretUrl, StoreError, StoreErrorKind};
+use chatmem_sql::{TimeoutSettings, Timeouts};
 
 use crate::sql::Statements;
 use crate::store::MysqlStore;
@@ -58,7 +59,7 @@ impl MysqlStoreBuilder {
         }
     }
 
-    chatmem::sql_builder_setters!();
+    chatmem_sql::sql_builder_setters!();
 
     /// The prefix of chatmem's tables and procedures in the URL's database (default
     /// [`DEFAULT_PREFIX`]): 1-40 ASCII letters, digits and `_`, not starting with a digit.

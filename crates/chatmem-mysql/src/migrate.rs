@@ -7,7 +7,8 @@
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
 
-use chatmem::store::{SchemaVersion, StoreError, StoreErrorKind};
+use chatmem::store::{StoreError, StoreErrorKind};
+use chatmem_sql::SchemaVersion;
 
 use crate::error::db_error;
 use crate::sql::fill;

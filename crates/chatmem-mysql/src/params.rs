@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use mysql_async::Value;
 
-use chatmem::store::{Commit, StoreError, StoreErrorKind, StoredMessage, to_bigint};
+use chatmem::store::{Commit, StoreError, StoreErrorKind, StoredMessage};
 use chatmem::{ConversationId, Summary};
+use chatmem_sql::to_bigint;
 
 /// The longest TTL written as an expiry: 5,000 years. `DATETIME` ends in 9999, so a much
 /// longer one could not be stored; as `ChatMemory::ttl` documents, a TTL too long to
@@ -96,7 +97,7 @@ fn bigint(value: u64, what: &str) -> Result<i64, StoreError> {
 
 /// A TTL in microseconds, or `None` (never expires) beyond [`MAX_TTL`].
 fn ttl_micros(ttl: Duration) -> Option<i64> {
-    chatmem::store::ttl_micros(ttl, MAX_TTL)
+    chatmem_sql::ttl_micros(ttl, MAX_TTL)
 }
 
 #[cfg(test)]

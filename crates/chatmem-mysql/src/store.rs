@@ -10,10 +10,10 @@ use mysql_async::{Conn, Opts, Params, Pool, Row, Value};
 use tokio::time::timeout;
 
 use chatmem::store::{
-    Commit, RecentConversation, RecentPage, RecentQuery, Snapshot, StoreError, StoreErrorKind, StoredMessage, Timeouts,
-    history_messages, load_snapshot, outcome_unknown, statement_timed_out,
+    Commit, RecentConversation, RecentPage, RecentQuery, Snapshot, StoreError, StoreErrorKind, StoredMessage,
 };
 use chatmem::{ConversationId, Page, Store};
+use chatmem_sql::{Timeouts, history_messages, load_snapshot, outcome_unknown, statement_timed_out};
 
 use crate::builder::MysqlStoreBuilder;
 use crate::error::{connection_lost, db_error, no_connection};

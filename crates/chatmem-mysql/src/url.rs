@@ -1,7 +1,8 @@
 //! The connection URL: chatmem's own `chatmem_*` parameters taken out of it (the driver
 //! refuses parameters it does not know), and the name it is printed by.
 
-use chatmem::store::{StoreError, TimeoutSettings};
+use chatmem::store::StoreError;
+use chatmem_sql::TimeoutSettings;
 
 /// Splits `url` into the URL the driver parses and chatmem's own parameters.
 ///

@@ -7,7 +7,8 @@ use std::time::Duration;
 use deadpool_postgres::tokio_postgres::{Config, NoTls};
 use deadpool_postgres::{Hook, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 
-use chatmem::store::{SecretUrl, StoreError, StoreErrorKind, TimeoutSettings, Timeouts};
+use chatmem::store::{SecretUrl, StoreError, StoreErrorKind};
+use chatmem_sql::{TimeoutSettings, Timeouts};
 
 use crate::sql::Statements;
 use crate::store::PostgresStore;
@@ -49,7 +50,7 @@ impl PostgresStoreBuilder {
         }
     }
 
-    chatmem::sql_builder_setters!();
+    chatmem_sql::sql_builder_setters!();
 
     /// The schema holding chatmem's tables (default [`DEFAULT_SCHEMA`]); created if
     /// missing. An identifier of ASCII letters, digits and `_` (not starting with a

@@ -4,7 +4,8 @@ use deadpool_postgres::Client;
 use deadpool_postgres::tokio_postgres::types::Type;
 use deadpool_postgres::tokio_postgres::{self, GenericClient};
 
-use chatmem::store::{SchemaVersion, StoreError};
+use chatmem::store::StoreError;
+use chatmem_sql::SchemaVersion;
 
 use crate::error::db_error;
 

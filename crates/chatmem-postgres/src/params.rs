@@ -6,7 +6,8 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use chatmem::Summary;
-use chatmem::store::{Commit, StoreError, StoredMessage, to_bigint};
+use chatmem::store::{Commit, StoreError, StoredMessage};
+use chatmem_sql::to_bigint;
 
 /// The longest TTL written as an expiry: 100,000 years. PostgreSQL's timestamps end in
 /// 294276 AD, so a much longer one could not be stored; as `ChatMemory::ttl` documents, a
@@ -82,7 +83,7 @@ pub(crate) fn token_bits(token: u64) -> i64 {
 
 /// A TTL in microseconds, or `None` (never expires) beyond [`MAX_TTL`].
 fn ttl_micros(ttl: Duration) -> Option<i64> {
-    chatmem::store::ttl_micros(ttl, MAX_TTL)
+    chatmem_sql::ttl_micros(ttl, MAX_TTL)
 }
 
 /// The bounds a cursor's time is held to before it is bound as a `timestamptz`: 1 µs before

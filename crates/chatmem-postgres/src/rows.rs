@@ -1,6 +1,6 @@
-//! The driver's side of reading result rows: [`Column`], and [`COLUMNS`], the core's [`SqlColumns`] for its rows, so that
-//! the core's [`load_snapshot`](chatmem::store::load_snapshot) and
-//! [`history_messages`](chatmem::store::history_messages) read them, bad data becoming
+//! The driver's side of reading result rows: [`Column`], and [`COLUMNS`], chatmem-sql's [`SqlColumns`] for its rows, so that
+//! chatmem-sql's [`load_snapshot`](chatmem_sql::load_snapshot) and
+//! [`history_messages`](chatmem_sql::history_messages) read them, bad data becoming
 //! [`StoreError::corrupt`] errors that name the conversation.
 
 use std::borrow::Cow;
@@ -8,12 +8,13 @@ use std::borrow::Cow;
 use deadpool_postgres::tokio_postgres::Row;
 use deadpool_postgres::tokio_postgres::types::FromSql;
 
-use chatmem::store::{SqlColumns, StoreError};
+use chatmem::store::StoreError;
+use chatmem_sql::SqlColumns;
 
-/// The conversation's rows are read through the core's
-/// [`RowReader`](chatmem::store::RowReader): its corrupt-data
+/// The conversation's rows are read through chatmem-sql's
+/// [`RowReader`](chatmem_sql::RowReader): its corrupt-data
 /// errors and message decoding are every store's.
-pub(crate) use chatmem::store::RowReader as Reader;
+pub(crate) use chatmem_sql::RowReader as Reader;
 
 /// The driver's column getter on [`Reader`].
 pub(crate) trait Column {
@@ -27,7 +28,7 @@ impl Column for Reader<'_> {
     }
 }
 
-/// [`Column`] as the core's [`SqlColumns`]: how the load and history rows are read.
+/// [`Column`] as chatmem-sql's [`SqlColumns`]: how the load and history rows are read.
 pub(crate) const COLUMNS: SqlColumns<Row> = SqlColumns {
     bigint: |read, row, index| read.get(row, index),
     text: |read, row, index| Ok(read.get::<Option<&str>>(row, index)?.map(Cow::Borrowed)),

@@ -10,10 +10,11 @@ use deadpool_postgres::{Object, Pool};
 use tokio::time::timeout;
 
 use chatmem::store::{
-    Commit, RecentConversation, RecentPage, RecentQuery, Snapshot, StoreError, StoreErrorKind, StoredMessage, Timeouts,
-    history_messages, load_snapshot, outcome_unknown, statement_timed_out, unix_micros,
+    Commit, RecentConversation, RecentPage, RecentQuery, Snapshot, StoreError, StoreErrorKind, StoredMessage,
+    unix_micros,
 };
 use chatmem::{ConversationId, Page, Store};
+use chatmem_sql::{Timeouts, history_messages, load_snapshot, outcome_unknown, statement_timed_out};
 
 use crate::builder::PostgresStoreBuilder;
 use crate::error::{connection_lost, db_error, pool_error};

@@ -1,7 +1,8 @@
 //! The connection string: chatmem's own `chatmem_*` URL parameters taken out of it (the
 //! driver refuses parameters it does not know), and the name it is printed by.
 
-use chatmem::store::{StoreError, StoreErrorKind, TimeoutSettings, redact_url};
+use chatmem::store::{StoreError, StoreErrorKind, redact_url};
+use chatmem_sql::TimeoutSettings;
 use deadpool_postgres::tokio_postgres::Config;
 use deadpool_postgres::tokio_postgres::config::Host;
 

@@ -82,7 +82,7 @@ pub(crate) fn message(
         .as_bytes()
         // Text, or a blob that may still hold JSON.
         .map_err(|_| StoreError::corrupt(id, format!("message seq {seq} is not stored as JSON text")))?;
-    let mut m = StoredMessage::from_columns(id, seq, tokens, json)?;
+    let mut m = chatmem_sql::stored_message(id, seq, tokens, json)?;
     m.counted_by = counter_name(row, first + COUNTED_BY).map_err(err)?;
     Ok(m)
 }

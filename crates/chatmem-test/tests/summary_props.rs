@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use chatmem::{
-    ChatMemory, ChatModel, ChatRequest, ChatResponse, ConversationId, Heuristic, InMemoryStore, Message, ModelError,
-    Retention, Store, Summarizer, WindowPolicy, window::Budget,
+    Budget, ChatMemory, ChatModel, ChatRequest, ChatResponse, ConversationId, Heuristic, InMemoryStore, Message,
+    ModelError, Retention, Store, Summarizer, WindowPolicy,
 };
 use chatmem_test::Scribe;
 use proptest::prelude::*;

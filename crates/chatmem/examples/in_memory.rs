@@ -1,4 +1,4 @@
-//! The after-sale conversation of seed 003 on the in-memory store: what the model sees on each
+//! The after-sale conversation on the in-memory store: what the model sees on each
 //! turn, with a window of 6 messages.
 //!
 //! Run it (offline, no service needed):

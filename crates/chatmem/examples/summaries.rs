@@ -1,4 +1,4 @@
-//! The after-sale conversation (seed 003) in a 3-message window, with summaries: what the model
+//! The after-sale conversation in a 3-message window, with summaries: what the model
 //! sees before and after turn 1 leaves the window.
 //!
 //! Run it (offline, no service needed):

@@ -4,15 +4,26 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::counter::CounterName;
 use crate::error::{StoreError, StoreErrorKind};
 use crate::message::Message;
-#[cfg(doc)]
-use crate::store::Store;
-use crate::store::{Retention, Snapshot, StoredMessage};
+use crate::snapshot::Snapshot;
+use crate::stored_message::StoredMessage;
 use crate::summary::Summary;
-use crate::tokens::CounterName;
 
-/// One atomic write: what [`Store::commit`] applies if the version still matches.
+/// Whether messages that leave the window are deleted: what a [`Commit`]'s
+/// [`delete_below`](Commit::delete_below) follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Retention {
+    /// Evicted messages are deleted (default): memory, not history.
+    #[default]
+    DropEvicted,
+    /// Evicted messages are kept and [`ChatMemory::history`](crate::ChatMemory::history)
+    /// returns them.
+    KeepHistory,
+}
+
+/// One atomic write: what [`Store::commit`](crate::Store::commit) applies if the version still matches.
 ///
 /// A `Commit` is built on the [`Snapshot`] it changes ([`Commit::on`]) and cannot be built
 /// invalid: appended messages get consecutive sequences from the snapshot's `next_seq`, and
@@ -167,7 +178,7 @@ impl Commit {
     /// A random token that tells this commit from every other (never 0). A store keeps the
     /// token of the last commit with the conversation, so that when a commit's reply was lost
     /// (a timeout, a dropped connection) sending the same commit again is answered with the
-    /// version it made instead of applying it twice: see [`Store::commit`].
+    /// version it made instead of applying it twice: see [`Store::commit`](crate::Store::commit).
     pub fn token(&self) -> u64 {
         self.token
     }

@@ -9,8 +9,11 @@ use async_trait::async_trait;
 use crate::commit::Commit;
 use crate::error::StoreError;
 use crate::id::ConversationId;
+use crate::page::Page;
 use crate::shared_messages::SharedMessages;
-use crate::store::{Page, RecentConversation, RecentPage, RecentQuery, Snapshot, Store, StoredMessage, now_micros};
+use crate::snapshot::Snapshot;
+use crate::store::{RecentConversation, RecentPage, RecentQuery, Store, now_micros};
+use crate::stored_message::StoredMessage;
 use crate::summary::Summary;
 
 /// Conversations kept in this process's memory.
@@ -248,8 +251,8 @@ impl Store for InMemoryStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::commit::Retention;
     use crate::message::Message;
-    use crate::store::Retention;
 
     fn block_on<F: std::future::Future>(f: F) -> F::Output {
         tokio::runtime::Builder::new_current_thread()

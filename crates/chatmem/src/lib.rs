@@ -5,9 +5,10 @@
 //! the [`Store`] trait, an in-memory store, [`ChatMemory`] and its [`Turn`] — the one way to
 //! write: begun for a conversation, planned once, committed by itself. It makes no database
 //! or network calls, and calls a model only through the [`ChatModel`] trait (a
-//! [`Summarizer`]'s): durable stores live in `chatmem-sqlite`, `chatmem-postgres` and
-//! `chatmem-redis`, an OpenAI-compatible model in `chatmem-openai`, the model call with memory
-//! in `chatmem-advisor`, the command line and server in `chatmem-cli` and `chatmem-server`.
+//! [`Summarizer`]'s): durable stores live in `chatmem-sqlite`, `chatmem-postgres`,
+//! `chatmem-mysql` and `chatmem-redis` (the SQL ones share `chatmem-sql`), an
+//! OpenAI-compatible model in `chatmem-openai`, the model call with memory in
+//! `chatmem-advisor`, the command line and server in `chatmem-cli` and `chatmem-server`.
 //!
 //! ```
 //! use chatmem::{ChatMemory, ConversationId, Message, WindowPolicy, InMemoryStore};
@@ -25,44 +26,46 @@
 //! ```
 
 mod commit;
+mod counter;
 mod error;
 mod id;
 mod in_memory_store;
 mod json_error;
 mod limits;
-mod loaded_window;
 mod memory;
 mod message;
 mod model;
-mod plan;
+mod page;
 mod policy;
 pub mod printable;
 mod redact;
 mod shared_messages;
+mod snapshot;
 pub mod store;
-mod summarize;
+mod stored_message;
+mod summarizer;
 mod summary;
 pub mod tokens;
 mod turn;
 pub mod window;
 
+pub use crate::commit::Retention;
+pub use crate::counter::{Cl100k, Heuristic, O200k, TokenCounter, Tokenizer};
 pub use crate::error::{Error, Result};
 pub use crate::id::{ConversationId, InvalidConversationId, MAX_ID_BYTES};
 pub use crate::in_memory_store::InMemoryStore;
 pub use crate::json_error::{JsonFieldError, deserialize_json};
 pub use crate::limits::{BatchLimits, DEFAULT_MAX_BATCH_BYTES, DEFAULT_MAX_BATCH_MESSAGES, TooLarge};
-pub use crate::loaded_window::{BlockEviction, LoadedWindow};
 pub use crate::memory::{ChatMemory, ChatMemoryBuilder, DEFAULT_MAX_ATTEMPTS, HistoryPage};
 pub use crate::message::{Body, ContentPart, ImageUrl, Message, Metadata, Role, ToolCall, UserContent, parse_messages};
 pub use crate::model::{
     ChatDelta, ChatModel, ChatRequest, ChatResponse, DeltaAccumulator, DeltaStream, ModelError, ModelErrorKind,
     SamplingOptions, ToolCallDelta, ToolDefinition, Usage,
 };
+pub use crate::page::Page;
 pub use crate::policy::{Budget, PolicySpec, TurnBoundary, WindowPolicy};
-pub use crate::store::{Page, Retention, Store};
-pub use crate::summarize::SummaryOutcome;
-pub use crate::summary::{
-    DEFAULT_SUMMARY_MAX_TOKENS, DEFAULT_SUMMARY_PROMPT, SUMMARY_HEADING, Summarizer, Summary, render_system,
-};
-pub use crate::tokens::{Cl100k, Heuristic, O200k, TokenCounter, Tokenizer};
+pub use crate::store::Store;
+pub use crate::summarizer::{DEFAULT_SUMMARY_MAX_TOKENS, DEFAULT_SUMMARY_PROMPT, Summarizer, SummaryOutcome};
+pub use crate::summary::{SUMMARY_HEADING, Summary, render_system};
 pub use crate::turn::{Committed, Turn, check_request};
+pub use crate::window::loaded::{BlockEviction, LoadedWindow};

@@ -3,18 +3,21 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::commit::Retention;
+use crate::counter::{Cl100k, CounterName, TokenCounter};
 use crate::error::{Error, Result};
 use crate::id::ConversationId;
 use crate::in_memory_store::InMemoryStore;
 use crate::limits::BatchLimits;
-use crate::loaded_window::LoadedWindow;
 use crate::message::Message;
-use crate::plan::Settings;
-use crate::store::{Page, RecentCursor, RecentPage, RecentQuery, Retention, Store, StoredMessage};
-use crate::summary::Summarizer;
-use crate::tokens::{Cl100k, CounterName, TokenCounter};
+use crate::page::Page;
+use crate::policy::WindowPolicy;
+use crate::store::{RecentCursor, RecentPage, RecentQuery, Store};
+use crate::stored_message::StoredMessage;
+use crate::summarizer::Summarizer;
 use crate::turn::Turn;
-use crate::window::WindowPolicy;
+use crate::window::LoadedWindow;
+use crate::window::Settings;
 
 /// How many times a commit that lost a version check is retried by default.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 64;
@@ -72,7 +75,7 @@ fn counted_by(policy: &WindowPolicy, counter: &dyn TokenCounter) -> CounterName 
     CounterName::from(if policy.counts_tokens() {
         counter.name()
     } else {
-        crate::tokens::UNCOUNTED
+        crate::counter::UNCOUNTED
     })
 }
 

@@ -8,8 +8,8 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
+use crate::counter::{TokenCounter, Tokenizer};
 use crate::error::{Error, Result};
-use crate::tokens::{TokenCounter, Tokenizer};
 
 /// Serde for a type configuration names by a string: [`Display`](fmt::Display) writes it and
 /// [`FromStr`] reads it, so serde, the command line and a server's query accept the same names.
@@ -105,7 +105,7 @@ pub(crate) fn unknown_name(what: &str, name: &str, expected: &[String]) -> Error
 /// A window policy: a budget and a turn boundary.
 ///
 /// ```
-/// use chatmem::window::{Budget, TurnBoundary, WindowPolicy};
+/// use chatmem::{Budget, TurnBoundary, WindowPolicy};
 /// let p = WindowPolicy::tokens(4000).with_boundary(TurnBoundary::PairSafe);
 /// assert_eq!(p.budget(), Budget::Tokens(4000));
 /// assert!(WindowPolicy::try_messages(0).is_err()); // a runtime value: an error, not a panic

@@ -4,8 +4,8 @@ use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
 
-use crate::store::StoredMessage;
-use crate::tokens::CounterName;
+use crate::counter::CounterName;
+use crate::stored_message::StoredMessage;
 use crate::window::is_plain;
 
 /// The messages of a [`Snapshot`](crate::store::Snapshot), oldest first: an immutable run that

@@ -4,12 +4,8 @@
 //! [`redact_url`], the one way a store URL is printed. An application needs only what the crate
 //! root re-exports.
 //!
-//! For stores that talk to a database server, the rules they share: the timeouts' URL
-//! parameters and builder settings ([`TimeoutSettings`], [`Timeouts`]), the schema-version
-//! check ([`SchemaVersion`]), the errors of an unanswered statement ([`statement_timed_out`],
-//! [`outcome_unknown`]), and the conversions to and from 64-bit columns ([`to_bigint`],
-//! [`ttl_micros`], [`stored_counter`]) and the rows of the load and history statements
-//! ([`SqlColumns`], [`load_snapshot`], [`history_messages`]).
+//! What SQL stores share beyond this contract (their rows, columns, timeouts, schema
+//! versions) lives in the `chatmem-sql` crate.
 //!
 //! A store keeps, per conversation: the current system message, an append-only log of the
 //! other messages numbered by sequence, the sequence where the window starts, and a version
@@ -20,226 +16,22 @@
 use std::sync::Arc;
 
 pub use crate::commit::{Commit, CommitBuilder};
+pub use crate::counter::{CounterName, UNCOUNTED};
 pub use crate::error::{StoreError, StoreErrorKind};
 pub use crate::redact::{HIDDEN_URL, SecretUrl, redact_url};
 pub use crate::shared_messages::SharedMessages;
-pub use crate::tokens::{CounterName, UNCOUNTED};
-pub use columns::{
-    HISTORY_COLUMNS, LOAD_COLUMNS, RowReader, SqlColumns, history_messages, load_snapshot, stored_counter, to_bigint,
-    ttl_micros,
-};
+pub use crate::snapshot::Snapshot;
+pub use crate::stored_message::StoredMessage;
 pub use recent::{RecentConversation, RecentCursor, RecentPage, RecentQuery, now_micros, prefix_end, unix_micros};
-pub use schema_version::SchemaVersion;
-pub use server_errors::{outcome_unknown, statement_timed_out};
-pub use timeouts::{
-    CONNECT_TIMEOUT_PARAM, POOL_TIMEOUT_PARAM, STATEMENT_TIMEOUT_PARAM, TIMEOUT_PARAM, TIMEOUT_PARAMS, TimeoutSettings,
-    Timeouts,
-};
 
-mod columns;
 mod recent;
-mod schema_version;
-mod server_errors;
-mod timeouts;
 
 use async_trait::async_trait;
 
 use crate::id::ConversationId;
-use crate::message::Message;
-use crate::summary::Summary;
-
-/// A message as stored: its sequence number and its token count, computed once when added.
-///
-/// Every store keeps the message as the JSON of [`message_json`](StoredMessage::message_json)
-/// and reads it back with [`from_json`](StoredMessage::from_json): one encoding, one
-/// corrupt-data error.
-///
-/// ```
-/// use chatmem::{ConversationId, Message};
-/// use chatmem::store::{StoredMessage, StoreErrorKind};
-/// let id = ConversationId::new("c1")?;
-/// let m = StoredMessage::new(7, 3, Message::user("hi"));
-/// let json = m.message_json()?;
-/// assert_eq!(StoredMessage::from_json(&id, 7, 3, json.as_bytes())?, m);
-/// let bad = StoredMessage::from_json(&id, 8, 1, br#"{"role":"wizard"}"#).unwrap_err();
-/// assert_eq!(bad.kind(), StoreErrorKind::Corrupt);
-/// assert!(bad.to_string().contains("seq 8"));
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Debug, Clone, PartialEq)]
-pub struct StoredMessage {
-    /// Position in the conversation's log; strictly increasing, never reused.
-    pub seq: u64,
-    /// Token count by the counter of the memory that added it.
-    pub tokens: u32,
-    /// The [name](crate::TokenCounter::name) of the counter that made `tokens`; `None` for
-    /// data written before chatmem recorded it (taken as is). A memory whose counter has
-    /// another name recounts the message when it loads it.
-    pub counted_by: Option<CounterName>,
-    /// The message, shared: a snapshot, a window and a plan hold the same message without
-    /// copying it (clone it out with `Message::clone(&stored.message)` to own one).
-    pub message: Arc<Message>,
-}
-
-impl StoredMessage {
-    /// A stored message whose counter is not recorded.
-    pub fn new(seq: u64, tokens: u32, message: impl Into<Arc<Message>>) -> Self {
-        Self {
-            seq,
-            tokens,
-            counted_by: None,
-            message: message.into(),
-        }
-    }
-
-    /// The message, owned: taken out when nothing else shares it, copied otherwise.
-    ///
-    /// ```
-    /// let stored = chatmem::store::StoredMessage::new(1, 2, chatmem::Message::user("hi"));
-    /// assert_eq!(stored.into_message(), chatmem::Message::user("hi"));
-    /// ```
-    pub fn into_message(self) -> Message {
-        Arc::unwrap_or_clone(self.message)
-    }
-
-    /// The same message, its count made by the counter named `counter`.
-    pub fn counted_by(mut self, counter: impl Into<CounterName>) -> Self {
-        self.counted_by = Some(counter.into());
-        self
-    }
-
-    /// The message as the JSON every store keeps (the OpenAI Chat Completions shape plus
-    /// chatmem's fields, as [`Message`]'s `Serialize` writes it).
-    ///
-    /// # Errors
-    /// [`StoreErrorKind::InvalidInput`] if the message cannot be written as JSON.
-    pub fn message_json(&self) -> Result<String, StoreError> {
-        serde_json::to_string(&*self.message).map_err(|e| {
-            StoreError::new(
-                StoreErrorKind::InvalidInput,
-                format!("message seq {} cannot be written as JSON", self.seq),
-            )
-            .with_source(e)
-        })
-    }
-
-    /// Reads a message of conversation `id` stored at `seq` as `json`.
-    ///
-    /// # Errors
-    /// [`StoreErrorKind::Corrupt`] naming the conversation and the seq when `json` is not a
-    /// valid message.
-    pub fn from_json(id: &ConversationId, seq: u64, tokens: u32, json: &[u8]) -> Result<Self, StoreError> {
-        let message: Message = serde_json::from_slice(json)
-            .map_err(|e| StoreError::corrupt(id, format!("message seq {seq} is not a valid message")).with_source(e))?;
-        Ok(Self::new(seq, tokens, message))
-    }
-
-    /// [`from_json`](StoredMessage::from_json) for databases that keep seqs and token counts
-    /// as signed 64-bit integers (SQLite, PostgreSQL).
-    ///
-    /// # Errors
-    /// [`StoreErrorKind::Corrupt`] naming the conversation and the seq when a number is out of
-    /// range or `json` is not a valid message.
-    pub fn from_columns(id: &ConversationId, seq: i64, tokens: i64, json: &[u8]) -> Result<Self, StoreError> {
-        let seq = u64::try_from(seq).map_err(|_| StoreError::corrupt(id, format!("message seq {seq} is negative")))?;
-        let tokens = u32::try_from(tokens)
-            .map_err(|_| StoreError::corrupt(id, format!("message seq {seq} has token count {tokens}")))?;
-        Self::from_json(id, seq, tokens, json)
-    }
-}
-
-/// Whether messages that leave the window are deleted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Retention {
-    /// Evicted messages are deleted (default): memory, not history.
-    #[default]
-    DropEvicted,
-    /// Evicted messages are kept and [`ChatMemory::history`](crate::ChatMemory::history)
-    /// returns them.
-    KeepHistory,
-}
-
-/// What [`Store::load`] returns: a conversation's state and the messages from its window
-/// start on. An unknown (or expired) conversation loads as [`Snapshot::empty`], which is
-/// also the [`Default`].
-#[derive(Debug, Clone, PartialEq)]
-pub struct Snapshot {
-    /// Bumped by every commit; 0 means the conversation does not exist.
-    pub version: u64,
-    /// The system message, if any (its `seq` is the sequence at which it was set).
-    pub system: Option<StoredMessage>,
-    /// The first sequence inside the window.
-    pub window_start: u64,
-    /// The sequence the next appended message gets.
-    pub next_seq: u64,
-    /// Messages with `seq >= window_start`, oldest first (shared with the store when it
-    /// keeps them in memory: loading copies none of them).
-    pub messages: SharedMessages,
-    /// The summary of what left the window, if the conversation has one.
-    pub summary: Option<Summary>,
-}
-
-impl Default for Snapshot {
-    fn default() -> Self {
-        Self::empty()
-    }
-}
-
-impl Snapshot {
-    /// The snapshot of a conversation that does not exist: version 0, sequences from 1.
-    ///
-    /// ```
-    /// use chatmem::store::Snapshot;
-    /// assert_eq!(Snapshot::default(), Snapshot::empty());
-    /// assert_eq!((Snapshot::empty().window_start, Snapshot::empty().next_seq), (1, 1));
-    /// ```
-    pub fn empty() -> Self {
-        Self {
-            version: 0,
-            system: None,
-            window_start: 1,
-            next_seq: 1,
-            messages: SharedMessages::new(),
-            summary: None,
-        }
-    }
-
-    /// Whether the conversation exists.
-    pub fn exists(&self) -> bool {
-        self.version > 0
-    }
-}
-
-/// A page of conversation ids from [`Store::list`].
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Page {
-    /// Ids in ascending order.
-    pub ids: Vec<ConversationId>,
-    /// Pass this as `after` to get the next page; `None` when this was the last.
-    pub next: Option<ConversationId>,
-}
-
-impl Page {
-    /// A page from up to `limit + 1` ascending ids fetched for a page of `limit`: the extra
-    /// id only tells that more remain.
-    ///
-    /// ```
-    /// use chatmem::{ConversationId, Page};
-    /// let ids: Vec<ConversationId> = ["a", "b", "c"].iter().map(|s| ConversationId::new(*s).unwrap()).collect();
-    /// let page = Page::from_overfetch(ids, 2);
-    /// assert_eq!(page.ids.len(), 2);
-    /// assert_eq!(page.next.as_ref().map(|id| id.as_str()), Some("b"));
-    /// ```
-    pub fn from_overfetch(mut ids: Vec<ConversationId>, limit: usize) -> Self {
-        let next = if ids.len() > limit {
-            ids.truncate(limit);
-            ids.last().cloned()
-        } else {
-            None
-        };
-        Self { ids, next }
-    }
-}
+use crate::page::Page;
+#[cfg(doc)]
+use crate::{commit::Retention, summary::Summary};
 
 /// A conversation store: where memory lives.
 ///

@@ -7,6 +7,7 @@
 //! version check reloads and plans again. Nothing else re-plans.
 
 use std::fmt;
+#[cfg(test)]
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -15,14 +16,15 @@ use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::id::ConversationId;
 use crate::in_memory_store::InMemoryStore;
-use crate::loaded_window::Chosen;
-use crate::loaded_window::LoadedWindow;
 use crate::memory::ChatMemory;
 use crate::message::Message;
-use crate::plan::{Plan, plan};
-use crate::store::{Snapshot, Store, StoredMessage};
-use crate::summarize::pending_summary;
+use crate::snapshot::Snapshot;
+use crate::store::Store;
+use crate::stored_message::StoredMessage;
+use crate::summarizer::pending_summary;
 use crate::summary::{render_system, shown};
+use crate::window::{Chosen, LoadedWindow};
+use crate::window::{Plan, plan};
 
 /// A turn of one conversation: begun by [`ChatMemory::begin`] for an id, given its new
 /// messages ([`push`](Turn::push)), asked for what the model is sent ([`prompt`](Turn::prompt)),
@@ -67,7 +69,9 @@ pub struct Turn<'m, S = InMemoryStore> {
     /// The plan for the loaded window plus `new`, made when first needed, dropped when a
     /// message joins or the window is reloaded.
     plan: OnceLock<Plan>,
-    /// How many plans this turn made (see [`Committed::plans`]).
+    /// How many plans this turn made: what the unit tests hold to once per prompt, answer
+    /// and lost version check.
+    #[cfg(test)]
     plans: AtomicU32,
     /// The system message with the summary after it, made when a prompt first needs it
     /// (the prompt borrows it); cleared when a system message joins the turn.
@@ -80,7 +84,6 @@ impl<S> fmt::Debug for Turn<'_, S> {
             .field("id", &self.id)
             .field("version", &self.loaded.snapshot().version)
             .field("new", &self.new.len())
-            .field("plans", &self.plans.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }
 }
@@ -93,9 +96,31 @@ pub struct Committed {
     /// (it held only a system message equal to the stored one, or nothing), and nothing was
     /// written.
     pub version: Option<u64>,
-    /// How many times the turn planned its window: once for the prompt, once more when
-    /// messages joined after it (the answer), and once more per lost version check.
-    pub plans: u32,
+}
+
+/// How a [`Turn`] writes: what its commit carries and what it keeps for after.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Write {
+    /// The final commit ([`Turn::commit`]): with the summary of what it evicts, letting go of
+    /// the loaded messages before the store appends (nothing is needed back).
+    Final,
+    /// The final commit, keeping it to return the window after it ([`Turn::commit_window`]).
+    FinalReturningWindow,
+    /// What the turn holds so far, without a summary, keeping the commit for the turn to go on
+    /// from the window after it ([`Turn::checkpoint`]).
+    Checkpoint,
+}
+
+impl Write {
+    /// Whether the commit carries the summary of what it evicts.
+    fn summarizes(self) -> bool {
+        matches!(self, Write::Final | Write::FinalReturningWindow)
+    }
+
+    /// Whether the commit is kept, for the window after it.
+    fn keeps_commit(self) -> bool {
+        matches!(self, Write::FinalReturningWindow | Write::Checkpoint)
+    }
 }
 
 impl<'m, S: Store> Turn<'m, S> {
@@ -106,6 +131,7 @@ impl<'m, S: Store> Turn<'m, S> {
             loaded,
             new: Vec::new(),
             plan: OnceLock::new(),
+            #[cfg(test)]
             plans: AtomicU32::new(0),
             rendered: OnceLock::new(),
         }
@@ -264,11 +290,20 @@ impl<'m, S: Store> Turn<'m, S> {
     /// fails; [`Error::TooMuchContention`] when concurrent writers won every retry. Whatever
     /// the error, nothing of the turn was written.
     pub async fn commit(mut self) -> Result<Committed> {
-        let written = self.write(true, false).await?;
+        let written = self.write(Write::Final).await?;
         Ok(Committed {
             version: written.map(|(_, version)| version),
-            plans: self.plans.load(Ordering::Relaxed),
         })
+    }
+
+    /// [`commit`](Turn::commit), and how many plans the turn made.
+    #[cfg(test)]
+    async fn commit_counting_plans(mut self) -> Result<(Committed, u32)> {
+        let written = self.write(Write::Final).await?;
+        let committed = Committed {
+            version: written.map(|(_, version)| version),
+        };
+        Ok((committed, self.plans.load(Ordering::Relaxed)))
     }
 
     /// Commits as [`commit`](Turn::commit) does and returns the window after the commit, as
@@ -279,7 +314,7 @@ impl<'m, S: Store> Turn<'m, S> {
     /// # Errors
     /// As [`commit`](Turn::commit).
     pub async fn commit_window(mut self) -> Result<LoadedWindow> {
-        let written = self.write(true, true).await?;
+        let written = self.write(Write::FinalReturningWindow).await?;
         Ok(self.window_after(written))
     }
 
@@ -291,7 +326,7 @@ impl<'m, S: Store> Turn<'m, S> {
     /// # Errors
     /// As [`commit`](Turn::commit); on an error the turn keeps its messages.
     pub async fn checkpoint(&mut self) -> Result<()> {
-        let written = self.write(false, true).await?;
+        let written = self.write(Write::Checkpoint).await?;
         self.loaded = self.window_after(written);
         self.new.clear();
         self.plan = OnceLock::new();
@@ -306,25 +341,29 @@ impl<'m, S: Store> Turn<'m, S> {
 
     /// A new plan of the loaded window plus the turn's messages, counted.
     fn make_plan(&self) -> Plan {
+        #[cfg(test)]
         self.plans.fetch_add(1, Ordering::Relaxed);
         plan(self.loaded.snapshot(), &self.new, &self.memory.settings())
     }
 
-    /// Writes the turn: the plan's commit (with a summary when `summarize` and the memory
-    /// summarizes), retried on lost version checks. Returns the commit (when `keep`, for the
+    /// Writes the turn as `how` says: the plan's commit (with a summary when `how`
+    /// [summarizes](Write::summarizes) and the memory has a summarizer), retried on lost
+    /// version checks. Returns the commit (when `how` [keeps it](Write::keeps_commit), for the
     /// window after it) and the new version; `None` when nothing needed writing.
-    async fn write(&mut self, summarize: bool, keep: bool) -> Result<Option<(Option<Commit>, u64)>> {
+    async fn write(&mut self, how: Write) -> Result<Option<(Option<Commit>, u64)>> {
+        let keep = how.keeps_commit();
         if self.new.is_empty() {
             return Ok(None);
         }
         let memory = self.memory;
         memory.limits_check(self.new.iter().map(|(m, _)| &**m))?;
         let store_err = |id: &ConversationId, source| Error::Store { id: id.clone(), source };
-        let summary = match memory.summarizer().filter(|_| summarize) {
+        let summary = match memory.summarizer().filter(|_| how.summarizes()) {
             Some(summarizer) => {
-                let (store, counter) = (memory.store(), memory.counter());
+                let (store, counter, id) = (memory.store(), memory.counter(), &self.id);
                 let (snapshot, planned) = (self.loaded.snapshot(), self.plan().draft());
-                pending_summary(store, &self.id, summarizer, counter, snapshot, planned).await
+                let history = |after, limit| store.history(id, after, limit);
+                pending_summary(history, id, summarizer, counter, snapshot, planned).await
             }
             None => None,
         };
@@ -508,9 +547,9 @@ async fn backoff(attempt: u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::counter::Heuristic;
+    use crate::policy::WindowPolicy;
     use crate::summary::Summary;
-    use crate::tokens::Heuristic;
-    use crate::window::WindowPolicy;
 
     fn texts(prompt: &[&Message]) -> Vec<String> {
         prompt
@@ -693,5 +732,89 @@ mod tests {
         let before = turn.messages().count();
         turn.push(Message::developer("rules"));
         assert_eq!(turn.messages().count(), before);
+    }
+
+    /// Answers every summary request with one fixed line.
+    #[derive(Debug)]
+    struct FixedSummary;
+
+    #[async_trait::async_trait]
+    impl crate::ChatModel for FixedSummary {
+        async fn complete(&self, _: crate::ChatRequest<'_>) -> Result<crate::ChatResponse, crate::ModelError> {
+            Ok(crate::ChatResponse {
+                message: Message::assistant(format!("the order is {ORDER}")),
+                usage: None,
+                finish_reason: None,
+            })
+        }
+    }
+
+    const SYSTEM: &str = "你是邻里仓售后。未发货可退。制度版本 policy-2026.10。若对话历史中出现订单号，回答里必须原样写出该订单号。不要发明优惠券。";
+    const TURN1: &str = "我的订单是 LC202610060018，还没发货。";
+    const TURN2: &str = "那单能退吗？";
+    const ORDER: &str = "LC202610060018";
+
+    fn all_texts(ms: &[Message]) -> Vec<String> {
+        ms.iter().map(|m| m.text().unwrap_or_default().into_owned()).collect()
+    }
+
+    #[tokio::test]
+    async fn a_turn_plans_its_window_once() {
+        let m = ChatMemory::builder(InMemoryStore::new())
+            .policy(WindowPolicy::messages(10))
+            .build()
+            .expect("valid memory settings");
+        let c = ConversationId::new("plans").unwrap();
+        // A batch written without a prompt (the REST API's write): one plan, for the commit.
+        let mut turn = m.begin(&c).await.unwrap();
+        turn.extend([Message::system(SYSTEM), Message::user(TURN1), Message::assistant("ok")]);
+        assert_eq!(turn.commit_counting_plans().await.unwrap().1, 1);
+
+        // The advisor's turn: the prompt is planned once however often a tool round asks for it;
+        // the answer joining makes the commit plan once more.
+        let mut turn = m.begin(&c).await.unwrap();
+        turn.push(Message::user(TURN2));
+        let first: Vec<Message> = turn.prompt().into_iter().cloned().collect();
+        for _ in 0..3 {
+            assert_eq!(turn.prompt().into_iter().cloned().collect::<Vec<_>>(), first);
+        }
+        turn.push(Message::assistant("可以退。"));
+        let (committed, plans) = turn.commit_counting_plans().await.unwrap();
+        assert_eq!((plans, committed.version), (2, Some(2)));
+
+        // A lost version check plans again, once.
+        let mut turn = m.begin(&c).await.unwrap();
+        turn.push(Message::user("u3"));
+        let _ = turn.prompt();
+        turn.push(Message::assistant("a3"));
+        m.add(&c, [Message::user("other"), Message::assistant("writer")])
+            .await
+            .unwrap();
+        let (committed, plans) = turn.commit_counting_plans().await.unwrap();
+        assert_eq!((plans, committed.version), (3, Some(4)));
+        assert_eq!(
+            all_texts(&m.get(&c).await.unwrap())[5..],
+            ["other", "writer", "u3", "a3"]
+        );
+
+        // A summarizer reads the commit's plan: no extra plan for what the turn evicts.
+        let m = ChatMemory::builder(InMemoryStore::new())
+            .policy(WindowPolicy::messages(3))
+            .summarizer(crate::Summarizer::new(FixedSummary))
+            .build()
+            .unwrap();
+        m.add(&c, [Message::user(TURN1), Message::assistant("ok")])
+            .await
+            .unwrap();
+        let mut turn = m.begin(&c).await.unwrap();
+        turn.push(Message::user(TURN2));
+        let _ = turn.prompt();
+        turn.push(Message::assistant("可以退。"));
+        assert_eq!(turn.commit_counting_plans().await.unwrap().1, 2);
+        let seen = m.get(&c).await.unwrap();
+        assert!(
+            seen[0].text().unwrap().contains(ORDER),
+            "the summary is committed with the turn"
+        );
     }
 }

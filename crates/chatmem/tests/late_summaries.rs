@@ -1,5 +1,5 @@
 //! A slow summary model never holds a turn: the commit waits at most `Summarizer::wait`, the
-//! call goes on, and its summary rides in a later commit (issue 25, finding 1).
+//! call goes on, and its summary rides in a later commit.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

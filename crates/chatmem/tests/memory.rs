@@ -1,5 +1,5 @@
-//! ChatMemory over the in-memory store: the issue's examples, the after-sale scenario of
-//! seed 003, retention, isolation, concurrency and cached token counts.
+//! ChatMemory over the in-memory store: the window contract's two examples, the after-sale
+//! scenario, retention, isolation, concurrency and cached token counts.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -30,7 +30,7 @@ fn memory(max: usize) -> ChatMemory {
 }
 
 #[tokio::test]
-async fn issue_examples() {
+async fn the_window_contracts_examples() {
     let m = memory(5);
     let c = id("example-1");
     let add = ["S_old", "U1", "A1", "U2", "A2", "U3", "A3", "S_new"].map(|t| match &t[..1] {
@@ -449,75 +449,6 @@ async fn with_store_and_with_policy_keep_every_other_setting() {
     assert_eq!(texts(&wide.get(&c).await.unwrap()), ["u2", "a2"]);
     assert_eq!(wide.retention(), Retention::KeepHistory);
     assert_eq!(moved.policy(), &WindowPolicy::messages(2), "the original is unchanged");
-}
-
-/// Answers every summary request with one fixed line.
-#[derive(Debug)]
-struct FixedSummary;
-
-#[async_trait::async_trait]
-impl chatmem::ChatModel for FixedSummary {
-    async fn complete(&self, _: chatmem::ChatRequest<'_>) -> Result<chatmem::ChatResponse, chatmem::ModelError> {
-        Ok(chatmem::ChatResponse {
-            message: Message::assistant(format!("the order is {ORDER}")),
-            usage: None,
-            finish_reason: None,
-        })
-    }
-}
-
-#[tokio::test]
-async fn a_turn_plans_its_window_once() {
-    let m = memory(10);
-    let c = id("plans");
-    // A batch written without a prompt (the REST API's write): one plan, for the commit.
-    let mut turn = m.begin(&c).await.unwrap();
-    turn.extend([Message::system(SYSTEM), Message::user(TURN1), Message::assistant("ok")]);
-    assert_eq!(turn.commit().await.unwrap().plans, 1);
-
-    // The advisor's turn: the prompt is planned once however often a tool round asks for it;
-    // the answer joining makes the commit plan once more.
-    let mut turn = m.begin(&c).await.unwrap();
-    turn.push(Message::user(TURN2));
-    let first: Vec<Message> = turn.prompt().into_iter().cloned().collect();
-    for _ in 0..3 {
-        assert_eq!(turn.prompt().into_iter().cloned().collect::<Vec<_>>(), first);
-    }
-    turn.push(Message::assistant("可以退。"));
-    let committed = turn.commit().await.unwrap();
-    assert_eq!((committed.plans, committed.version), (2, Some(2)));
-
-    // A lost version check plans again, once.
-    let mut turn = m.begin(&c).await.unwrap();
-    turn.push(Message::user("u3"));
-    let _ = turn.prompt();
-    turn.push(Message::assistant("a3"));
-    m.add(&c, [Message::user("other"), Message::assistant("writer")])
-        .await
-        .unwrap();
-    let committed = turn.commit().await.unwrap();
-    assert_eq!((committed.plans, committed.version), (3, Some(4)));
-    assert_eq!(texts(&m.get(&c).await.unwrap())[5..], ["other", "writer", "u3", "a3"]);
-
-    // A summarizer reads the commit's plan: no extra plan for what the turn evicts.
-    let m = ChatMemory::builder(InMemoryStore::new())
-        .policy(WindowPolicy::messages(3))
-        .summarizer(chatmem::Summarizer::new(FixedSummary))
-        .build()
-        .unwrap();
-    m.add(&c, [Message::user(TURN1), Message::assistant("ok")])
-        .await
-        .unwrap();
-    let mut turn = m.begin(&c).await.unwrap();
-    turn.push(Message::user(TURN2));
-    let _ = turn.prompt();
-    turn.push(Message::assistant("可以退。"));
-    assert_eq!(turn.commit().await.unwrap().plans, 2);
-    let seen = m.get(&c).await.unwrap();
-    assert!(
-        seen[0].text().unwrap().contains(ORDER),
-        "the summary is committed with the turn"
-    );
 }
 
 #[tokio::test]

@@ -1,7 +1,8 @@
 //! Property tests of the window contract over random conversations with tool loops.
 
 use chatmem::store::StoredMessage;
-use chatmem::window::{Budget, TurnBoundary, WindowPolicy, repair, select};
+use chatmem::window::{repair, select};
+use chatmem::{Budget, TurnBoundary, WindowPolicy};
 use chatmem::{ChatMemory, ConversationId, Heuristic, InMemoryStore, Message, Retention, Role, TokenCounter, ToolCall};
 use proptest::prelude::*;
 use std::collections::HashSet;

@@ -61,15 +61,11 @@ pub(crate) struct Row {
 }
 
 impl Row {
-    /// The row of `stored`, its tokens by `counter`: the cached count when `counter` made it,
-    /// else counted now (a message-count window stores messages uncounted).
+    /// The row of `stored`, its tokens by `counter` as the window counts them
+    /// ([`StoredMessage::tokens_by`]: a message-count window stores messages uncounted).
     fn new(stored: &StoredMessage, place: Place, counter: &dyn TokenCounter) -> Self {
         let message: &Message = &stored.message;
-        let tokens = if stored.counted_by.as_deref() == Some(counter.name()) {
-            stored.tokens
-        } else {
-            u32::try_from(counter.count_message(message)).unwrap_or(u32::MAX)
-        };
+        let tokens = stored.tokens_by(counter);
         let mut row = Row {
             seq: stored.seq,
             role: message.role().as_str(),

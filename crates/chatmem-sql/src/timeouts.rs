@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::error::{StoreError, StoreErrorKind};
+use chatmem::store::{StoreError, StoreErrorKind};
 
 /// URL parameter for every timeout at once, in milliseconds.
 pub const TIMEOUT_PARAM: &str = "chatmem_timeout_ms";
@@ -29,7 +29,7 @@ pub const TIMEOUT_PARAMS: [&str; 4] = [
 ///
 /// ```
 /// use std::time::Duration;
-/// use chatmem::store::TimeoutSettings;
+/// use chatmem_sql::TimeoutSettings;
 /// let url = "mysql://u@h/db?chatmem_timeout_ms=250&ssl=false";
 /// let (rest, from_url) = TimeoutSettings::split_url(url, url.find('?'), "chatmem-mysql")?;
 /// assert_eq!(rest, "mysql://u@h/db?ssl=false");
@@ -59,12 +59,12 @@ pub struct TimeoutSettings {
 ///
 /// ```
 /// use std::time::Duration;
-/// use chatmem::store::TimeoutSettings;
+/// use chatmem_sql::TimeoutSettings;
 ///
 /// #[derive(Default)]
 /// pub struct Builder { timeouts: TimeoutSettings, pool_size: usize, migrate: bool }
 /// impl Builder {
-///     chatmem::sql_builder_setters!();
+///     chatmem_sql::sql_builder_setters!();
 /// }
 /// let b = Builder::default().timeout(Duration::from_secs(1)).statement_timeout(Duration::from_secs(2)).pool_size(3);
 /// assert_eq!((b.timeouts.timeout, b.timeouts.statement), (Some(Duration::from_secs(1)), Some(Duration::from_secs(2))));
@@ -93,7 +93,7 @@ macro_rules! sql_builder_setters {
         /// [`pool_size`](Self::pool_size) are busy (default
         /// [`DEFAULT_TIMEOUT`](crate::DEFAULT_TIMEOUT)); zero means fail at once rather than
         /// wait. Past it the operation fails with
-        /// [`StoreErrorKind::Unavailable`]($crate::store::StoreErrorKind::Unavailable). URL
+        /// [`StoreErrorKind::Unavailable`](chatmem::store::StoreErrorKind::Unavailable). URL
         /// parameter: `chatmem_pool_timeout_ms`; see [the settings](crate#settings).
         pub fn pool_timeout(mut self, timeout: ::std::time::Duration) -> Self {
             self.timeouts.pool = ::std::option::Option::Some(timeout);
@@ -122,7 +122,7 @@ macro_rules! sql_builder_setters {
         /// [`SCHEMA_VERSION`](crate::SCHEMA_VERSION), so that a program that only reads (the
         /// CLI's `get`, `history`, `list`, `export`) never creates tables in a database it was
         /// pointed at by mistake. Missing or older tables are then
-        /// [`StoreErrorKind::InvalidInput`]($crate::store::StoreErrorKind::InvalidInput)
+        /// [`StoreErrorKind::InvalidInput`](chatmem::store::StoreErrorKind::InvalidInput)
         /// naming them and the server.
         pub fn migrate(mut self, migrate: bool) -> Self {
             self.migrate = migrate;
@@ -150,7 +150,8 @@ impl TimeoutSettings {
     /// returns the URL as it is. `store` names the crate in errors.
     ///
     /// ```
-    /// use chatmem::store::{StoreErrorKind, TimeoutSettings};
+    /// use chatmem::store::StoreErrorKind;
+    /// use chatmem_sql::TimeoutSettings;
     /// let url = "postgres://h/db?chatmem_timeout_ms=5s";
     /// let err = TimeoutSettings::split_url(url, url.find('?'), "chatmem-postgres").unwrap_err();
     /// assert_eq!(err.kind(), StoreErrorKind::InvalidInput);
@@ -209,7 +210,7 @@ impl TimeoutSettings {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use chatmem::store::TimeoutSettings;
+    /// use chatmem_sql::TimeoutSettings;
     /// let zero = TimeoutSettings { connect: Some(Duration::ZERO), ..Default::default() };
     /// let err = zero.resolve(&TimeoutSettings::default(), Duration::from_secs(5), None).unwrap_err();
     /// assert!(err.to_string().ends_with("connect_timeout must be longer than zero"));

@@ -9,13 +9,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::loaded::{Chosen, select_loaded};
+use crate::commit::Retention;
 use crate::commit::{Commit, CommitBuilder};
-use crate::loaded_window::{Chosen, select_loaded};
+use crate::counter::CounterName;
 use crate::message::Message;
 use crate::policy::WindowPolicy;
-use crate::store::{Retention, Snapshot};
-use crate::summary::system_slot;
-use crate::tokens::CounterName;
+use crate::snapshot::Snapshot;
+use crate::window::system_slot;
 
 /// How a planned commit is written beyond its messages: the memory's settings.
 #[derive(Debug, Clone, Copy)]
@@ -93,8 +94,8 @@ fn window_of(snapshot: &Snapshot, draft: &Commit, policy: &WindowPolicy) -> (Cho
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::StoredMessage;
-    use crate::tokens::UNCOUNTED;
+    use crate::counter::UNCOUNTED;
+    use crate::stored_message::StoredMessage;
 
     fn batch(messages: impl IntoIterator<Item = Message>) -> Vec<(Arc<Message>, u32)> {
         messages.into_iter().map(|m| (Arc::new(m), 1)).collect()

@@ -2,13 +2,16 @@
 
 use std::sync::OnceLock;
 
+use crate::counter::TokenCounter;
 use crate::message::Message;
 use crate::policy::Budget;
+use crate::policy::WindowPolicy;
 use crate::shared_messages::SharedMessages;
-use crate::store::{Snapshot, StoredMessage};
-use crate::summary::{Summary, render_system, system_slot};
-use crate::tokens::TokenCounter;
-use crate::window::{Selection, WindowPolicy, is_plain, select_known, select_plain};
+use crate::snapshot::Snapshot;
+use crate::stored_message::StoredMessage;
+use crate::summary::{Summary, render_system};
+use crate::window::system_slot;
+use crate::window::{Selection, is_plain, select_known, select_plain};
 
 /// A loaded conversation: the [`Snapshot`] read in one round trip and the window the policy
 /// chose from it (by the cached token counts alone).
@@ -46,24 +49,20 @@ impl PartialEq for LoadedWindow {
 
 impl LoadedWindow {
     /// The window of `snapshot` under `policy`, by counts of `counter`. Under a token budget a
-    /// message counted by a counter of another name (or [not counted](crate::store::UNCOUNTED)) is
-    /// recounted first, so the budget holds for the counter in use; a message whose counter is
-    /// not recorded is taken as it is. A message-count window needs no counts.
+    /// message whose cached count does not [hold](StoredMessage::count_holds_for) for
+    /// `counter` (counted by a counter of another name, or [not
+    /// counted](crate::store::UNCOUNTED)) is recounted first, so the budget holds for the
+    /// counter in use; a message whose counter is not recorded is taken as it is. A
+    /// message-count window needs no counts.
     pub(crate) fn new(mut snapshot: Snapshot, policy: &WindowPolicy, counter: &dyn TokenCounter) -> Self {
         let name = counter.name();
-        // Built-in counters' names are one `&'static str`: the same pointer is the same name,
-        // which spares comparing the text for every message of a long window.
-        let stale = |m: &StoredMessage| {
-            m.counted_by
-                .as_deref()
-                .is_some_and(|by| !std::ptr::eq(by, name) && by != name)
-        };
+        let stale = |m: &StoredMessage| !m.count_holds_for(name);
         let mut recounted = 0usize;
         // A message-count window needs no counts: nothing to look at.
         if policy.counts_tokens() {
             let mut recount = |m: &mut StoredMessage| {
                 if stale(m) {
-                    m.tokens = u32::try_from(counter.count_message(&m.message)).unwrap_or(u32::MAX);
+                    m.tokens = m.tokens_by(counter);
                     m.counted_by = Some(name.into());
                     recounted += 1;
                 }

@@ -5,17 +5,40 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
-use crate::error::StoreError;
-use crate::error::StoreErrorKind;
-use crate::id::ConversationId;
-use crate::store::{Snapshot, StoredMessage};
-use crate::summary::Summary;
+use chatmem::ConversationId;
+use chatmem::Summary;
+use chatmem::store::{Snapshot, StoreError, StoreErrorKind, StoredMessage};
+
+/// [`StoredMessage::from_json`] for databases that keep seqs and token counts as signed
+/// 64-bit integers: the message of conversation `id` stored at `seq` with `tokens`, its
+/// counter not recorded.
+///
+/// ```
+/// use chatmem::{ConversationId, Message};
+/// use chatmem::store::{StoreErrorKind, StoredMessage};
+/// let id = ConversationId::new("c1")?;
+/// let json = StoredMessage::new(7, 3, Message::user("hi")).message_json()?;
+/// assert_eq!(chatmem_sql::stored_message(&id, 7, 3, json.as_bytes())?, StoredMessage::new(7, 3, Message::user("hi")));
+/// let e = chatmem_sql::stored_message(&id, -1, 3, json.as_bytes()).unwrap_err();
+/// assert_eq!(e.kind(), StoreErrorKind::Corrupt);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # Errors
+/// [`StoreErrorKind::Corrupt`] naming the conversation and the seq when a number is out of
+/// range or `json` is not a valid message.
+pub fn stored_message(id: &ConversationId, seq: i64, tokens: i64, json: &[u8]) -> Result<StoredMessage, StoreError> {
+    let seq = u64::try_from(seq).map_err(|_| StoreError::corrupt(id, format!("message seq {seq} is negative")))?;
+    let tokens = u32::try_from(tokens)
+        .map_err(|_| StoreError::corrupt(id, format!("message seq {seq} has token count {tokens}")))?;
+    StoredMessage::from_json(id, seq, tokens, json)
+}
 
 /// `value` as a signed 64-bit column, `column_type` naming it in the error
 /// ("MySQL's BIGINT").
 ///
 /// ```
-/// use chatmem::store::to_bigint;
+/// use chatmem_sql::to_bigint;
 /// assert_eq!(to_bigint(7, "sequence", "SQL's BIGINT")?, 7);
 /// let e = to_bigint(u64::MAX, "sequence", "SQL's BIGINT").unwrap_err();
 /// assert!(e.to_string().contains("is beyond what SQL's BIGINT holds"));
@@ -40,8 +63,8 @@ pub fn to_bigint(value: u64, what: &str, column_type: &str) -> Result<i64, Store
 /// ```
 /// use std::time::Duration;
 /// let max = Duration::from_secs(3600);
-/// assert_eq!(chatmem::store::ttl_micros(Duration::from_secs(2), max), Some(2_000_000));
-/// assert_eq!(chatmem::store::ttl_micros(Duration::from_secs(3601), max), None);
+/// assert_eq!(chatmem_sql::ttl_micros(Duration::from_secs(2), max), Some(2_000_000));
+/// assert_eq!(chatmem_sql::ttl_micros(Duration::from_secs(3601), max), None);
 /// ```
 pub fn ttl_micros(ttl: Duration, max: Duration) -> Option<i64> {
     if ttl > max {
@@ -55,7 +78,8 @@ pub fn ttl_micros(ttl: Duration, max: Duration) -> Option<i64> {
 ///
 /// ```
 /// use chatmem::ConversationId;
-/// use chatmem::store::{StoreErrorKind, stored_counter};
+/// use chatmem::store::StoreErrorKind;
+/// use chatmem_sql::stored_counter;
 /// let id = ConversationId::new("c1")?;
 /// assert_eq!(stored_counter(&id, Some(3), "version")?, 3);
 /// let e = stored_counter(&id, None, "version").unwrap_err();
@@ -83,7 +107,8 @@ pub fn stored_counter(id: &ConversationId, value: Option<i64>, column: &str) -> 
 ///
 /// ```
 /// use chatmem::{ConversationId, Message};
-/// use chatmem::store::{RowReader, StoreErrorKind, StoredMessage};
+/// use chatmem::store::{StoreErrorKind, StoredMessage};
+/// use chatmem_sql::RowReader;
 /// let id = ConversationId::new("c1")?;
 /// let read = RowReader { id: &id, what: "a message row" };
 /// let json = StoredMessage::new(3, 1, Message::user("hi")).message_json()?;
@@ -152,8 +177,8 @@ impl RowReader<'_> {
         stored_counter(self.id, value, column)
     }
 
-    /// A message from its columns, through the one decoding every store shares
-    /// ([`StoredMessage::from_columns`]); `counted_by` NULL: written before chatmem
+    /// A message from its columns, through the one decoding every SQL store shares
+    /// ([`stored_message`]); `counted_by` NULL: written before chatmem
     /// recorded it, or without a counter name.
     ///
     /// # Errors
@@ -166,7 +191,7 @@ impl RowReader<'_> {
         json: &[u8],
         counted_by: Option<&str>,
     ) -> Result<StoredMessage, StoreError> {
-        let mut message = StoredMessage::from_columns(self.id, seq, tokens, json)?;
+        let mut message = stored_message(self.id, seq, tokens, json)?;
         message.counted_by = counted_by.map(Into::into);
         Ok(message)
     }
@@ -177,7 +202,8 @@ impl RowReader<'_> {
     ///
     /// ```
     /// use chatmem::ConversationId;
-    /// use chatmem::store::{RowReader, StoreErrorKind};
+    /// use chatmem::store::StoreErrorKind;
+    /// use chatmem_sql::RowReader;
     /// let id = ConversationId::new("c1")?;
     /// let read = RowReader::conversation_row(&id);
     /// assert!(read.system_message(None, None, None, None)?.is_none());
@@ -247,7 +273,8 @@ pub const HISTORY_COLUMNS: [&str; 4] = ["seq", "tokens", "json", "counted_by"];
 /// ```
 /// use std::borrow::Cow;
 /// use chatmem::{ConversationId, Message};
-/// use chatmem::store::{SqlColumns, StoredMessage, history_messages};
+/// use chatmem::store::StoredMessage;
+/// use chatmem_sql::{SqlColumns, history_messages};
 ///
 /// /// Rows as plain values: `(seq, tokens, json, counted_by)`.
 /// type Row = (i64, i64, String, Option<String>);
@@ -400,7 +427,7 @@ mod tests {
         cells.iter().map(|c| c.map(str::to_owned)).collect()
     }
 
-    fn json(seq: u64, message: crate::Message) -> String {
+    fn json(seq: u64, message: chatmem::Message) -> String {
         StoredMessage::new(seq, 1, message).message_json().unwrap()
     }
 
@@ -409,8 +436,8 @@ mod tests {
         let id = ConversationId::new("c").unwrap();
         assert!(!load_snapshot(&id, &[] as &[Row], &CELLS).unwrap().exists());
 
-        let system = json(0, crate::Message::system("be brief"));
-        let hi = json(3, crate::Message::user("hi"));
+        let system = json(0, chatmem::Message::system("be brief"));
+        let hi = json(3, chatmem::Message::user("hi"));
         let rows = [
             row(&[
                 Some("0"),
@@ -440,7 +467,7 @@ mod tests {
     #[test]
     fn a_load_with_nulls_or_bad_cells_is_corrupt_and_names_the_row() {
         let id = ConversationId::new("c").unwrap();
-        let hi = json(3, crate::Message::user("hi"));
+        let hi = json(3, chatmem::Message::user("hi"));
         let head =
             |version: Option<&str>| row(&[Some("0"), version, Some("3"), Some("4"), None, None, None, None, None]);
         let cases = [

@@ -1,13 +1,13 @@
 //! The errors of a store whose server did not answer: the same facts, and so the same
 //! texts, whatever the database.
 
-use crate::error::{StoreError, StoreErrorKind};
+use chatmem::store::{StoreError, StoreErrorKind};
 
 /// The server did not answer `what` on `target` (a server name without password) within
 /// the statement timeout: [`StoreErrorKind::Unavailable`].
 ///
 /// ```
-/// let e = chatmem::store::statement_timed_out("loading", "mysql://u@h/db");
+/// let e = chatmem_sql::statement_timed_out("loading", "mysql://u@h/db");
 /// assert_eq!(e.kind(), chatmem::store::StoreErrorKind::Unavailable);
 /// assert!(e.to_string().ends_with("loading on mysql://u@h/db: no answer within the statement timeout"));
 /// ```
@@ -28,7 +28,8 @@ pub fn statement_timed_out(what: &str, target: &str) -> StoreError {
 /// it says nothing about the first send.
 ///
 /// ```
-/// use chatmem::store::{StoreError, StoreErrorKind, outcome_unknown};
+/// use chatmem::store::{StoreError, StoreErrorKind};
+/// use chatmem_sql::outcome_unknown;
 /// let resend = StoreError::new(StoreErrorKind::Conflict, "deadlock");
 /// let e = outcome_unknown(resend, "committing", "postgres://u@h/db");
 /// assert_eq!(e.kind(), StoreErrorKind::Unavailable);

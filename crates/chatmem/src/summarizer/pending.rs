@@ -1,4 +1,5 @@
-//! What a turn's commit summarizes, and how long it waits for it.
+//! What a turn's commit summarizes, how long it waits for it, and the summaries that come
+//! late.
 //!
 //! The messages a turn's plan leaves pending (evicted, not yet covered by the summary), oldest
 //! first and at most one chunk, go to the [`Summarizer`]'s model. The commit waits for the
@@ -17,11 +18,14 @@ use futures_util::FutureExt as _;
 use futures_util::future::{BoxFuture, Shared};
 
 use crate::commit::Commit;
+use crate::counter::TokenCounter;
+use crate::error::StoreError;
 use crate::id::ConversationId;
 use crate::model::ModelErrorKind;
-use crate::store::{Snapshot, Store, StoredMessage};
-use crate::summary::{Summarizer, Summary};
-use crate::tokens::TokenCounter;
+use crate::snapshot::Snapshot;
+use crate::stored_message::StoredMessage;
+use crate::summarizer::Summarizer;
+use crate::summary::Summary;
 
 /// What became of a summary a turn asked for, as a [`Summarizer::observe`] callback hears it
 /// (a server counts these).
@@ -94,15 +98,21 @@ impl LateSummaries {
 /// A new summary covering what `planned` (a commit planned on `snapshot`) leaves pending,
 /// with the `upto` of the summary it extends; `None` when nothing is pending, the summary
 /// failed, or it was not ready within the summarizer's wait (then it is kept for a later
-/// turn).
-pub(crate) async fn pending_summary<S: Store>(
-    store: &S,
+/// turn). A backlog below the loaded window is read with `history` (the store's
+/// [`history`](crate::Store::history) of conversation `id`: up to `limit` messages after a
+/// sequence).
+pub(crate) async fn pending_summary<H, F>(
+    history: H,
     id: &ConversationId,
     summarizer: &Summarizer,
     counter: &Arc<dyn TokenCounter>,
     snapshot: &Snapshot,
     planned: &Commit,
-) -> Option<(Summary, u64)> {
+) -> Option<(Summary, u64)>
+where
+    H: FnOnce(u64, usize) -> F,
+    F: Future<Output = Result<Vec<StoredMessage>, StoreError>>,
+{
     let covered = snapshot.summary.as_ref().map_or(0, |s| s.upto);
     let end = planned.window_start(); // pending: covered < seq < end
     if end <= covered.saturating_add(1) {
@@ -114,7 +124,7 @@ pub(crate) async fn pending_summary<S: Store>(
     let mut complete = true;
     if covered.saturating_add(1) < snapshot.window_start {
         let limit = summarizer.chunk_limit();
-        let page = match store.history(id, covered, limit).await {
+        let page = match history(covered, limit).await {
             Ok(page) => page,
             Err(e) => {
                 // Ids and store errors (which name the conversation) only at trace: they are
@@ -151,7 +161,7 @@ pub(crate) async fn pending_summary<S: Store>(
             (entry, true)
         }
     };
-    match crate::summary::with_timeout(entry.call.clone(), summarizer.wait_value()).await {
+    match super::with_timeout(entry.call.clone(), summarizer.wait_value()).await {
         Some(made) => made.map(|summary| {
             summarizer.report(SummaryOutcome::Made);
             (summary, covered)

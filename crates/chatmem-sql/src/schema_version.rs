@@ -1,7 +1,7 @@
 //! The schema-version check a SQL store makes when it connects: its tables must be at the
 //! version its code reads, neither missing, older nor newer.
 
-use crate::error::{StoreError, StoreErrorKind};
+use chatmem::store::{StoreError, StoreErrorKind};
 
 /// A store crate and the schema version its code writes and reads, for the version checks
 /// and their errors; each store keeps one as a constant.
@@ -10,7 +10,8 @@ use crate::error::{StoreError, StoreErrorKind};
 /// schema public", "with prefix app1"; `target` is the server without its password.
 ///
 /// ```
-/// use chatmem::store::{SchemaVersion, StoreErrorKind};
+/// use chatmem::store::StoreErrorKind;
+/// use chatmem_sql::SchemaVersion;
 /// const VERSIONS: SchemaVersion = SchemaVersion { store: "chatmem-mysql", latest: 2 };
 /// let (tables, target) = ("with prefix app1", "mysql://u@h/db");
 /// assert!(VERSIONS.check(2, tables, target).is_ok());
@@ -31,7 +32,7 @@ impl SchemaVersion {
     /// [`latest`](Self::latest): each store's unit test holds its list to this.
     ///
     /// ```
-    /// let versions = chatmem::store::SchemaVersion { store: "chatmem-x", latest: 3 };
+    /// let versions = chatmem_sql::SchemaVersion { store: "chatmem-x", latest: 3 };
     /// assert!(versions.numbers_migrations([1, 2, 3]));
     /// assert!(!versions.numbers_migrations([1, 3]));
     /// assert!(!versions.numbers_migrations([1, 2, 3, 4]));
@@ -68,7 +69,7 @@ impl SchemaVersion {
     /// down, since this code does not know what the newer columns mean.
     ///
     /// ```
-    /// use chatmem::store::SchemaVersion;
+    /// use chatmem_sql::SchemaVersion;
     /// let versions = SchemaVersion { store: "s", latest: 1 };
     /// let e = versions.too_new(5, "in schema x", "t");
     /// assert!(e.to_string().contains("version 5; this s knows up to 1"));
