@@ -30,7 +30,7 @@ pub(crate) fn respond(id: &RequestId, result: Result<Response, ApiError>) -> Res
 
 /// `e`, logged as [`respond`] logs it and naming request `id`.
 fn named(id: Option<&RequestId>, e: ApiError) -> ApiError {
-    let (status, code) = (e.status().as_u16(), e.code());
+    let (status, code) = (e.status().as_u16(), e.code().as_str());
     if e.status().is_server_error() {
         tracing::warn!(status, code, "failed");
     } else {

@@ -60,6 +60,6 @@ pub use crate::app::{AppState, app};
 pub use crate::auth::{Auth, AuthError, DEFAULT_MAX_ID_BYTES, MAX_TENANT_BYTES, Tenant, bearer_token};
 pub use crate::completions::CONVERSATION_HEADER;
 pub use crate::config::{Limits, PolicyCaps, ServerConfig, Upstream};
-pub use crate::error::ApiError;
+pub use crate::error::{ApiError, ErrorCode};
 pub use crate::metrics::{Metrics, metrics_app};
 pub use crate::serve::{ServeOptions, serve};

@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use crate::app::{AppState, RequestId};
 use crate::auth::Tenant;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::extract::{ApiQuery, Conversation, JsonBody, key, respond};
 use crate::policy::PolicyOverride;
 
@@ -82,7 +82,7 @@ pub(crate) async fn method_not_allowed(rid: RequestId) -> Response {
         &rid,
         Err(ApiError::new(
             StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
+            ErrorCode::MethodNotAllowed,
             "this route does not take that method; the Allow header lists those it takes",
         )),
     )

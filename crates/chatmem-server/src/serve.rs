@@ -29,7 +29,7 @@ use tower::ServiceExt;
 
 use crate::app::RequestId;
 use crate::config::Limits;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::unreadable::JsonRefusals;
 
 /// hyper's bound on its read buffer, which holds a request's head while it is parsed: far
@@ -424,7 +424,7 @@ pub(crate) fn body_timeout(error: &(dyn std::error::Error + 'static)) -> Option<
         if let Some(timeout) = e.downcast_ref::<BodyTimeout>() {
             return Some(ApiError::new(
                 StatusCode::REQUEST_TIMEOUT,
-                "body_timeout",
+                ErrorCode::BodyTimeout,
                 timeout.to_string(),
             ));
         }
@@ -440,7 +440,7 @@ pub(crate) async fn refuse_oversized(State(limits): State<Limits>, request: Requ
     match oversized(&limits, &request) {
         None => next.run(request).await,
         Some(e) => {
-            tracing::debug!(status = e.status().as_u16(), code = e.code(), "refused");
+            tracing::debug!(status = e.status().as_u16(), code = e.code().as_str(), "refused");
             match request.extensions().get::<RequestId>() {
                 Some(id) => e.with_request_id(&id.0),
                 None => e,
@@ -458,7 +458,7 @@ fn oversized(limits: &Limits, request: &Request) -> Option<ApiError> {
         let part = if query > uri.path().len() { "query" } else { "path" };
         return Some(ApiError::new(
             StatusCode::URI_TOO_LONG,
-            "uri_too_long",
+            ErrorCode::UriTooLong,
             format!(
                 "the request URI is {uri_bytes} bytes, over the limit of {} (most of it the {part})",
                 limits.max_uri_bytes
@@ -477,7 +477,7 @@ fn oversized(limits: &Limits, request: &Request) -> Option<ApiError> {
             .map_or("", |(name, _)| name.as_str());
         return Some(ApiError::new(
             StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            "header_too_large",
+            ErrorCode::HeaderTooLarge,
             format!(
                 "the request headers are {header_bytes} bytes, over the limit of {} (the largest field: {largest})",
                 limits.max_header_bytes

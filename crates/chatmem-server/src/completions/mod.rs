@@ -25,14 +25,14 @@ use axum::response::Response;
 use chatmem::{ChatMemory, ConversationId, DeltaAccumulator, Store};
 use chatmem_openai::passthrough::{messages_json, read_chunk, read_completion};
 use futures_util::{Stream, StreamExt};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use self::request::ChatRequest;
 pub(crate) use self::upstream::UpstreamPool;
 use self::upstream::{Failure, passed};
 use crate::app::{AppState, RequestId};
 use crate::config::ServerConfig;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::extract::{body_bytes, conversation_to_write, respond, tenant};
 
 /// The header that names the conversation of a chat completion.
@@ -41,7 +41,7 @@ pub const CONVERSATION_HEADER: &str = "x-chatmem-conversation";
 /// The server's upstream, built once at start (one connection pool for every call), or the
 /// 503 every call is answered when there is none (or its settings cannot work).
 pub(crate) fn upstream_pool(config: &ServerConfig) -> Result<Arc<UpstreamPool>, ApiError> {
-    let no_upstream = |why: String| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "no_upstream", why);
+    let no_upstream = |why: String| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::NoUpstream, why);
     let upstream = config
         .upstream
         .as_ref()
@@ -110,7 +110,7 @@ async fn proxy(
         }
         Some(Ok(Part::Chunk(_))) | None => Err(ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
+            ErrorCode::Internal,
             "the answer had no head",
         )),
         Some(Err(e)) => Err(e),
@@ -202,7 +202,7 @@ fn call(
                 // An error in a 200 (some providers send these): the upstream failed, and
                 // its text is not passed on.
                 pool.metrics().upstream_error(chatmem::ModelErrorKind::Server);
-                yield Err(ApiError::new(StatusCode::BAD_GATEWAY, "upstream_error", "the upstream model failed (an error in a 200 answer)"));
+                yield Err(ApiError::new(StatusCode::BAD_GATEWAY, ErrorCode::UpstreamError, "the upstream model failed (an error in a 200 answer)"));
                 return;
             }
             pool.count_usage(value.get("usage"));
@@ -232,8 +232,8 @@ fn call(
         let mut finished = false;
         let mut held: Vec<Bytes> = Vec::new();
         let failed = |e: ApiError| {
-            span.in_scope(|| tracing::warn!(status = e.status().as_u16(), code = e.code(), "the stream failed"));
-            error_event(&e, &rid)
+            span.in_scope(|| tracing::warn!(status = e.status().as_u16(), code = e.code().as_str(), "the stream failed"));
+            error_event(e, &rid)
         };
         loop {
             let chunk = match tokio::time::timeout(pool.timeout(), response.chunk()).await {
@@ -281,7 +281,7 @@ fn call(
                         if value.get("error").is_some() {
                             // The upstream failed mid-stream: its text is not passed on.
                             pool.metrics().upstream_error(chatmem::ModelErrorKind::Server);
-                            let e = ApiError::new(StatusCode::BAD_GATEWAY, "upstream_error", "the upstream model failed mid-stream");
+                            let e = ApiError::new(StatusCode::BAD_GATEWAY, ErrorCode::UpstreamError, "the upstream model failed mid-stream");
                             yield Ok(Part::Chunk(failed(e)));
                             return;
                         }
@@ -333,15 +333,8 @@ fn call(
 
 /// A failure after the answer began, as OpenAI ends a stream with one: an event whose data
 /// is `{"error": {...}}` (which OpenAI's clients raise), and no `[DONE]`.
-fn error_event(e: &ApiError, rid: &RequestId) -> Bytes {
-    let body = json!({"error": {
-        "message": e.to_string(),
-        "type": e.kind(),
-        "param": e.param(),
-        "code": e.code(),
-        "request_id": rid.0,
-    }});
-    Bytes::from(format!("data: {body}\n\n"))
+fn error_event(e: ApiError, rid: &RequestId) -> Bytes {
+    Bytes::from(e.with_request_id(&rid.0).stream_event())
 }
 
 /// `GET /v1/models`: the upstream's model list as it came, for clients that list models

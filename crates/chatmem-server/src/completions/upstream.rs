@@ -17,10 +17,10 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chatmem::ModelErrorKind;
 use chatmem_openai::passthrough::{Endpoint, status_kind};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::config::Upstream;
-use crate::error::{ApiError, error_type};
+use crate::error::{ApiError, ErrorCode};
 use crate::metrics::{Metrics, UpstreamTokens};
 
 /// Statuses whose error is about the client's request: passed on as they came.
@@ -140,7 +140,7 @@ impl UpstreamPool {
             return Failure::Api(match status {
                 401 | 403 => ApiError::new(
                     StatusCode::BAD_GATEWAY,
-                    "upstream_auth",
+                    ErrorCode::UpstreamAuth,
                     format!(
                         "the upstream model refused chatmem's own credentials (HTTP {status}): the server's \
                          upstream key is missing or not accepted; the request itself was not at fault"
@@ -149,7 +149,7 @@ impl UpstreamPool {
                 408 => self.timed_out(),
                 _ => ApiError::new(
                     StatusCode::BAD_GATEWAY,
-                    "upstream_error",
+                    ErrorCode::UpstreamError,
                     format!("the upstream model failed (HTTP {status})"),
                 ),
             });
@@ -171,27 +171,25 @@ impl UpstreamPool {
             }
         }
         let text = String::from_utf8_lossy(&body);
-        let body = match serde_json::from_str::<Value>(&text) {
+        let code = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
+        let mut response = match serde_json::from_str::<Value>(&text) {
             Ok(mut v) if v.get("error").is_some_and(Value::is_object) => {
                 self.mask_value(&mut v);
-                v
+                (code, axum::Json(v)).into_response()
             }
             // Not OpenAI's error shape: chatmem's, with the text (masked, one short line).
             _ => {
-                let code = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
                 let short: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
                 let short: String = short.chars().take(300).collect();
                 let short = chatmem::printable::printable(&self.endpoint.mask(&short)).into_owned();
-                json!({"error": {
-                    "message": format!("the upstream model refused the request (HTTP {status}): {short}"),
-                    "type": error_type(code),
-                    "param": null,
-                    "code": "upstream_refused",
-                }})
+                ApiError::new(
+                    code,
+                    ErrorCode::UpstreamRefused,
+                    format!("the upstream model refused the request (HTTP {status}): {short}"),
+                )
+                .into_openai_response()
             }
         };
-        let code = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
-        let mut response = (code, axum::Json(body)).into_response();
         for (name, value) in retry {
             response.headers_mut().insert(name, value);
         }
@@ -221,7 +219,7 @@ impl UpstreamPool {
         );
         ApiError::new(
             StatusCode::GATEWAY_TIMEOUT,
-            "upstream_timeout",
+            ErrorCode::UpstreamTimeout,
             format!("the upstream model did not answer within {:?}", self.timeout),
         )
     }
@@ -237,7 +235,7 @@ impl UpstreamPool {
         tracing::warn!(cause, "the upstream could not be reached");
         ApiError::new(
             StatusCode::BAD_GATEWAY,
-            "upstream_unavailable",
+            ErrorCode::UpstreamUnavailable,
             "the upstream model could not be reached, or the connection to it broke",
         )
     }
@@ -250,7 +248,7 @@ impl UpstreamPool {
         tracing::warn!(what, "the upstream's answer could not be read");
         ApiError::new(
             StatusCode::BAD_GATEWAY,
-            "upstream_error",
+            ErrorCode::UpstreamError,
             format!("the upstream model's answer could not be read: {what}"),
         )
     }

@@ -100,14 +100,17 @@ fn html(status: StatusCode, markup: maud::Markup) -> Response {
 fn error_page(rid: &RequestId, e: ApiError) -> Response {
     let status = e.status();
     if status.is_server_error() {
-        tracing::warn!(status = status.as_u16(), code = e.code(), "failed");
+        tracing::warn!(status = status.as_u16(), code = e.code().as_str(), "failed");
     } else {
-        tracing::debug!(status = status.as_u16(), code = e.code(), "refused");
+        tracing::debug!(status = status.as_u16(), code = e.code().as_str(), "refused");
     }
     if status == StatusCode::UNAUTHORIZED {
         return html(status, page::sign_in(None));
     }
-    html(status, page::error(status.as_u16(), e.code(), e.message(), &rid.0))
+    html(
+        status,
+        page::error(status.as_u16(), e.code().as_str(), e.message(), &rid.0),
+    )
 }
 
 /// The tenant of a page's request: as the API's (a bearer token), or from the sign-in cookie.
