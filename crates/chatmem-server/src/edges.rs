@@ -29,10 +29,10 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
-use crate::app::RequestId;
 use crate::completions::CONVERSATION_HEADER;
 use crate::config::ServerConfig;
 use crate::error::{ApiError, ErrorCode};
+use crate::state::RequestId;
 
 /// The loopback names a server without auth answers to (ports aside).
 const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];

@@ -14,9 +14,9 @@ use axum::response::{IntoResponse, Response};
 use chatmem::ConversationId;
 use serde::de::DeserializeOwned;
 
-use crate::app::{AppState, RequestId};
 use crate::auth::{Tenant, bearer_token};
 use crate::error::ApiError;
+use crate::state::{AppState, RequestId};
 
 /// Answers `result`, an error naming the request. A failure of the server's (5xx: the store,
 /// the upstream) is logged at `warn`, a refusal of the client's request (4xx) at `debug`; both
@@ -188,7 +188,7 @@ impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
 /// A request body within the body limit, or the error that says why not.
 pub(crate) fn body_bytes(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
     body.map_err(|e| {
-        if let Some(timeout) = crate::serve::body_timeout(&e) {
+        if let Some(timeout) = crate::request_limits::body_timeout(&e) {
             timeout
         } else if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::too_large(format!(

@@ -9,11 +9,11 @@ use axum::response::{IntoResponse, Response};
 use chatmem::Message;
 use serde::Deserialize;
 
-use crate::app::{AppState, RequestId};
 use crate::auth::Tenant;
 use crate::error::{ApiError, ErrorCode};
 use crate::extract::{ApiQuery, Conversation, JsonBody, key, respond};
 use crate::policy::PolicyOverride;
+use crate::state::{AppState, RequestId};
 
 /// The answer of the message routes; written directly (not through a JSON value) so each
 /// message keeps its field order, `role` first.
@@ -24,7 +24,7 @@ pub(crate) struct WindowBody<'a> {
     conversation: &'a str,
     /// The system message (if any) first, then the window (or, for `/history`, everything
     /// stored).
-    #[schema(value_type = Vec<crate::openapi::MessageSchema>)]
+    #[schema(value_type = Vec<crate::schemas::MessageSchema>)]
     messages: &'a [Message],
 }
 
@@ -192,7 +192,7 @@ pub(crate) struct HistoryBody<'a> {
     /// The conversation id, as the client gave it.
     conversation: &'a str,
     /// The system message first (on the first page), then stored messages in order.
-    #[schema(value_type = Vec<crate::openapi::MessageSchema>)]
+    #[schema(value_type = Vec<crate::schemas::MessageSchema>)]
     messages: &'a [Message],
     /// Give it as `cursor` for the next page; null on the last page.
     next_cursor: Option<&'a str>,
@@ -203,7 +203,7 @@ pub(crate) struct HistoryBody<'a> {
 #[serde(deny_unknown_fields)]
 pub(crate) struct PostMessages {
     /// The batch, committed atomically (system message rules as in `chatmem add`).
-    #[schema(value_type = Vec<crate::openapi::MessageSchema>, min_items = 1)]
+    #[schema(value_type = Vec<crate::schemas::MessageSchema>, min_items = 1)]
     messages: Vec<Message>,
     /// A window policy for this request instead of the server's.
     #[serde(default)]

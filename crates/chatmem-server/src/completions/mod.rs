@@ -7,12 +7,10 @@
 //! client that hangs up mid-stream, commits nothing.
 //!
 //! - `request.rs`: the request as the proxy reads it (`messages`, `stream`, `n`);
-//! - `upstream.rs`: the one connection pool to the upstream, and what its failures mean to the client;
 //! - `sse.rs`: a stream split into events without changing a byte.
 
 mod request;
 mod sse;
-mod upstream;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -28,31 +26,13 @@ use futures_util::{Stream, StreamExt};
 use serde_json::Value;
 
 use self::request::ChatRequest;
-pub(crate) use self::upstream::UpstreamPool;
-use self::upstream::{Failure, passed};
-use crate::app::{AppState, RequestId};
-use crate::config::ServerConfig;
 use crate::error::{ApiError, ErrorCode};
 use crate::extract::{body_bytes, conversation_to_write, respond, tenant};
+use crate::state::{AppState, RequestId};
+use crate::upstream::{Failure, UpstreamPool, passed};
 
 /// The header that names the conversation of a chat completion.
 pub const CONVERSATION_HEADER: &str = "x-chatmem-conversation";
-
-/// The server's upstream, built once at start (one connection pool for every call), or the
-/// 503 every call is answered when there is none (or its settings cannot work).
-pub(crate) fn upstream_pool(config: &ServerConfig) -> Result<Arc<UpstreamPool>, ApiError> {
-    let no_upstream = |why: String| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::NoUpstream, why);
-    let upstream = config
-        .upstream
-        .as_ref()
-        .ok_or_else(|| no_upstream("this server has no upstream model (start it with --upstream-base-url)".into()))?;
-    UpstreamPool::new(upstream, config.limits.upstream_timeout, config.metrics.clone())
-        .map(Arc::new)
-        .map_err(|e| {
-            tracing::error!(error = %e, "the upstream cannot be used");
-            no_upstream(format!("this server's upstream model cannot be used: {e}"))
-        })
-}
 
 pub(crate) async fn chat_completions(
     State(state): State<AppState>,

@@ -29,10 +29,11 @@ use chatmem::Message;
 use chatmem::store::{RecentCursor, now_micros};
 use serde::Deserialize;
 
-use crate::app::{AppState, RequestId, route};
 use crate::auth::{Tenant, bearer_token};
 use crate::error::ApiError;
 use crate::extract::{ApiQuery, JsonBody, key};
+use crate::route;
+use crate::state::{AppState, RequestId};
 use page::{ListRow, Paging, Viewer};
 use view::{BudgetBar, ConversationView};
 

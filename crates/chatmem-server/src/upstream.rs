@@ -1,5 +1,6 @@
 //! [`UpstreamPool`]: the one upstream of a server (its connection pool, built at start), its
-//! calls bounded by the upstream timeout, and what its failures mean to the client.
+//! calls bounded by the upstream timeout, and what its failures mean to the client (the chat
+//! completion's and `/v1/models`').
 //!
 //! | upstream | client |
 //! |---|---|
@@ -10,6 +11,7 @@
 //! | no connection, a broken one | 502 `upstream_unavailable` |
 //! | a 2xx answer that does not read | 502 `upstream_error` |
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
@@ -19,7 +21,7 @@ use chatmem::ModelErrorKind;
 use chatmem_openai::passthrough::{Endpoint, status_kind};
 use serde_json::Value;
 
-use crate::config::Upstream;
+use crate::config::{ServerConfig, Upstream};
 use crate::error::{ApiError, ErrorCode};
 use crate::metrics::{Metrics, UpstreamTokens};
 
@@ -28,6 +30,22 @@ const CLIENTS: [u16; 6] = [400, 404, 409, 413, 422, 429];
 
 /// At most this much of an upstream's error body is read.
 const MAX_ERROR_BODY: usize = 64 << 10;
+
+/// The server's upstream, built once at start (one connection pool for every call), or the
+/// 503 every call is answered when there is none (or its settings cannot work).
+pub(crate) fn pool(config: &ServerConfig) -> Result<Arc<UpstreamPool>, ApiError> {
+    let no_upstream = |why: String| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::NoUpstream, why);
+    let upstream = config
+        .upstream
+        .as_ref()
+        .ok_or_else(|| no_upstream("this server has no upstream model (start it with --upstream-base-url)".into()))?;
+    UpstreamPool::new(upstream, config.limits.upstream_timeout, config.metrics.clone())
+        .map(Arc::new)
+        .map_err(|e| {
+            tracing::error!(error = %e, "the upstream cannot be used");
+            no_upstream(format!("this server's upstream model cannot be used: {e}"))
+        })
+}
 
 /// The upstream model of a server: one [`Endpoint`] (whose connections every call reuses),
 /// the timeout of a call, and the metrics its answers are counted in.
