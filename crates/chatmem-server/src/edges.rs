@@ -29,9 +29,9 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
-use crate::completions::CONVERSATION_HEADER;
 use crate::config::ServerConfig;
 use crate::error::{ApiError, ErrorCode};
+use crate::extract::CONVERSATION_HEADER;
 use crate::state::RequestId;
 
 /// The loopback names a server without auth answers to (ports aside).
