@@ -2,8 +2,8 @@
 //! bodies are the types the handlers (de)serialize, derived; the error body is the one
 //! [`ApiError`](crate::ApiError) writes. The chat completion's request and answer are
 //! OpenAI's, which the server passes through rather than (de)serializes: their schemas are
-//! declared in `schemas.rs`. The paths are declared here, one per operation (the handlers of the
-//! chat completion are not this file's); a test checks them against the router, and
+//! declared in `schemas.rs`. The paths are declared on the handlers themselves
+//! (`#[utoipa::path]`); a test checks them against the router, and
 //! `tests/observability.rs` runs `openapi-spec-validator` on the document.
 
 use axum::Json;
@@ -11,14 +11,23 @@ use axum::response::{IntoResponse, Response};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
+// The handlers' path descriptions, listed unqualified (a qualified one would be tagged with
+// its module's path).
+use crate::completions::{__path_chat_completions, __path_models};
 use crate::error::ErrorBody;
 use crate::policy::PolicySchema;
+use crate::routes::{
+    __path_delete_conversation, __path_get_history, __path_get_messages, __path_healthz, __path_list, __path_metrics,
+    __path_post_messages,
+};
 use crate::routes::{ConversationPage, Health, HistoryBody, PostMessages, WindowBody};
 use crate::schemas::{
     ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, ChatMessage, MessageSchema, ModelList,
 };
 
-/// The document, built once per request (it is small and requests for it are rare).
+/// `GET /openapi.json`: this API as OpenAPI 3.1.
+#[utoipa::path(get, operation_id = "openapi_json", path = "/openapi.json", security(()),
+    responses((status = 200, description = "this document", content_type = "application/json", body = Object)))]
 pub(crate) async fn serve() -> Response {
     Json(ApiDoc::openapi()).into_response()
 }
@@ -33,8 +42,8 @@ pub(crate) async fn serve() -> Response {
     paths(
         healthz,
         metrics,
-        openapi_json,
-        list_conversations,
+        serve,
+        list,
         get_messages,
         post_messages,
         get_history,
@@ -74,118 +83,6 @@ impl Modify for BearerAuth {
         );
     }
 }
-
-// The operations. Every response says what it means; the error bodies are `ErrorBody`.
-
-#[utoipa::path(get, path = "/healthz", security(()),
-    responses((status = 200, description = "the store answers", body = Health),
-              (status = 503, description = "the store does not answer", body = ErrorBody)))]
-#[allow(dead_code)]
-fn healthz() {}
-
-#[utoipa::path(get, path = "/metrics",
-    responses((status = 200, description = "requests by route template, method and status, latency histograms, commits, version conflicts, store and upstream errors, summaries; as OpenMetrics 1.0.0 when the `Accept` header prefers `application/openmetrics-text` (as Prometheus's does), otherwise (no `Accept`, `*/*`, `text/plain`) as Prometheus's text format 0.0.4 (`Vary: Accept`)",
-               content((String = "text/plain"), (String = "application/openmetrics-text"))),
-              (status = 401, description = "with `--auth`, no valid bearer token (a scraper without one uses `--metrics-listen`)", body = ErrorBody)))]
-#[allow(dead_code)]
-fn metrics() {}
-
-#[utoipa::path(get, path = "/openapi.json", security(()),
-    responses((status = 200, description = "this document", content_type = "application/json", body = Object)))]
-#[allow(dead_code)]
-fn openapi_json() {}
-
-#[utoipa::path(get, path = "/v1/conversations",
-    params(("cursor" = Option<String>, Query, description = "the last id of the previous page"),
-           ("limit" = Option<usize>, Query, minimum = 1, maximum = 1000, description = "1 to 1000 (default 100)")),
-    responses((status = 200, description = "a page of the tenant's conversation ids", body = ConversationPage),
-              (status = 400, description = "an invalid `limit` or `cursor`, or an unknown parameter", body = ErrorBody),
-              (status = 401, description = "with `--auth`, no valid bearer token", body = ErrorBody),
-              (status = 413, description = "a `cursor` over the id limit", body = ErrorBody),
-              (status = 503, description = "the store does not answer", body = ErrorBody)))]
-#[allow(dead_code)]
-fn list_conversations() {}
-
-#[utoipa::path(get, path = "/v1/conversations/{id}/messages",
-    params(("id" = String, Path, description = "the conversation id, one path segment: a `/` in it is sent as `%2F`"), PolicySchema),
-    responses((status = 200, description = "the window the model sees", body = WindowBody),
-              (status = 400, description = "an invalid id or policy, named", body = ErrorBody),
-              (status = 401, description = "with `--auth`, no valid bearer token", body = ErrorBody),
-              (status = 404, description = "no such conversation (for this tenant)", body = ErrorBody),
-              (status = 413, description = "an id over the id limit", body = ErrorBody),
-              (status = 503, description = "the store does not answer", body = ErrorBody)))]
-#[allow(dead_code)]
-fn get_messages() {}
-
-#[utoipa::path(post, path = "/v1/conversations/{id}/messages",
-    params(("id" = String, Path, description = "the conversation id, one path segment: a `/` in it is sent as `%2F`")),
-    request_body = PostMessages,
-    responses((status = 200, description = "committed atomically; the window after the commit", body = WindowBody),
-              (status = 400, description = "an invalid id, body or policy; the message names the field", body = ErrorBody),
-              (status = 401, description = "with `--auth`, no valid bearer token", body = ErrorBody),
-              (status = 403, description = "a Host or Origin the server does not answer to, or a read-only token (`read_only_token`)", body = ErrorBody),
-              (status = 408, description = "the body did not arrive within the body timeout", body = ErrorBody),
-              (status = 409, description = "too many concurrent writers to the conversation; retry", body = ErrorBody),
-              (status = 413, description = "over a limit (body, messages per request, text per message, id)", body = ErrorBody),
-              (status = 415, description = "the body is not declared JSON", body = ErrorBody),
-              (status = 503, description = "the store does not answer", body = ErrorBody)))]
-#[allow(dead_code)]
-fn post_messages() {}
-
-#[utoipa::path(get, path = "/v1/conversations/{id}/history",
-    params(("id" = String, Path, description = "the conversation id, one path segment: a `/` in it is sent as `%2F`"),
-           ("cursor" = Option<String>, Query, description = "the previous page's `next_cursor`"),
-           ("limit" = Option<usize>, Query, minimum = 1, maximum = 1000, description = "1 to 1000 messages (default 100); a page also ends once it holds about the body limit's bytes of text")),
-    responses((status = 200, description = "one page of everything stored, oldest first", body = HistoryBody),
-              (status = 400, description = "an invalid id, `limit` or `cursor`", body = ErrorBody),
-              (status = 401, description = "with `--auth`, no valid bearer token", body = ErrorBody),
-              (status = 404, description = "no such conversation (for this tenant)", body = ErrorBody),
-              (status = 413, description = "an id over the id limit", body = ErrorBody),
-              (status = 503, description = "the store does not answer", body = ErrorBody)))]
-#[allow(dead_code)]
-fn get_history() {}
-
-#[utoipa::path(delete, path = "/v1/conversations/{id}",
-    params(("id" = String, Path, description = "the conversation id, one path segment: a `/` in it is sent as `%2F`")),
-    responses((status = 204, description = "deleted: window, history and summary"),
-              (status = 400, description = "an invalid id", body = ErrorBody),
-              (status = 401, description = "with `--auth`, no valid bearer token", body = ErrorBody),
-              (status = 403, description = "a read-only token (`read_only_token`)", body = ErrorBody),
-              (status = 404, description = "no such conversation (for this tenant)", body = ErrorBody),
-              (status = 413, description = "an id over the id limit", body = ErrorBody),
-              (status = 503, description = "the store does not answer", body = ErrorBody)))]
-#[allow(dead_code)]
-fn delete_conversation() {}
-
-#[utoipa::path(post, path = "/v1/chat/completions",
-    params(("X-Chatmem-Conversation" = String, Header, description = "the conversation whose memory the call uses (UTF-8; any id the REST routes take)")),
-    request_body(content = ChatCompletionRequest, description = "OpenAI's chat-completion request"),
-    responses((status = 200, description = "the upstream's chat completion, after the turn was committed; with `\"stream\": true`, server-sent events (`data: ` a `ChatCompletionChunk`, then `data: [DONE]`), the turn committed before `[DONE]`",
-               content((ChatCompletion = "application/json"), (String = "text/event-stream"))),
-              (status = 400, description = "an invalid request (the message names the field, e.g. `n` or `messages[0].role`), no conversation header, or the upstream's own 400 passed through", body = ErrorBody),
-              (status = 401, description = "with `--auth`, no valid bearer token", body = ErrorBody),
-              (status = 403, description = "a Host or Origin the server does not answer to, or a read-only token (`read_only_token`)", body = ErrorBody),
-              (status = 404, description = "the upstream's 404 (an unknown model), passed through", body = ErrorBody),
-              (status = 409, description = "the upstream's 409, or too many concurrent writers to the conversation", body = ErrorBody),
-              (status = 413, description = "over a limit (body, messages per request, text per message, id), or the upstream's 413", body = ErrorBody),
-              (status = 415, description = "the body is not declared JSON", body = ErrorBody),
-              (status = 422, description = "the upstream's 422, passed through", body = ErrorBody),
-              (status = 429, description = "the upstream's rate limit, passed through with its `Retry-After`", body = ErrorBody,
-               headers(("Retry-After" = String, description = "seconds (or a date) to wait, as the upstream said"))),
-              (status = 502, description = "the upstream failed (a 5xx, its 401 or 403 about chatmem's key, or no connection); the message names its status, never its body", body = ErrorBody),
-              (status = 503, description = "no upstream is configured, or the store does not answer", body = ErrorBody),
-              (status = 504, description = "the upstream did not answer within the upstream timeout", body = ErrorBody)))]
-#[allow(dead_code)]
-fn chat_completions() {}
-
-#[utoipa::path(get, path = "/v1/models",
-    responses((status = 200, description = "the upstream's `GET /models` answer, as it came", body = ModelList),
-              (status = 401, description = "with `--auth`, no valid bearer token", body = ErrorBody),
-              (status = 502, description = "the upstream failed; the message names its status", body = ErrorBody),
-              (status = 503, description = "no upstream is configured", body = ErrorBody),
-              (status = 504, description = "the upstream did not answer within the upstream timeout", body = ErrorBody)))]
-#[allow(dead_code)]
-fn models() {}
 
 #[cfg(test)]
 mod tests {
