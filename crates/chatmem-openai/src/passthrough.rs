@@ -187,13 +187,10 @@ pub fn request_messages(messages: Value) -> Result<Vec<Message>, InvalidMessages
             other => Ok(other),
         })
         .collect::<Result<Vec<_>, _>>()?;
-    // Read from JSON text, so that the error names the field (the core's one reader).
-    let text = serde_json::to_vec(&items).map_err(|e| InvalidMessages {
-        path: "messages".into(),
-        reason: e.to_string(),
-    })?;
-    let mut de = serde_json::Deserializer::from_slice(&text);
-    chatmem::deserialize_json::<_, Vec<Message>>(&mut de).map_err(|e| InvalidMessages {
+    // Read from the parsed value with the field path tracked (the core's one reader), so that
+    // the error names the field without the messages being written and parsed again.
+    let items = Value::Array(items);
+    chatmem::deserialize_json::<_, Vec<Message>>(&items).map_err(|e| InvalidMessages {
         path: match e.path() {
             Some(p) => format!("messages{p}"),
             None => "messages".into(),

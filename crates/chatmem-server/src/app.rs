@@ -21,65 +21,10 @@ use crate::config::ServerConfig;
 use crate::edges::{self, Edges};
 use crate::metered_store::MeteredStore;
 use crate::metrics::Metrics;
+use crate::route;
 use crate::routes;
-
-/// The route templates: the router's paths, and the `route` label of the request metrics.
-pub(crate) mod route {
-    pub(crate) const HEALTHZ: &str = "/healthz";
-    pub(crate) const METRICS: &str = "/metrics";
-    pub(crate) const OPENAPI: &str = "/openapi.json";
-    pub(crate) const MODELS: &str = "/v1/models";
-    pub(crate) const COMPLETIONS: &str = "/v1/chat/completions";
-    pub(crate) const CONVERSATIONS: &str = "/v1/conversations";
-    // `{id}` is one path segment: a `/` in an id is sent as `%2F` (axum percent-decodes the
-    // segment), so no id can be mistaken for another route.
-    pub(crate) const CONVERSATION: &str = "/v1/conversations/{id}";
-    pub(crate) const MESSAGES: &str = "/v1/conversations/{id}/messages";
-    pub(crate) const HISTORY: &str = "/v1/conversations/{id}/history";
-    /// The memory inspector's pages (`ui/`).
-    pub(crate) const UI: &str = "/ui";
-    pub(crate) const UI_CONVERSATION: &str = "/ui/conversations/{id}";
-    pub(crate) const UI_SIGN_IN: &str = "/ui/sign-in";
-    pub(crate) const UI_SIGN_OUT: &str = "/ui/sign-out";
-    pub(crate) const UI_STYLE: &str = "/ui/assets/ui.css";
-    pub(crate) const UI_SCRIPT: &str = "/ui/assets/ui.js";
-    /// The inspector's templates: web pages and their assets, outside the API's description.
-    #[cfg(test)]
-    pub(crate) const PAGES: [&str; 6] = [UI, UI_CONVERSATION, UI_SIGN_IN, UI_SIGN_OUT, UI_STYLE, UI_SCRIPT];
-    /// Every template the router serves.
-    pub(crate) const ALL: [&str; 15] = [
-        HEALTHZ,
-        METRICS,
-        OPENAPI,
-        MODELS,
-        COMPLETIONS,
-        CONVERSATIONS,
-        CONVERSATION,
-        MESSAGES,
-        HISTORY,
-        UI,
-        UI_CONVERSATION,
-        UI_SIGN_IN,
-        UI_SIGN_OUT,
-        UI_STYLE,
-        UI_SCRIPT,
-    ];
-    /// Any path no route serves.
-    pub(crate) const UNMATCHED: &str = "unmatched";
-}
-
-/// What the handlers share: the memory (store and policy) and the configuration.
-#[derive(Debug, Clone)]
-pub struct AppState {
-    pub(crate) memory: Arc<ChatMemory<Arc<dyn Store>>>,
-    pub(crate) config: Arc<ServerConfig>,
-    /// The upstream's connection pool, built once, or the 503 its routes answer.
-    pub(crate) upstream: Result<Arc<completions::UpstreamPool>, crate::error::ApiError>,
-}
-
-/// The id of one request, in its extensions, its log span and its response.
-#[derive(Debug, Clone)]
-pub(crate) struct RequestId(pub(crate) String);
+use crate::state::AppState;
+use crate::state::RequestId;
 
 /// The server's router over `memory`, ready for [`serve`](crate::serve()) or for tests to
 /// drive with `tower::ServiceExt::oneshot`. Its store calls are counted in `config.metrics`
@@ -99,7 +44,7 @@ pub fn app(memory: ChatMemory<Arc<dyn Store>>, config: ServerConfig) -> Router {
     let cors = edges::cors(&config);
     let state = AppState {
         memory: Arc::new(memory),
-        upstream: completions::upstream_pool(&config),
+        upstream: crate::upstream::pool(&config),
         config: Arc::new(config),
     };
     let router = Router::new()
@@ -116,7 +61,10 @@ pub fn app(memory: ChatMemory<Arc<dyn Store>>, config: ServerConfig) -> Router {
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
-        .layer(middleware::from_fn_with_state(limits, crate::serve::refuse_oversized));
+        .layer(middleware::from_fn_with_state(
+            limits,
+            crate::request_limits::refuse_oversized,
+        ));
     // Inside the edge rules: only the origins they let through get CORS answers.
     let router = match cors {
         Some(cors) => router.layer(cors),

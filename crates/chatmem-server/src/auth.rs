@@ -244,7 +244,7 @@ impl Tenant {
         } else {
             Err(crate::error::ApiError::new(
                 axum::http::StatusCode::FORBIDDEN,
-                "read_only_token",
+                crate::error::ErrorCode::ReadOnlyToken,
                 "this token reads only (write = false in the auth file)",
             ))
         }

@@ -29,10 +29,10 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
-use crate::app::RequestId;
-use crate::completions::CONVERSATION_HEADER;
 use crate::config::ServerConfig;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
+use crate::extract::CONVERSATION_HEADER;
+use crate::state::RequestId;
 
 /// The loopback names a server without auth answers to (ports aside).
 const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
@@ -73,7 +73,7 @@ impl Edges {
         {
             return Err(ApiError::new(
                 StatusCode::FORBIDDEN,
-                "forbidden_host",
+                ErrorCode::ForbiddenHost,
                 "this server answers only to a loopback Host (localhost, 127.0.0.1, [::1]) or one given with --allowed-host",
             ));
         }
@@ -83,7 +83,7 @@ impl Edges {
             if !own && !self.origins.contains(&origin) {
                 return Err(ApiError::new(
                     StatusCode::FORBIDDEN,
-                    "forbidden_origin",
+                    ErrorCode::ForbiddenOrigin,
                     "requests from another site's page are refused; list its origin with --allowed-origin to allow it",
                 ));
             }
@@ -91,7 +91,7 @@ impl Edges {
         if request.method() == Method::POST && !is_json(headers.get(header::CONTENT_TYPE)) {
             return Err(ApiError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
+                ErrorCode::UnsupportedMediaType,
                 "a POST body must be JSON: send Content-Type: application/json",
             ));
         }
@@ -104,7 +104,11 @@ pub(crate) async fn guard(State(edges): State<Arc<Edges>>, request: Request, nex
     match edges.check(&request) {
         Ok(()) => next.run(request).await,
         Err(e) => {
-            tracing::debug!(status = e.status().as_u16(), code = e.code(), "refused at the edge");
+            tracing::debug!(
+                status = e.status().as_u16(),
+                code = e.code().as_str(),
+                "refused at the edge"
+            );
             match request.extensions().get::<RequestId>() {
                 Some(id) => e.with_request_id(&id.0).into_response(),
                 None => e.into_response(),

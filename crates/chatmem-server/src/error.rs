@@ -1,11 +1,17 @@
-//! [`ApiError`]: the one error type of the server, and the one JSON shape every error has:
+//! [`ApiError`]: the one error type of the server, [`ErrorCode`] its codes, and [`ErrorBody`]
+//! the one JSON shape every error the server sends has:
 //! `{"error": {"code": "...", "message": "...", "type": "...", "param": ..., "request_id": "..."}}`
 //! (OpenAI's error object, so OpenAI clients read chatmem's errors as their own, plus the
-//! request id).
+//! request id). REST answers, the listener's refusals, a stream's error event and the
+//! stand-in for an upstream's unreadable refusal are all built from it.
 
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+
+mod code;
+
+pub use self::code::ErrorCode;
 
 /// An error answered to a client: a status, a stable machine-readable `code` and a one-line
 /// `message` (escaped with [`chatmem::printable::printable`], so it never carries raw control characters
@@ -15,13 +21,14 @@ use axum::response::{IntoResponse, Response};
 /// use chatmem_server::ApiError;
 /// let e = ApiError::not_found("no conversation \"c1\"");
 /// assert_eq!(e.status().as_u16(), 404);
-/// assert_eq!(e.code(), "not_found");
+/// assert_eq!(e.code(), chatmem_server::ErrorCode::NotFound);
+/// assert_eq!(e.code().as_str(), "not_found");
 /// ```
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct ApiError {
     status: StatusCode,
-    code: &'static str,
+    code: ErrorCode,
     message: String,
     param: Option<String>,
     request_id: Option<String>,
@@ -29,7 +36,7 @@ pub struct ApiError {
 
 impl ApiError {
     /// An error with this status, code and message.
-    pub fn new(status: StatusCode, code: &'static str, message: impl AsRef<str>) -> Self {
+    pub fn new(status: StatusCode, code: ErrorCode, message: impl AsRef<str>) -> Self {
         Self {
             status,
             code,
@@ -74,22 +81,22 @@ impl ApiError {
 
     /// 400 `invalid_request`: the request was malformed; the message names what was wrong.
     pub fn invalid(message: impl AsRef<str>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "invalid_request", message)
+        Self::new(StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest, message)
     }
 
     /// 401 `unauthorized`: no valid bearer token.
     pub fn unauthorized(message: impl AsRef<str>) -> Self {
-        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+        Self::new(StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized, message)
     }
 
     /// 404 `not_found`.
     pub fn not_found(message: impl AsRef<str>) -> Self {
-        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+        Self::new(StatusCode::NOT_FOUND, ErrorCode::NotFound, message)
     }
 
     /// 413 `too_large`: over one of the server's limits.
     pub fn too_large(message: impl AsRef<str>) -> Self {
-        Self::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", message)
+        Self::new(StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::TooLarge, message)
     }
 
     /// The HTTP status.
@@ -98,7 +105,7 @@ impl ApiError {
     }
 
     /// The machine-readable code.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         self.code
     }
 
@@ -125,19 +132,23 @@ impl From<chatmem::Error> for ApiError {
                     log_store_error(tracing::Level::WARN, store);
                     Self::new(
                         StatusCode::SERVICE_UNAVAILABLE,
-                        "store_unavailable",
+                        ErrorCode::StoreUnavailable,
                         "the store is unavailable",
                     )
                 }
                 // Too much contention, or one lost version check.
-                _ => Self::new(StatusCode::CONFLICT, "contention", e.to_string()),
+                _ => Self::new(StatusCode::CONFLICT, ErrorCode::Contention, e.to_string()),
             },
             _ => {
                 match e.store_error() {
                     Some(store) => log_store_error(tracing::Level::ERROR, store),
                     None => tracing::error!("store failure"),
                 }
-                Self::new(StatusCode::INTERNAL_SERVER_ERROR, "store_error", "the store failed")
+                Self::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    ErrorCode::StoreError,
+                    "the store failed",
+                )
             }
         }
     }
@@ -167,7 +178,7 @@ impl From<chatmem::TooLarge> for ApiError {
 }
 
 /// OpenAI's error `type` for an HTTP status (see [`ApiError::kind`]).
-pub(crate) fn error_type(status: StatusCode) -> &'static str {
+fn error_type(status: StatusCode) -> &'static str {
     match status.as_u16() {
         401 => "authentication_error",
         403 => "permission_error",
@@ -177,25 +188,19 @@ pub(crate) fn error_type(status: StatusCode) -> &'static str {
     }
 }
 
-/// The JSON body of every error. `ApiError` answers exactly this, and `/openapi.json`
-/// documents this type, so the documented shape is the real one.
-#[derive(serde::Serialize, utoipa::ToSchema)]
+/// The JSON body of every error the server sends. `ApiError` answers exactly this, and
+/// `/openapi.json` documents this type, so the documented shape is the real one.
+#[derive(utoipa::ToSchema)]
 #[schema(as = Error)]
 pub(crate) struct ErrorBody {
     error: ErrorDetail,
 }
 
 /// What went wrong.
-#[derive(serde::Serialize, utoipa::ToSchema)]
+#[derive(utoipa::ToSchema)]
 pub(crate) struct ErrorDetail {
-    /// A stable machine-readable code: `invalid_request`, `unauthorized`, `not_found`,
-    /// `too_large`, `uri_too_long`, `header_too_large`, `body_timeout`, `contention`,
-    /// `store_unavailable` (down, or over the store timeout), `store_error`, `no_upstream`,
-    /// `upstream_error` (the upstream failed: its status in the message, never its text),
-    /// `upstream_auth` (the upstream refused chatmem's own key), `upstream_unavailable`,
-    /// `upstream_timeout`, `forbidden_host`, `forbidden_origin`, `read_only_token`,
-    /// `unsupported_media_type`, `method_not_allowed`.
-    code: &'static str,
+    /// A stable machine-readable code.
+    code: ErrorCode,
     /// One line for people; it names the field when a request was invalid.
     message: String,
     /// OpenAI's error type, from the status: `invalid_request_error`, `authentication_error`,
@@ -206,26 +211,104 @@ pub(crate) struct ErrorDetail {
     param: Option<String>,
     /// The request's id (also in its `x-request-id` header and every log line of it).
     request_id: Option<String>,
+    /// The order its fields are written in.
+    #[serde(skip)]
+    order: FieldOrder,
+}
+
+/// The order an error's fields are written in: the same fields either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FieldOrder {
+    /// chatmem's own answers: `code`, `message`, `type`, `param`, `request_id` (null when the
+    /// request has no id).
+    Chatmem,
+    /// Where the error stands in for one of OpenAI's (a stream's error event, an upstream's
+    /// refusal): `message`, `type`, `param`, `code` as OpenAI writes them, then `request_id`
+    /// only when there is one.
+    OpenAi,
+}
+
+impl serde::Serialize for ErrorBody {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(1))?;
+        map.serialize_entry("error", &self.error)?;
+        map.end()
+    }
+}
+
+impl serde::Serialize for ErrorDetail {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        if self.order == FieldOrder::Chatmem {
+            map.serialize_entry("code", &self.code)?;
+        }
+        map.serialize_entry("message", &self.message)?;
+        map.serialize_entry("type", self.kind)?;
+        map.serialize_entry("param", &self.param)?;
+        match self.order {
+            FieldOrder::Chatmem => map.serialize_entry("request_id", &self.request_id)?,
+            FieldOrder::OpenAi => {
+                map.serialize_entry("code", &self.code)?;
+                if let Some(id) = &self.request_id {
+                    map.serialize_entry("request_id", id)?;
+                }
+            }
+        }
+        map.end()
+    }
+}
+
+impl ErrorBody {
+    /// The body of `e`, its message as given, in `order`.
+    fn new(e: &ApiError, message: String, order: FieldOrder) -> Self {
+        Self {
+            error: ErrorDetail {
+                code: e.code,
+                message,
+                kind: error_type(e.status),
+                param: e.param.clone(),
+                request_id: e.request_id.clone(),
+                order,
+            },
+        }
+    }
+
+    /// As JSON bytes. Strings, a code and optional strings: serializing cannot fail.
+    fn to_vec(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
 }
 
 impl ApiError {
     /// The body this error answers, in the one shape.
     fn body(&self) -> ErrorBody {
-        ErrorBody {
-            error: ErrorDetail {
-                code: self.code,
-                message: self.message.clone(),
-                kind: error_type(self.status),
-                param: self.param.clone(),
-                request_id: self.request_id.clone(),
-            },
-        }
+        ErrorBody::new(self, self.message.clone(), FieldOrder::Chatmem)
     }
 
     /// The body as JSON bytes, for an answer written outside axum (the listener's).
     pub(crate) fn body_json(&self) -> Vec<u8> {
-        // Strings and an optional string: serializing cannot fail.
-        serde_json::to_vec(&self.body()).unwrap_or_default()
+        self.body().to_vec()
+    }
+
+    /// The server-sent event that ends a stream this error broke off, as OpenAI ends one: data
+    /// `{"error": {...}}` in OpenAI's field order, the message led by the code (`upstream_timeout:
+    /// ...`), as OpenAI's clients raise it.
+    pub(crate) fn stream_event(&self) -> Vec<u8> {
+        let body = ErrorBody::new(self, self.to_string(), FieldOrder::OpenAi).to_vec();
+        let mut event = Vec::with_capacity(body.len() + 8);
+        event.extend_from_slice(b"data: ");
+        event.extend_from_slice(&body);
+        event.extend_from_slice(b"\n\n");
+        event
+    }
+
+    /// This error answered in place of an OpenAI error body, with its status: OpenAI's field
+    /// order, and no request id (the client's SDK reads it as the upstream's own).
+    pub(crate) fn into_openai_response(self) -> Response {
+        let body = ErrorBody::new(&self, self.message.clone(), FieldOrder::OpenAi);
+        (self.status, Json(body)).into_response()
     }
 }
 

@@ -1,7 +1,9 @@
 //! What every handler needs from a request, as axum extractors whose rejection is an
 //! [`ApiError`] carrying the request's id: the request id ([`RequestId`]), the caller's
 //! [`Tenant`], the conversation a path's `{id}` names for it ([`Conversation`]), a query
-//! ([`ApiQuery`]) and a JSON body within the body limit ([`JsonBody`], errors naming the field).
+//! ([`ApiQuery`]), the conversation the chat completion's header names ([`HeaderConversation`]),
+//! a body within the body limit ([`RawBody`]) and a JSON one ([`JsonBody`], errors naming the
+//! field).
 //! A handler lists what it needs in its arguments; nothing is borrowed from another handler's
 //! file.
 
@@ -14,9 +16,9 @@ use axum::response::{IntoResponse, Response};
 use chatmem::ConversationId;
 use serde::de::DeserializeOwned;
 
-use crate::app::{AppState, RequestId};
 use crate::auth::{Tenant, bearer_token};
 use crate::error::ApiError;
+use crate::state::{AppState, RequestId};
 
 /// Answers `result`, an error naming the request. A failure of the server's (5xx: the store,
 /// the upstream) is logged at `warn`, a refusal of the client's request (4xx) at `debug`; both
@@ -30,7 +32,7 @@ pub(crate) fn respond(id: &RequestId, result: Result<Response, ApiError>) -> Res
 
 /// `e`, logged as [`respond`] logs it and naming request `id`.
 fn named(id: Option<&RequestId>, e: ApiError) -> ApiError {
-    let (status, code) = (e.status().as_u16(), e.code());
+    let (status, code) = (e.status().as_u16(), e.code().as_str());
     if e.status().is_server_error() {
         tracing::warn!(status, code, "failed");
     } else {
@@ -72,7 +74,7 @@ impl FromRequestParts<AppState> for Tenant {
 }
 
 /// The tenant of a request with these headers (see the extractor [`Tenant`]).
-pub(crate) fn tenant(state: &AppState, headers: &HeaderMap) -> Result<Tenant, ApiError> {
+fn tenant(state: &AppState, headers: &HeaderMap) -> Result<Tenant, ApiError> {
     let Some(auth) = &state.config.auth else {
         return Ok(Tenant::open());
     };
@@ -124,13 +126,35 @@ impl FromRequestParts<AppState> for Conversation {
     }
 }
 
-/// The stored key of conversation `id` for the caller's tenant (the chat completion's
-/// `X-Chatmem-Conversation` header names one this way).
-pub(crate) fn conversation_to_write(
-    state: &AppState,
-    headers: &HeaderMap,
-    id: &str,
-) -> Result<ConversationId, ApiError> {
+/// The header that names the conversation of a chat completion.
+pub const CONVERSATION_HEADER: &str = "x-chatmem-conversation";
+
+/// The stored key of the conversation the `X-Chatmem-Conversation` header names, for a write
+/// by the caller's tenant: the header is checked first (400 without it, or when it is not
+/// UTF-8), then the tenant (401), its right to write (403), and the id (400, 413 over the id
+/// limit).
+#[derive(Debug)]
+pub(crate) struct HeaderConversation(pub(crate) ConversationId);
+
+impl FromRequestParts<AppState> for HeaderConversation {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        header_conversation(state, &parts.headers)
+            .map(Self)
+            .map_err(|e| refused(parts, e))
+    }
+}
+
+fn header_conversation(state: &AppState, headers: &HeaderMap) -> Result<ConversationId, ApiError> {
+    let header = headers.get(CONVERSATION_HEADER).ok_or_else(|| {
+        ApiError::invalid(
+            "the X-Chatmem-Conversation header is required: it names the conversation whose memory the call uses",
+        )
+    })?;
+    // UTF-8, not only visible ASCII: an id may be any text (`订单-LC202610060018`).
+    let id = std::str::from_utf8(header.as_bytes())
+        .map_err(|_| ApiError::invalid("the X-Chatmem-Conversation header is not UTF-8 text"))?;
     let tenant = tenant(state, headers)?;
     tenant.check_write()?;
     key(state, &tenant, id, "conversation id")
@@ -177,18 +201,31 @@ impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
 
     async fn from_request(request: Request, state: &AppState) -> Result<Self, Self::Rejection> {
         let id = request.extensions().get::<RequestId>().cloned();
-        let body = Bytes::from_request(request, state).await;
-        body_bytes(state, body)
-            .and_then(|body| parse_body(&body, "request body"))
+        let RawBody(body) = RawBody::from_request(request, state).await?;
+        parse_body(&body, "request body")
             .map(Self)
             .map_err(|e| named(id.as_ref(), e))
     }
 }
 
+/// A request body as it came, within the body limit (413 over it, 408 past the body deadline).
+#[derive(Debug)]
+pub(crate) struct RawBody(pub(crate) Bytes);
+
+impl FromRequest<AppState> for RawBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        let id = request.extensions().get::<RequestId>().cloned();
+        let body = Bytes::from_request(request, state).await;
+        body_bytes(state, body).map(Self).map_err(|e| named(id.as_ref(), e))
+    }
+}
+
 /// A request body within the body limit, or the error that says why not.
-pub(crate) fn body_bytes(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+fn body_bytes(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
     body.map_err(|e| {
-        if let Some(timeout) = crate::serve::body_timeout(&e) {
+        if let Some(timeout) = crate::request_limits::body_timeout(&e) {
             timeout
         } else if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::too_large(format!(

@@ -5,11 +5,13 @@
 //! Rust, and OpenAI clients that get memory by changing their base URL and adding one header.
 //! It is not: a store (it uses one); nor the window rules (the [`chatmem::ChatMemory`] it is
 //! given holds the policy, and a request's `"policy"` is the core's [`chatmem::PolicySpec`]
-//! laid over it); nor a model client (that is `chatmem-openai`, through `chatmem-advisor`). It
+//! laid over it); nor a model client (the chat completion passes the client's request through
+//! to the upstream with `chatmem-openai`'s `passthrough`, and reads the answer with it). It
 //! speaks OpenAI's JSON to its own clients (the chat completion's answer and stream events).
 //!
 //! `chatmem serve` runs it. The API (JSON; errors are
-//! `{"error": {"code", "message", "request_id"}}`):
+//! `{"error": {"code", "message", "type", "param", "request_id"}}`, OpenAI's error object plus
+//! the request id, `code` an [`ErrorCode`]):
 //!
 //! | request | answer |
 //! |---|---|
@@ -51,15 +53,21 @@ mod metered_store;
 mod metrics;
 mod openapi;
 mod policy;
+mod request_limits;
+mod route;
 mod routes;
+mod schemas;
 mod serve;
+mod state;
 mod ui;
 mod unreadable;
+mod upstream;
 
-pub use crate::app::{AppState, app};
+pub use crate::app::app;
 pub use crate::auth::{Auth, AuthError, DEFAULT_MAX_ID_BYTES, MAX_TENANT_BYTES, Tenant, bearer_token};
-pub use crate::completions::CONVERSATION_HEADER;
 pub use crate::config::{Limits, PolicyCaps, ServerConfig, Upstream};
-pub use crate::error::ApiError;
+pub use crate::error::{ApiError, ErrorCode};
+pub use crate::extract::CONVERSATION_HEADER;
 pub use crate::metrics::{Metrics, metrics_app};
 pub use crate::serve::{ServeOptions, serve};
+pub use crate::state::AppState;

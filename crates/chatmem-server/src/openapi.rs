@@ -2,25 +2,32 @@
 //! bodies are the types the handlers (de)serialize, derived; the error body is the one
 //! [`ApiError`](crate::ApiError) writes. The chat completion's request and answer are
 //! OpenAI's, which the server passes through rather than (de)serializes: their schemas are
-//! declared here, field by field, from OpenAI's API (the fields chatmem reads, and room for
-//! the rest it forwards). The paths are declared here, one per operation (the handlers of the
-//! chat completion are not this file's); a test checks them against the router, and
+//! declared in `schemas.rs`. The paths are declared on the handlers themselves
+//! (`#[utoipa::path]`); a test checks them against the router, and
 //! `tests/observability.rs` runs `openapi-spec-validator` on the document.
 
 use axum::Json;
 use axum::response::{IntoResponse, Response};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::{Modify, OpenApi, ToSchema};
+use utoipa::{Modify, OpenApi};
 
-use std::collections::HashMap;
-
-use serde_json::Value;
-
+// The handlers' path descriptions, listed unqualified (a qualified one would be tagged with
+// its module's path).
+use crate::completions::{__path_chat_completions, __path_models};
 use crate::error::ErrorBody;
 use crate::policy::PolicySchema;
+use crate::routes::{
+    __path_delete_conversation, __path_get_history, __path_get_messages, __path_healthz, __path_list, __path_metrics,
+    __path_post_messages,
+};
 use crate::routes::{ConversationPage, Health, HistoryBody, PostMessages, WindowBody};
+use crate::schemas::{
+    ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, ChatMessage, MessageSchema, ModelList,
+};
 
-/// The document, built once per request (it is small and requests for it are rare).
+/// `GET /openapi.json`: this API as OpenAPI 3.1.
+#[utoipa::path(get, operation_id = "openapi_json", path = "/openapi.json", security(()),
+    responses((status = 200, description = "this document", content_type = "application/json", body = Object)))]
 pub(crate) async fn serve() -> Response {
     Json(ApiDoc::openapi()).into_response()
 }
@@ -35,8 +42,8 @@ pub(crate) async fn serve() -> Response {
     paths(
         healthz,
         metrics,
-        openapi_json,
-        list_conversations,
+        serve,
+        list,
         get_messages,
         post_messages,
         get_history,
@@ -77,411 +84,14 @@ impl Modify for BearerAuth {
     }
 }
 
-/// A message in OpenAI's Chat Completions shape plus chatmem's own fields, as
-/// `chatmem::Message`'s hand-written JSON codec reads and writes it (a test checks the field
-/// names against it).
-#[derive(ToSchema)]
-#[schema(as = Message)]
-#[allow(dead_code)] // a schema only: the real type is chatmem::Message
-pub(crate) struct MessageSchema {
-    role: RoleSchema,
-    /// Text, or a list of content parts (`{"type": "text", "text"}`, `{"type": "image_url",
-    /// "image_url": {"url"}}`, ...); absent or null on an assistant message with tool calls.
-    #[schema(value_type = Object, required = false)]
-    content: Option<serde_json::Value>,
-    /// The participant's name.
-    name: Option<String>,
-    /// An assistant's tool calls: `{"id", "type": "function", "function": {"name", "arguments"}}`.
-    #[schema(value_type = Vec<Object>, required = false)]
-    tool_calls: Option<Vec<serde_json::Value>>,
-    /// A tool result's call id.
-    tool_call_id: Option<String>,
-    /// Reasoning text (DeepSeek's); kept in memory, never sent to a model.
-    reasoning_content: Option<String>,
-    /// A tool result that reports a failure.
-    is_error: Option<bool>,
-    /// Application data kept with the message, never sent to a model.
-    #[schema(value_type = Object, required = false)]
-    metadata: Option<serde_json::Value>,
-}
-
-/// Who wrote a message, in memory as in a chat completion (`developer` is kept with its role
-/// and follows the system message's rules: one per conversation, first, never evicted).
-#[derive(ToSchema)]
-#[schema(as = Role)]
-#[serde(rename_all = "lowercase")]
-#[allow(dead_code)] // a schema only: the real type is chatmem::Role
-enum RoleSchema {
-    System,
-    /// Instructions in the system slot, as a system message (OpenAI's newer name).
-    Developer,
-    User,
-    Assistant,
-    Tool,
-}
-
-// The chat completion: OpenAI's objects, as the server reads and passes them. Schema-only
-// types (never built): `#[allow(dead_code)]` on each.
-
-/// OpenAI's chat-completion request. chatmem reads `model`, `messages`, `stream`,
-/// `stream_options` and `n`; the upstream receives the request as sent, every field in the
-/// client's order and type, with `messages` replaced by memory's window followed by the turn's
-/// new messages.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub(crate) struct ChatCompletionRequest {
-    /// The upstream's model, forwarded as given.
-    model: String,
-    /// The turn's new messages. A client that resends the whole conversation may: the leading
-    /// messages the conversation already holds are recognised and not stored twice.
-    #[schema(min_items = 1)]
-    messages: Vec<ChatMessage>,
-    /// `true`: the answer as server-sent events of `ChatCompletionChunk`s, ending with
-    /// `data: [DONE]`.
-    stream: Option<bool>,
-    /// With `stream`: `{"include_usage": true}` asks for a last chunk with the usage (and
-    /// `choices: []`); without it no usage chunk is sent.
-    #[schema(value_type = Option<Object>)]
-    stream_options: Option<Value>,
-    /// How many answers to generate: 1. More is refused with 400 naming `n` before any
-    /// upstream call (memory keeps one answer).
-    #[schema(minimum = 1, maximum = 1)]
-    n: Option<u32>,
-    /// Tools the model may call: `{"type": "function", "function": {"name", "description",
-    /// "parameters", "strict"}}`.
-    #[schema(value_type = Option<Vec<Object>>)]
-    tools: Option<Vec<Value>>,
-    /// Sampling temperature.
-    temperature: Option<f64>,
-    /// Nucleus sampling.
-    top_p: Option<f64>,
-    /// The answer's token limit (older models).
-    max_tokens: Option<u32>,
-    /// The answer's token limit, reasoning included (newer models); forwarded as itself.
-    max_completion_tokens: Option<u32>,
-    /// Up to four stop sequences: a string or an array of strings.
-    stop: Option<Value>,
-    /// `none`, `auto`, `required`, or `{"type": "function", "function": {"name"}}`.
-    tool_choice: Option<Value>,
-    /// `{"type": "text"}`, `{"type": "json_object"}` or `{"type": "json_schema", "json_schema":
-    /// {...}}` (structured outputs).
-    #[schema(value_type = Option<Object>)]
-    response_format: Option<Value>,
-    /// Every other field of OpenAI's request (`parallel_tool_calls`, `seed`, `logprobs`,
-    /// `top_logprobs`, `user`, `reasoning_effort`, `metadata`, `store`, `presence_penalty`,
-    /// `frequency_penalty`, `logit_bias`, `service_tier`, `prediction`, `modalities`,
-    /// `prompt_cache_key`, `verbosity`, `safety_identifier`, ...) and a provider's own
-    /// (`top_k`, `thinking`) is forwarded unchanged.
-    #[serde(flatten)]
-    extra: HashMap<String, Value>,
-}
-
-/// A message of a chat-completion request, in OpenAI's shape.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub(crate) struct ChatMessage {
-    role: RoleSchema,
-    /// Text, or a list of content parts (`{"type": "text", "text"}`, `{"type": "image_url",
-    /// "image_url": {"url"}}`, ...); null on an assistant message with tool calls.
-    #[schema(value_type = Object)]
-    content: Option<Value>,
-    /// The participant's name.
-    name: Option<String>,
-    /// An assistant's tool calls.
-    tool_calls: Option<Vec<ToolCall>>,
-    /// A tool result's call id.
-    tool_call_id: Option<String>,
-}
-
-/// One tool call of an assistant message.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub(crate) struct ToolCall {
-    /// The call's id, which the tool result names.
-    id: String,
-    /// `function`.
-    #[serde(rename = "type")]
-    kind: String,
-    function: FunctionCall,
-}
-
-/// The function a tool call calls.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub(crate) struct FunctionCall {
-    /// The function's name.
-    name: String,
-    /// Its arguments, as JSON text.
-    arguments: String,
-}
-
-/// OpenAI's `chat.completion` object, as the upstream sent it (its id, `system_fingerprint`,
-/// `logprobs`, `refusal`, annotations and any field not listed here pass through unchanged).
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub(crate) struct ChatCompletion {
-    /// The completion's id (the upstream's).
-    id: String,
-    /// `chat.completion`.
-    object: String,
-    /// Unix time, in seconds.
-    created: u64,
-    /// The model that answered.
-    model: String,
-    /// One choice (`n` is 1).
-    choices: Vec<Choice>,
-    usage: Option<CompletionUsage>,
-    /// The upstream's backend configuration.
-    system_fingerprint: Option<String>,
-    /// The tier that served the request.
-    service_tier: Option<String>,
-    /// Whatever else the upstream sent.
-    #[serde(flatten)]
-    extra: HashMap<String, Value>,
-}
-
-/// One answer of a chat completion.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub(crate) struct Choice {
-    /// 0.
-    index: u32,
-    message: AssistantMessage,
-    /// `stop`, `length`, `tool_calls`, `content_filter`.
-    finish_reason: Option<String>,
-    /// Token log probabilities, when asked for.
-    #[schema(value_type = Option<Object>)]
-    logprobs: Option<Value>,
-}
-
-/// The model's answer.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub(crate) struct AssistantMessage {
-    /// `assistant`.
-    role: String,
-    /// The text; null when the answer is tool calls only.
-    content: Option<String>,
-    /// The model's refusal, if it refused.
-    refusal: Option<String>,
-    /// Tools the model calls; the client runs them and sends the results in the next request.
-    tool_calls: Option<Vec<ToolCall>>,
-    /// Annotations (citations, ...).
-    #[schema(value_type = Option<Vec<Object>>)]
-    annotations: Option<Vec<Value>>,
-    /// Reasoning text (DeepSeek's), stored in memory and never sent to a model.
-    reasoning_content: Option<String>,
-}
-
-/// Tokens the upstream counted for the call.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub(crate) struct CompletionUsage {
-    /// Tokens of the prompt (memory's window and the new messages).
-    prompt_tokens: u64,
-    /// Tokens of the answer.
-    completion_tokens: u64,
-    /// Their sum.
-    total_tokens: u64,
-    prompt_tokens_details: Option<PromptTokensDetails>,
-    /// Reasoning tokens and others, as the upstream reports them.
-    #[schema(value_type = Option<Object>)]
-    completion_tokens_details: Option<Value>,
-}
-
-/// What the prompt's tokens were.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub(crate) struct PromptTokensDetails {
-    /// Tokens served from the upstream's prompt cache.
-    cached_tokens: Option<u64>,
-}
-
-/// One server-sent event of a streamed chat completion (`data: {...}`); the stream ends with
-/// `data: [DONE]`.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub(crate) struct ChatCompletionChunk {
-    /// The completion's id, the same in every chunk.
-    id: String,
-    /// `chat.completion.chunk`.
-    object: String,
-    /// Unix time, in seconds.
-    created: u64,
-    /// The model that answers.
-    model: String,
-    /// The delta of the one choice; empty in the last chunk of `stream_options.include_usage`.
-    choices: Vec<ChunkChoice>,
-    /// Only in that last chunk.
-    usage: Option<CompletionUsage>,
-    /// Whatever else the upstream sent.
-    #[serde(flatten)]
-    extra: HashMap<String, Value>,
-}
-
-/// One choice's part of a chunk.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub(crate) struct ChunkChoice {
-    /// 0.
-    index: u32,
-    /// What this chunk adds: `role` (first), `content`, `refusal`, `reasoning_content`,
-    /// `tool_calls` (each with its `index`; id and name first, then arguments in pieces).
-    #[schema(value_type = Object)]
-    delta: Value,
-    /// Set in the last chunk of the choice.
-    finish_reason: Option<String>,
-    /// Token log probabilities, when asked for.
-    #[schema(value_type = Option<Object>)]
-    logprobs: Option<Value>,
-}
-
-/// The upstream's `GET /models` answer.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub(crate) struct ModelList {
-    /// `list`.
-    object: String,
-    data: Vec<Model>,
-}
-
-/// One model the upstream serves.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub(crate) struct Model {
-    /// Its name, for a request's `model`.
-    id: String,
-    /// `model`.
-    object: String,
-    /// Unix time, in seconds.
-    created: Option<u64>,
-    /// Who publishes it.
-    owned_by: Option<String>,
-    /// Whatever else the upstream sent.
-    #[serde(flatten)]
-    extra: HashMap<String, Value>,
-}
-
-// The operations. Every response says what it means; the error bodies are `ErrorBody`.
-
-#[utoipa::path(get, path = "/healthz", security(()),
-    responses((status = 200, description = "the store answers", body = Health),
-              (status = 503, description = "the store does not answer", body = ErrorBody)))]
-#[allow(dead_code)]
-fn healthz() {}
-
-#[utoipa::path(get, path = "/metrics",
-    responses((status = 200, description = "requests by route template, method and status, latency histograms, commits, version conflicts, store and upstream errors, summaries; as OpenMetrics 1.0.0 when the `Accept` header prefers `application/openmetrics-text` (as Prometheus's does), otherwise (no `Accept`, `*/*`, `text/plain`) as Prometheus's text format 0.0.4 (`Vary: Accept`)",
-               content((String = "text/plain"), (String = "application/openmetrics-text"))),
-              (status = 401, description = "with `--auth`, no valid bearer token (a scraper without one uses `--metrics-listen`)", body = ErrorBody)))]
-#[allow(dead_code)]
-fn metrics() {}
-
-#[utoipa::path(get, path = "/openapi.json", security(()),
-    responses((status = 200, description = "this document", content_type = "application/json", body = Object)))]
-#[allow(dead_code)]
-fn openapi_json() {}
-
-#[utoipa::path(get, path = "/v1/conversations",
-    params(("cursor" = Option<String>, Query, description = "the last id of the previous page"),
-           ("limit" = Option<usize>, Query, minimum = 1, maximum = 1000, description = "1 to 1000 (default 100)")),
-    responses((status = 200, description = "a page of the tenant's conversation ids", body = ConversationPage),
-              (status = 400, description = "an invalid `limit` or `cursor`, or an unknown parameter", body = ErrorBody),
-              (status = 401, description = "with `--auth`, no valid bearer token", body = ErrorBody),
-              (status = 413, description = "a `cursor` over the id limit", body = ErrorBody),
-              (status = 503, description = "the store does not answer", body = ErrorBody)))]
-#[allow(dead_code)]
-fn list_conversations() {}
-
-#[utoipa::path(get, path = "/v1/conversations/{id}/messages",
-    params(("id" = String, Path, description = "the conversation id, one path segment: a `/` in it is sent as `%2F`"), PolicySchema),
-    responses((status = 200, description = "the window the model sees", body = WindowBody),
-              (status = 400, description = "an invalid id or policy, named", body = ErrorBody),
-              (status = 401, description = "with `--auth`, no valid bearer token", body = ErrorBody),
-              (status = 404, description = "no such conversation (for this tenant)", body = ErrorBody),
-              (status = 413, description = "an id over the id limit", body = ErrorBody),
-              (status = 503, description = "the store does not answer", body = ErrorBody)))]
-#[allow(dead_code)]
-fn get_messages() {}
-
-#[utoipa::path(post, path = "/v1/conversations/{id}/messages",
-    params(("id" = String, Path, description = "the conversation id, one path segment: a `/` in it is sent as `%2F`")),
-    request_body = PostMessages,
-    responses((status = 200, description = "committed atomically; the window after the commit", body = WindowBody),
-              (status = 400, description = "an invalid id, body or policy; the message names the field", body = ErrorBody),
-              (status = 401, description = "with `--auth`, no valid bearer token", body = ErrorBody),
-              (status = 403, description = "a Host or Origin the server does not answer to, or a read-only token (`read_only_token`)", body = ErrorBody),
-              (status = 408, description = "the body did not arrive within the body timeout", body = ErrorBody),
-              (status = 409, description = "too many concurrent writers to the conversation; retry", body = ErrorBody),
-              (status = 413, description = "over a limit (body, messages per request, text per message, id)", body = ErrorBody),
-              (status = 415, description = "the body is not declared JSON", body = ErrorBody),
-              (status = 503, description = "the store does not answer", body = ErrorBody)))]
-#[allow(dead_code)]
-fn post_messages() {}
-
-#[utoipa::path(get, path = "/v1/conversations/{id}/history",
-    params(("id" = String, Path, description = "the conversation id, one path segment: a `/` in it is sent as `%2F`"),
-           ("cursor" = Option<String>, Query, description = "the previous page's `next_cursor`"),
-           ("limit" = Option<usize>, Query, minimum = 1, maximum = 1000, description = "1 to 1000 messages (default 100); a page also ends once it holds about the body limit's bytes of text")),
-    responses((status = 200, description = "one page of everything stored, oldest first", body = HistoryBody),
-              (status = 400, description = "an invalid id, `limit` or `cursor`", body = ErrorBody),
-              (status = 401, description = "with `--auth`, no valid bearer token", body = ErrorBody),
-              (status = 404, description = "no such conversation (for this tenant)", body = ErrorBody),
-              (status = 413, description = "an id over the id limit", body = ErrorBody),
-              (status = 503, description = "the store does not answer", body = ErrorBody)))]
-#[allow(dead_code)]
-fn get_history() {}
-
-#[utoipa::path(delete, path = "/v1/conversations/{id}",
-    params(("id" = String, Path, description = "the conversation id, one path segment: a `/` in it is sent as `%2F`")),
-    responses((status = 204, description = "deleted: window, history and summary"),
-              (status = 400, description = "an invalid id", body = ErrorBody),
-              (status = 401, description = "with `--auth`, no valid bearer token", body = ErrorBody),
-              (status = 403, description = "a read-only token (`read_only_token`)", body = ErrorBody),
-              (status = 404, description = "no such conversation (for this tenant)", body = ErrorBody),
-              (status = 413, description = "an id over the id limit", body = ErrorBody),
-              (status = 503, description = "the store does not answer", body = ErrorBody)))]
-#[allow(dead_code)]
-fn delete_conversation() {}
-
-#[utoipa::path(post, path = "/v1/chat/completions",
-    params(("X-Chatmem-Conversation" = String, Header, description = "the conversation whose memory the call uses (UTF-8; any id the REST routes take)")),
-    request_body(content = ChatCompletionRequest, description = "OpenAI's chat-completion request"),
-    responses((status = 200, description = "the upstream's chat completion, after the turn was committed; with `\"stream\": true`, server-sent events (`data: ` a `ChatCompletionChunk`, then `data: [DONE]`), the turn committed before `[DONE]`",
-               content((ChatCompletion = "application/json"), (String = "text/event-stream"))),
-              (status = 400, description = "an invalid request (the message names the field, e.g. `n` or `messages[0].role`), no conversation header, or the upstream's own 400 passed through", body = ErrorBody),
-              (status = 401, description = "with `--auth`, no valid bearer token", body = ErrorBody),
-              (status = 403, description = "a Host or Origin the server does not answer to, or a read-only token (`read_only_token`)", body = ErrorBody),
-              (status = 404, description = "the upstream's 404 (an unknown model), passed through", body = ErrorBody),
-              (status = 409, description = "the upstream's 409, or too many concurrent writers to the conversation", body = ErrorBody),
-              (status = 413, description = "over a limit (body, messages per request, text per message, id), or the upstream's 413", body = ErrorBody),
-              (status = 415, description = "the body is not declared JSON", body = ErrorBody),
-              (status = 422, description = "the upstream's 422, passed through", body = ErrorBody),
-              (status = 429, description = "the upstream's rate limit, passed through with its `Retry-After`", body = ErrorBody,
-               headers(("Retry-After" = String, description = "seconds (or a date) to wait, as the upstream said"))),
-              (status = 502, description = "the upstream failed (a 5xx, its 401 or 403 about chatmem's key, or no connection); the message names its status, never its body", body = ErrorBody),
-              (status = 503, description = "no upstream is configured, or the store does not answer", body = ErrorBody),
-              (status = 504, description = "the upstream did not answer within the upstream timeout", body = ErrorBody)))]
-#[allow(dead_code)]
-fn chat_completions() {}
-
-#[utoipa::path(get, path = "/v1/models",
-    responses((status = 200, description = "the upstream's `GET /models` answer, as it came", body = ModelList),
-              (status = 401, description = "with `--auth`, no valid bearer token", body = ErrorBody),
-              (status = 502, description = "the upstream failed; the message names its status", body = ErrorBody),
-              (status = 503, description = "no upstream is configured", body = ErrorBody),
-              (status = 504, description = "the upstream did not answer within the upstream timeout", body = ErrorBody)))]
-#[allow(dead_code)]
-fn models() {}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
 
     use super::*;
-    use crate::app::route;
+    use crate::route;
 
-    /// The router is built from `app::route`'s templates; each one but the inspector's pages
+    /// The router is built from `route`'s templates; each one but the inspector's pages
     /// is documented, and nothing else is.
     #[test]
     fn every_route_template_is_documented() {

@@ -9,11 +9,11 @@ use axum::response::{IntoResponse, Response};
 use chatmem::Message;
 use serde::Deserialize;
 
-use crate::app::{AppState, RequestId};
 use crate::auth::Tenant;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{ApiQuery, Conversation, JsonBody, key, respond};
-use crate::policy::PolicyOverride;
+use crate::policy::{PolicyOverride, PolicySchema};
+use crate::state::{AppState, RequestId};
 
 /// The answer of the message routes; written directly (not through a JSON value) so each
 /// message keeps its field order, `role` first.
@@ -24,7 +24,7 @@ pub(crate) struct WindowBody<'a> {
     conversation: &'a str,
     /// The system message (if any) first, then the window (or, for `/history`, everything
     /// stored).
-    #[schema(value_type = Vec<crate::openapi::MessageSchema>)]
+    #[schema(value_type = Vec<crate::schemas::MessageSchema>)]
     messages: &'a [Message],
 }
 
@@ -53,14 +53,20 @@ fn window_json(id: &str, messages: &[Message]) -> Response {
 }
 
 /// `GET /healthz`: 200 when the store answers.
+#[utoipa::path(get, path = "/healthz", security(()),
+    responses((status = 200, description = "the store answers", body = Health),
+              (status = 503, description = "the store does not answer", body = ErrorBody)))]
 pub(crate) async fn healthz(State(state): State<AppState>, rid: RequestId) -> Response {
     let result = state.memory.list(None, 1).await.map(drop).map_err(ApiError::from);
     respond(&rid, result.map(|()| Json(Health { status: "ok" }).into_response()))
 }
 
-/// `GET /metrics`: the server's metrics in the format the `Accept` header asks for
-/// (`metrics.rs`), for the same callers as every other route (a bearer token when the server
+/// `GET /metrics`: the server's metrics in the format the `Accept` header asks for, for the same callers as every other route (a bearer token when the server
 /// has `--auth`; a scraper without one uses `chatmem serve --metrics-listen`).
+#[utoipa::path(get, path = "/metrics",
+    responses((status = 200, description = "requests by route template, method and status, latency histograms, commits, version conflicts, store and upstream errors, summaries; as OpenMetrics 1.0.0 when the `Accept` header prefers `application/openmetrics-text` (as Prometheus's does), otherwise (no `Accept`, `*/*`, `text/plain`) as Prometheus's text format 0.0.4 (`Vary: Accept`)",
+               content((String = "text/plain"), (String = "application/openmetrics-text"))),
+              (status = 401, description = "with `--auth`, no valid bearer token (a scraper without one uses `--metrics-listen`)", body = ErrorBody)))]
 pub(crate) async fn metrics(State(state): State<AppState>, _: Tenant, headers: HeaderMap) -> Response {
     crate::metrics::respond(&state.config.metrics, &headers)
 }
@@ -82,7 +88,7 @@ pub(crate) async fn method_not_allowed(rid: RequestId) -> Response {
         &rid,
         Err(ApiError::new(
             StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
+            ErrorCode::MethodNotAllowed,
             "this route does not take that method; the Allow header lists those it takes",
         )),
     )
@@ -95,6 +101,14 @@ fn missing(id: &str) -> ApiError {
 
 /// `GET /v1/conversations/{id}/messages`: the window the model sees, by the server's policy
 /// or the one the query asks for.
+#[utoipa::path(get, path = "/v1/conversations/{id}/messages",
+    params(("id" = String, Path, description = "the conversation id, one path segment: a `/` in it is sent as `%2F`"), PolicySchema),
+    responses((status = 200, description = "the window the model sees", body = WindowBody),
+              (status = 400, description = "an invalid id or policy, named", body = ErrorBody),
+              (status = 401, description = "with `--auth`, no valid bearer token", body = ErrorBody),
+              (status = 404, description = "no such conversation (for this tenant)", body = ErrorBody),
+              (status = 413, description = "an id over the id limit", body = ErrorBody),
+              (status = 503, description = "the store does not answer", body = ErrorBody)))]
 pub(crate) async fn get_messages(
     State(state): State<AppState>,
     rid: RequestId,
@@ -114,6 +128,16 @@ pub(crate) async fn get_messages(
 }
 
 /// `GET /v1/conversations/{id}/history`: a page of everything stored.
+#[utoipa::path(get, path = "/v1/conversations/{id}/history",
+    params(("id" = String, Path, description = "the conversation id, one path segment: a `/` in it is sent as `%2F`"),
+           ("cursor" = Option<String>, Query, description = "the previous page's `next_cursor`"),
+           ("limit" = Option<usize>, Query, minimum = 1, maximum = 1000, description = "1 to 1000 messages (default 100); a page also ends once it holds about the body limit's bytes of text")),
+    responses((status = 200, description = "one page of everything stored, oldest first", body = HistoryBody),
+              (status = 400, description = "an invalid id, `limit` or `cursor`", body = ErrorBody),
+              (status = 401, description = "with `--auth`, no valid bearer token", body = ErrorBody),
+              (status = 404, description = "no such conversation (for this tenant)", body = ErrorBody),
+              (status = 413, description = "an id over the id limit", body = ErrorBody),
+              (status = 503, description = "the store does not answer", body = ErrorBody)))]
 pub(crate) async fn get_history(
     State(state): State<AppState>,
     rid: RequestId,
@@ -192,7 +216,7 @@ pub(crate) struct HistoryBody<'a> {
     /// The conversation id, as the client gave it.
     conversation: &'a str,
     /// The system message first (on the first page), then stored messages in order.
-    #[schema(value_type = Vec<crate::openapi::MessageSchema>)]
+    #[schema(value_type = Vec<crate::schemas::MessageSchema>)]
     messages: &'a [Message],
     /// Give it as `cursor` for the next page; null on the last page.
     next_cursor: Option<&'a str>,
@@ -203,7 +227,7 @@ pub(crate) struct HistoryBody<'a> {
 #[serde(deny_unknown_fields)]
 pub(crate) struct PostMessages {
     /// The batch, committed atomically (system message rules as in `chatmem add`).
-    #[schema(value_type = Vec<crate::openapi::MessageSchema>, min_items = 1)]
+    #[schema(value_type = Vec<crate::schemas::MessageSchema>, min_items = 1)]
     messages: Vec<Message>,
     /// A window policy for this request instead of the server's.
     #[serde(default)]
@@ -212,6 +236,18 @@ pub(crate) struct PostMessages {
 }
 
 /// `POST /v1/conversations/{id}/messages`: the batch committed atomically; the window after.
+#[utoipa::path(post, path = "/v1/conversations/{id}/messages",
+    params(("id" = String, Path, description = "the conversation id, one path segment: a `/` in it is sent as `%2F`")),
+    request_body = PostMessages,
+    responses((status = 200, description = "committed atomically; the window after the commit", body = WindowBody),
+              (status = 400, description = "an invalid id, body or policy; the message names the field", body = ErrorBody),
+              (status = 401, description = "with `--auth`, no valid bearer token", body = ErrorBody),
+              (status = 403, description = "a Host or Origin the server does not answer to, or a read-only token (`read_only_token`)", body = ErrorBody),
+              (status = 408, description = "the body did not arrive within the body timeout", body = ErrorBody),
+              (status = 409, description = "too many concurrent writers to the conversation; retry", body = ErrorBody),
+              (status = 413, description = "over a limit (body, messages per request, text per message, id)", body = ErrorBody),
+              (status = 415, description = "the body is not declared JSON", body = ErrorBody),
+              (status = 503, description = "the store does not answer", body = ErrorBody)))]
 pub(crate) async fn post_messages(
     State(state): State<AppState>,
     rid: RequestId,
@@ -238,6 +274,15 @@ pub(crate) async fn post_messages(
 }
 
 /// `DELETE /v1/conversations/{id}`: 204, or 404 when there was nothing to delete.
+#[utoipa::path(delete, path = "/v1/conversations/{id}",
+    params(("id" = String, Path, description = "the conversation id, one path segment: a `/` in it is sent as `%2F`")),
+    responses((status = 204, description = "deleted: window, history and summary"),
+              (status = 400, description = "an invalid id", body = ErrorBody),
+              (status = 401, description = "with `--auth`, no valid bearer token", body = ErrorBody),
+              (status = 403, description = "a read-only token (`read_only_token`)", body = ErrorBody),
+              (status = 404, description = "no such conversation (for this tenant)", body = ErrorBody),
+              (status = 413, description = "an id over the id limit", body = ErrorBody),
+              (status = 503, description = "the store does not answer", body = ErrorBody)))]
 pub(crate) async fn delete_conversation(
     State(state): State<AppState>,
     rid: RequestId,
@@ -264,6 +309,14 @@ pub(crate) struct ListQuery {
 }
 
 /// `GET /v1/conversations`: the tenant's ids, a page at a time.
+#[utoipa::path(get, operation_id = "list_conversations", path = "/v1/conversations",
+    params(("cursor" = Option<String>, Query, description = "the last id of the previous page"),
+           ("limit" = Option<usize>, Query, minimum = 1, maximum = 1000, description = "1 to 1000 (default 100)")),
+    responses((status = 200, description = "a page of the tenant's conversation ids", body = ConversationPage),
+              (status = 400, description = "an invalid `limit` or `cursor`, or an unknown parameter", body = ErrorBody),
+              (status = 401, description = "with `--auth`, no valid bearer token", body = ErrorBody),
+              (status = 413, description = "a `cursor` over the id limit", body = ErrorBody),
+              (status = 503, description = "the store does not answer", body = ErrorBody)))]
 pub(crate) async fn list(
     State(state): State<AppState>,
     rid: RequestId,

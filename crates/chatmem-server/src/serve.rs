@@ -1,7 +1,6 @@
 //! [`serve`]: the server's listener, for clients that cannot be trusted to be quick: deadlines
 //! on a request's headers and body and on idle connections, a cap on open connections, and a
-//! deadline on shutdown. [`refuse_oversized`] answers a request head over the [`Limits`] in the
-//! one JSON shape before its body is read.
+//! deadline on shutdown.
 
 use std::future::Future;
 use std::io;
@@ -12,10 +11,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes, HttpBody};
-use axum::extract::{Request, State};
-use axum::http::{StatusCode, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::extract::Request;
 use http_body::{Frame, SizeHint};
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
@@ -27,14 +23,12 @@ use tokio::task::JoinSet;
 use tokio::time::{Instant, Sleep};
 use tower::ServiceExt;
 
-use crate::app::RequestId;
-use crate::config::Limits;
-use crate::error::ApiError;
+use crate::request_limits::BodyTimeout;
 use crate::unreadable::JsonRefusals;
 
 /// hyper's bound on its read buffer, which holds a request's head while it is parsed: far
-/// above [`Limits::max_header_bytes`] and [`Limits::max_uri_bytes`], so a head over those
-/// reaches [`refuse_oversized`] and is answered in the JSON shape. hyper answers what it cannot
+/// above [`Limits::max_header_bytes`](crate::Limits::max_header_bytes) and [`Limits::max_uri_bytes`](crate::Limits::max_uri_bytes), so a head over those
+/// reaches `request_limits::refuse_oversized` and is answered in the JSON shape. hyper answers what it cannot
 /// parse itself (400 for bytes it cannot read, 431 for a head over this bound or over 100
 /// header fields, 414 for a URI over 64 KiB) with a bodiless response, which
 /// [`JsonRefusals`] rewrites in the JSON shape.
@@ -397,7 +391,7 @@ impl HttpBody for DeadlineBody {
     ) -> Poll<Option<Result<Frame<Bytes>, axum::BoxError>>> {
         let this = &mut *self;
         if !this.body.is_end_stream() && this.deadline.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(Some(Err(Box::new(BodyTimeout(this.timeout)))));
+            return Poll::Ready(Some(Err(Box::new(BodyTimeout::new(this.timeout)))));
         }
         Pin::new(&mut this.body).poll_frame(cx).map_err(Into::into)
     }
@@ -408,92 +402,5 @@ impl HttpBody for DeadlineBody {
 
     fn size_hint(&self) -> SizeHint {
         self.body.size_hint()
-    }
-}
-
-/// A request body not received within [`ServeOptions::body_timeout`].
-#[derive(Debug, thiserror::Error)]
-#[error("the request body did not arrive within {} ms", .0.as_millis())]
-pub(crate) struct BodyTimeout(Duration);
-
-/// The 408 `body_timeout` answer if `error` (a body extractor's rejection) comes of a
-/// [`BodyTimeout`].
-pub(crate) fn body_timeout(error: &(dyn std::error::Error + 'static)) -> Option<ApiError> {
-    let mut cause = Some(error);
-    while let Some(e) = cause {
-        if let Some(timeout) = e.downcast_ref::<BodyTimeout>() {
-            return Some(ApiError::new(
-                StatusCode::REQUEST_TIMEOUT,
-                "body_timeout",
-                timeout.to_string(),
-            ));
-        }
-        cause = e.source();
-    }
-    None
-}
-
-/// Refuses a request whose head is over `limits` before its body is read: 414 `uri_too_long`
-/// ([`Limits::max_uri_bytes`]), 431 `header_too_large` ([`Limits::max_header_bytes`], naming
-/// the largest field), 413 `too_large` for a `Content-Length` over [`Limits::max_body_bytes`].
-pub(crate) async fn refuse_oversized(State(limits): State<Limits>, request: Request, next: Next) -> Response {
-    match oversized(&limits, &request) {
-        None => next.run(request).await,
-        Some(e) => {
-            tracing::debug!(status = e.status().as_u16(), code = e.code(), "refused");
-            match request.extensions().get::<RequestId>() {
-                Some(id) => e.with_request_id(&id.0),
-                None => e,
-            }
-            .into_response()
-        }
-    }
-}
-
-fn oversized(limits: &Limits, request: &Request) -> Option<ApiError> {
-    let uri = request.uri();
-    let query = uri.query().map_or(0, |q| q.len() + 1);
-    let uri_bytes = uri.path().len() + query + uri.authority().map_or(0, |a| a.as_str().len());
-    if uri_bytes > limits.max_uri_bytes {
-        let part = if query > uri.path().len() { "query" } else { "path" };
-        return Some(ApiError::new(
-            StatusCode::URI_TOO_LONG,
-            "uri_too_long",
-            format!(
-                "the request URI is {uri_bytes} bytes, over the limit of {} (most of it the {part})",
-                limits.max_uri_bytes
-            ),
-        ));
-    }
-    // As on the wire: `name: value` and CRLF.
-    let field_bytes =
-        |(name, value): (&header::HeaderName, &header::HeaderValue)| name.as_str().len() + value.len() + 4;
-    let header_bytes: usize = request.headers().iter().map(field_bytes).sum();
-    if header_bytes > limits.max_header_bytes {
-        let largest = request
-            .headers()
-            .iter()
-            .max_by_key(|&field| field_bytes(field))
-            .map_or("", |(name, _)| name.as_str());
-        return Some(ApiError::new(
-            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            "header_too_large",
-            format!(
-                "the request headers are {header_bytes} bytes, over the limit of {} (the largest field: {largest})",
-                limits.max_header_bytes
-            ),
-        ));
-    }
-    let declared = request
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    match declared {
-        Some(length) if length > limits.max_body_bytes as u64 => Some(ApiError::too_large(format!(
-            "the request body is over the limit of {} bytes (Content-Length: {length})",
-            limits.max_body_bytes
-        ))),
-        _ => None,
     }
 }

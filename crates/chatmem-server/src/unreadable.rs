@@ -16,7 +16,7 @@ use std::task::{Context, Poll};
 use axum::http::StatusCode;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 
 /// A connection's socket whose bodiless parse-error answers are rewritten as JSON.
 #[derive(Debug)]
@@ -52,13 +52,13 @@ fn bodiless_refusal(buf: &[u8]) -> Option<StatusCode> {
 /// The JSON answer written in place of hyper's bodiless `status`.
 fn json_refusal(status: StatusCode) -> Vec<u8> {
     let (code, message) = match status {
-        StatusCode::URI_TOO_LONG => ("uri_too_long", "the request target is over 64 KiB"),
+        StatusCode::URI_TOO_LONG => (ErrorCode::UriTooLong, "the request target is over 64 KiB"),
         StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => (
-            "header_too_large",
+            ErrorCode::HeaderTooLarge,
             "the request head is over 256 KiB or has more than 100 header fields",
         ),
         _ => (
-            "bad_request",
+            ErrorCode::BadRequest,
             "the request is not valid HTTP/1.1 (bytes outside the grammar, or conflicting Content-Length or Transfer-Encoding headers)",
         ),
     };

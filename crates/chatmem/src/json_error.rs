@@ -95,9 +95,9 @@ impl fmt::Display for JsonFieldError {
     }
 }
 
-/// Reads one `T` from `de`, tracking the field path, so that an error names the field.
-/// What follows the value is left for the caller to check (`de.end()`), each in its own
-/// words.
+/// Reads one `T` from `de` (JSON text's deserializer, or a `serde_json::Value` already
+/// parsed), tracking the field path, so that an error names the field. What follows the value
+/// is left for the caller to check (`de.end()`), each in its own words.
 ///
 /// # Errors
 /// [`JsonFieldError`] when the input is not JSON or not a `T`.
@@ -108,9 +108,9 @@ impl fmt::Display for JsonFieldError {
 ///     .unwrap_err();
 /// assert_eq!(e.to_string(), "field `a[1]`: invalid type: string \"x\", expected u8");
 /// ```
-pub fn deserialize_json<'de, R, T>(de: &mut serde_json::Deserializer<R>) -> Result<T, JsonFieldError>
+pub fn deserialize_json<'de, D, T>(de: D) -> Result<T, JsonFieldError>
 where
-    R: serde_json::de::Read<'de>,
+    D: serde::Deserializer<'de, Error = serde_json::Error>,
     T: Deserialize<'de>,
 {
     serde_path_to_error::deserialize(de).map_err(|e| JsonFieldError::new(&e))

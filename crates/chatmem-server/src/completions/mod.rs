@@ -7,246 +7,275 @@
 //! client that hangs up mid-stream, commits nothing.
 //!
 //! - `request.rs`: the request as the proxy reads it (`messages`, `stream`, `n`);
-//! - `upstream.rs`: the one connection pool to the upstream, and what its failures mean to the client;
+//! - [`Exchange`]: one call, from the turn begun to the answer passed on, whole ([`whole`]) or
+//!   streamed ([`streamed`]);
 //! - `sse.rs`: a stream split into events without changing a byte.
 
 mod request;
 mod sse;
-mod upstream;
 
 use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{Extension, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
-use chatmem::{ChatMemory, ConversationId, DeltaAccumulator, Store};
+use chatmem::{ChatMemory, ConversationId, DeltaAccumulator, Store, Turn};
 use chatmem_openai::passthrough::{messages_json, read_chunk, read_completion};
 use futures_util::{Stream, StreamExt};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use self::request::ChatRequest;
-pub(crate) use self::upstream::UpstreamPool;
-use self::upstream::{Failure, passed};
-use crate::app::{AppState, RequestId};
-use crate::config::ServerConfig;
-use crate::error::ApiError;
-use crate::extract::{body_bytes, conversation_to_write, respond, tenant};
+use crate::auth::Tenant;
+use crate::error::{ApiError, ErrorBody, ErrorCode};
+use crate::extract::{HeaderConversation, RawBody, respond};
+use crate::schemas::{ChatCompletion, ChatCompletionRequest, ModelList};
+use crate::state::{AppState, RequestId};
+use crate::upstream::{Failure, UpstreamPool, passed};
 
-/// The header that names the conversation of a chat completion.
-pub const CONVERSATION_HEADER: &str = "x-chatmem-conversation";
-
-/// The server's upstream, built once at start (one connection pool for every call), or the
-/// 503 every call is answered when there is none (or its settings cannot work).
-pub(crate) fn upstream_pool(config: &ServerConfig) -> Result<Arc<UpstreamPool>, ApiError> {
-    let no_upstream = |why: String| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "no_upstream", why);
-    let upstream = config
-        .upstream
-        .as_ref()
-        .ok_or_else(|| no_upstream("this server has no upstream model (start it with --upstream-base-url)".into()))?;
-    UpstreamPool::new(upstream, config.limits.upstream_timeout, config.metrics.clone())
-        .map(Arc::new)
-        .map_err(|e| {
-            tracing::error!(error = %e, "the upstream cannot be used");
-            no_upstream(format!("this server's upstream model cannot be used: {e}"))
-        })
-}
-
+/// `POST /v1/chat/completions`: the conversation of the `X-Chatmem-Conversation` header, the
+/// request read, then the exchange with the upstream.
+#[utoipa::path(post, path = "/v1/chat/completions",
+    params(("X-Chatmem-Conversation" = String, Header, description = "the conversation whose memory the call uses (UTF-8; any id the REST routes take)")),
+    request_body(content = ChatCompletionRequest, description = "OpenAI's chat-completion request"),
+    responses((status = 200, description = "the upstream's chat completion, after the turn was committed; with `\"stream\": true`, server-sent events (`data: ` a `ChatCompletionChunk`, then `data: [DONE]`), the turn committed before `[DONE]`",
+               content((ChatCompletion = "application/json"), (String = "text/event-stream"))),
+              (status = 400, description = "an invalid request (the message names the field, e.g. `n` or `messages[0].role`), no conversation header, or the upstream's own 400 passed through", body = ErrorBody),
+              (status = 401, description = "with `--auth`, no valid bearer token", body = ErrorBody),
+              (status = 403, description = "a Host or Origin the server does not answer to, or a read-only token (`read_only_token`)", body = ErrorBody),
+              (status = 404, description = "the upstream's 404 (an unknown model), passed through", body = ErrorBody),
+              (status = 409, description = "the upstream's 409, or too many concurrent writers to the conversation", body = ErrorBody),
+              (status = 413, description = "over a limit (body, messages per request, text per message, id), or the upstream's 413", body = ErrorBody),
+              (status = 415, description = "the body is not declared JSON", body = ErrorBody),
+              (status = 422, description = "the upstream's 422, passed through", body = ErrorBody),
+              (status = 429, description = "the upstream's rate limit, passed through with its `Retry-After`", body = ErrorBody,
+               headers(("Retry-After" = String, description = "seconds (or a date) to wait, as the upstream said"))),
+              (status = 502, description = "the upstream failed (a 5xx, its 401 or 403 about chatmem's key, or no connection); the message names its status, never its body", body = ErrorBody),
+              (status = 503, description = "no upstream is configured, or the store does not answer", body = ErrorBody),
+              (status = 504, description = "the upstream did not answer within the upstream timeout", body = ErrorBody)))]
 pub(crate) async fn chat_completions(
     State(state): State<AppState>,
-    Extension(rid): Extension<RequestId>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    rid: RequestId,
+    HeaderConversation(key): HeaderConversation,
+    RawBody(body): RawBody,
 ) -> Response {
     let result = async {
-        let header = headers.get(CONVERSATION_HEADER).ok_or_else(|| {
-            ApiError::invalid(
-                "the X-Chatmem-Conversation header is required: it names the conversation whose memory the call uses",
-            )
-        })?;
-        // UTF-8, not only visible ASCII: an id may be any text (`订单-LC202610060018`).
-        let id = std::str::from_utf8(header.as_bytes())
-            .map_err(|_| ApiError::invalid("the X-Chatmem-Conversation header is not UTF-8 text"))?;
-        let key = conversation_to_write(&state, &headers, id)?;
-        let body = body_bytes(&state, body)?;
         let request = ChatRequest::parse(&body, &state.config.limits)?;
         let pool = state.upstream.clone()?;
-        proxy(Arc::clone(&state.memory), pool, key, request, &rid).await
+        let exchange = Exchange {
+            memory: Arc::clone(&state.memory),
+            pool,
+            key,
+            request,
+            rid: rid.clone(),
+        };
+        exchange.answer().await
     }
     .await;
     respond(&rid, result)
 }
 
-/// What the proxy's answer is made of: a whole response, or a head and then body chunks.
+/// What the answer is made of: a whole response, or a head and then body chunks.
 enum Part {
     Whole(Response),
     Head(StatusCode, Option<HeaderValue>),
     Chunk(Bytes),
 }
 
-/// Runs the call and answers with its first part; a streamed answer's body is the rest, sent
-/// as it comes. The call is one stream so that the turn (which borrows the memory) lives as
-/// long as the answer's body, and ends with it: a client that hangs up drops it uncommitted.
-async fn proxy(
-    memory: Arc<ChatMemory<Arc<dyn Store>>>,
-    pool: Arc<UpstreamPool>,
-    key: ConversationId,
-    request: ChatRequest,
-    rid: &RequestId,
-) -> Result<Response, ApiError> {
-    let mut parts = Box::pin(call(memory, pool, key, request, rid.clone()));
-    match parts.next().await {
-        Some(Ok(Part::Whole(response))) => Ok(response),
-        Some(Ok(Part::Head(status, content_type))) => {
-            let chunks = parts.filter_map(|p| async move {
-                match p {
-                    Ok(Part::Chunk(bytes)) => Some(Ok::<_, Infallible>(bytes)),
-                    _ => None,
-                }
-            });
-            Ok(passed(status, content_type, Body::from_stream(chunks)))
-        }
-        Some(Ok(Part::Chunk(_))) | None => Err(ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
-            "the answer had no head",
-        )),
-        Some(Err(e)) => Err(e),
-    }
-}
-
-/// The call, as the parts of its answer: the turn begun and given the request's new
-/// messages, its prompt put in the request, the request sent upstream, the answer read and
-/// committed, and passed on.
-fn call(
+/// One chat completion with memory: the turn begun and given the request's new messages, its
+/// prompt put in the request, the request sent upstream, the answer read, committed and passed
+/// on. It owns what the answer's body needs, so that the turn (which borrows the memory)
+/// lives as long as the body, and ends with it: a client that hangs up drops it uncommitted.
+struct Exchange {
     memory: Arc<ChatMemory<Arc<dyn Store>>>,
     pool: Arc<UpstreamPool>,
     key: ConversationId,
     request: ChatRequest,
     rid: RequestId,
-) -> impl Stream<Item = Result<Part, ApiError>> + Send {
-    // The stream runs after the handler (and its span) returned: its lines are logged in
-    // the request's span all the same.
-    let span = tracing::Span::current();
-    async_stream::stream! {
-        let ChatRequest { mut body, messages, stream } = request;
-        let mut turn = match memory.begin(&key).await {
-            Ok(turn) => turn,
-            Err(e) => {
-                yield Err(ApiError::from(e));
+}
+
+impl Exchange {
+    /// Runs the exchange and answers with its first part; a streamed answer's body is the
+    /// rest, sent as it comes.
+    async fn answer(self) -> Result<Response, ApiError> {
+        let mut parts = Box::pin(self.parts());
+        match parts.next().await {
+            Some(Ok(Part::Whole(response))) => Ok(response),
+            Some(Ok(Part::Head(status, content_type))) => {
+                let chunks = parts.filter_map(|p| async move {
+                    match p {
+                        Ok(Part::Chunk(bytes)) => Some(Ok::<_, Infallible>(bytes)),
+                        _ => None,
+                    }
+                });
+                Ok(passed(status, content_type, Body::from_stream(chunks)))
+            }
+            Some(Ok(Part::Chunk(_))) | None => Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                ErrorCode::Internal,
+                "the answer had no head",
+            )),
+            Some(Err(e)) => Err(e),
+        }
+    }
+
+    /// The exchange as the parts of its answer.
+    fn parts(self) -> impl Stream<Item = Result<Part, ApiError>> + Send {
+        // The stream runs after the handler (and its span) returned: its lines are logged in
+        // the request's span all the same.
+        let span = tracing::Span::current();
+        let Self {
+            memory,
+            pool,
+            key,
+            request,
+            rid,
+        } = self;
+        async_stream::stream! {
+            let ChatRequest { body, messages, stream } = request;
+            let mut turn = match memory.begin(&key).await {
+                Ok(turn) => turn,
+                Err(e) => {
+                    yield Err(ApiError::from(e));
+                    return;
+                }
+            };
+            let (response, deadline) = match send(&pool, &mut turn, body, messages, &span).await {
+                Ok(sent) => sent,
+                Err(Failure::Api(e)) => {
+                    yield Err(e);
+                    return;
+                }
+                Err(Failure::Passed(response)) => {
+                    yield Ok(Part::Whole(response));
+                    return;
+                }
+            };
+            let status = response.status();
+            let content_type = response.headers().get(header::CONTENT_TYPE).cloned();
+            if !stream || !is_event_stream(content_type.as_ref()) {
+                yield whole(&pool, turn, response, deadline, stream, &span).await.map(Part::Whole);
                 return;
             }
-        };
-        let skipped = turn.push_unstored(messages);
-        let prompt = turn.prompt();
-        span.in_scope(|| tracing::debug!(
+            yield Ok(Part::Head(status, content_type));
+            let mut chunks = std::pin::pin!(streamed(&pool, turn, response, &rid, &span));
+            while let Some(chunk) = chunks.next().await {
+                yield Ok(Part::Chunk(chunk));
+            }
+        }
+    }
+}
+
+/// Gives the turn the request's new messages, puts its prompt in the request in place of the
+/// client's `messages`, and sends it upstream: the 2xx response head and the deadline of a
+/// whole answer.
+async fn send(
+    pool: &UpstreamPool,
+    turn: &mut Turn<'_, Arc<dyn Store>>,
+    mut body: serde_json::Map<String, Value>,
+    messages: Vec<chatmem::Message>,
+    span: &tracing::Span,
+) -> Result<(reqwest::Response, tokio::time::Instant), Failure> {
+    let skipped = turn.push_unstored(messages);
+    let prompt = turn.prompt();
+    span.in_scope(|| {
+        tracing::debug!(
             loaded = turn.loaded().snapshot().messages.len(),
             already_stored = skipped,
             prompt = prompt.len(),
             "turn prepared"
+        )
+    });
+    if let Some(slot) = body.get_mut("messages") {
+        *slot = messages_json(&prompt);
+    }
+    drop(prompt);
+    let sent = serde_json::to_vec(&body).map_err(|e| ApiError::invalid(format!("the request cannot be sent: {e}")))?;
+    drop(body);
+    let deadline = tokio::time::Instant::now() + pool.timeout();
+    let response = pool.chat(sent).await?;
+    Ok((response, deadline))
+}
+
+/// Whether a response's content type is server-sent events.
+fn is_event_stream(content_type: Option<&HeaderValue>) -> bool {
+    content_type
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("text/event-stream"))
+}
+
+/// A whole answer: read within `deadline`, committed, then passed on as it came. A stream was
+/// asked for and this is not one: the upstream's answer cannot be read.
+async fn whole(
+    pool: &UpstreamPool,
+    mut turn: Turn<'_, Arc<dyn Store>>,
+    response: reqwest::Response,
+    deadline: tokio::time::Instant,
+    stream: bool,
+    span: &tracing::Span,
+) -> Result<Response, ApiError> {
+    let status = response.status();
+    let content_type = response.headers().get(header::CONTENT_TYPE).cloned();
+    let bytes = pool.read_body(response, deadline).await?;
+    if stream {
+        return Err(pool.unreadable("a stream was asked for, and the answer is not server-sent events"));
+    }
+    let value: Value = serde_json::from_slice(&bytes).map_err(|e| pool.unreadable(&format!("it is not JSON ({e})")))?;
+    if value.get("error").is_some() {
+        // An error in a 200 (some providers send these): the upstream failed, and its text is
+        // not passed on.
+        pool.metrics().upstream_error(chatmem::ModelErrorKind::Server);
+        return Err(ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            ErrorCode::UpstreamError,
+            "the upstream model failed (an error in a 200 answer)",
         ));
-        if let Some(slot) = body.get_mut("messages") {
-            *slot = messages_json(&prompt);
-        }
-        drop(prompt);
-        let sent = match serde_json::to_vec(&body) {
-            Ok(bytes) => bytes,
-            Err(e) => {
-                yield Err(ApiError::invalid(format!("the request cannot be sent: {e}")));
-                return;
-            }
-        };
-        drop(body);
-        let deadline = tokio::time::Instant::now() + pool.timeout();
-        let response = match pool.chat(sent).await {
-            Ok(response) => response,
-            Err(Failure::Api(e)) => {
-                yield Err(e);
-                return;
-            }
-            Err(Failure::Passed(response)) => {
-                yield Ok(Part::Whole(response));
-                return;
-            }
-        };
-        let status = response.status();
-        let content_type = response.headers().get(header::CONTENT_TYPE).cloned();
-        let is_sse = content_type
-            .as_ref()
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("text/event-stream"));
+    }
+    pool.count_usage(value.get("usage"));
+    let answer = read_completion(value).map_err(|e| pool.unreadable(&e.to_string()))?;
+    turn.push(answer.message);
+    if let Err(e) = turn.commit().await {
+        span.in_scope(|| tracing::warn!("the turn was answered but not committed"));
+        return Err(ApiError::from(e));
+    }
+    Ok(passed(status, content_type, bytes))
+}
 
-        if !stream || !is_sse {
-            // A whole answer: read, committed, then passed on as it came.
-            let bytes = match pool.read_body(response, deadline).await {
-                Ok(bytes) => bytes,
-                Err(e) => {
-                    yield Err(e);
-                    return;
-                }
-            };
-            if stream {
-                yield Err(pool.unreadable("a stream was asked for, and the answer is not server-sent events"));
-                return;
-            }
-            let value: Value = match serde_json::from_slice(&bytes) {
-                Ok(v) => v,
-                Err(e) => {
-                    yield Err(pool.unreadable(&format!("it is not JSON ({e})")));
-                    return;
-                }
-            };
-            if value.get("error").is_some() {
-                // An error in a 200 (some providers send these): the upstream failed, and
-                // its text is not passed on.
-                pool.metrics().upstream_error(chatmem::ModelErrorKind::Server);
-                yield Err(ApiError::new(StatusCode::BAD_GATEWAY, "upstream_error", "the upstream model failed (an error in a 200 answer)"));
-                return;
-            }
-            pool.count_usage(value.get("usage"));
-            let answer = match read_completion(value) {
-                Ok(answer) => answer,
-                Err(e) => {
-                    yield Err(pool.unreadable(&e.to_string()));
-                    return;
-                }
-            };
-            turn.push(answer.message);
-            if let Err(e) = turn.commit().await {
-                span.in_scope(|| tracing::warn!("the turn was answered but not committed"));
-                yield Err(ApiError::from(e));
-                return;
-            }
-            yield Ok(Part::Whole(passed(status, content_type, bytes)));
-            return;
-        }
-
-        // A stream: each event passed on as it came while the answer is gathered; `[DONE]`
-        // (and whatever follows it) held back until the turn is committed.
-        yield Ok(Part::Head(status, content_type));
-        let mut response = response;
+/// A streamed answer's body: each event passed on as it came while the answer is gathered;
+/// `[DONE]` (and whatever follows it) held back until the turn is committed. A failure ends
+/// the stream with an error event instead.
+fn streamed<'a>(
+    pool: &'a UpstreamPool,
+    turn: Turn<'a, Arc<dyn Store>>,
+    mut response: reqwest::Response,
+    rid: &'a RequestId,
+    span: &'a tracing::Span,
+) -> impl Stream<Item = Bytes> + Send + 'a {
+    let failed = move |e: ApiError| {
+        span.in_scope(|| {
+            tracing::warn!(
+                status = e.status().as_u16(),
+                code = e.code().as_str(),
+                "the stream failed"
+            )
+        });
+        error_event(e, rid)
+    };
+    async_stream::stream! {
         let mut events = sse::Splitter::default();
-        let mut answer = DeltaAccumulator::default();
-        let mut finished = false;
-        let mut held: Vec<Bytes> = Vec::new();
-        let failed = |e: ApiError| {
-            span.in_scope(|| tracing::warn!(status = e.status().as_u16(), code = e.code(), "the stream failed"));
-            error_event(&e, &rid)
-        };
+        let mut gathered = Gathered::default();
         loop {
             let chunk = match tokio::time::timeout(pool.timeout(), response.chunk()).await {
                 Err(_) => {
-                    yield Ok(Part::Chunk(failed(pool.timed_out())));
+                    yield failed(pool.timed_out());
                     return;
                 }
                 Ok(Err(e)) => {
-                    yield Ok(Part::Chunk(failed(pool.unreachable(&e))));
+                    yield failed(pool.unreachable(&e));
                     return;
                 }
-                Ok(Ok(None)) => None,
-                Ok(Ok(Some(chunk))) => Some(chunk),
+                Ok(Ok(chunk)) => chunk,
             };
             let ended = chunk.is_none();
             if let Some(chunk) = chunk {
@@ -260,100 +289,107 @@ fn call(
                 ready.extend(events.rest());
             }
             for event in ready {
-                if !held.is_empty() {
-                    held.push(event.raw);
-                    continue;
-                }
-                match event.data.as_deref() {
-                    None => {}
-                    Some("[DONE]") => {
-                        held.push(event.raw);
-                        continue;
-                    }
-                    Some(data) => {
-                        let value: Value = match serde_json::from_str(data) {
-                            Ok(v) => v,
-                            Err(e) => {
-                                yield Ok(Part::Chunk(failed(pool.unreadable(&format!("an event is not JSON ({e})")))));
-                                return;
-                            }
-                        };
-                        if value.get("error").is_some() {
-                            // The upstream failed mid-stream: its text is not passed on.
-                            pool.metrics().upstream_error(chatmem::ModelErrorKind::Server);
-                            let e = ApiError::new(StatusCode::BAD_GATEWAY, "upstream_error", "the upstream model failed mid-stream");
-                            yield Ok(Part::Chunk(failed(e)));
-                            return;
-                        }
-                        if value.get("usage").is_some_and(Value::is_object) {
-                            pool.count_usage(value.get("usage"));
-                        }
-                        match read_chunk(value) {
-                            Ok(Some(delta)) => {
-                                finished |= delta.finish_reason.is_some();
-                                answer.push(&delta);
-                            }
-                            Ok(None) => {}
-                            Err(e) => {
-                                yield Ok(Part::Chunk(failed(pool.unreadable(&e.to_string()))));
-                                return;
-                            }
-                        }
+                match gathered.take(pool, event) {
+                    Ok(Some(bytes)) => yield bytes,
+                    Ok(None) => {}
+                    Err(e) => {
+                        yield failed(e);
+                        return;
                     }
                 }
-                yield Ok(Part::Chunk(event.raw));
             }
             if ended {
                 break;
             }
         }
-        if !finished {
-            let e = pool.unreadable("the stream ended before the model finished");
-            yield Ok(Part::Chunk(failed(e)));
-            return;
-        }
-        let message = match answer.finish() {
-            Ok(r) => r.message,
-            Err(e) => {
-                yield Ok(Part::Chunk(failed(pool.unreadable(&e.to_string()))));
-                return;
+        match gathered.commit(pool, turn, span).await {
+            Ok(held) => {
+                for bytes in held {
+                    yield bytes;
+                }
             }
-        };
-        turn.push(message);
+            Err(e) => yield failed(e),
+        }
+    }
+}
+
+/// A streamed answer as it is read: the answer's deltas joined, whether the model finished,
+/// and the events held back (from `[DONE]` on) until the turn is committed.
+#[derive(Default)]
+struct Gathered {
+    answer: DeltaAccumulator,
+    finished: bool,
+    held: Vec<Bytes>,
+}
+
+impl Gathered {
+    /// Takes one event: its bytes to pass on now, `None` when it is held back, or the error
+    /// that ends the stream (an event that does not read, or the upstream's error).
+    fn take(&mut self, pool: &UpstreamPool, event: sse::Event) -> Result<Option<Bytes>, ApiError> {
+        if !self.held.is_empty() || event.data.as_deref() == Some("[DONE]") {
+            self.held.push(event.raw);
+            return Ok(None);
+        }
+        if let Some(data) = event.data.as_deref() {
+            let value: Value =
+                serde_json::from_str(data).map_err(|e| pool.unreadable(&format!("an event is not JSON ({e})")))?;
+            if value.get("error").is_some() {
+                // The upstream failed mid-stream: its text is not passed on.
+                pool.metrics().upstream_error(chatmem::ModelErrorKind::Server);
+                return Err(ApiError::new(
+                    StatusCode::BAD_GATEWAY,
+                    ErrorCode::UpstreamError,
+                    "the upstream model failed mid-stream",
+                ));
+            }
+            if value.get("usage").is_some_and(Value::is_object) {
+                pool.count_usage(value.get("usage"));
+            }
+            if let Some(delta) = read_chunk(value).map_err(|e| pool.unreadable(&e.to_string()))? {
+                self.finished |= delta.finish_reason.is_some();
+                self.answer.push(&delta);
+            }
+        }
+        Ok(Some(event.raw))
+    }
+
+    /// Once the stream ended: the answer committed with the turn, and the events held back.
+    async fn commit(
+        self,
+        pool: &UpstreamPool,
+        mut turn: Turn<'_, Arc<dyn Store>>,
+        span: &tracing::Span,
+    ) -> Result<Vec<Bytes>, ApiError> {
+        if !self.finished {
+            return Err(pool.unreadable("the stream ended before the model finished"));
+        }
+        let answer = self.answer.finish().map_err(|e| pool.unreadable(&e.to_string()))?;
+        turn.push(answer.message);
         if let Err(e) = turn.commit().await {
             span.in_scope(|| tracing::warn!("the turn was answered but not committed"));
-            yield Ok(Part::Chunk(failed(ApiError::from(e))));
-            return;
+            return Err(ApiError::from(e));
         }
-        for bytes in held {
-            yield Ok(Part::Chunk(bytes));
-        }
+        Ok(self.held)
     }
 }
 
 /// A failure after the answer began, as OpenAI ends a stream with one: an event whose data
 /// is `{"error": {...}}` (which OpenAI's clients raise), and no `[DONE]`.
-fn error_event(e: &ApiError, rid: &RequestId) -> Bytes {
-    let body = json!({"error": {
-        "message": e.to_string(),
-        "type": e.kind(),
-        "param": e.param(),
-        "code": e.code(),
-        "request_id": rid.0,
-    }});
-    Bytes::from(format!("data: {body}\n\n"))
+fn error_event(e: ApiError, rid: &RequestId) -> Bytes {
+    Bytes::from(e.with_request_id(&rid.0).stream_event())
 }
 
 /// `GET /v1/models`: the upstream's model list as it came, for clients that list models
 /// before they chat, through the same connection pool. Same callers as every route (the
 /// bearer token with `--auth`).
-pub(crate) async fn models(
-    State(state): State<AppState>,
-    Extension(rid): Extension<RequestId>,
-    headers: HeaderMap,
-) -> Response {
+#[utoipa::path(get, path = "/v1/models",
+    responses((status = 200, description = "the upstream's `GET /models` answer, as it came", body = ModelList),
+              (status = 401, description = "with `--auth`, no valid bearer token", body = ErrorBody),
+              (status = 502, description = "the upstream failed; the message names its status", body = ErrorBody),
+              (status = 503, description = "no upstream is configured", body = ErrorBody),
+              (status = 504, description = "the upstream did not answer within the upstream timeout", body = ErrorBody)))]
+pub(crate) async fn models(State(state): State<AppState>, rid: RequestId, _: Tenant) -> Response {
     let result = async {
-        tenant(&state, &headers)?;
         let pool = state.upstream.clone()?;
         match pool.models().await {
             Ok(response) => Ok(response),

@@ -29,10 +29,11 @@ use chatmem::Message;
 use chatmem::store::{RecentCursor, now_micros};
 use serde::Deserialize;
 
-use crate::app::{AppState, RequestId, route};
 use crate::auth::{Tenant, bearer_token};
 use crate::error::ApiError;
 use crate::extract::{ApiQuery, JsonBody, key};
+use crate::route;
+use crate::state::{AppState, RequestId};
 use page::{ListRow, Paging, Viewer};
 use view::{BudgetBar, ConversationView};
 
@@ -100,14 +101,17 @@ fn html(status: StatusCode, markup: maud::Markup) -> Response {
 fn error_page(rid: &RequestId, e: ApiError) -> Response {
     let status = e.status();
     if status.is_server_error() {
-        tracing::warn!(status = status.as_u16(), code = e.code(), "failed");
+        tracing::warn!(status = status.as_u16(), code = e.code().as_str(), "failed");
     } else {
-        tracing::debug!(status = status.as_u16(), code = e.code(), "refused");
+        tracing::debug!(status = status.as_u16(), code = e.code().as_str(), "refused");
     }
     if status == StatusCode::UNAUTHORIZED {
         return html(status, page::sign_in(None));
     }
-    html(status, page::error(status.as_u16(), e.code(), e.message(), &rid.0))
+    html(
+        status,
+        page::error(status.as_u16(), e.code().as_str(), e.message(), &rid.0),
+    )
 }
 
 /// The tenant of a page's request: as the API's (a bearer token), or from the sign-in cookie.

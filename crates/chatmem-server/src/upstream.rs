@@ -1,5 +1,6 @@
 //! [`UpstreamPool`]: the one upstream of a server (its connection pool, built at start), its
-//! calls bounded by the upstream timeout, and what its failures mean to the client.
+//! calls bounded by the upstream timeout, and what its failures mean to the client (the chat
+//! completion's and `/v1/models`').
 //!
 //! | upstream | client |
 //! |---|---|
@@ -10,6 +11,7 @@
 //! | no connection, a broken one | 502 `upstream_unavailable` |
 //! | a 2xx answer that does not read | 502 `upstream_error` |
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
@@ -17,10 +19,10 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chatmem::ModelErrorKind;
 use chatmem_openai::passthrough::{Endpoint, status_kind};
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::config::Upstream;
-use crate::error::{ApiError, error_type};
+use crate::config::{ServerConfig, Upstream};
+use crate::error::{ApiError, ErrorCode};
 use crate::metrics::{Metrics, UpstreamTokens};
 
 /// Statuses whose error is about the client's request: passed on as they came.
@@ -28,6 +30,22 @@ const CLIENTS: [u16; 6] = [400, 404, 409, 413, 422, 429];
 
 /// At most this much of an upstream's error body is read.
 const MAX_ERROR_BODY: usize = 64 << 10;
+
+/// The server's upstream, built once at start (one connection pool for every call), or the
+/// 503 every call is answered when there is none (or its settings cannot work).
+pub(crate) fn pool(config: &ServerConfig) -> Result<Arc<UpstreamPool>, ApiError> {
+    let no_upstream = |why: String| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::NoUpstream, why);
+    let upstream = config
+        .upstream
+        .as_ref()
+        .ok_or_else(|| no_upstream("this server has no upstream model (start it with --upstream-base-url)".into()))?;
+    UpstreamPool::new(upstream, config.limits.upstream_timeout, config.metrics.clone())
+        .map(Arc::new)
+        .map_err(|e| {
+            tracing::error!(error = %e, "the upstream cannot be used");
+            no_upstream(format!("this server's upstream model cannot be used: {e}"))
+        })
+}
 
 /// The upstream model of a server: one [`Endpoint`] (whose connections every call reuses),
 /// the timeout of a call, and the metrics its answers are counted in.
@@ -140,7 +158,7 @@ impl UpstreamPool {
             return Failure::Api(match status {
                 401 | 403 => ApiError::new(
                     StatusCode::BAD_GATEWAY,
-                    "upstream_auth",
+                    ErrorCode::UpstreamAuth,
                     format!(
                         "the upstream model refused chatmem's own credentials (HTTP {status}): the server's \
                          upstream key is missing or not accepted; the request itself was not at fault"
@@ -149,7 +167,7 @@ impl UpstreamPool {
                 408 => self.timed_out(),
                 _ => ApiError::new(
                     StatusCode::BAD_GATEWAY,
-                    "upstream_error",
+                    ErrorCode::UpstreamError,
                     format!("the upstream model failed (HTTP {status})"),
                 ),
             });
@@ -171,27 +189,25 @@ impl UpstreamPool {
             }
         }
         let text = String::from_utf8_lossy(&body);
-        let body = match serde_json::from_str::<Value>(&text) {
+        let code = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
+        let mut response = match serde_json::from_str::<Value>(&text) {
             Ok(mut v) if v.get("error").is_some_and(Value::is_object) => {
                 self.mask_value(&mut v);
-                v
+                (code, axum::Json(v)).into_response()
             }
             // Not OpenAI's error shape: chatmem's, with the text (masked, one short line).
             _ => {
-                let code = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
                 let short: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
                 let short: String = short.chars().take(300).collect();
                 let short = chatmem::printable::printable(&self.endpoint.mask(&short)).into_owned();
-                json!({"error": {
-                    "message": format!("the upstream model refused the request (HTTP {status}): {short}"),
-                    "type": error_type(code),
-                    "param": null,
-                    "code": "upstream_refused",
-                }})
+                ApiError::new(
+                    code,
+                    ErrorCode::UpstreamRefused,
+                    format!("the upstream model refused the request (HTTP {status}): {short}"),
+                )
+                .into_openai_response()
             }
         };
-        let code = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
-        let mut response = (code, axum::Json(body)).into_response();
         for (name, value) in retry {
             response.headers_mut().insert(name, value);
         }
@@ -221,7 +237,7 @@ impl UpstreamPool {
         );
         ApiError::new(
             StatusCode::GATEWAY_TIMEOUT,
-            "upstream_timeout",
+            ErrorCode::UpstreamTimeout,
             format!("the upstream model did not answer within {:?}", self.timeout),
         )
     }
@@ -237,7 +253,7 @@ impl UpstreamPool {
         tracing::warn!(cause, "the upstream could not be reached");
         ApiError::new(
             StatusCode::BAD_GATEWAY,
-            "upstream_unavailable",
+            ErrorCode::UpstreamUnavailable,
             "the upstream model could not be reached, or the connection to it broke",
         )
     }
@@ -250,7 +266,7 @@ impl UpstreamPool {
         tracing::warn!(what, "the upstream's answer could not be read");
         ApiError::new(
             StatusCode::BAD_GATEWAY,
-            "upstream_error",
+            ErrorCode::UpstreamError,
             format!("the upstream model's answer could not be read: {what}"),
         )
     }

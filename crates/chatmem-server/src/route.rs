@@ -1,0 +1,44 @@
+//! The route templates: the router's paths, the `route` label of the request metrics, and
+//! the paths `/openapi.json` documents.
+
+pub(crate) const HEALTHZ: &str = "/healthz";
+pub(crate) const METRICS: &str = "/metrics";
+pub(crate) const OPENAPI: &str = "/openapi.json";
+pub(crate) const MODELS: &str = "/v1/models";
+pub(crate) const COMPLETIONS: &str = "/v1/chat/completions";
+pub(crate) const CONVERSATIONS: &str = "/v1/conversations";
+// `{id}` is one path segment: a `/` in an id is sent as `%2F` (axum percent-decodes the
+// segment), so no id can be mistaken for another route.
+pub(crate) const CONVERSATION: &str = "/v1/conversations/{id}";
+pub(crate) const MESSAGES: &str = "/v1/conversations/{id}/messages";
+pub(crate) const HISTORY: &str = "/v1/conversations/{id}/history";
+/// The memory inspector's pages (`ui/`).
+pub(crate) const UI: &str = "/ui";
+pub(crate) const UI_CONVERSATION: &str = "/ui/conversations/{id}";
+pub(crate) const UI_SIGN_IN: &str = "/ui/sign-in";
+pub(crate) const UI_SIGN_OUT: &str = "/ui/sign-out";
+pub(crate) const UI_STYLE: &str = "/ui/assets/ui.css";
+pub(crate) const UI_SCRIPT: &str = "/ui/assets/ui.js";
+/// The inspector's templates: web pages and their assets, outside the API's description.
+#[cfg(test)]
+pub(crate) const PAGES: [&str; 6] = [UI, UI_CONVERSATION, UI_SIGN_IN, UI_SIGN_OUT, UI_STYLE, UI_SCRIPT];
+/// Every template the router serves.
+pub(crate) const ALL: [&str; 15] = [
+    HEALTHZ,
+    METRICS,
+    OPENAPI,
+    MODELS,
+    COMPLETIONS,
+    CONVERSATIONS,
+    CONVERSATION,
+    MESSAGES,
+    HISTORY,
+    UI,
+    UI_CONVERSATION,
+    UI_SIGN_IN,
+    UI_SIGN_OUT,
+    UI_STYLE,
+    UI_SCRIPT,
+];
+/// Any path no route serves.
+pub(crate) const UNMATCHED: &str = "unmatched";
