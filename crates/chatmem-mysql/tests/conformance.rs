@@ -5,8 +5,9 @@ mod common;
 use std::sync::Arc;
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_MYSQL_URL"]
 async fn mysql_store_conforms() {
-    let Some(url) = common::mysql_url() else { return };
+    let url = common::mysql_url();
     let prefix = common::fresh_prefix("conformance");
     let store = common::store_in(&url, &prefix).await;
     chatmem_test::run_conformance(Arc::new(store)).await;
@@ -14,10 +15,11 @@ async fn mysql_store_conforms() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_MYSQL_URL"]
 async fn connect_uses_the_default_prefix() {
     use chatmem::store::StoredMessage;
     use chatmem::{Message, Retention, Store};
-    let Some(url) = common::mysql_url() else { return };
+    let url = common::mysql_url();
     let store = chatmem_mysql::MysqlStore::connect(&url).await.expect("connect");
     assert_eq!(store.prefix(), "chatmem");
     let id = chatmem_test::unique_id("default-prefix");

@@ -62,10 +62,9 @@ fn turn(first: u64) -> Vec<StoredMessage> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_MYSQL_URL"]
 async fn operations_fail_fast_during_an_outage_and_recover_after() {
-    let Some((url, upstream)) = common::mysql_url_over_tcp() else {
-        return;
-    };
+    let (url, upstream) = common::mysql_url_over_tcp();
     let prefix = common::fresh_prefix("outage");
     let proxy = common::Proxy::start(upstream).await;
     let store = MysqlStore::builder(&common::url_via(&url, proxy.addr))
@@ -152,10 +151,9 @@ fn expected_texts(turns: u64) -> Vec<(u64, String)> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_MYSQL_URL"]
 async fn a_commit_whose_reply_is_lost_is_applied_once() {
-    let Some((url, upstream)) = common::mysql_url_over_tcp() else {
-        return;
-    };
+    let (url, upstream) = common::mysql_url_over_tcp();
     let prefix = common::fresh_prefix("lost_reply");
     let proxy = common::Proxy::start(upstream).await;
     let store = MysqlStore::builder(&common::url_via(&url, proxy.addr))
@@ -246,11 +244,10 @@ async fn a_commit_whose_reply_is_lost_is_applied_once() {
 /// same row. The resend's locking read sees the newest committed row, so it finds its own
 /// token and reports the commit applied, not a conflict.
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_MYSQL_URL"]
 async fn a_resend_that_waited_for_the_row_finds_the_first_send_landed() {
     const LONG: Duration = Duration::from_secs(2);
-    let Some((url, upstream)) = common::mysql_url_over_tcp() else {
-        return;
-    };
+    let (url, upstream) = common::mysql_url_over_tcp();
     let prefix = common::fresh_prefix("resend_wait");
     let proxy = common::Proxy::start(upstream).await;
     let store = MysqlStore::builder(&common::url_via(&url, proxy.addr))

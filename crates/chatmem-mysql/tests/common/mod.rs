@@ -18,9 +18,9 @@ use tokio::sync::watch;
 /// isolate themselves with unique conversation ids).
 pub const SHARED_PREFIX: &str = "chatmem_test_shared";
 
-/// `CHATMEM_TEST_MYSQL_URL`, or `None` after printing the skip notice.
-pub fn mysql_url() -> Option<String> {
-    chatmem_test::service_url("CHATMEM_TEST_MYSQL_URL", "start MySQL or MariaDB")
+/// `CHATMEM_TEST_MYSQL_URL`, which every test marked `#[ignore = "needs CHATMEM_TEST_MYSQL_URL"]` needs.
+pub fn mysql_url() -> String {
+    chatmem_test::required_env("CHATMEM_TEST_MYSQL_URL", "start MySQL or MariaDB")
 }
 
 /// A table prefix unique to this call.
@@ -65,15 +65,20 @@ pub async fn drop_prefix(url: &str, prefix: &str) {
 }
 
 /// The test server's URL and TCP address, for tests that put a loopback proxy in between.
-pub fn mysql_url_over_tcp() -> Option<(String, SocketAddr)> {
-    let url = mysql_url()?;
+///
+/// # Panics
+/// When the variable is unset or names no TCP address.
+pub fn mysql_url_over_tcp() -> (String, SocketAddr) {
+    let url = mysql_url();
     let opts = mysql_async::Opts::from_url(&url).expect("CHATMEM_TEST_MYSQL_URL parses");
     let host = match opts.ip_or_hostname() {
         "localhost" => "127.0.0.1",
         h => h,
     };
-    let addr = format!("{host}:{}", opts.tcp_port()).parse().ok()?;
-    Some((url, addr))
+    let addr = format!("{host}:{}", opts.tcp_port())
+        .parse()
+        .expect("CHATMEM_TEST_MYSQL_URL is not a TCP address; the loopback proxy needs one");
+    (url, addr)
 }
 
 /// `url` pointed at `addr` instead (user, password and database kept).

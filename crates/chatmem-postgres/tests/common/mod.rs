@@ -19,9 +19,9 @@ use tokio::sync::watch;
 /// isolate themselves with unique conversation ids).
 pub const SHARED_SCHEMA: &str = "chatmem_test_shared";
 
-/// `CHATMEM_TEST_PG_URL`, or `None` after printing the skip notice.
-pub fn pg_url() -> Option<String> {
-    chatmem_test::service_url("CHATMEM_TEST_PG_URL", "start PostgreSQL")
+/// `CHATMEM_TEST_PG_URL`, which every test marked `#[ignore = "needs CHATMEM_TEST_PG_URL"]` needs.
+pub fn pg_url() -> String {
+    chatmem_test::required_env("CHATMEM_TEST_PG_URL", "start PostgreSQL")
 }
 
 /// A schema name unique to this call.
@@ -61,20 +61,16 @@ pub async fn drop_schema(url: &str, schema: &str) {
         .expect("dropping the test schema");
 }
 
-/// The test server's URL and TCP address, for tests that put a loopback proxy in between;
-/// `None` (after saying why, past libtest's capture) when there is no server or it is not
-/// reached over TCP.
-pub fn pg_url_over_tcp() -> Option<(String, SocketAddr)> {
-    let url = pg_url()?;
+/// The test server's URL and TCP address, for tests that put a loopback proxy in between.
+///
+/// # Panics
+/// When the variable is unset or the server is not reached over TCP.
+pub fn pg_url_over_tcp() -> (String, SocketAddr) {
+    let url = pg_url();
     let Some(upstream) = tcp_addr(&url) else {
-        use std::io::Write as _;
-        let _ = writeln!(
-            std::io::stderr(),
-            "skipping: CHATMEM_TEST_PG_URL is not a TCP address; the loopback proxy needs one"
-        );
-        return None;
+        panic!("CHATMEM_TEST_PG_URL is not a TCP address; the loopback proxy needs one");
     };
-    Some((url, upstream))
+    (url, upstream)
 }
 
 /// The TCP address of the server in `url`, when it is reached over TCP.
