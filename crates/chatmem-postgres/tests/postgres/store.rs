@@ -1,7 +1,7 @@
 //! PostgreSQL-specific behaviour: migrations, corrupt rows, schema versions, expiry reuse,
 //! concurrent creation, many tasks at once, awkward ids.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,11 +57,11 @@ async fn migrations_are_idempotent_under_concurrent_connects() {
 
 /// The migrations as shipped, in order: an older schema is made with these themselves.
 const MIGRATIONS: [&str; 5] = [
-    include_str!("../migrations/0001_init.sql"),
-    include_str!("../migrations/0002_commit_token.sql"),
-    include_str!("../migrations/0003_counted_by.sql"),
-    include_str!("../migrations/0004_summary.sql"),
-    include_str!("../migrations/0005_updated_at.sql"),
+    include_str!("../../migrations/0001_init.sql"),
+    include_str!("../../migrations/0002_commit_token.sql"),
+    include_str!("../../migrations/0003_counted_by.sql"),
+    include_str!("../../migrations/0004_summary.sql"),
+    include_str!("../../migrations/0005_updated_at.sql"),
 ];
 
 /// A schema as chatmem-postgres wrote it at schema version `version`, with one

@@ -1,7 +1,7 @@
 //! MySQL-specific behaviour: migrations, corrupt rows, schema versions, expiry reuse,
 //! concurrent creation, hostile and long ids, 4-byte characters, exact JSON.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! list with time 0 until their next commit), the migration run again after an interruption,
 //! and cursors whose time a `DATETIME` cannot hold.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -23,7 +23,7 @@ async fn schema_version_1(conn: &mut mysql_async::Conn, prefix: &str) {
     ))
     .await
     .expect("version table");
-    let sql = include_str!("../migrations/0001_init.sql").replace("{p}", prefix);
+    let sql = include_str!("../../migrations/0001_init.sql").replace("{p}", prefix);
     for statement in sql.split("-- next statement\n") {
         conn.query_drop(statement).await.expect("applying 0001_init.sql");
     }
