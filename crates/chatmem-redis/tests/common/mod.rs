@@ -6,15 +6,15 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use chatmem_redis::RedisStore;
 
 /// The variable naming the test server.
-pub(crate) const URL_VAR: &str = "CHATMEM_TEST_REDIS_URL";
+pub const URL_VAR: &str = "CHATMEM_TEST_REDIS_URL";
 
 /// The test server's URL, which every test marked `#[ignore = "needs CHATMEM_TEST_REDIS_URL"]` needs.
-pub(crate) fn url() -> String {
+pub fn url() -> String {
     chatmem_test::required_env(URL_VAR, "start Redis")
 }
 
 /// A key prefix unique to this call, so parallel tests and runs never meet.
-pub(crate) fn unique_prefix(what: &str) -> String {
+pub fn unique_prefix(what: &str) -> String {
     let millis = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
@@ -22,7 +22,7 @@ pub(crate) fn unique_prefix(what: &str) -> String {
 }
 
 /// A store on the test server under `prefix`.
-pub(crate) async fn store(url: &str, prefix: &str) -> RedisStore {
+pub async fn store(url: &str, prefix: &str) -> RedisStore {
     RedisStore::builder(url)
         .key_prefix(prefix)
         .connect()
@@ -36,7 +36,7 @@ pub(crate) async fn store(url: &str, prefix: &str) -> RedisStore {
 }
 
 /// A plain connection for poking at keys directly.
-pub(crate) async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
+pub async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
     redis::Client::open(url)
         .expect("valid test URL")
         .get_multiplexed_async_connection()
@@ -45,7 +45,7 @@ pub(crate) async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
 }
 
 /// Deletes every key under `prefix` (test clean-up only: uses SCAN, which the store never does).
-pub(crate) async fn cleanup(url: &str, prefix: &str) {
+pub async fn cleanup(url: &str, prefix: &str) {
     let mut conn = raw(url).await;
     let mut cursor: u64 = 0;
     loop {
@@ -69,17 +69,17 @@ pub(crate) async fn cleanup(url: &str, prefix: &str) {
 }
 
 /// Lower-case hex of `s`'s bytes (the hash tag the store uses).
-pub(crate) fn hex(s: &str) -> String {
+pub fn hex(s: &str) -> String {
     s.bytes().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The key of conversation `id`'s meta hash under key prefix `prefix`, as the store writes it.
-pub(crate) fn meta_key(prefix: &str, id: &str) -> String {
+pub fn meta_key(prefix: &str, id: &str) -> String {
     format!("{prefix}:{{{}}}:meta", hex(id))
 }
 
 /// The key of conversation `id`'s message sorted set under `prefix`.
-pub(crate) fn msgs_key(prefix: &str, id: &str) -> String {
+pub fn msgs_key(prefix: &str, id: &str) -> String {
     format!("{prefix}:{{{}}}:msgs", hex(id))
 }
 
@@ -87,7 +87,7 @@ pub(crate) fn msgs_key(prefix: &str, id: &str) -> String {
 /// `maxmemory`, or deleted by hand) does not exist for any operation: checked on `store`
 /// (key prefix `prefix`) by deleting meta keys through `conn`, a raw connection to the same
 /// Redis or Cluster.
-pub(crate) async fn a_conversation_without_meta_does_not_exist(
+pub async fn a_conversation_without_meta_does_not_exist(
     store: &RedisStore,
     conn: &mut impl redis::aio::ConnectionLike,
     prefix: &str,
@@ -162,7 +162,7 @@ pub(crate) async fn a_conversation_without_meta_does_not_exist(
 }
 
 /// A commit of no messages at `expected`, with `ttl`.
-pub(crate) fn bare(expected: u64, ttl: Option<std::time::Duration>) -> chatmem::store::Commit {
+pub fn bare(expected: u64, ttl: Option<std::time::Duration>) -> chatmem::store::Commit {
     chatmem_test::commit_full(expected, 1, None, Vec::new(), 1, chatmem::Retention::KeepHistory, ttl)
 }
 
@@ -171,11 +171,7 @@ pub(crate) fn bare(expected: u64, ttl: Option<std::time::Duration>) -> chatmem::
 /// recorded time, by id descending, and paged through like the others; a connect keeps
 /// recorded times. The recency index is deleted through `conn` (a raw connection to the
 /// store's Redis or Cluster at `url`) to make the data as an older chatmem left it.
-pub(crate) async fn recency_is_backfilled_on_connect(
-    url: &str,
-    conn: &mut impl redis::aio::ConnectionLike,
-    prefix: &str,
-) {
+pub async fn recency_is_backfilled_on_connect(url: &str, conn: &mut impl redis::aio::ConnectionLike, prefix: &str) {
     use chatmem::{ConversationId, Store};
 
     let old = store(url, prefix).await;
@@ -277,7 +273,7 @@ pub(crate) async fn recency_is_backfilled_on_connect(
 /// A prefix whose conversations are far down the recency index is found through several
 /// batches of the index (1,000 entries each), and expired conversations met on the way
 /// leave it.
-pub(crate) async fn recent_scans_past_other_prefixes(store: &RedisStore) {
+pub async fn recent_scans_past_other_prefixes(store: &RedisStore) {
     use chatmem::{ConversationId, Store};
     use std::time::Duration;
 
@@ -339,7 +335,7 @@ pub(crate) async fn recent_scans_past_other_prefixes(store: &RedisStore) {
 /// The backfill on connect walks the id index in several batches: after
 /// [`recent_scans_past_other_prefixes`] (1,201 conversations under `prefix`), with the
 /// recency index deleted through `conn`, every conversation is listed again, with time 0.
-pub(crate) async fn backfill_walks_batches(url: &str, conn: &mut impl redis::aio::ConnectionLike, prefix: &str) {
+pub async fn backfill_walks_batches(url: &str, conn: &mut impl redis::aio::ConnectionLike, prefix: &str) {
     use chatmem::Store;
 
     let recent_key = format!("{prefix}:{{{prefix}:ids}}:recent");

@@ -3,7 +3,7 @@
 //! starts such a cluster locally): the shared conformance suite, the key placement, 64
 //! tasks and 16 processes at once.
 
-use crate::common;
+mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -372,7 +372,7 @@ async fn cluster_sixteen_processes_one_conversation() {
     let started = std::time::Instant::now();
     stress::run_parent(
         Arc::new(store),
-        "cluster::cluster_stress_child",
+        "cluster_stress_child",
         &format!("{url}#{prefix}"),
         stress::PROCESSES,
         stress::TURNS,
@@ -399,7 +399,7 @@ async fn cluster_sixteen_summarizing_processes_one_conversation() {
     let store = connect(&url, &prefix).await;
     stress::run_parent_summarizing(
         Arc::new(store),
-        "cluster::cluster_stress_child",
+        "cluster_stress_child",
         &format!("{url}#{prefix}"),
         stress::PROCESSES,
         stress::TURNS,

@@ -5,7 +5,7 @@
 //! binary so no parallel test of this crate adds commands while it measures. The
 //! Cluster variant sums the deltas over all primaries of the test cluster.
 
-use crate::common;
+mod common;
 
 use std::collections::BTreeMap;
 

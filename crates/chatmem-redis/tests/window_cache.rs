@@ -4,7 +4,7 @@
 //! the conversation and create it again (below the seen window, or past it), delete it,
 //! or wrote it before chatmem stored a creation marker; and with the cache switched off.
 
-use crate::common;
+mod common;
 
 use chatmem::store::{Commit, Snapshot, StoredMessage};
 use chatmem::{ConversationId, Message, Retention, Store};

@@ -2,7 +2,7 @@
 //! data written before summaries (no such field) loads without one and takes one under the
 //! same layout version, and a damaged summary is reported as corrupt.
 
-use crate::common;
+mod common;
 
 use chatmem::store::{Commit, StoreErrorKind, StoredMessage};
 use chatmem::{ConversationId, Heuristic, Message, Retention, Store, Summary};

@@ -2,7 +2,7 @@
 //! loads and takes commits after the upgrade to layout 2, counter names of any shape
 //! round-trip, and the system message's counter follows the system message.
 
-use crate::common;
+mod common;
 
 use chatmem::store::{Commit, Snapshot, StoredMessage};
 use chatmem::{ChatMemory, ConversationId, Heuristic, Message, Retention, Store};

@@ -2,7 +2,7 @@
 //! proxy that goes down and comes back or cuts a connection mid-commit, and a killed
 //! client connection.
 
-use crate::common;
+mod common;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};

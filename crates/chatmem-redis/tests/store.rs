@@ -1,7 +1,7 @@
 //! RedisStore against a real Redis: the shared conformance suite plus Redis-specific checks
 //! (key layout, TTL on both keys, the id index, corruption, schema, awkward ids, many tasks).
 
-use crate::common;
+mod common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! A conversation written by one process is read back by another (the parent), as after
 //! an application restart.
 
-use crate::common;
+mod common;
 
 use std::process::Command;
 
@@ -48,13 +48,7 @@ async fn written_by_another_process_read_back() {
     let prefix = unique_prefix("restart");
     let id = "restart \"conversation\" {1}";
     let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "restart::restart_child",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
+        .args(["--exact", "restart_child", "--nocapture", "--test-threads", "1"])
         .env(CHILD_VAR, format!("{url}\n{prefix}\n{id}"))
         .output()
         .unwrap();

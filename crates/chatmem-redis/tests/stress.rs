@@ -1,7 +1,7 @@
 //! Sixteen processes append turns to one conversation at once; no turn may be lost,
 //! duplicated or split. The test binary spawns copies of itself as the children.
 
-use crate::common;
+mod common;
 
 use std::sync::Arc;
 
@@ -41,7 +41,7 @@ async fn sixteen_processes_one_conversation() {
     let started = std::time::Instant::now();
     stress::run_parent(
         Arc::new(store),
-        "stress::stress_child",
+        "stress_child",
         &format!("{url}#{prefix}"),
         stress::PROCESSES,
         stress::TURNS,
