@@ -19,9 +19,9 @@ use redis::aio::MultiplexedConnection;
 /// The variable naming the test cluster.
 const CLUSTER_VAR: &str = "CHATMEM_TEST_REDIS_CLUSTER_URL";
 
-/// The test cluster's URL, or `None` after printing the skip line.
-fn cluster_url() -> Option<String> {
-    chatmem_test::service_url(CLUSTER_VAR, "start a Redis Cluster, e.g. with tests/cluster/start.sh,")
+/// The test cluster's URL, which every test marked `#[ignore = "needs CHATMEM_TEST_REDIS_CLUSTER_URL"]` needs.
+fn cluster_url() -> String {
+    chatmem_test::required_env(CLUSTER_VAR, "start a Redis Cluster, e.g. with tests/cluster/start.sh,")
 }
 
 async fn connect(url: &str, prefix: &str) -> RedisStore {
@@ -106,8 +106,9 @@ async fn cleanup(url: &str, prefix: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_REDIS_CLUSTER_URL"]
 async fn cluster_conformance() {
-    let Some(url) = cluster_url() else { return };
+    let url = cluster_url();
     let prefix = unique_prefix("cluster-conformance");
     let store = connect(&url, &prefix).await;
     chatmem_test::run_conformance(Arc::new(store)).await;
@@ -115,8 +116,9 @@ async fn cluster_conformance() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_REDIS_CLUSTER_URL"]
 async fn one_conversation_one_slot_many_conversations_many_nodes() {
-    let Some(url) = cluster_url() else { return };
+    let url = cluster_url();
     let prefix = unique_prefix("cluster-slots");
     let store = connect(&url, &prefix).await;
     let nodes = primaries(&url).await;
@@ -201,8 +203,9 @@ async fn raw_cluster(url: &str) -> redis::cluster_async::ClusterConnection {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_REDIS_CLUSTER_URL"]
 async fn cluster_index_is_kept_without_cross_slot_scripts() {
-    let Some(url) = cluster_url() else { return };
+    let url = cluster_url();
     let prefix = unique_prefix("cluster-index");
     let store = connect(&url, &prefix).await;
     let raw = raw_cluster(&url).await;
@@ -278,8 +281,9 @@ async fn cluster_index_is_kept_without_cross_slot_scripts() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_REDIS_CLUSTER_URL"]
 async fn cluster_recency_is_backfilled_on_connect() {
-    let Some(url) = cluster_url() else { return };
+    let url = cluster_url();
     let prefix = unique_prefix("cluster-recency-backfill");
     let mut raw = raw_cluster(&url).await;
     common::recency_is_backfilled_on_connect(&url, &mut raw, &prefix).await;
@@ -290,8 +294,9 @@ async fn cluster_recency_is_backfilled_on_connect() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_REDIS_CLUSTER_URL"]
 async fn cluster_a_conversation_without_meta_does_not_exist() {
-    let Some(url) = cluster_url() else { return };
+    let url = cluster_url();
     let prefix = unique_prefix("cluster-orphan");
     let store = connect(&url, &prefix).await;
     let mut raw = raw_cluster(&url).await;
@@ -300,8 +305,9 @@ async fn cluster_a_conversation_without_meta_does_not_exist() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_REDIS_CLUSTER_URL"]
 async fn cluster_creations_racing_index_sweeps_stay_listed() {
-    let Some(url) = cluster_url() else { return };
+    let url = cluster_url();
     let prefix = unique_prefix("cluster-race");
     let store = Arc::new(connect(&url, &prefix).await);
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -355,11 +361,12 @@ async fn cluster_stress_child() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_REDIS_CLUSTER_URL"]
 async fn cluster_sixteen_processes_one_conversation() {
     if stress::child_env().is_some() {
         return;
     }
-    let Some(url) = cluster_url() else { return };
+    let url = cluster_url();
     let prefix = unique_prefix("cluster-stress");
     let store = connect(&url, &prefix).await;
     let started = std::time::Instant::now();
@@ -382,11 +389,12 @@ async fn cluster_sixteen_processes_one_conversation() {
 
 /// The same with summaries on: no turn lost, the summary never moves backwards.
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_REDIS_CLUSTER_URL"]
 async fn cluster_sixteen_summarizing_processes_one_conversation() {
     if stress::child_env().is_some() {
         return;
     }
-    let Some(url) = cluster_url() else { return };
+    let url = cluster_url();
     let prefix = unique_prefix("cluster-stress-summary");
     let store = connect(&url, &prefix).await;
     stress::run_parent_summarizing(

@@ -56,8 +56,9 @@ fn turn(seq: u64) -> Vec<StoredMessage> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_REDIS_URL"]
 async fn load_and_commit_are_one_round_trip_each() {
-    let Some(url) = url() else { return };
+    let url = url();
     let prefix = unique_prefix("round-trips");
     let store = store(&url, &prefix).await;
     let mut conn = raw(&url).await;
@@ -262,13 +263,12 @@ async fn cluster_delta<F: std::future::Future<Output = ()>>(
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_REDIS_CLUSTER_URL"]
 async fn cluster_round_trips() {
-    let Some(url) = chatmem_test::service_url(
+    let url = chatmem_test::required_env(
         "CHATMEM_TEST_REDIS_CLUSTER_URL",
         "start a Redis Cluster, e.g. with tests/cluster/start.sh,",
-    ) else {
-        return;
-    };
+    );
     let prefix = unique_prefix("cluster-round-trips");
     let store = store(&url, &prefix).await;
     let hosts = url.trim_start_matches("redis+cluster://");

@@ -47,8 +47,9 @@ fn append_ttl(expected: u64, from: u64, texts: &[&str], ttl: Duration) -> Commit
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_REDIS_URL"]
 async fn conformance() {
-    let Some(url) = url() else { return };
+    let url = url();
     let prefix = unique_prefix("conformance");
     let store = store(&url, &prefix).await;
     chatmem_test::run_conformance(Arc::new(store)).await;
@@ -56,8 +57,9 @@ async fn conformance() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_REDIS_URL"]
 async fn keys_share_a_hash_tag_and_ttl_covers_both() {
-    let Some(url) = url() else { return };
+    let url = url();
     let prefix = unique_prefix("layout");
     let store = store(&url, &prefix).await;
     let id = ConversationId::new("a{b}c").unwrap();
@@ -113,8 +115,9 @@ async fn keys_share_a_hash_tag_and_ttl_covers_both() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_REDIS_URL"]
 async fn a_zero_ttl_expires_at_once_and_one_too_long_never_expires() {
-    let Some(url) = url() else { return };
+    let url = url();
     let prefix = unique_prefix("ttl-edges");
     let store = store(&url, &prefix).await;
     let zero = ConversationId::new("zero").unwrap();
@@ -147,8 +150,9 @@ async fn a_zero_ttl_expires_at_once_and_one_too_long_never_expires() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_REDIS_URL"]
 async fn load_reads_only_the_window_and_drop_evicted_deletes() {
-    let Some(url) = url() else { return };
+    let url = url();
     let prefix = unique_prefix("window");
     let store = store(&url, &prefix).await;
     let id = ConversationId::new("w").unwrap();
@@ -205,8 +209,9 @@ async fn load_reads_only_the_window_and_drop_evicted_deletes() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_REDIS_URL"]
 async fn expired_ids_leave_the_index_lazily() {
-    let Some(url) = url() else { return };
+    let url = url();
     let prefix = unique_prefix("expiry");
     let store = store(&url, &prefix).await;
     let mut conn = raw(&url).await;
@@ -253,8 +258,9 @@ async fn expired_ids_leave_the_index_lazily() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_REDIS_URL"]
 async fn recency_is_backfilled_on_connect() {
-    let Some(url) = url() else { return };
+    let url = url();
     let prefix = unique_prefix("recency-backfill");
     let mut conn = raw(&url).await;
     common::recency_is_backfilled_on_connect(&url, &mut conn, &prefix).await;
@@ -265,8 +271,9 @@ async fn recency_is_backfilled_on_connect() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_REDIS_URL"]
 async fn a_conversation_without_meta_does_not_exist() {
-    let Some(url) = url() else { return };
+    let url = url();
     let prefix = unique_prefix("orphan");
     let store = store(&url, &prefix).await;
     let mut conn = raw(&url).await;
@@ -308,8 +315,9 @@ async fn watch_pings(url: String, stop: Arc<std::sync::atomic::AtomicBool>) -> R
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_REDIS_URL"]
 async fn chat_memory_refuses_a_batch_over_the_bound() {
-    let Some(url) = url() else { return };
+    let url = url();
     let prefix = unique_prefix("batch-bound");
     let store = store(&url, &prefix).await;
     let memory = chatmem::ChatMemory::builder(store.clone())
@@ -385,8 +393,9 @@ fn assert_corrupt(e: &chatmem::store::StoreError, id: &ConversationId, what: &st
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_REDIS_URL"]
 async fn corrupt_records_name_conversation_and_seq() {
-    let Some(url) = url() else { return };
+    let url = url();
     let prefix = unique_prefix("corrupt");
     let store = store(&url, &prefix).await;
     let bad = ConversationId::new("bad one").unwrap();
@@ -468,8 +477,9 @@ async fn corrupt_records_name_conversation_and_seq() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_REDIS_URL"]
 async fn schema_is_created_and_newer_is_refused() {
-    let Some(url) = url() else { return };
+    let url = url();
     let prefix = unique_prefix("schema");
     let mut conn = raw(&url).await;
     let key = format!("{prefix}:schema");
@@ -517,8 +527,9 @@ async fn schema_is_created_and_newer_is_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_REDIS_URL"]
 async fn awkward_and_long_ids() {
-    let Some(url) = url() else { return };
+    let url = url();
     let prefix = unique_prefix("ids");
     let store = store(&url, &prefix).await;
     let ids: Vec<ConversationId> = [

@@ -133,17 +133,12 @@ fn builder_debug_hides_the_password() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_REDIS_URL"]
 async fn store_debug_hides_the_password() {
-    let Some(url) = common::url() else { return };
+    let url = common::url();
     // A user name alone is sent as no credential at all, so the test server accepts it.
     let Some(rest) = url.strip_prefix("redis://").filter(|rest| !rest.contains('@')) else {
-        // Written to stderr directly: libtest captures eprintln! output of passing tests.
-        use std::io::Write as _;
-        let _ = writeln!(
-            std::io::stderr(),
-            "skipping: the Debug test needs a redis:// URL without credentials"
-        );
-        return;
+        panic!("the Debug test needs a redis:// URL without credentials");
     };
     let prefix = common::unique_prefix("debug");
     let store = common::store(&format!("redis://secret@{rest}"), &prefix).await;

@@ -96,24 +96,27 @@ async fn check_against_the_script(url: &str, prefix: &str, bytes: usize) {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_REDIS_URL"]
 async fn a_load_of_a_seen_window_equals_the_scripts() {
-    let Some(url) = url() else { return };
+    let url = url();
     let prefix = unique_prefix("window-cache");
     check_against_the_script(&url, &prefix, chatmem_redis::DEFAULT_WINDOW_CACHE_BYTES).await;
     cleanup(&url, &prefix).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_REDIS_URL"]
 async fn without_cached_messages_a_load_equals_the_scripts() {
-    let Some(url) = url() else { return };
+    let url = url();
     let prefix = unique_prefix("window-cache-off");
     check_against_the_script(&url, &prefix, 0).await;
     cleanup(&url, &prefix).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_REDIS_URL"]
 async fn a_conversation_without_a_creation_marker_is_read_whole() {
-    let Some(url) = url() else { return };
+    let url = url();
     let prefix = unique_prefix("window-cache-legacy");
     let (seen, other) = (store(&url, &prefix).await, store(&url, &prefix).await);
     let id = ConversationId::new("legacy").unwrap();
@@ -152,8 +155,9 @@ async fn a_conversation_without_a_creation_marker_is_read_whole() {
 /// store's). After every step one random store loads (so the others' caches go stale for a
 /// while), and its load must equal a fresh store's.
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_REDIS_URL"]
 async fn random_writers_never_see_a_stale_window() {
-    let Some(url) = url() else { return };
+    let url = url();
     let prefix = unique_prefix("window-cache-random");
     let stores = [
         store(&url, &prefix).await,

@@ -20,7 +20,8 @@
 //! ```
 //!
 //! For the multi-process stress test see the [`stress`] module; for the per-turn bench every
-//! store crate runs, the [`bench`](mod@bench) module.
+//! store crate runs, the [`bench`](mod@bench) module; for the fault-injecting database proxy,
+//! the [`proxy`] module; for the tests the SQL server stores share, [`sql_suite`].
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -29,6 +30,8 @@ use chatmem::{ConversationId, Store};
 
 pub mod bench;
 mod conformance;
+pub mod proxy;
+pub mod sql_suite;
 pub mod stress;
 mod summary_models;
 

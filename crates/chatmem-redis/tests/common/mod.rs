@@ -8,9 +8,9 @@ use chatmem_redis::RedisStore;
 /// The variable naming the test server.
 pub const URL_VAR: &str = "CHATMEM_TEST_REDIS_URL";
 
-/// The test server's URL, or `None` after printing the skip line.
-pub fn url() -> Option<String> {
-    chatmem_test::service_url(URL_VAR, "start Redis")
+/// The test server's URL, which every test marked `#[ignore = "needs CHATMEM_TEST_REDIS_URL"]` needs.
+pub fn url() -> String {
+    chatmem_test::required_env(URL_VAR, "start Redis")
 }
 
 /// A key prefix unique to this call, so parallel tests and runs never meet.

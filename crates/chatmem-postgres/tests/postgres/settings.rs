@@ -1,7 +1,7 @@
 //! Settings and connection strings: timeouts from the builder and from the URL, settings
 //! refused rather than clamped, and passwords never printed.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
@@ -137,8 +137,10 @@ fn turn(first: u64) -> Vec<StoredMessage> {
 /// succeeds once the statement timeout is raised above the wait, both through the builder
 /// and through the URL, while every other timeout stays short.
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_PG_URL"]
 async fn a_raised_statement_timeout_is_applied() {
-    let Some(url) = common::pg_url() else { return };
+    let _timed = chatmem_test::sql_suite::timed().await;
+    let url = common::pg_url();
     const SHORT: Duration = Duration::from_millis(500);
     const HELD: Duration = Duration::from_millis(1500);
     let schema = common::fresh_schema("stmt_timeout");

@@ -1,44 +1,50 @@
 //! Tests across processes: 16 processes appending to one conversation, and a process that
-//! writes then exits while a new store reads its work back. The children are copies of
-//! this test binary, started in child mode through environment variables; run normally,
-//! the child tests return at once.
-
-mod common;
+//! writes then exits while a new store reads its work back.
+//!
+//! The children are copies of the test binary, started in child mode through environment
+//! variables and a filter naming the child test; run normally, the child tests return at
+//! once. Each body that starts children takes that test's full name in its binary (e.g.
+//! `processes::stress_child`).
 
 use std::process::Command;
 use std::sync::Arc;
 
 use chatmem::{ChatMemory, ConversationId, Heuristic, Message, Retention, WindowPolicy};
-use chatmem_mysql::MysqlStore;
-use chatmem_test::stress;
 
-const ENV_RESTART_ID: &str = "CHATMEM_MYSQL_RESTART_ID";
+use super::{Settings, SqlDb};
+use crate::stress;
 
-async fn shared_store(url: &str, pool_size: usize) -> MysqlStore {
-    MysqlStore::builder(url)
-        .prefix(common::SHARED_PREFIX)
-        .pool_size(pool_size)
-        .connect()
+/// Set (to the conversation id) only in the restart test's writer process.
+pub const ENV_RESTART_ID: &str = "CHATMEM_SQL_RESTART_ID";
+
+async fn shared_store<D: SqlDb>(url: &str, pool_size: usize) -> D::Store {
+    D::connect(url, Settings::namespace(D::SHARED_NAMESPACE).pool_size(pool_size))
         .await
         .unwrap_or_else(|e| panic!("connect: {e}"))
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn stress_child() {
+/// Whether this process is one of the children.
+fn is_child() -> bool {
+    stress::child_env().is_some() || std::env::var_os(ENV_RESTART_ID).is_some()
+}
+
+/// The stress child: does nothing unless a parent started this process as one.
+pub async fn stress_child<D: SqlDb>() {
     let Some(child) = stress::child_env() else { return };
-    let store = shared_store(&child.url, 2).await;
+    let store = shared_store::<D>(&child.url, 2).await;
     stress::run_child(Arc::new(store), &child).await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn sixteen_processes_append_to_one_conversation() {
-    if stress::child_env().is_some() || std::env::var_os(ENV_RESTART_ID).is_some() {
+/// 16 processes (running `child_test`) append to one conversation; no turn is lost.
+pub async fn sixteen_processes_append_to_one_conversation<D: SqlDb>(child_test: &str) {
+    if is_child() {
         return;
     }
-    let Some(url) = common::mysql_url() else { return };
-    let store = shared_store(&url, 4).await;
+    let _timed = super::timed().await;
+    let url = D::url();
+    let store = shared_store::<D>(&url, 4).await;
     let start = std::time::Instant::now();
-    stress::run_parent(Arc::new(store), "stress_child", &url, stress::PROCESSES, stress::TURNS).await;
+    stress::run_parent(Arc::new(store), child_test, &url, stress::PROCESSES, stress::TURNS).await;
     eprintln!(
         "{} processes x {} turns: {:?}",
         stress::PROCESSES,
@@ -49,14 +55,14 @@ async fn sixteen_processes_append_to_one_conversation() {
 
 /// The same with summaries on: evicted turns are summarized and dropped; no turn is lost and
 /// the summary never moves backwards.
-#[tokio::test(flavor = "multi_thread")]
-async fn sixteen_summarizing_processes_append_to_one_conversation() {
-    if stress::child_env().is_some() || std::env::var_os(ENV_RESTART_ID).is_some() {
+pub async fn sixteen_summarizing_processes_append_to_one_conversation<D: SqlDb>(child_test: &str) {
+    if is_child() {
         return;
     }
-    let Some(url) = common::mysql_url() else { return };
-    let store = shared_store(&url, 4).await;
-    stress::run_parent_summarizing(Arc::new(store), "stress_child", &url, stress::PROCESSES, stress::TURNS).await;
+    let _timed = super::timed().await;
+    let url = D::url();
+    let store = shared_store::<D>(&url, 4).await;
+    stress::run_parent_summarizing(Arc::new(store), child_test, &url, stress::PROCESSES, stress::TURNS).await;
 }
 
 fn restart_memory<S: chatmem::Store>(store: S) -> ChatMemory<S> {
@@ -68,14 +74,12 @@ fn restart_memory<S: chatmem::Store>(store: S) -> ChatMemory<S> {
         .expect("valid memory settings")
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn restart_child() {
+/// The restart test's writer: does nothing unless the parent started this process as it.
+pub async fn restart_child<D: SqlDb>() {
     let Ok(id) = std::env::var(ENV_RESTART_ID) else { return };
-    let Some(url) = common::mysql_url() else {
-        panic!("the restart child needs CHATMEM_TEST_MYSQL_URL")
-    };
+    let url = D::url();
     let id = ConversationId::new(id).expect("id");
-    write_restart_conversation(&restart_memory(shared_store(&url, 1).await), &id).await;
+    write_restart_conversation(&restart_memory(shared_store::<D>(&url, 1).await), &id).await;
 }
 
 async fn write_restart_conversation<S: chatmem::Store>(memory: &ChatMemory<S>, id: &ConversationId) {
@@ -94,19 +98,20 @@ async fn write_restart_conversation<S: chatmem::Store>(memory: &ChatMemory<S>, i
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_new_process_reads_what_an_exited_one_wrote() {
-    if stress::child_env().is_some() || std::env::var_os(ENV_RESTART_ID).is_some() {
+/// A process (running `child_test`) writes and exits; a new store reads its work back.
+pub async fn a_new_process_reads_what_an_exited_one_wrote<D: SqlDb>(child_test: &str) {
+    if is_child() {
         return;
     }
-    let Some(url) = common::mysql_url() else { return };
-    let id = chatmem_test::unique_id("restart");
+    let url = D::url();
+    let id = crate::unique_id("restart");
     let exe = std::env::current_exe().expect("current_exe");
+    let child_test = child_test.to_owned();
     let out = tokio::task::spawn_blocking({
         let id = id.clone();
         move || {
             Command::new(exe)
-                .args(["--exact", "restart_child", "--nocapture", "--test-threads", "1"])
+                .args(["--exact", &child_test, "--nocapture", "--test-threads", "1"])
                 .env(ENV_RESTART_ID, id.as_str())
                 .output()
                 .expect("spawn the writer")
@@ -121,7 +126,7 @@ async fn a_new_process_reads_what_an_exited_one_wrote() {
         String::from_utf8_lossy(&out.stderr)
     );
     // The writer's process is gone; a new store and memory read its conversation.
-    let memory = restart_memory(shared_store(&url, 1).await);
+    let memory = restart_memory(shared_store::<D>(&url, 1).await);
     let text = |ms: Vec<Message>| {
         ms.iter()
             .map(|m| m.text().unwrap_or_default().into_owned())

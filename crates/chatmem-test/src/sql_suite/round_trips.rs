@@ -1,15 +1,14 @@
-//! Round trips per operation, counted on the wire by a loopback proxy that parses the
-//! client's protocol messages: every `Sync` (extended protocol) or `Query` (simple
-//! protocol) is one wait for the server's `ReadyForQuery`.
-
-mod common;
+//! Round trips per operation, counted on the wire by the loopback [`Proxy`], which parses
+//! the client's protocol messages (see [`Protocol`](crate::proxy::Protocol)).
 
 use std::sync::Arc;
 
-use chatmem::store::{Commit, StoredMessage};
+use chatmem::store::{Commit, RecentQuery, StoredMessage};
 use chatmem::{ChatMemory, Heuristic, Message, Retention, Store, Summary, WindowPolicy};
-use chatmem_postgres::PostgresStore;
-use chatmem_test::{commit, commit_full};
+
+use super::{Settings, SqlDb};
+use crate::proxy::Proxy;
+use crate::{commit, commit_full};
 
 fn batch(first: u64, n: u64) -> Vec<StoredMessage> {
     (first..first + n)
@@ -24,21 +23,35 @@ fn batch(first: u64, n: u64) -> Vec<StoredMessage> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn load_and_commit_are_one_round_trip_each() {
-    let Some((url, upstream)) = common::pg_url_over_tcp() else {
-        return;
-    };
-    let schema = common::fresh_schema("rtt");
-    common::store_in(&url, &schema).await; // migrate outside the count
-    let proxy = common::Proxy::start(upstream).await;
-    let store = PostgresStore::builder(&common::url_via(&url, proxy.addr))
-        .schema(&schema)
-        .pool_size(1)
-        .connect()
-        .await
-        .expect("connect through the proxy");
-    let id = chatmem_test::unique_id("rtt");
+/// Every store operation, and a whole turn's load and commit, is one round trip.
+pub async fn load_and_commit_are_one_round_trip_each<D: SqlDb>() {
+    let url = D::url();
+    let upstream = D::tcp_addr(&url);
+    let namespace = D::fresh_namespace("rtt");
+    D::store_in(&url, &namespace).await; // migrate outside the count
+    let proxy = Proxy::start(upstream, D::PROTOCOL).await;
+    let store = D::connect(
+        &D::url_via(&url, proxy.addr),
+        Settings::namespace(&namespace).pool_size(1),
+    )
+    .await
+    .expect("connect through the proxy");
+    let id = crate::unique_id("rtt");
+
+    if D::PREPARES_PER_CONNECTION {
+        // Each statement is prepared once per connection, at its first use there: one more
+        // round trip then, which the warm-up takes (on the pool's one connection).
+        let warm = crate::unique_id("rtt-warm");
+        store.load(&warm).await.expect("warm load");
+        let _ = store
+            .commit(&warm, commit(1, batch(1, 1), 1, Retention::KeepHistory))
+            .await;
+        store.history(&warm, 0, 1).await.expect("warm history");
+        store.list(None, 1).await.expect("warm list");
+        store.recent(&RecentQuery::new("", None, 1)).await.expect("warm recent");
+        store.clear(&warm).await.expect("warm clear");
+        store.purge_expired().await.expect("warm purge");
+    }
 
     // Counts the round trips of one awaited operation.
     macro_rules! trips {
@@ -86,10 +99,15 @@ async fn load_and_commit_are_one_round_trip_each() {
     assert_eq!((n, page.len()), (1, 20));
     let (n, _) = trips!(store.list(None, 10));
     assert_eq!(n, 1, "list");
-    let (n, page) = trips!(store.recent(&chatmem::store::RecentQuery::new("", None, 1)));
+    let (first, then) = if D::RECENT_BY_ID_FIRST {
+        (RecentQuery::new(id.as_str(), None, 10), "")
+    } else {
+        (RecentQuery::new("", None, 1), id.as_str())
+    };
+    let (n, page) = trips!(store.recent(&first));
     assert_eq!((n, page.conversations.len()), (1, 1), "recent");
-    let (n, _) = trips!(store.recent(&chatmem::store::RecentQuery::new(
-        id.as_str(),
+    let (n, _) = trips!(store.recent(&RecentQuery::new(
+        then,
         page.conversations.first().map(|c| c.cursor()).as_ref(),
         10
     )));
@@ -132,5 +150,5 @@ async fn load_and_commit_are_one_round_trip_each() {
 
     let (n, existed) = trips!(store.clear(&id));
     assert_eq!((n, existed), (1, true), "clear");
-    common::drop_schema(&url, &schema).await;
+    D::drop_namespace(&url, &namespace).await;
 }

@@ -113,7 +113,7 @@ async fn sigkill_mid_commit_leaves_only_whole_batches() {
         let tag = format!("round{round}");
         tags.push(tag.clone());
         let watcher = memory(SqliteStore::connect(&url).await.expect("connect"));
-        let mut child = spawn_child("crash_child", &url, &id, &tag);
+        let mut child = spawn_child("durability::crash_child", &url, &id, &tag);
         // Let it commit a while, then kill it while it is busy committing.
         let started = Instant::now();
         let before = watcher.history(&id).await.expect("history").len();
@@ -178,7 +178,7 @@ async fn another_process_reads_what_one_wrote() {
     let dir = tempfile::tempdir().expect("tempdir");
     let url = format!("sqlite:{}", dir.path().join("restart.db").display());
     let id = chatmem_test::unique_id("restart");
-    let out = spawn_child("restart_writer", &url, &id, "writer")
+    let out = spawn_child("durability::restart_writer", &url, &id, "writer")
         .wait_with_output()
         .expect("writer");
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -1,7 +1,7 @@
 //! PostgreSQL-specific behaviour: migrations, corrupt rows, schema versions, expiry reuse,
 //! concurrent creation, many tasks at once, awkward ids.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,8 +26,9 @@ fn id(name: &str) -> ConversationId {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_PG_URL"]
 async fn migrations_are_idempotent_under_concurrent_connects() {
-    let Some(url) = common::pg_url() else { return };
+    let url = common::pg_url();
     let schema = common::fresh_schema("migrate");
     let connects: Vec<_> = (0..6)
         .map(|_| {
@@ -56,11 +57,11 @@ async fn migrations_are_idempotent_under_concurrent_connects() {
 
 /// The migrations as shipped, in order: an older schema is made with these themselves.
 const MIGRATIONS: [&str; 5] = [
-    include_str!("../migrations/0001_init.sql"),
-    include_str!("../migrations/0002_commit_token.sql"),
-    include_str!("../migrations/0003_counted_by.sql"),
-    include_str!("../migrations/0004_summary.sql"),
-    include_str!("../migrations/0005_updated_at.sql"),
+    include_str!("../../migrations/0001_init.sql"),
+    include_str!("../../migrations/0002_commit_token.sql"),
+    include_str!("../../migrations/0003_counted_by.sql"),
+    include_str!("../../migrations/0004_summary.sql"),
+    include_str!("../../migrations/0005_updated_at.sql"),
 ];
 
 /// A schema as chatmem-postgres wrote it at schema version `version`, with one
@@ -109,8 +110,9 @@ fn every_migration_is_listed_here() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_PG_URL"]
 async fn older_schemas_migrate_and_keep_their_conversations() {
-    let Some(url) = common::pg_url() else { return };
+    let url = common::pg_url();
     assert_eq!(chatmem_postgres::SCHEMA_VERSION, 5);
     for old in 1..chatmem_postgres::SCHEMA_VERSION {
         let schema = common::fresh_schema(&format!("v{old}"));
@@ -249,8 +251,9 @@ async fn older_schemas_migrate_and_keep_their_conversations() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_PG_URL"]
 async fn a_commit_without_a_counter_keeps_the_system_messages_counter() {
-    let Some(url) = common::pg_url() else { return };
+    let url = common::pg_url();
     let schema = common::fresh_schema("counter");
     let store = common::store_in(&url, &schema).await;
     let conv = id("counter");
@@ -291,8 +294,9 @@ async fn a_commit_without_a_counter_keeps_the_system_messages_counter() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_PG_URL"]
 async fn the_same_commit_sent_twice_is_stored_once() {
-    let Some(url) = common::pg_url() else { return };
+    let url = common::pg_url();
     let schema = common::fresh_schema("resend");
     let store = common::store_in(&url, &schema).await;
     let conv = id("resend");
@@ -340,8 +344,9 @@ async fn the_same_commit_sent_twice_is_stored_once() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_PG_URL"]
 async fn newer_schema_is_refused() {
-    let Some(url) = common::pg_url() else { return };
+    let url = common::pg_url();
     let schema = common::fresh_schema("too_new");
     common::store_in(&url, &schema).await;
     let raw = common::raw_client(&url).await;
@@ -361,8 +366,9 @@ async fn newer_schema_is_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_PG_URL"]
 async fn corrupt_rows_name_conversation_and_seq() {
-    let Some(url) = common::pg_url() else { return };
+    let url = common::pg_url();
     let schema = common::fresh_schema("corrupt");
     let store = common::store_in(&url, &schema).await;
     let good = id("good");
@@ -444,8 +450,9 @@ async fn corrupt_rows_name_conversation_and_seq() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_PG_URL"]
 async fn message_json_is_stored_exactly_as_serde_wrote_it() {
-    let Some(url) = common::pg_url() else { return };
+    let url = common::pg_url();
     let schema = common::fresh_schema("exact");
     let store = common::store_in(&url, &schema).await;
     let conv = id("exact");
@@ -473,8 +480,9 @@ async fn message_json_is_stored_exactly_as_serde_wrote_it() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_PG_URL"]
 async fn expired_conversation_restarts_without_purge() {
-    let Some(url) = common::pg_url() else { return };
+    let url = common::pg_url();
     let schema = common::fresh_schema("revive");
     let store = common::store_in(&url, &schema).await;
     let conv = id("revive");
@@ -539,8 +547,9 @@ async fn expired_conversation_restarts_without_purge() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_PG_URL"]
 async fn purge_deletes_expired_rows_and_their_messages() {
-    let Some(url) = common::pg_url() else { return };
+    let url = common::pg_url();
     let schema = common::fresh_schema("purge");
     let store = common::store_in(&url, &schema).await;
     for i in 0..3 {
@@ -569,8 +578,9 @@ async fn purge_deletes_expired_rows_and_their_messages() {
 /// A TTL PostgreSQL's timestamps could not hold means "never expires"; a long one that fits
 /// is stored as it is, not capped.
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_PG_URL"]
 async fn ttls_too_long_to_store_never_expire() {
-    let Some(url) = common::pg_url() else { return };
+    let url = common::pg_url();
     let schema = common::fresh_schema("long_ttl");
     let store = common::store_in(&url, &schema).await;
     let years = |n: u64| Duration::from_secs(n * 365 * 24 * 3600);
@@ -612,8 +622,9 @@ async fn ttls_too_long_to_store_never_expire() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_PG_URL"]
 async fn drop_evicted_never_stores_messages_below_the_window() {
-    let Some(url) = common::pg_url() else { return };
+    let url = common::pg_url();
     let schema = common::fresh_schema("evict");
     let store = common::store_in(&url, &schema).await;
     let conv = id("evict");
@@ -646,8 +657,9 @@ async fn drop_evicted_never_stores_messages_below_the_window() {
 /// statement then keeps, and inserts, the uncovered messages below the window, on the
 /// create path and the update path alike.
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_PG_URL"]
 async fn uncovered_messages_below_the_window_wait_for_a_summary() {
-    let Some(url) = common::pg_url() else { return };
+    let url = common::pg_url();
     let schema = common::fresh_schema("pending");
     let store = common::store_in(&url, &schema).await;
     let seqs = |v: &[StoredMessage]| v.iter().map(|m| m.seq).collect::<Vec<_>>();
@@ -736,8 +748,9 @@ async fn uncovered_messages_below_the_window_wait_for_a_summary() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_PG_URL"]
 async fn concurrent_creators_one_wins() {
-    let Some(url) = common::pg_url() else { return };
+    let url = common::pg_url();
     let schema = common::fresh_schema("create");
     let store = Arc::new(common::store_in(&url, &schema).await);
     for round in 0..5 {
@@ -772,8 +785,9 @@ async fn concurrent_creators_one_wins() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_PG_URL"]
 async fn awkward_and_long_ids() {
-    let Some(url) = common::pg_url() else { return };
+    let url = common::pg_url();
     let schema = common::fresh_schema("ids");
     let store = common::store_in(&url, &schema).await;
     let mut names: Vec<String> = [
@@ -859,8 +873,9 @@ async fn schema_exists(url: &str, schema: &str) -> bool {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_PG_URL"]
 async fn without_migrations_connect_writes_nothing_and_needs_the_current_schema() {
-    let Some(url) = common::pg_url() else { return };
+    let url = common::pg_url();
     let without = |schema: &str| PostgresStore::builder(&url).schema(schema).migrate(false).connect();
 
     // Nothing there: refused, and nothing created.

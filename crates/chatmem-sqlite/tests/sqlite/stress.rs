@@ -23,7 +23,14 @@ async fn sixteen_processes_share_one_file() {
     let url = format!("sqlite:{}", dir.path().join("stress.db").display());
     let store = SqliteStore::connect(&url).await.expect("connect");
     let started = std::time::Instant::now();
-    stress::run_parent(Arc::new(store), "stress_child", &url, stress::PROCESSES, stress::TURNS).await;
+    stress::run_parent(
+        Arc::new(store),
+        "stress::stress_child",
+        &url,
+        stress::PROCESSES,
+        stress::TURNS,
+    )
+    .await;
     eprintln!(
         "{} processes x {} turns committed and checked in {:?}",
         stress::PROCESSES,
@@ -43,5 +50,12 @@ async fn sixteen_summarizing_processes_share_one_file() {
     let dir = tempfile::tempdir().expect("tempdir");
     let url = format!("sqlite:{}", dir.path().join("stress-summary.db").display());
     let store = SqliteStore::connect(&url).await.expect("connect");
-    stress::run_parent_summarizing(Arc::new(store), "stress_child", &url, stress::PROCESSES, stress::TURNS).await;
+    stress::run_parent_summarizing(
+        Arc::new(store),
+        "stress::stress_child",
+        &url,
+        stress::PROCESSES,
+        stress::TURNS,
+    )
+    .await;
 }

@@ -1,7 +1,7 @@
 //! MySQL-specific behaviour: migrations, corrupt rows, schema versions, expiry reuse,
 //! concurrent creation, hostile and long ids, 4-byte characters, exact JSON.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,8 +26,9 @@ fn id(name: &str) -> ConversationId {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_MYSQL_URL"]
 async fn migrations_are_idempotent_under_concurrent_connects() {
-    let Some(url) = common::mysql_url() else { return };
+    let url = common::mysql_url();
     let prefix = common::fresh_prefix("migrate");
     let connects: Vec<_> = (0..4)
         .map(|_| {
@@ -54,8 +55,9 @@ async fn migrations_are_idempotent_under_concurrent_connects() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_MYSQL_URL"]
 async fn newer_schema_is_refused() {
-    let Some(url) = common::mysql_url() else { return };
+    let url = common::mysql_url();
     let prefix = common::fresh_prefix("too_new");
     common::store_in(&url, &prefix).await;
     let mut raw = common::raw_conn(&url).await;
@@ -76,8 +78,9 @@ async fn newer_schema_is_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_MYSQL_URL"]
 async fn without_migrations_connect_writes_nothing_and_needs_the_current_schema() {
-    let Some(url) = common::mysql_url() else { return };
+    let url = common::mysql_url();
     let prefix = common::fresh_prefix("no_migrate");
     let e = MysqlStore::builder(&url)
         .prefix(&prefix)
@@ -112,8 +115,9 @@ async fn without_migrations_connect_writes_nothing_and_needs_the_current_schema(
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_MYSQL_URL"]
 async fn corrupt_rows_name_conversation_and_seq() {
-    let Some(url) = common::mysql_url() else { return };
+    let url = common::mysql_url();
     let prefix = common::fresh_prefix("corrupt");
     let store = common::store_in(&url, &prefix).await;
     let (good, bad_json, bad_role, bad_summary) = (id("good"), id("bad-json"), id("bad-role"), id("bad-summary"));
@@ -179,8 +183,9 @@ async fn corrupt_rows_name_conversation_and_seq() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_MYSQL_URL"]
 async fn message_json_is_stored_exactly_as_serde_wrote_it() {
-    let Some(url) = common::mysql_url() else { return };
+    let url = common::mysql_url();
     let prefix = common::fresh_prefix("exact");
     let store = common::store_in(&url, &prefix).await;
     let conv = id("exact");
@@ -216,8 +221,9 @@ async fn message_json_is_stored_exactly_as_serde_wrote_it() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_MYSQL_URL"]
 async fn hostile_long_and_four_byte_ids() {
-    let Some(url) = common::mysql_url() else { return };
+    let url = common::mysql_url();
     let prefix = common::fresh_prefix("ids");
     let store = common::store_in(&url, &prefix).await;
     let mut names: Vec<String> = [
@@ -288,8 +294,9 @@ async fn hostile_long_and_four_byte_ids() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_MYSQL_URL"]
 async fn concurrent_creators_one_wins() {
-    let Some(url) = common::mysql_url() else { return };
+    let url = common::mysql_url();
     let prefix = common::fresh_prefix("create");
     let store = Arc::new(common::store_in(&url, &prefix).await);
     for round in 0..5 {
@@ -324,8 +331,9 @@ async fn concurrent_creators_one_wins() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_MYSQL_URL"]
 async fn expired_conversations_restart_and_purge() {
-    let Some(url) = common::mysql_url() else { return };
+    let url = common::mysql_url();
     let prefix = common::fresh_prefix("expiry");
     let store = common::store_in(&url, &prefix).await;
     let (revive, purge, forever) = (id("revive"), id("purge"), id("forever"));
@@ -390,8 +398,9 @@ async fn expired_conversations_restart_and_purge() {
 /// The largest batch a commit may carry (10,000 messages, 16 MiB of text) is one parameter
 /// larger than MariaDB's default `max_allowed_packet`; it still lands whole.
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_MYSQL_URL"]
 async fn a_batch_at_the_commit_limit_lands_whole() {
-    let Some(url) = common::mysql_url() else { return };
+    let url = common::mysql_url();
     let prefix = common::fresh_prefix("big");
     let store = common::store_in(&url, &prefix).await;
     let conv = id("big");

@@ -1,39 +1,67 @@
 //! Outages: nothing listening, a server that never answers, a server that goes away and
-//! comes back, a commit whose reply is lost (simulated by a loopback proxy; the real server
-//! is never touched).
-
-mod common;
+//! comes back, a commit whose reply is lost (simulated by the loopback
+//! [`Proxy`]; the real server is never touched).
 
 use std::time::{Duration, Instant};
 
-use chatmem::store::{Commit, StoreErrorKind, StoredMessage};
-use chatmem::{Heuristic, Message, Retention, Store, Summary};
-use chatmem_mysql::MysqlStore;
-use common::Mode;
-use mysql_async::prelude::Queryable;
+use chatmem::store::{Commit, Snapshot, StoreErrorKind, StoredMessage};
+use chatmem::{ConversationId, Heuristic, Message, Retention, Store, Summary};
+
+use super::{Settings, SqlDb};
+use crate::proxy::{Mode, Proxy, ReplyLoss};
 
 const TIMEOUT: Duration = Duration::from_millis(800);
 /// Slack for scheduling on a busy two-core machine.
 const SLACK: Duration = Duration::from_millis(1500);
 
-#[tokio::test(flavor = "multi_thread")]
-async fn nothing_listening_is_unavailable_without_the_password() {
+fn turn(first: u64) -> Vec<StoredMessage> {
+    vec![
+        StoredMessage::new(first, 2, Message::user("q")),
+        StoredMessage::new(first + 1, 2, Message::assistant("a")),
+    ]
+}
+
+fn commit(expected: u64, first: u64) -> Commit {
+    crate::commit(expected, turn(first), 1, Retention::KeepHistory)
+}
+
+/// The longest a failed connect may take.
+fn connect_bound<D: SqlDb>() -> Duration {
+    D::CONNECT_TIMEOUTS * TIMEOUT + SLACK
+}
+
+/// A store in a fresh namespace reached through a new proxy.
+async fn proxied<D: SqlDb>(tag: &str, pool_size: usize, timeout: Duration) -> (String, String, Proxy, D::Store) {
+    let url = D::url();
+    let upstream = D::tcp_addr(&url);
+    let namespace = D::fresh_namespace(tag);
+    let proxy = Proxy::start(upstream, D::PROTOCOL).await;
+    let settings = Settings::namespace(&namespace).pool_size(pool_size).timeout(timeout);
+    let store = D::connect(&D::url_via(&url, proxy.addr), settings)
+        .await
+        .expect("connect through the proxy");
+    (url, namespace, proxy, store)
+}
+
+/// Connecting where nothing listens is unavailable, fast, and names the address but not
+/// the password.
+pub async fn nothing_listening_is_unavailable_without_the_password<D: SqlDb>() {
+    let _timed = super::timed().await;
     let start = Instant::now();
-    let err = MysqlStore::builder("mysql://root:hunter2@127.0.0.1:1/test")
-        .timeout(TIMEOUT)
-        .connect()
+    let err = D::connect(D::unreachable_url(), Settings::default().timeout(TIMEOUT))
         .await
         .expect_err("port 1 has no server");
     assert_eq!(err.kind(), StoreErrorKind::Unavailable, "{err}");
-    assert!(start.elapsed() < 2 * TIMEOUT + SLACK, "took {:?}", start.elapsed());
+    assert!(start.elapsed() < connect_bound::<D>(), "took {:?}", start.elapsed());
     let text = format!("{err} {err:?}");
     assert!(!text.contains("hunter2"), "the password leaked: {text}");
     assert!(text.contains("127.0.0.1:1"), "{text}");
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_silent_server_times_out_as_unavailable() {
-    // Accepts connections and never says a word.
+/// A server that accepts connections and never says a word: connecting times out as
+/// unavailable.
+pub async fn a_silent_server_times_out_as_unavailable<D: SqlDb>() {
+    let _timed = super::timed().await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     let holder = tokio::spawn(async move {
@@ -43,40 +71,20 @@ async fn a_silent_server_times_out_as_unavailable() {
         }
     });
     let start = Instant::now();
-    let err = MysqlStore::builder(&format!("mysql://root@{addr}/test"))
-        .timeout(TIMEOUT)
-        .connect()
+    let err = D::connect(&D::url_at(addr), Settings::default().timeout(TIMEOUT))
         .await
         .expect_err("a silent server");
     assert_eq!(err.kind(), StoreErrorKind::Unavailable, "{err}");
     let took = start.elapsed();
-    assert!(took >= TIMEOUT / 2 && took < 2 * TIMEOUT + SLACK, "took {took:?}");
+    assert!(took >= TIMEOUT / 2 && took < connect_bound::<D>(), "took {took:?}");
     holder.abort();
 }
 
-fn turn(first: u64) -> Vec<StoredMessage> {
-    vec![
-        StoredMessage::new(first, 2, Message::user("q")),
-        StoredMessage::new(first + 1, 2, Message::assistant("a")),
-    ]
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn operations_fail_fast_during_an_outage_and_recover_after() {
-    let Some((url, upstream)) = common::mysql_url_over_tcp() else {
-        return;
-    };
-    let prefix = common::fresh_prefix("outage");
-    let proxy = common::Proxy::start(upstream).await;
-    let store = MysqlStore::builder(&common::url_via(&url, proxy.addr))
-        .prefix(&prefix)
-        .pool_size(2)
-        .timeout(TIMEOUT)
-        .connect()
-        .await
-        .expect("connect through the proxy");
-    let id = chatmem_test::unique_id("outage");
-    let commit = |expected, first| chatmem_test::commit(expected, turn(first), 1, Retention::KeepHistory);
+/// Operations fail fast while the server is down or stalled, and work again after.
+pub async fn operations_fail_fast_during_an_outage_and_recover_after<D: SqlDb>() {
+    let _timed = super::timed().await;
+    let (url, namespace, proxy, store) = proxied::<D>("outage", 2, TIMEOUT).await;
+    let id = crate::unique_id("outage");
     assert_eq!(store.commit(&id, commit(0, 1)).await.expect("commit"), 1);
 
     // The server goes away: open connections are cut, new ones refused.
@@ -85,7 +93,7 @@ async fn operations_fail_fast_during_an_outage_and_recover_after() {
         let start = Instant::now();
         let err = store.load(&id).await.expect_err("down");
         assert_eq!(err.kind(), StoreErrorKind::Unavailable, "{err}");
-        assert!(start.elapsed() < 2 * TIMEOUT + SLACK, "took {:?}", start.elapsed());
+        assert!(start.elapsed() < connect_bound::<D>(), "took {:?}", start.elapsed());
         let err = store.commit(&id, commit(1, 3)).await.expect_err("down");
         assert_eq!(err.kind(), StoreErrorKind::Unavailable, "{err}");
     }
@@ -103,12 +111,13 @@ async fn operations_fail_fast_during_an_outage_and_recover_after() {
     assert!(err.to_string().contains("unknown"), "the outcome is unknown: {err}");
     assert!(took >= TIMEOUT / 2 && took < 2 * TIMEOUT + SLACK, "took {took:?}");
     // Cut the stalled connections before resuming, so the bytes the proxy held are not
-    // delivered late.
+    // delivered late (behind the next load's back).
     proxy.set(Mode::Down);
     tokio::time::sleep(Duration::from_millis(200)).await;
     proxy.set(Mode::Up);
     let snap = recover(&store, &id).await;
-    // A timed-out commit has an unknown outcome; either way it applied whole or not at all.
+    // A timed-out commit has an unknown outcome: the proxy may still deliver the bytes it
+    // held once it resumes. Either way it applied whole or not at all.
     match snap.version {
         1 => assert_eq!(store.commit(&id, commit(1, 3)).await.expect("commit after recovery"), 2),
         2 => {}
@@ -116,12 +125,12 @@ async fn operations_fail_fast_during_an_outage_and_recover_after() {
     }
     assert_eq!(texts(&store, &id).await, expected_texts(2));
     assert_eq!(store.commit(&id, commit(2, 5)).await.expect("commit after recovery"), 3);
-    common::drop_prefix(&url, &prefix).await;
+    D::drop_namespace(&url, &namespace).await;
 }
 
 /// Loads until the store answers again (a pooled connection cut during the outage may
 /// fail once more), within a few seconds.
-async fn recover(store: &MysqlStore, id: &chatmem::ConversationId) -> chatmem::store::Snapshot {
+async fn recover<S: Store>(store: &S, id: &ConversationId) -> Snapshot {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         match store.load(id).await {
@@ -135,7 +144,7 @@ async fn recover(store: &MysqlStore, id: &chatmem::ConversationId) -> chatmem::s
 }
 
 /// The stored (seq, text) pairs of a conversation, oldest first.
-async fn texts(store: &MysqlStore, id: &chatmem::ConversationId) -> Vec<(u64, String)> {
+async fn texts<S: Store>(store: &S, id: &ConversationId) -> Vec<(u64, String)> {
     store
         .history(id, 0, 100)
         .await
@@ -151,42 +160,35 @@ fn expected_texts(turns: u64) -> Vec<(u64, String)> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_commit_whose_reply_is_lost_is_applied_once() {
-    let Some((url, upstream)) = common::mysql_url_over_tcp() else {
-        return;
-    };
-    let prefix = common::fresh_prefix("lost_reply");
-    let proxy = common::Proxy::start(upstream).await;
-    let store = MysqlStore::builder(&common::url_via(&url, proxy.addr))
-        .prefix(&prefix)
-        .pool_size(1)
-        .timeout(TIMEOUT)
-        .connect()
-        .await
-        .expect("connect through the proxy");
-    let id = chatmem_test::unique_id("lost-reply");
-    let commit = |expected, first| chatmem_test::commit(expected, turn(first), 1, Retention::KeepHistory);
-    // Prepare the commit on the pooled connection, so that the lost reply is the execute's.
-    let _ = store.commit(&chatmem_test::unique_id("warm"), commit(1, 1)).await;
+/// A commit the server applied but whose reply the client never saw is resent once and
+/// recognised as applied: stored once, whether the connection closed or went silent.
+pub async fn a_commit_whose_reply_is_lost_is_applied_once<D: SqlDb>() {
+    let _timed = super::timed().await;
+    // One pooled connection, idle after the migration: the commits below run on it.
+    let (url, namespace, proxy, store) = proxied::<D>("lost_reply", 1, TIMEOUT).await;
+    let id = crate::unique_id("lost-reply");
+    if D::PREPARES_PER_CONNECTION {
+        // Prepare the commit on the pooled connection, so that the lost reply is the execute's.
+        let _ = store.commit(&crate::unique_id("warm"), commit(1, 1)).await;
+    }
 
     // The server commits, then the connection closes before the reply reaches the client:
     // first when the commit creates the conversation, then when it updates it.
     for (expected, first) in [(0, 1), (1, 3)] {
-        proxy.lose_next_reply(common::ReplyLoss::Close);
-        let before = proxy.executes();
+        proxy.lose_next_reply(ReplyLoss::Close);
+        let before = proxy.statements();
         let version = store
             .commit(&id, commit(expected, first))
             .await
             .unwrap_or_else(|e| panic!("a commit that landed is reported as failed: {e}"));
         assert!(proxy.reply_lost(), "the proxy did not see the reply");
-        assert_eq!(proxy.executes() - before, 2, "sent, then resent once");
+        assert_eq!(proxy.statements() - before, 2, "sent, then resent once");
         assert_eq!(version, expected + 1);
         assert_eq!(texts(&store, &id).await, expected_texts(version), "stored once");
     }
 
     // The reply never comes: the client times out, then resends.
-    proxy.lose_next_reply(common::ReplyLoss::Silence);
+    proxy.lose_next_reply(ReplyLoss::Silence);
     let start = Instant::now();
     let version = store
         .commit(&id, commit(2, 5))
@@ -221,7 +223,7 @@ async fn a_commit_whose_reply_is_lost_is_applied_once() {
         .build()
         .expect("a valid commit");
     assert_eq!(with_summary.delete_below(), Some(5));
-    proxy.lose_next_reply(common::ReplyLoss::Close);
+    proxy.lose_next_reply(ReplyLoss::Close);
     let version = store
         .commit(&id, with_summary)
         .await
@@ -238,76 +240,50 @@ async fn a_commit_whose_reply_is_lost_is_applied_once() {
         .map(|m| m.seq)
         .collect();
     assert_eq!(kept, [5, 6, 7, 8, 9, 10]);
-    common::drop_prefix(&url, &prefix).await;
+    D::drop_namespace(&url, &namespace).await;
 }
 
 /// The first send of a commit can still be running on the server when the client gives up
 /// on its answer (here: waiting for a row lock), and land while the resend waits for the
-/// same row. The resend's locking read sees the newest committed row, so it finds its own
-/// token and reports the commit applied, not a conflict.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_resend_that_waited_for_the_row_finds_the_first_send_landed() {
+/// same row. The resend must find its own token and report the commit applied, not a
+/// conflict.
+pub async fn a_resend_that_waited_for_the_row_finds_the_first_send_landed<D: SqlDb>() {
+    let _timed = super::timed().await;
     const LONG: Duration = Duration::from_secs(2);
-    let Some((url, upstream)) = common::mysql_url_over_tcp() else {
-        return;
-    };
-    let prefix = common::fresh_prefix("resend_wait");
-    let proxy = common::Proxy::start(upstream).await;
-    let store = MysqlStore::builder(&common::url_via(&url, proxy.addr))
-        .prefix(&prefix)
-        .pool_size(1)
-        .timeout(LONG)
-        .connect()
-        .await
-        .expect("connect through the proxy");
-    let id = chatmem_test::unique_id("resend-wait");
-    let create = chatmem_test::commit(0, turn(1), 1, Retention::KeepHistory);
-    assert_eq!(store.commit(&id, create).await.expect("create"), 1);
-    let next = chatmem_test::commit(1, turn(3), 1, Retention::KeepHistory);
+    let (url, namespace, proxy, store) = proxied::<D>("resend_wait", 1, LONG).await;
+    let id = crate::unique_id("resend-wait");
+    assert_eq!(store.commit(&id, commit(0, 1)).await.expect("create"), 1);
+    let next = commit(1, 3);
 
     // Stands for the first send still running: a transaction that holds the row and writes
     // exactly what `next` writes, its token included, and commits only when told.
-    let mut raw = common::raw_conn(&url).await;
-    raw.query_drop("START TRANSACTION").await.expect("begin");
-    raw.exec_drop(
-        format!("UPDATE `{prefix}_conversations` SET version = 2, next_seq = 5, commit_token = ? WHERE id = ?"),
-        (next.token(), id.as_str().as_bytes()),
-    )
-    .await
-    .expect("hold the row");
-    for m in next.appended() {
-        raw.exec_drop(
-            format!("INSERT INTO `{prefix}_messages` (conversation_id, seq, tokens, json) VALUES (?, ?, 2, ?)"),
-            (id.as_str().as_bytes(), m.seq, m.message_json().expect("json")),
-        )
-        .await
-        .expect("insert");
-    }
+    let held = D::hold_row(&url, &namespace, &id, &next).await;
 
-    // The first send's own answer (the server's lock wait timeout) is lost too, so that the
-    // client, not the server, gives up on it.
-    proxy.lose_next_reply(common::ReplyLoss::Silence);
-    let before = proxy.executes();
+    // The first send's own answer (the server giving up on the lock) is lost too, so that
+    // the client, not the server, gives up on it.
+    proxy.lose_next_reply(ReplyLoss::Silence);
+    let before = proxy.statements();
     let committing = {
         let (store, id, next) = (store.clone(), id.clone(), next.clone());
         tokio::spawn(async move { store.commit(&id, next).await })
     };
+    // The first send waits for the row until the timeout; then the resend goes out.
     let deadline = Instant::now() + 2 * LONG + SLACK;
-    while proxy.executes() < before + 2 {
+    while proxy.statements() < before + 2 {
         assert!(Instant::now() < deadline, "the commit was never resent");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // The resend now waits for the row; the first send lands.
-    tokio::time::sleep(LONG / 4).await;
-    raw.query_drop("COMMIT").await.expect("land the first send");
+    tokio::time::sleep(D::resend_lands_after(LONG)).await;
+    held.land().await;
 
     let version = committing
         .await
         .expect("join")
         .unwrap_or_else(|e| panic!("the landed commit is reported as failed: {e}"));
     assert_eq!(version, 2);
-    assert_eq!(proxy.executes() - before, 2, "the first send and the resend");
+    let (statements, what) = D::RESEND_STATEMENTS;
+    assert_eq!(proxy.statements() - before, statements, "{what}");
     assert_eq!(texts(&store, &id).await, expected_texts(2), "stored once");
-    let _ = raw.disconnect().await;
-    common::drop_prefix(&url, &prefix).await;
+    D::drop_namespace(&url, &namespace).await;
 }

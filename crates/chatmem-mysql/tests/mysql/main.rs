@@ -1,0 +1,9 @@
+//! The MySQL store's integration tests, one binary: the suites shared with PostgreSQL
+//! (conformance, outages, processes, round trips; see `chatmem_test::sql_suite`), and the
+//! MySQL-only checks of the tables, their migrations and the `recent` listing.
+
+mod common;
+mod recent;
+mod store;
+
+chatmem_test::sql_suite_tests!(crate::common::Mysql, "needs CHATMEM_TEST_MYSQL_URL");

@@ -1,0 +1,10 @@
+//! The SQLite store's integration tests, one binary: the conformance suite, crash and
+//! restart durability, errors, and many processes writing one database file.
+//!
+//! The tests across processes re-run this binary with an exact filter naming their child
+//! test by its module path (e.g. `stress::stress_child`).
+
+mod conformance;
+mod durability;
+mod errors;
+mod stress;
