@@ -1,6 +1,7 @@
-//! The MySQL store's integration tests, one binary: the suites shared with PostgreSQL
-//! (conformance, outages, processes, round trips; see `chatmem_test::sql_suite`), and the
-//! MySQL-only checks of the tables, their migrations and the `recent` listing.
+//! The MySQL store's integration tests, one binary: the suites shared with PostgreSQL (conformance,
+//! processes, round trips; see `chatmem_test::sql_suite`; the outage tests are `outage.rs`, a
+//! binary of their own), and the MySQL-only checks of the tables, their migrations and the `recent`
+//! listing.
 
 mod common;
 mod recent;

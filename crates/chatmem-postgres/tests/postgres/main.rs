@@ -1,6 +1,7 @@
-//! The PostgreSQL store's integration tests, one binary: the suites shared with MySQL
-//! (conformance, outages, processes, round trips; see `chatmem_test::sql_suite`), and the
-//! PostgreSQL-only checks of the schema, its migrations and the store's settings.
+//! The PostgreSQL store's integration tests, one binary: the suites shared with MySQL (conformance,
+//! processes, round trips; see `chatmem_test::sql_suite`; the outage tests are `outage.rs`, a
+//! binary of their own), and the PostgreSQL-only checks of the schema, its migrations and the
+//! store's settings.
 
 mod common;
 mod settings;

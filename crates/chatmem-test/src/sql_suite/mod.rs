@@ -162,8 +162,8 @@ pub trait SqlDb: Send + Sync + 'static {
 
 /// The `#[tokio::test]`s of the shared suites for the [`SqlDb`] `$db` (a path that resolves
 /// in a child module, e.g. `crate::common::Pg`), each marked `#[ignore = $needs]`
-/// (e.g. `"needs CHATMEM_TEST_PG_URL"`), in the modules `conformance`, `outage`,
-/// `processes` and `round_trips`.
+/// (e.g. `"needs CHATMEM_TEST_PG_URL"`), in the modules `conformance`, `processes` and
+/// `round_trips`; the outage tests are [`sql_outage_tests!`]'s.
 ///
 /// The tests across processes re-run the test binary with a filter naming their child
 /// test, which they build from the module they are expanded in.
@@ -181,38 +181,6 @@ macro_rules! sql_suite_tests {
             #[ignore = $needs]
             async fn connect_uses_the_default_namespace() {
                 $crate::sql_suite::conformance::connect_uses_the_default_namespace::<$db>().await;
-            }
-        }
-
-        mod outage {
-            use $crate::sql_suite::outage;
-
-            #[tokio::test(flavor = "multi_thread")]
-            async fn nothing_listening_is_unavailable_without_the_password() {
-                outage::nothing_listening_is_unavailable_without_the_password::<$db>().await;
-            }
-
-            #[tokio::test(flavor = "multi_thread")]
-            async fn a_silent_server_times_out_as_unavailable() {
-                outage::a_silent_server_times_out_as_unavailable::<$db>().await;
-            }
-
-            #[tokio::test(flavor = "multi_thread")]
-            #[ignore = $needs]
-            async fn operations_fail_fast_during_an_outage_and_recover_after() {
-                outage::operations_fail_fast_during_an_outage_and_recover_after::<$db>().await;
-            }
-
-            #[tokio::test(flavor = "multi_thread")]
-            #[ignore = $needs]
-            async fn a_commit_whose_reply_is_lost_is_applied_once() {
-                outage::a_commit_whose_reply_is_lost_is_applied_once::<$db>().await;
-            }
-
-            #[tokio::test(flavor = "multi_thread")]
-            #[ignore = $needs]
-            async fn a_resend_that_waited_for_the_row_finds_the_first_send_landed() {
-                outage::a_resend_that_waited_for_the_row_finds_the_first_send_landed::<$db>().await;
             }
         }
 
@@ -265,5 +233,47 @@ macro_rules! sql_suite_tests {
                 $crate::sql_suite::round_trips::load_and_commit_are_one_round_trip_each::<$db>().await;
             }
         }
+    };
+}
+
+/// The outage tests of the [`sql_suite_tests!`] suite for the [`SqlDb`] `$db`, in a module
+/// `outage`, for a test binary of their own: they bound how long a call through a stalled or
+/// downed proxy takes, and the store's other tests running beside them in one process (a
+/// conformance run, a sixteen-process stress) stretched those times past the bounds.
+#[macro_export]
+macro_rules! sql_outage_tests {
+    ($db:ty, $needs:literal) => {
+        mod outage {
+            use $crate::sql_suite::outage;
+
+            #[tokio::test(flavor = "multi_thread")]
+            async fn nothing_listening_is_unavailable_without_the_password() {
+                outage::nothing_listening_is_unavailable_without_the_password::<$db>().await;
+            }
+
+            #[tokio::test(flavor = "multi_thread")]
+            async fn a_silent_server_times_out_as_unavailable() {
+                outage::a_silent_server_times_out_as_unavailable::<$db>().await;
+            }
+
+            #[tokio::test(flavor = "multi_thread")]
+            #[ignore = $needs]
+            async fn operations_fail_fast_during_an_outage_and_recover_after() {
+                outage::operations_fail_fast_during_an_outage_and_recover_after::<$db>().await;
+            }
+
+            #[tokio::test(flavor = "multi_thread")]
+            #[ignore = $needs]
+            async fn a_commit_whose_reply_is_lost_is_applied_once() {
+                outage::a_commit_whose_reply_is_lost_is_applied_once::<$db>().await;
+            }
+
+            #[tokio::test(flavor = "multi_thread")]
+            #[ignore = $needs]
+            async fn a_resend_that_waited_for_the_row_finds_the_first_send_landed() {
+                outage::a_resend_that_waited_for_the_row_finds_the_first_send_landed::<$db>().await;
+            }
+        }
+
     };
 }
