@@ -1,17 +1,15 @@
 //! The advisor with the real `chatmem-openai` client against a real HTTP server on loopback
 //! (see `support`), asserting the exact messages each request carried.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use chatmem::{Body, ChatMemory, ConversationId, InMemoryStore, Message, ModelErrorKind, Role, Store, WindowPolicy};
 use chatmem_advisor::{Error, MemoryAdvisor, ToolError, ToolExecutor, TurnEvent, TurnRequest, WriteMode};
+use chatmem_test::upstream::{MockUpstream, Reply, roles_and_texts, text};
 use futures_util::StreamExt;
 use serde_json::json;
-use support::{MockServer, Reply, roles_and_texts, text};
 
 const SYSTEM: &str = "你是邻里仓售后。未发货可退。制度版本 policy-2026.10。若对话历史中出现订单号，回答里必须原样写出该订单号。不要发明优惠券。";
 const TURN1: &str = "我的订单是 LC202610060018，还没发货。";
@@ -52,7 +50,7 @@ async fn version<S: Store>(memory: &ChatMemory<S>, id: &ConversationId) -> u64 {
 
 #[tokio::test]
 async fn seed_003_second_turn_sends_the_order_number_from_memory() {
-    let server = MockServer::start(vec![text(ANSWER1), text(ANSWER2)]).await;
+    let server = MockUpstream::start(vec![text(ANSWER1), text(ANSWER2)]).await;
     let advisor = MemoryAdvisor::new(server.model(), memory(6));
     let conv = id("app-user-42-aftersale");
     assert!(advisor.memory().get(&conv).await.unwrap().is_empty());
@@ -107,7 +105,7 @@ async fn seed_003_second_turn_sends_the_order_number_from_memory() {
 
 #[tokio::test]
 async fn conversations_are_isolated() {
-    let server = MockServer::start(vec![]).await; // echo answers
+    let server = MockUpstream::start(vec![]).await; // echo answers
     let advisor = MemoryAdvisor::new(server.model(), memory(6));
     let (a, b) = (id("app-user-42-aftersale"), id("app-user-43-aftersale"));
     advisor.call(&a, turn(TURN1)).await.unwrap();
@@ -140,7 +138,7 @@ async fn conversations_are_isolated() {
 
 #[tokio::test]
 async fn a_window_of_two_drops_the_first_turn_but_keeps_the_system_message() {
-    let server = MockServer::start(vec![text(ANSWER1), text("请提供订单号。")]).await;
+    let server = MockUpstream::start(vec![text(ANSWER1), text("请提供订单号。")]).await;
     let advisor = MemoryAdvisor::new(server.model(), memory(2));
     let conv = id("app-user-42-aftersale");
     advisor.call(&conv, turn(TURN1)).await.unwrap();
@@ -161,7 +159,7 @@ async fn a_window_of_two_drops_the_first_turn_but_keeps_the_system_message() {
 
 #[tokio::test]
 async fn a_failed_call_leaves_memory_unchanged_and_a_retry_sends_the_question_once() {
-    let server = MockServer::start(vec![text(ANSWER1), Reply::Status(500), text(ANSWER2)]).await;
+    let server = MockUpstream::start(vec![text(ANSWER1), Reply::Status(500), text(ANSWER2)]).await;
     let advisor = MemoryAdvisor::new(server.model(), memory(6));
     let conv = id("app-user-42-aftersale");
     advisor.call(&conv, turn(TURN1)).await.unwrap();
@@ -188,7 +186,7 @@ async fn a_failed_call_leaves_memory_unchanged_and_a_retry_sends_the_question_on
 
 #[tokio::test]
 async fn eager_mode_keeps_one_unanswered_question_and_a_retry_does_not_repeat_it() {
-    let server = MockServer::start(vec![
+    let server = MockUpstream::start(vec![
         text(ANSWER1),
         Reply::Status(500),
         Reply::Status(500),
@@ -242,7 +240,7 @@ async fn a_new_sqlite_store_on_the_same_file_continues_the_conversation() {
     let dir = std::env::temp_dir().join(format!("chatmem-advisor-{}", fastrand::u64(..)));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("memory.db");
-    let server = MockServer::start(vec![text(ANSWER1), text(ANSWER2)]).await;
+    let server = MockUpstream::start(vec![text(ANSWER1), text(ANSWER2)]).await;
     let conv = id("app-user-42-aftersale");
     {
         let store = chatmem_sqlite::SqliteStore::open(&path).await.unwrap();
@@ -309,7 +307,7 @@ const TOOL_RESULT: &str = r#"{"order":"LC202610060018","shipped":false}"#;
 
 #[tokio::test]
 async fn the_tool_loop_commits_the_turn_as_one_batch_and_prepends_memory_once() {
-    let server = MockServer::start(vec![
+    let server = MockUpstream::start(vec![
         text(ANSWER1),
         Reply::ToolCalls(vec![("call_1", "order_status", CALL_ARGS)]),
         text(ANSWER2),
@@ -362,7 +360,7 @@ async fn the_tool_loop_commits_the_turn_as_one_batch_and_prepends_memory_once() 
 
 #[tokio::test]
 async fn tool_errors_are_sent_as_results_and_the_loop_is_bounded() {
-    let server = MockServer::start(vec![
+    let server = MockUpstream::start(vec![
         Reply::ToolCalls(vec![("c1", "no_such_tool", "{}")]),
         Reply::ToolCalls(vec![("c2", "order_status", CALL_ARGS)]),
     ])
@@ -386,7 +384,7 @@ async fn tool_errors_are_sent_as_results_and_the_loop_is_bounded() {
 
 #[tokio::test]
 async fn reasoning_is_stored_but_never_sent_back() {
-    let server = MockServer::start(vec![
+    let server = MockUpstream::start(vec![
         Reply::Reasoning {
             reasoning: "用户给了订单号，先确认发货状态。",
             content: ANSWER1,
@@ -412,7 +410,7 @@ async fn reasoning_is_stored_but_never_sent_back() {
 
 #[tokio::test]
 async fn streaming_yields_deltas_and_commits_the_joined_answer() {
-    let server = MockServer::start(vec![
+    let server = MockUpstream::start(vec![
         text(ANSWER1),
         Reply::Reasoning {
             reasoning: "查历史里的订单号",
@@ -467,7 +465,7 @@ async fn streaming_yields_deltas_and_commits_the_joined_answer() {
 
 #[tokio::test]
 async fn a_streamed_tool_loop_keeps_each_round_apart() {
-    let server = MockServer::start(vec![
+    let server = MockUpstream::start(vec![
         Reply::ToolCalls(vec![("call_1", "order_status", CALL_ARGS)]),
         text(ANSWER2),
     ])
@@ -495,7 +493,7 @@ async fn a_streamed_tool_loop_keeps_each_round_apart() {
 
 #[tokio::test]
 async fn dropping_the_stream_midway_commits_nothing() {
-    let server = MockServer::start(vec![text(ANSWER1), Reply::StreamThenHang(vec!["订单", "LC2026"])]).await;
+    let server = MockUpstream::start(vec![text(ANSWER1), Reply::StreamThenHang(vec!["订单", "LC2026"])]).await;
     let advisor = MemoryAdvisor::new(server.model(), memory(6));
     let conv = id("app-user-42-aftersale");
     advisor.call(&conv, turn(TURN1)).await.unwrap();
@@ -512,7 +510,7 @@ async fn dropping_the_stream_midway_commits_nothing() {
 
 #[tokio::test]
 async fn a_stalled_stream_times_out_and_commits_nothing() {
-    let server = MockServer::start(vec![Reply::StreamThenHang(vec!["订单"])]).await;
+    let server = MockUpstream::start(vec![Reply::StreamThenHang(vec!["订单"])]).await;
     let model = server.model_with(|b| b.timeout(Duration::from_millis(300)));
     let advisor = MemoryAdvisor::new(model, memory(6));
     let conv = id("stalled");
@@ -529,7 +527,7 @@ async fn a_stalled_stream_times_out_and_commits_nothing() {
 
 #[tokio::test]
 async fn rate_limits_map_to_rate_limited_and_are_retried_when_allowed() {
-    let server = MockServer::start(vec![Reply::Status(429)]).await;
+    let server = MockUpstream::start(vec![Reply::Status(429)]).await;
     let advisor = MemoryAdvisor::new(server.model(), memory(6));
     let conv = id("limited");
     let err = advisor.call(&conv, turn(TURN1)).await.unwrap_err();
@@ -548,7 +546,7 @@ async fn rate_limits_map_to_rate_limited_and_are_retried_when_allowed() {
 
 #[tokio::test]
 async fn other_http_failures_map_to_their_kinds() {
-    let server = MockServer::start(vec![Reply::Status(401), Reply::Status(503), Reply::Status(400)]).await;
+    let server = MockUpstream::start(vec![Reply::Status(401), Reply::Status(503), Reply::Status(400)]).await;
     let advisor = MemoryAdvisor::new(server.model(), memory(6));
     let conv = id("kinds");
     for kind in [
@@ -578,7 +576,7 @@ async fn other_http_failures_map_to_their_kinds() {
 
 #[tokio::test]
 async fn a_slow_answer_times_out_and_commits_nothing() {
-    let server = MockServer::start(vec![Reply::Slow(Duration::from_secs(3), Box::new(text(ANSWER1)))]).await;
+    let server = MockUpstream::start(vec![Reply::Slow(Duration::from_secs(3), Box::new(text(ANSWER1)))]).await;
     let model = server.model_with(|b| b.timeout(Duration::from_millis(300)));
     let advisor = MemoryAdvisor::new(model, memory(6));
     let conv = id("slow");
@@ -598,7 +596,7 @@ async fn a_slow_answer_times_out_and_commits_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_turns_at_once_both_commit_each_contiguous() {
     let delay = Duration::from_millis(200);
-    let server = MockServer::start(vec![
+    let server = MockUpstream::start(vec![
         text(ANSWER1),
         Reply::Slow(delay, Box::new(text("answer A"))),
         Reply::Slow(delay, Box::new(text("answer B"))),
@@ -643,7 +641,7 @@ async fn two_turns_at_once_both_commit_each_contiguous() {
 
 #[tokio::test]
 async fn system_messages_replace_the_stored_one_and_bad_requests_are_refused() {
-    let server = MockServer::start(vec![]).await;
+    let server = MockUpstream::start(vec![]).await;
     let advisor = MemoryAdvisor::new(server.model(), memory(6));
     let conv = id("system");
     advisor.call(&conv, turn(TURN1)).await.unwrap();
@@ -675,7 +673,7 @@ async fn system_messages_replace_the_stored_one_and_bad_requests_are_refused() {
 #[tokio::test]
 async fn the_conversation_wrapper_is_a_chat_model() {
     use chatmem::{ChatModel, ChatRequest};
-    let server = MockServer::start(vec![text(ANSWER1), text(ANSWER2)]).await;
+    let server = MockUpstream::start(vec![text(ANSWER1), text(ANSWER2)]).await;
     let advisor = Arc::new(MemoryAdvisor::new(server.model(), memory(6)));
     let model = advisor.clone().conversation(id("app-user-42-aftersale"));
     model
@@ -689,7 +687,7 @@ async fn the_conversation_wrapper_is_a_chat_model() {
 
 #[tokio::test]
 async fn without_an_executor_a_tool_call_ends_the_turn_and_results_come_next_turn() {
-    let server = MockServer::start(vec![
+    let server = MockUpstream::start(vec![
         Reply::ToolCalls(vec![("call_1", "order_status", CALL_ARGS)]),
         text(ANSWER2),
     ])

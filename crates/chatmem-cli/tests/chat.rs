@@ -1,21 +1,17 @@
 //! `chatmem chat` driven through a pipe against a real OpenAI-protocol server on loopback.
 
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../chatmem-advisor/tests/support/mod.rs"]
-mod support;
-
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use chatmem_test::upstream::{MockUpstream, Reply, Responder, roles_and_texts, text};
 use serde_json::Value;
-use support::{MockServer, Reply, Responder, roles_and_texts, text};
 use tokio::io::AsyncWriteExt;
 
 const SYSTEM: &str = "你是邻里仓售后。未发货可退。制度版本 policy-2026.10。若对话历史中出现订单号，回答里必须原样写出该订单号。不要发明优惠券。";
 const ORDER: &str = "LC202610060018";
 
-async fn chat(server: &MockServer, store: &str, input: &str) -> std::process::Output {
+async fn chat(server: &MockUpstream, store: &str, input: &str) -> std::process::Output {
     chat_with(
         server,
         store,
@@ -25,7 +21,7 @@ async fn chat(server: &MockServer, store: &str, input: &str) -> std::process::Ou
     .await
 }
 
-async fn chat_with(server: &MockServer, store: &str, input: &str, args: &[&str]) -> std::process::Output {
+async fn chat_with(server: &MockUpstream, store: &str, input: &str, args: &[&str]) -> std::process::Output {
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_chatmem"))
         .args(["chat", "--system", SYSTEM])
         .args(args)
@@ -51,7 +47,7 @@ async fn chat_with(server: &MockServer, store: &str, input: &str, args: &[&str])
 
 #[tokio::test(flavor = "multi_thread")]
 async fn piped_chat_remembers_the_order_across_processes() {
-    let server = MockServer::start(vec![
+    let server = MockUpstream::start(vec![
         text("订单 LC202610060018 尚未发货。"),
         text("LC202610060018 未发货，可以退。"),
     ])
@@ -118,7 +114,7 @@ async fn block_eviction_keeps_prompt_prefixes_across_processes() {
     let store = format!("sqlite:{}", dir.path().join("prefix.db").display());
     let mut stable = Vec::new();
     for (conversation, extra) in [("sliding", None), ("blocks", Some("5"))] {
-        let server = MockServer::start((0..TURNS).map(|n| text(&format!("answer {n}"))).collect()).await;
+        let server = MockUpstream::start((0..TURNS).map(|n| text(&format!("answer {n}"))).collect()).await;
         let mut args = vec!["--conversation", conversation, "--max-messages", "10"];
         if let Some(n) = extra {
             args.extend(["--evict-to", n]);
@@ -196,7 +192,7 @@ const TURNS_003: [&str; 4] = [
 /// never sees it.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_summary_keeps_the_order_number_after_it_left_a_small_window() {
-    let server = MockServer::start_with(after_sale_upstream(Arc::default())).await;
+    let server = MockUpstream::start_with(after_sale_upstream(Arc::default())).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let store = format!("sqlite:{}", dir.path().join("summary.db").display());
     let summarize = ["--summarize", "--summary-model", SUMMARY_MODEL];
@@ -279,7 +275,7 @@ async fn a_summary_keeps_the_order_number_after_it_left_a_small_window() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failing_summary_never_breaks_a_turn_and_a_later_turn_catches_up() {
     let failing = Arc::new(AtomicBool::new(true));
-    let server = MockServer::start_with(after_sale_upstream(failing.clone())).await;
+    let server = MockUpstream::start_with(after_sale_upstream(failing.clone())).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let store = format!("sqlite:{}", dir.path().join("flaky.db").display());
     let args = [

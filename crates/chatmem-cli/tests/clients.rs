@@ -1,4 +1,4 @@
-//! The three real OpenAI clients against `chatmem serve` (issue 24's "done when"): the
+//! The three real OpenAI clients against `chatmem serve`: the
 //! official `openai` package for Python (`chat.completions.parse` with a Pydantic model),
 //! LangChain's `ChatOpenAI` (a tool round trip and `with_structured_output`, resending the whole
 //! conversation on every call) and the official `openai` package for Node (one turn streamed),
@@ -22,12 +22,8 @@ use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::Router;
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use chatmem_test::loopback::free_port;
+use chatmem_test::upstream::{Canned, MockUpstream, Reply};
 use serde_json::{Map, Value, json};
 
 const ORDER: &str = "LC202610060018";
@@ -42,28 +38,24 @@ struct Call {
     answer: Value,
 }
 
-/// A loopback server speaking OpenAI's chat-completions protocol (JSON and SSE), recording
-/// every request body as received (key order kept: serde_json's `preserve_order`).
+/// The mock upstream answering as a model would (JSON and SSE), with the calls it answered
+/// (request bodies as received, key order kept: serde_json's `preserve_order`).
 struct Upstream {
     /// `http://127.0.0.1:PORT/v1`
     base_url: String,
     calls: Arc<Mutex<Vec<Call>>>,
+    _mock: MockUpstream,
 }
 
 impl Upstream {
     async fn start() -> Self {
         let calls = Arc::new(Mutex::new(Vec::new()));
-        let app = Router::new()
-            .route("/v1/chat/completions", post(chat))
-            .with_state(calls.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
+        let answered = Arc::clone(&calls);
+        let mock = MockUpstream::answering(Arc::new(move |request| Reply::Canned(chat(&answered, request)))).await;
         Self {
-            base_url: format!("http://{addr}/v1"),
+            base_url: mock.base_url.clone(),
             calls,
+            _mock: mock,
         }
     }
 
@@ -73,13 +65,12 @@ impl Upstream {
     }
 }
 
-async fn chat(State(calls): State<Arc<Mutex<Vec<Call>>>>, body: Bytes) -> Response {
-    let request: Value = match serde_json::from_slice(&body) {
-        Ok(v) => v,
-        Err(e) => return error(format!("the body is not JSON: {e}")),
-    };
+fn chat(calls: &Mutex<Vec<Call>>, request: &Value) -> Canned {
+    if request.is_null() {
+        return error("the body is not JSON".to_owned());
+    }
     let n = calls.lock().expect("lock").len() + 1;
-    let (message, finish) = match reply(&request, n) {
+    let (message, finish) = match reply(request, n) {
         Ok(r) => r,
         Err(e) => return error(e),
     };
@@ -92,13 +83,13 @@ async fn chat(State(calls): State<Arc<Mutex<Vec<Call>>>>, body: Bytes) -> Respon
     let prompt_tokens = request["messages"].as_array().map_or(0, Vec::len) * 10;
     let usage = json!({"prompt_tokens": prompt_tokens, "completion_tokens": 5, "total_tokens": prompt_tokens + 5});
     if request["stream"] != json!(true) {
-        return axum::Json(json!({
+        let completion = json!({
             "id": id, "object": "chat.completion", "created": 1_700_000_000, "model": model,
             "system_fingerprint": "fp_upstream",
             "choices": [{"index": 0, "message": message, "logprobs": null, "finish_reason": finish}],
             "usage": usage,
-        }))
-        .into_response();
+        });
+        return Canned::json(200, &completion.to_string());
     }
     // OpenAI's stream: the role, the content in pieces (or the tool calls), the finish reason,
     // the usage chunk only when asked for (with empty `choices`), then `[DONE]`.
@@ -134,13 +125,18 @@ async fn chat(State(calls): State<Arc<Mutex<Vec<Call>>>>, body: Bytes) -> Respon
         sse.push_str(&format!("data: {c}\n\n"));
     }
     sse.push_str("data: [DONE]\n\n");
-    ([(header::CONTENT_TYPE, "text/event-stream")], sse).into_response()
+    Canned {
+        status: 200,
+        headers: vec![("content-type", "text/event-stream".to_owned())],
+        chunks: vec![(Duration::ZERO, sse.into())],
+        cut: false,
+    }
 }
 
 /// A 400 in OpenAI's error shape: the test's upstream met a request it has no answer for.
-fn error(message: String) -> Response {
+fn error(message: String) -> Canned {
     let body = json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": null}});
-    (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
+    Canned::json(400, &body.to_string())
 }
 
 /// The answer a model would give to what this request holds: it knows the order number only
@@ -227,13 +223,6 @@ struct Outcome {
     through_out: Output,
     /// `GET /v1/conversations/{id}/history` (status, body).
     history: (u16, Value),
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }
 
 fn repo_path(relative: &str) -> PathBuf {

@@ -1,4 +1,4 @@
-//! The Python package `clients/python` (distribution `chatmem`, issue 27): its pytest suite
+//! The Python package `clients/python` (distribution `chatmem`): its pytest suite
 //! against real `chatmem serve` processes that the suite starts from this build's binary
 //! (SQLite, and PostgreSQL when `CHATMEM_TEST_PG_URL` is set), then `mypy --strict`, `ruff
 //! check` and `ruff format --check` on the package.

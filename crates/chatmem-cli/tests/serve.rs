@@ -2,22 +2,12 @@
 //! listener, the loopback rule, a clean exit on SIGTERM, and the Python example
 //! (`examples/python/aftersale.py`, the official `openai` package) against a loopback upstream.
 
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../chatmem-advisor/tests/support/mod.rs"]
-mod support;
-
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use chatmem_test::loopback::free_port;
+use chatmem_test::upstream::{MockUpstream, roles_and_texts, text};
 use serde_json::{Value, json};
-use support::{MockServer, roles_and_texts, text};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
 
 /// Waits for the server at `base` to answer `/healthz`.
 async fn wait_until_up(base: &str) {
@@ -177,7 +167,7 @@ async fn the_python_example_gets_memory_through_the_openai_package() {
         return;
     };
     const ORDER: &str = "LC202610060018";
-    let upstream = MockServer::start(vec![
+    let upstream = MockUpstream::start(vec![
         text("订单 LC202610060018 尚未发货。"),
         text("LC202610060018 未发货，可以退。"),
     ])

@@ -1,18 +1,12 @@
-//! `chatmem serve`'s log lines (issue 25, finding 6): one JSON line per request with
+//! `chatmem serve`'s log lines: one JSON line per request with
 //! `--log-format json`, naming its method, route template, status and the request id its error
 //! body gives; never a conversation id or a message's text.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use chatmem_test::loopback::free_port;
 use serde_json::{Value, json};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
 
 /// Waits for the server at `base` to answer `/healthz`.
 async fn wait_until_up(base: &str) {

@@ -8,17 +8,15 @@
 //! cargo run -p chatmem-rig --example agent
 //! ```
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-
 use chatmem::{ChatMemory, WindowPolicy};
 use chatmem_rig::RigMemory;
 use chatmem_sqlite::SqliteStore;
+use chatmem_test::upstream::{MockUpstream, ORDER};
 use rig_agent::AgentBuilder;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let stand_in = common::StandIn::start().await?;
+    let stand_in = MockUpstream::after_sale().await;
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("chatmem.db");
 
@@ -27,7 +25,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let memory = ChatMemory::builder(SqliteStore::open(&path).await?)
             .policy(WindowPolicy::messages(6))
             .build()?;
-        let agent = AgentBuilder::new(common::model(&stand_in))
+        let mut config = rig_core::providers::openai::OpenAIConfig::new("sk-stand-in");
+        config.base_url = stand_in.base_url.clone();
+        let agent = AgentBuilder::new(config.client().chat("stand-in"))
             .preamble("你是邻里仓售后。未发货可退。")
             .memory(RigMemory::new(memory)) // the one line: rig's InMemoryConversationMemory → chatmem
             .conversation("app-user-42-aftersale")
@@ -35,10 +35,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let answer = agent.prompt(prompt).await?;
         println!("user       {prompt}\nassistant  {}", answer.output());
     }
-    let sent = stand_in.bodies().last().map(common::request_text).unwrap_or_default();
-    println!(
-        "turn 2 sent the order number from memory: {}",
-        sent.contains(common::ORDER)
-    );
+    let sent = stand_in
+        .requests()
+        .last()
+        .map(|b| b["messages"].to_string())
+        .unwrap_or_default();
+    println!("turn 2 sent the order number from memory: {}", sent.contains(ORDER));
     Ok(())
 }

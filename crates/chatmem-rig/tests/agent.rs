@@ -2,14 +2,12 @@
 //! loopback: the after-sale scenario across two turns, across a restart on SQLite, and a
 //! tool-using turn stored and loaded back intact.
 
-mod common;
-
 use std::convert::Infallible;
 
 use chatmem::{Body, ChatMemory, InMemoryStore, Retention, WindowPolicy};
 use chatmem_rig::RigMemory;
 use chatmem_sqlite::SqliteStore;
-use common::{ORDER, StandIn, model, request_text};
+use chatmem_test::upstream::{MockUpstream, ORDER};
 use rig_agent::AgentBuilder;
 use rig_agent::tool::{Tool, ToolContext};
 use rig_core::memory::ConversationMemory;
@@ -20,8 +18,20 @@ type TestResult = Result<(), Box<dyn std::error::Error>>;
 
 const CONVERSATION: &str = "app-user-42-aftersale";
 
-fn agent(stand_in: &StandIn, memory: impl ConversationMemory + 'static) -> rig_agent::Agent {
-    agent_on(model(stand_in), memory)
+/// rig's OpenAI Chat Completions model on a stand-in at `base_url`.
+fn model_at(base_url: &str) -> rig_core::Model<rig_core::providers::openai::wire::Chat> {
+    let mut config = rig_core::providers::openai::OpenAIConfig::new("sk-stand-in");
+    config.base_url = base_url.to_owned();
+    config.client().chat("stand-in")
+}
+
+/// Every text the request's messages carry, joined.
+fn request_text(body: &serde_json::Value) -> String {
+    body["messages"].to_string()
+}
+
+fn agent(stand_in: &MockUpstream, memory: impl ConversationMemory + 'static) -> rig_agent::Agent {
+    agent_on(model_at(&stand_in.base_url), memory)
 }
 
 fn agent_on(
@@ -46,7 +56,7 @@ async fn turn(agent: &rig_agent::Agent, prompt: &str) -> Result<String, Box<dyn 
 
 #[tokio::test]
 async fn second_turn_carries_the_order_number_from_memory() -> TestResult {
-    let stand_in = StandIn::start().await?;
+    let stand_in = MockUpstream::after_sale().await;
     let memory = RigMemory::new(
         ChatMemory::builder(InMemoryStore::new())
             .policy(WindowPolicy::messages(10))
@@ -57,7 +67,7 @@ async fn second_turn_carries_the_order_number_from_memory() -> TestResult {
     turn(&agent, "我的订单是 LC202610060018，还没发货。").await?;
     let answer = turn(&agent, "那单能退吗？").await?;
 
-    let bodies = stand_in.bodies();
+    let bodies = stand_in.requests();
     assert_eq!(bodies.len(), 2);
     let second = request_text(&bodies[1]);
     assert!(
@@ -92,7 +102,7 @@ async fn sqlite_memory(path: &std::path::Path) -> Result<RigMemory<SqliteStore>,
 
 #[tokio::test]
 async fn a_new_process_over_the_same_sqlite_file_continues() -> TestResult {
-    let stand_in = StandIn::start().await?;
+    let stand_in = MockUpstream::after_sale().await;
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("chatmem.db");
     {
@@ -105,7 +115,7 @@ async fn a_new_process_over_the_same_sqlite_file_continues() -> TestResult {
     child
         .args(["--exact", "second_process_turn", "--nocapture", "--test-threads=1"])
         .env(CHILD_DB, &path)
-        .env(CHILD_URL, stand_in.base_url());
+        .env(CHILD_URL, &stand_in.base_url);
     // Waited for on a blocking thread: this runtime must go on serving the stand-in meanwhile.
     let output = tokio::task::spawn_blocking(move || child.output()).await??;
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -120,7 +130,7 @@ async fn a_new_process_over_the_same_sqlite_file_continues() -> TestResult {
         .find_map(|l| l.split_once(CHILD_ANSWER).map(|(_, answer)| answer))
         .ok_or_else(|| format!("the second process ran no turn: {stdout}"))?;
     assert_eq!(answer, format!("订单 {ORDER} 未发货，可以退。"));
-    let bodies = stand_in.bodies();
+    let bodies = stand_in.requests();
     assert_eq!(bodies.len(), 2, "one request per process");
     let second = request_text(&bodies[1]);
     assert!(
@@ -137,7 +147,7 @@ async fn second_process_turn() -> TestResult {
     let (Some(path), Ok(base_url)) = (std::env::var_os(CHILD_DB), std::env::var(CHILD_URL)) else {
         return Ok(());
     };
-    let agent = agent_on(common::model_at(&base_url), sqlite_memory(path.as_ref()).await?);
+    let agent = agent_on(model_at(&base_url), sqlite_memory(path.as_ref()).await?);
     let answer = turn(&agent, "那单能退吗？").await?;
     println!("{CHILD_ANSWER}{answer}");
     Ok(())
@@ -161,7 +171,7 @@ async fn a_tool_turn_round_trips_through_sqlite() -> TestResult {
 }
 
 async fn tool_turn<S: chatmem::Store + 'static>(memory: RigMemory<S>) -> TestResult {
-    let stand_in = StandIn::start().await?;
+    let stand_in = MockUpstream::after_sale().await;
     let agent = agent(&stand_in, memory.clone());
 
     let response = agent.prompt("LC202610060018 到哪了？").max_turns(3).await?;
@@ -186,7 +196,7 @@ async fn tool_turn<S: chatmem::Store + 'static>(memory: RigMemory<S>) -> TestRes
 
     // The next request carries the call and its result from memory.
     turn(&agent, "那单能退吗？").await?;
-    let bodies = stand_in.bodies();
+    let bodies = stand_in.requests();
     let last = bodies.last().ok_or("no request")?;
     let messages = last["messages"].as_array().ok_or("no messages")?;
     assert!(messages.iter().any(|m| m["tool_calls"][0]["id"] == "call_order_1"));

@@ -1,4 +1,4 @@
-//! What one request may read or make the server keep is bounded (issue 25, finding 7):
+//! What one request may read or make the server keep is bounded:
 //! `/history` answers in pages, and a request's own window policy stays within the operator's
 //! caps.
 
@@ -15,12 +15,7 @@ async fn serve(config: ServerConfig) -> String {
         .retention(Retention::KeepHistory)
         .build()
         .expect("valid settings");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app(memory, config)).await;
-    });
-    format!("http://{addr}")
+    chatmem_test::loopback::serve(app(memory, config)).await.url()
 }
 
 async fn post(http: &reqwest::Client, url: &str, body: Value) -> (u16, Value) {

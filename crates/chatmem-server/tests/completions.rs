@@ -8,25 +8,18 @@
 mod requests;
 use requests::get_text;
 
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../chatmem-advisor/tests/support/mod.rs"]
-mod support;
-#[allow(dead_code, unreachable_pub)]
-mod upstream;
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use chatmem::{ChatMemory, InMemoryStore, Retention, Store, WindowPolicy};
 use chatmem_server::{Limits, ServerConfig, Upstream, app};
+use chatmem_test::upstream::{self as upstream, Canned, MockUpstream, roles_and_texts, text};
 use serde_json::{Map, Value, json};
-use support::{MockServer, roles_and_texts, text};
-use upstream::{Canned, Loopback};
 
 const SYSTEM: &str = "你是邻里仓售后。未发货可退。若对话历史中出现订单号，回答里必须原样写出该订单号。";
 const ORDER: &str = "LC202610060018";
 
-async fn serve(store: Arc<dyn Store>, upstream: &MockServer) -> String {
+async fn serve(store: Arc<dyn Store>, upstream: &MockUpstream) -> String {
     let config = ServerConfig {
         upstream: Some(Upstream {
             base_url: upstream.base_url.clone(),
@@ -42,12 +35,7 @@ async fn serve_with(store: Arc<dyn Store>, config: ServerConfig) -> String {
         .policy(WindowPolicy::messages(6))
         .build()
         .expect("valid memory settings");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app(memory, config)).await;
-    });
-    format!("http://{addr}")
+    chatmem_test::loopback::serve(app(memory, config)).await.url()
 }
 
 fn request(text: &str, stream: bool) -> Value {
@@ -76,7 +64,7 @@ fn sse_text(body: &str) -> (String, bool) {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_aftersale_scenario_through_http_plain_and_streaming() {
     for stream in [false, true] {
-        let upstream = MockServer::start(vec![
+        let upstream = MockUpstream::start(vec![
             text("订单 LC202610060018 尚未发货。"),
             text("LC202610060018 未发货，可以退。"),
             text("请提供订单号。"),
@@ -134,7 +122,7 @@ async fn the_aftersale_scenario_through_http_plain_and_streaming() {
 
 #[tokio::test]
 async fn a_request_without_the_header_is_refused_naming_it() {
-    let upstream = MockServer::start(vec![text("never")]).await;
+    let upstream = MockUpstream::start(vec![text("never")]).await;
     let base = serve(Arc::new(InMemoryStore::new()), &upstream).await;
     let r = reqwest::Client::new()
         .post(format!("{base}/v1/chat/completions"))
@@ -158,7 +146,7 @@ async fn a_request_without_the_header_is_refused_naming_it() {
 /// saying so.
 #[tokio::test]
 async fn the_header_takes_any_id_as_utf8() {
-    let upstream = MockServer::start(vec![text("收到。")]).await;
+    let upstream = MockUpstream::start(vec![text("收到。")]).await;
     let base = serve(Arc::new(InMemoryStore::new()), &upstream).await;
     let http = reqwest::Client::new();
     let post = |header: &[u8]| {
@@ -206,7 +194,7 @@ async fn an_openai_client_gets_memory_with_one_header() {
     };
     use futures_util::StreamExt;
 
-    let upstream = Loopback::start(vec![
+    let upstream = MockUpstream::canned(vec![
         Canned::json(200, &upstream::completion("订单 LC202610060018 尚未发货。")),
         Canned::sse(
             upstream::chunks(&["LC202610060018 ", "未发货，可以退。"], false),
@@ -274,7 +262,7 @@ async fn models_are_the_upstreams_list() {
     use async_openai::Client;
     use async_openai::config::OpenAIConfig;
 
-    let upstream = MockServer::start(Vec::new()).await;
+    let upstream = MockUpstream::start(Vec::new()).await;
     let base = serve(Arc::new(InMemoryStore::new()), &upstream).await;
     let r = reqwest::get(format!("{base}/v1/models")).await.expect("get");
     assert_eq!(r.status(), 200);
@@ -301,7 +289,7 @@ async fn models_without_or_with_a_failing_upstream() {
     let body: Value = r.json().await.expect("json");
     assert_eq!(body["error"]["code"], "no_upstream", "{body}");
 
-    let upstream = MockServer::start(Vec::new()).await;
+    let upstream = MockUpstream::start(Vec::new()).await;
     let config = ServerConfig {
         upstream: Some(Upstream {
             base_url: upstream.base_url.clone(),
@@ -337,7 +325,7 @@ async fn models_without_or_with_a_failing_upstream() {
 /// `openai` SDK then does not retry it), counted by kind, nothing committed.
 #[tokio::test]
 async fn an_upstream_400_reaches_the_client_counted_and_nothing_is_committed() {
-    let upstream = MockServer::start(vec![support::Reply::Status(400)]).await;
+    let upstream = MockUpstream::start(vec![upstream::Reply::Status(400)]).await;
     let base = serve(Arc::new(InMemoryStore::new()), &upstream).await;
     let http = reqwest::Client::new();
     let r = http
@@ -359,7 +347,7 @@ async fn an_upstream_400_reaches_the_client_counted_and_nothing_is_committed() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The pass-through proxy, against `upstream::Loopback`.
+// The pass-through proxy, against `MockUpstream::canned`.
 
 /// The upstream key the server is configured with (a hostile upstream echoes it).
 const KEY: &str = "sk-secret-123";
@@ -372,7 +360,7 @@ fn memory(policy: WindowPolicy, retention: Retention) -> ChatMemory<Arc<dyn Stor
         .expect("valid memory settings")
 }
 
-fn loopback_config(upstream: &Loopback) -> ServerConfig {
+fn loopback_config(upstream: &MockUpstream) -> ServerConfig {
     ServerConfig {
         upstream: Some(Upstream {
             base_url: upstream.base_url.clone(),
@@ -383,15 +371,10 @@ fn loopback_config(upstream: &Loopback) -> ServerConfig {
 }
 
 async fn serve_memory(memory: ChatMemory<Arc<dyn Store>>, config: ServerConfig) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app(memory, config)).await;
-    });
-    format!("http://{addr}")
+    chatmem_test::loopback::serve(app(memory, config)).await.url()
 }
 
-async fn serve_loopback(memory: ChatMemory<Arc<dyn Store>>, upstream: &Loopback) -> String {
+async fn serve_loopback(memory: ChatMemory<Arc<dyn Store>>, upstream: &MockUpstream) -> String {
     serve_memory(memory, loopback_config(upstream)).await
 }
 
@@ -478,7 +461,7 @@ fn every_field(user: &str) -> Value {
     })
 }
 
-/// Item 1: the upstream receives the client's JSON as sent (every field, known or not, in
+/// The upstream receives the client's JSON as sent (every field, known or not, in
 /// its order and types), `messages` replaced by memory's window plus the new message; the
 /// answer reaches the client byte for byte; `developer` is kept with its role, once, first.
 #[tokio::test(flavor = "multi_thread")]
@@ -487,7 +470,7 @@ async fn every_field_reaches_the_upstream_in_order_and_the_answer_comes_back_byt
         Canned::json(200, &upstream::completion("{\"order\":\"LC202610060018\"}")),
         Canned::json(200, &upstream::completion("{\"order\":\"LC202610060018\"}")),
     ];
-    let upstream = Loopback::start(answers.to_vec()).await;
+    let upstream = MockUpstream::canned(answers.to_vec()).await;
     let base = serve_loopback(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream).await;
 
     let first = every_field("我的订单是 LC202610060018。");
@@ -556,7 +539,7 @@ async fn streams_pass_through_byte_for_byte_with_and_without_usage() {
             upstream::chunks(&["订单 ", "LC202610060018 ", "尚未发货。"], include_usage),
             Duration::from_millis(5),
         );
-        let upstream = Loopback::start(vec![canned.clone()]).await;
+        let upstream = MockUpstream::canned(vec![canned.clone()]).await;
         let base = serve_loopback(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream).await;
         let mut sent = json!({"model": "mock-model", "stream": true,
             "messages": [{"role": "user", "content": "我的订单是 LC202610060018。"}]});
@@ -587,7 +570,7 @@ async fn streams_pass_through_byte_for_byte_with_and_without_usage() {
 /// OpenAI's shape (`message`, `type`, `param`, `code`) and the request id.
 #[tokio::test]
 async fn n_above_one_and_bad_messages_are_refused_in_openais_shape_before_any_call() {
-    let upstream = Loopback::start(Vec::new()).await;
+    let upstream = MockUpstream::canned(Vec::new()).await;
     let base = serve_loopback(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream).await;
     let cases = [
         (
@@ -626,7 +609,7 @@ fn hostile(status: u16) -> Canned {
     Canned::json(status, &body.to_string())
 }
 
-/// Item 2: the upstream's errors keep their meaning for the client, plain and streaming
+/// The upstream's errors keep their meaning for the client, plain and streaming
 /// alike (a failure before the first byte has the same status), and chatmem's secrets stay
 /// in: the key is masked in what is passed on, and the text of a 401/403/5xx is never shown.
 /// Nothing is committed.
@@ -635,7 +618,7 @@ async fn upstream_errors_keep_their_meaning_and_the_key_stays_in() {
     let said = |stream: bool| json!({"model": "m", "stream": stream, "messages": [{"role": "user", "content": "hi"}]});
     for status in [400u16, 404, 409, 413, 422, 429, 401, 403, 500, 502, 503] {
         let canned = hostile(status).header("retry-after", "7");
-        let upstream = Loopback::start(vec![canned.clone(), canned]).await;
+        let upstream = MockUpstream::canned(vec![canned.clone(), canned]).await;
         let base = serve_loopback(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream).await;
         for stream in [false, true] {
             let r = post(&base, "c1", &said(stream)).await;
@@ -672,7 +655,7 @@ async fn upstream_errors_keep_their_meaning_and_the_key_stays_in() {
     }
 
     // An error inside a 200, plain or mid-stream: chatmem's 502, not the upstream's text.
-    let upstream = Loopback::start(vec![
+    let upstream = MockUpstream::canned(vec![
         hostile(200),
         Canned::sse(
             vec![
@@ -694,7 +677,7 @@ async fn upstream_errors_keep_their_meaning_and_the_key_stays_in() {
     assert_eq!(window(&base, "c1").await, None, "an error in a 200 commits nothing");
 
     // Not OpenAI's shape: chatmem's, the key masked.
-    let upstream = Loopback::start(vec![Canned::json(400, &format!("bad key {KEY}, password=hunter2"))]).await;
+    let upstream = MockUpstream::canned(vec![Canned::json(400, &format!("bad key {KEY}, password=hunter2"))]).await;
     let base = serve_loopback(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream).await;
     let r = post(&base, "c1", &said(false)).await;
     assert_eq!(r.status(), 400);
@@ -703,7 +686,7 @@ async fn upstream_errors_keep_their_meaning_and_the_key_stays_in() {
 
     // A timeout is a 504, plain or streaming.
     let slow = |gap| Canned::sse(upstream::chunks(&["late"], false), gap);
-    let upstream = Loopback::start(vec![
+    let upstream = MockUpstream::canned(vec![
         Canned {
             chunks: vec![(Duration::from_secs(2), "{}".into())],
             ..Canned::json(200, "")
@@ -733,9 +716,7 @@ async fn upstream_errors_keep_their_meaning_and_the_key_stays_in() {
     assert_eq!(window(&base, "c1").await, None, "a timeout commits nothing");
 
     // Nothing listening: 502.
-    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let port = closed.local_addr().expect("addr").port();
-    drop(closed);
+    let port = chatmem_test::loopback::free_port();
     let config = ServerConfig {
         upstream: Some(Upstream {
             base_url: format!("http://127.0.0.1:{port}/v1"),
@@ -757,11 +738,11 @@ async fn upstream_errors_keep_their_meaning_and_the_key_stays_in() {
     );
 }
 
-/// Item 4: one connection pool, built at start: every call (plain, streamed, `/v1/models`)
+/// One connection pool, built at start: every call (plain, streamed, `/v1/models`)
 /// goes over the one kept-alive connection.
 #[tokio::test(flavor = "multi_thread")]
 async fn one_connection_serves_every_call() {
-    let upstream = Loopback::start(Vec::new()).await;
+    let upstream = MockUpstream::canned(Vec::new()).await;
     let base = serve_loopback(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream).await;
     for i in 0..6 {
         let body =
@@ -782,7 +763,7 @@ async fn one_connection_serves_every_call() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stream_that_does_not_finish_commits_nothing() {
     let pieces = ["a", "b", "c", "d", "e", "f", "g", "h"];
-    let upstream = Loopback::start(vec![
+    let upstream = MockUpstream::canned(vec![
         Canned::sse(upstream::chunks(&pieces, false), Duration::from_millis(150)),
         Canned {
             cut: true,
@@ -818,7 +799,7 @@ async fn a_stream_that_does_not_finish_commits_nothing() {
     assert_eq!(window(&base, "cut").await, None, "a cut stream commits nothing");
 }
 
-/// Item 3: a client that resends its whole growing conversation (the `openai` SDK's
+/// A client that resends its whole growing conversation (the `openai` SDK's
 /// `messages.append(answer)`, echo fields included) over five turns, with a window of 4
 /// messages: memory stores what was said, once, and the upstream receives memory's window,
 /// never the client's list. Under both retentions.
@@ -826,7 +807,7 @@ async fn a_stream_that_does_not_finish_commits_nothing() {
 async fn a_client_resending_its_whole_conversation_stores_what_was_said() {
     const SYSTEM: &str = "你是邻里仓售后。";
     for retention in [Retention::DropEvicted, Retention::KeepHistory] {
-        let upstream = Loopback::start(Vec::new()).await;
+        let upstream = MockUpstream::canned(Vec::new()).await;
         let base = serve_loopback(memory(WindowPolicy::messages(4), retention), &upstream).await;
         let mut client = vec![json!({"role": "system", "content": SYSTEM})];
         let mut said: Vec<Value> = Vec::new();

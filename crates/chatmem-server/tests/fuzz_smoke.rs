@@ -1,13 +1,8 @@
-//! The `server_request` fuzz target's check (`fuzz/src/server.rs`, see README "Fuzzing") as a
-//! quick property test, and every request the fuzzer found (`fuzz/regressions`) replayed.
+//! The `server_request` fuzz target's check (`chatmem_test::fuzz::server`, see
+//! `fuzz/README.md`) as a quick property test, and every request the fuzzer found
+//! (`fuzz/regressions`) replayed.
 
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../../fuzz/src/json_gen.rs"]
-mod json_gen;
-
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../../fuzz/src/server.rs"]
-mod server;
+use chatmem_test::fuzz::server;
 
 use std::sync::LazyLock;
 

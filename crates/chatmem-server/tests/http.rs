@@ -5,10 +5,6 @@
 mod requests;
 use requests::get_json;
 
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../chatmem-advisor/tests/support/mod.rs"]
-mod support;
-
 use std::sync::Arc;
 
 use chatmem::{ChatMemory, InMemoryStore, Store, WindowPolicy};
@@ -23,12 +19,7 @@ async fn serve(store: Arc<dyn Store>, config: ServerConfig) -> String {
         .policy(WindowPolicy::messages(6))
         .build()
         .expect("valid memory settings");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app(memory, config)).await;
-    });
-    format!("http://{addr}")
+    chatmem_test::loopback::serve(app(memory, config)).await.url()
 }
 
 fn aftersale() -> Value {
@@ -333,7 +324,7 @@ async fn odd_ids_are_data() {
         .expect("read");
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.contains(r#""conversation":"..""#), "{answer}");
-    // Over the id limit (413, issue 25's finding 4), and ids a ConversationId refuses (400).
+    // Over the id limit (413), and ids a ConversationId refuses (400).
     for (path, status, code) in [
         ("订".repeat(86), StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
         ("a%0Ab".to_string(), StatusCode::BAD_REQUEST, "invalid_request"),
@@ -581,7 +572,7 @@ async fn an_invalid_policy_is_refused_naming_the_field() {
     }
 }
 
-/// Issue 25, finding 5: the `Bearer` scheme in any case, every 401 saying which scheme it
+/// The `Bearer` scheme in any case, every 401 saying which scheme it
 /// wants, and an auth file whose token could never match refused at start.
 #[tokio::test]
 async fn bearer_auth_follows_the_rfcs() {
@@ -632,7 +623,7 @@ async fn bearer_auth_follows_the_rfcs() {
     }
 }
 
-/// Issue 24, item 5: a conversation id is one path segment, so an id holding `/` and ending
+/// A conversation id is one path segment, so an id holding `/` and ending
 /// in `history` or `messages` (once reachable through the chat completion's header only, its
 /// REST paths taken for another route) is written, read, paged, listed and deleted like any
 /// other, whether written through `POST …/messages` or the `X-Chatmem-Conversation` header.
@@ -655,7 +646,7 @@ async fn every_id_that_can_be_written_can_be_read_listed_and_deleted() {
         "订单/LC202610060018",
         "it's \"quoted\" ? # &",
     ];
-    let upstream = support::MockServer::start(Vec::new()).await;
+    let upstream = chatmem_test::upstream::MockUpstream::start(Vec::new()).await;
     let config = ServerConfig {
         upstream: Some(Upstream {
             base_url: upstream.base_url.clone(),
@@ -670,7 +661,7 @@ async fn every_id_that_can_be_written_can_be_read_listed_and_deleted() {
         for id in ids.map(|id| format!("{tag}{id}")) {
             let url = format!("{base}/v1/conversations/{}", segment(&id));
             if through_header {
-                upstream.push([support::text("收到。")]);
+                upstream.push([chatmem_test::upstream::text("收到。")]);
                 let r = http
                     .post(format!("{base}/v1/chat/completions"))
                     .header("x-chatmem-conversation", id.as_bytes())

@@ -1,46 +1,13 @@
-//! The server's log lines (issue 25, finding 6): every request answered at `info` in a span
+//! The server's log lines: every request answered at `info` in a span
 //! naming its id, method and route template; a store failure at `warn`/`error` in the same
 //! span, so the `request_id` of an error body finds it; never a conversation id.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
-use async_trait::async_trait;
-use chatmem::store::{Commit, Snapshot, StoreError, StoreErrorKind, StoredMessage};
-use chatmem::{ChatMemory, ConversationId, InMemoryStore, Page, Store};
+use chatmem::{ChatMemory, Store};
 use chatmem_server::{ServerConfig, app};
 use serde_json::Value;
-
-/// A store whose loads fail: unavailable for ids holding `down`, corrupt for the others; the
-/// errors name the conversation, as the stores' errors do.
-#[derive(Debug, Default)]
-struct Broken(InMemoryStore);
-
-#[async_trait]
-impl Store for Broken {
-    async fn load(&self, id: &ConversationId) -> Result<Snapshot, StoreError> {
-        Err(if id.as_str().contains("down") {
-            StoreError::new(StoreErrorKind::Unavailable, "the test took it down").for_conversation(id)
-        } else {
-            StoreError::corrupt(id, "message seq 9 is not a valid message")
-        })
-    }
-    async fn commit(&self, id: &ConversationId, commit: Commit) -> Result<u64, StoreError> {
-        self.0.commit(id, commit).await
-    }
-    async fn history(&self, id: &ConversationId, after: u64, limit: usize) -> Result<Vec<StoredMessage>, StoreError> {
-        self.0.history(id, after, limit).await
-    }
-    async fn clear(&self, id: &ConversationId) -> Result<bool, StoreError> {
-        self.0.clear(id).await
-    }
-    async fn list(&self, after: Option<&ConversationId>, limit: usize) -> Result<Page, StoreError> {
-        self.0.list(after, limit).await
-    }
-    async fn recent(&self, query: &chatmem::store::RecentQuery) -> Result<chatmem::store::RecentPage, StoreError> {
-        self.0.recent(query).await
-    }
-}
 
 /// Log output kept in memory.
 #[derive(Clone, Default)]
@@ -75,12 +42,10 @@ async fn store_failures_are_logged_with_the_request_id_and_without_the_id() {
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
 
-    let store: Arc<dyn Store> = Arc::new(Broken::default());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app(ChatMemory::new(store), ServerConfig::default())).await;
-    });
+    let store: Arc<dyn Store> = Arc::new(chatmem_test::FailingStore::broken());
+    let addr = chatmem_test::loopback::serve(app(ChatMemory::new(store), ServerConfig::default()))
+        .await
+        .addr;
     let http = reqwest::Client::new();
     let mut failures = Vec::new();
     for (id, status, level) in [("user-down-5a1c", 503, "WARN"), ("user-corrupt-77e0", 500, "ERROR")] {

@@ -12,11 +12,8 @@ use requests::get_json;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use async_trait::async_trait;
-use chatmem::store::{Commit, Snapshot, StoreError, StoreErrorKind, StoredMessage};
-use chatmem::{ChatMemory, ConversationId, InMemoryStore, Page, Store, WindowPolicy};
+use chatmem::{ChatMemory, InMemoryStore, Store, WindowPolicy};
 use chatmem_server::{Auth, ServerConfig, app, metrics_app};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -31,53 +28,7 @@ async fn serve(store: Arc<dyn Store>, config: ServerConfig) -> String {
 }
 
 async fn spawn(router: axum::Router) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, router).await;
-    });
-    format!("http://{addr}")
-}
-
-/// An in-memory store whose next `conflicts` commits lose a version check, and whose loads
-/// fail as unavailable while `down` is set.
-#[derive(Debug, Default)]
-struct Flaky {
-    inner: InMemoryStore,
-    conflicts: AtomicUsize,
-    down: AtomicBool,
-}
-
-#[async_trait]
-impl Store for Flaky {
-    async fn load(&self, id: &ConversationId) -> Result<Snapshot, StoreError> {
-        if self.down.load(Ordering::SeqCst) {
-            return Err(StoreError::new(StoreErrorKind::Unavailable, "the test took it down"));
-        }
-        self.inner.load(id).await
-    }
-    async fn commit(&self, id: &ConversationId, commit: Commit) -> Result<u64, StoreError> {
-        let lose = self
-            .conflicts
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok();
-        if lose {
-            return Err(StoreError::conflict());
-        }
-        self.inner.commit(id, commit).await
-    }
-    async fn history(&self, id: &ConversationId, after: u64, limit: usize) -> Result<Vec<StoredMessage>, StoreError> {
-        self.inner.history(id, after, limit).await
-    }
-    async fn clear(&self, id: &ConversationId) -> Result<bool, StoreError> {
-        self.inner.clear(id).await
-    }
-    async fn list(&self, after: Option<&ConversationId>, limit: usize) -> Result<Page, StoreError> {
-        self.inner.list(after, limit).await
-    }
-    async fn recent(&self, query: &chatmem::store::RecentQuery) -> Result<chatmem::store::RecentPage, StoreError> {
-        self.inner.recent(query).await
-    }
+    chatmem_test::loopback::serve(router).await.url()
 }
 
 fn batch() -> Value {
@@ -155,8 +106,8 @@ fn sample(text: &str, series: &str) -> Option<f64> {
 
 #[tokio::test]
 async fn requests_commits_conflicts_and_store_errors_are_counted() {
-    let store = Arc::new(Flaky::default());
-    store.conflicts.store(2, Ordering::SeqCst);
+    let store = Arc::new(chatmem_test::FailingStore::new());
+    store.lose_commits(2);
     let base = serve(store.clone(), ServerConfig::default()).await;
     let http = reqwest::Client::new();
     let url = format!("{base}/v1/conversations/secret-user-id-42/messages");
@@ -164,10 +115,10 @@ async fn requests_commits_conflicts_and_store_errors_are_counted() {
     let r = http.post(&url).json(&batch()).send().await.expect("post");
     assert_eq!(r.status(), StatusCode::OK, "the commit is retried past two conflicts");
     assert_eq!(http.get(&url).send().await.expect("get").status(), StatusCode::OK);
-    store.down.store(true, Ordering::SeqCst);
+    store.set_down(true);
     let r = http.get(&url).send().await.expect("get");
     assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
-    store.down.store(false, Ordering::SeqCst);
+    store.set_down(false);
     http.get(format!("{base}/no/such/route")).send().await.expect("get");
 
     let text = metrics_text(&http, &format!("{base}/metrics")).await;
@@ -363,7 +314,7 @@ fn resolve(doc: &Value, schema: &Value) -> Value {
     }
 }
 
-/// Issue 24, item 6: `/metrics` answers the Prometheus text format 0.0.4 unless the `Accept`
+/// `/metrics` answers the Prometheus text format 0.0.4 unless the `Accept`
 /// header prefers OpenMetrics (as Prometheus's own does), and each answer is what its format's
 /// parser reads: fed the OpenMetrics text, a 0.0.4 parser (the Python client's, like
 /// Prometheus's Go parser) finds every counter empty and an `unknown` `_total` beside it.
@@ -446,7 +397,7 @@ async fn metrics_answer_the_format_the_accept_header_asks_for() {
     }
 }
 
-/// Issue 24, item 6: `/openapi.json` is a valid OpenAPI document by `openapi-spec-validator`
+/// `/openapi.json` is a valid OpenAPI document by `openapi-spec-validator`
 /// (run when `CHATMEM_TEST_PYTHON` is set, as in CI), and every response is described.
 #[tokio::test]
 async fn the_openapi_document_passes_openapi_spec_validator() {

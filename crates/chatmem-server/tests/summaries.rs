@@ -1,4 +1,4 @@
-//! A slow summary model does not cost REST turns (issue 25, finding 1): the store timeout
+//! A slow summary model does not cost REST turns: the store timeout
 //! bounds store calls only, a turn waits for its summary at most the summarizer's wait, and a
 //! late summary is counted as the summary's, not the store's.
 
@@ -34,12 +34,7 @@ impl ChatModel for Slow {
 }
 
 async fn serve(memory: ChatMemory<Arc<dyn Store>>, config: ServerConfig) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app(memory, config)).await;
-    });
-    format!("http://{addr}")
+    chatmem_test::loopback::serve(app(memory, config)).await.url()
 }
 
 fn sample(metrics: &str, series: &str) -> f64 {

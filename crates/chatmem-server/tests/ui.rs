@@ -1,4 +1,4 @@
-//! The memory inspector (`/ui`, issue 28) over real HTTP: what a page shows of a conversation
+//! The memory inspector (`/ui`) over real HTTP: what a page shows of a conversation
 //! (the window marked, the budget, the prompt), that message text is escaped, that tenants
 //! and read-only tokens hold on the pages as on the API, and the sign-in cookie.
 

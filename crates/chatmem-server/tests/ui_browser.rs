@@ -46,10 +46,7 @@ impl Drop for Driver {
 }
 
 async fn start_driver(path: &str) -> Driver {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    let port = chatmem_test::loopback::free_port();
     let child = Command::new(path)
         .arg(format!("--port={port}"))
         .stdout(Stdio::null())

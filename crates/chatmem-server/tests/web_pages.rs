@@ -1,4 +1,4 @@
-//! What a web page in the user's browser can do to a server on loopback (issue 25, finding 3):
+//! What a web page in the user's browser can do to a server on loopback:
 //! a rebound DNS name (`Host: evil.example`) reads nothing without auth, a cross-site `Origin`
 //! is refused unless listed (and a listed one gets CORS), and a `POST` that is not declared
 //! JSON (a page's preflight-free `text/plain` write) is refused with 415 and changes nothing.
@@ -16,12 +16,8 @@ use serde_json::{Value, json};
 /// A server on a free loopback port; its address (`127.0.0.1:PORT`).
 async fn serve(config: ServerConfig) -> String {
     let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app(ChatMemory::new(store), config)).await;
-    });
-    addr.to_string()
+    let served = chatmem_test::loopback::serve(app(ChatMemory::new(store), config)).await;
+    served.addr.to_string()
 }
 
 const SYSTEM: &str = "你是邻里仓售后。未发货可退。";

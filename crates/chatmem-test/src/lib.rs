@@ -22,6 +22,11 @@
 //! For the multi-process stress test see the [`stress`] module; for the per-turn bench every
 //! store crate runs, the [`bench`](mod@bench) module; for the fault-injecting database proxy,
 //! the [`proxy`] module; for the tests the SQL server stores share, [`sql_suite`].
+//!
+//! The application crates' tests share the rest, each behind a feature so the store crates
+//! build none of it: a store that fails on demand ([`FailingStore`]); with `http`, the one
+//! loopback server (`loopback`) and the one mock OpenAI upstream (`upstream`); with `fuzz`, the
+//! fuzz targets' checks (`fuzz`, and with `server` too the server's).
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -30,12 +35,20 @@ use chatmem::{ConversationId, Store};
 
 pub mod bench;
 mod conformance;
+pub mod failing;
+#[cfg(feature = "fuzz")]
+pub mod fuzz;
+#[cfg(feature = "http")]
+pub mod loopback;
 pub mod proxy;
 pub mod sql_suite;
 pub mod stress;
 mod summary_models;
+#[cfg(feature = "http")]
+pub mod upstream;
 
 pub use crate::conformance::{commit, commit_full};
+pub use crate::failing::FailingStore;
 pub use crate::stress::check_stress_history;
 pub use crate::summary_models::{Failing, Scribe, scribe_summary};
 

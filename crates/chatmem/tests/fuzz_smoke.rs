@@ -1,18 +1,8 @@
-//! The fuzz targets' checks (`fuzz/src`, see README "Fuzzing") as quick property tests, and
-//! every input the fuzzers found (`fuzz/regressions`) replayed: the message decoder and
-//! conversation ids.
+//! The fuzz targets' checks (`chatmem_test::fuzz`, see `fuzz/README.md`) as quick property
+//! tests, and every input the fuzzers found (`fuzz/regressions`) replayed: the message decoder
+//! and conversation ids.
 
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../../fuzz/src/json_gen.rs"]
-mod json_gen;
-
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../../fuzz/src/messages.rs"]
-mod messages;
-
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../../fuzz/src/ids.rs"]
-mod ids;
+use chatmem_test::fuzz::{ids, messages};
 
 use proptest::prelude::*;
 

@@ -11,12 +11,7 @@ use serde_json::Value;
 
 /// `memory` served on a free loopback port; its base URL.
 pub(crate) async fn serve_memory(memory: ChatMemory<Arc<dyn Store>>, config: ServerConfig) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app(memory, config)).await;
-    });
-    format!("http://{addr}")
+    chatmem_test::loopback::serve(app(memory, config)).await.url()
 }
 
 /// A server keeping history with a window of `max_messages`; its base URL.

@@ -8,7 +8,7 @@
 //! server cannot use, so a body that parses answers 503 `no_upstream`, the one 5xx allowed,
 //! without any network).
 //!
-//! Used by the fuzz target `server_request` and by `crates/chatmem-server/tests/fuzz_smoke.rs`.
+//! Used by the fuzz target `server_request` and by the server's `fuzz_smoke` tests.
 
 use std::sync::Arc;
 
@@ -22,7 +22,7 @@ use percent_encoding::{NON_ALPHANUMERIC, percent_encode, utf8_percent_encode};
 use serde_json::Value;
 use tower::ServiceExt;
 
-use crate::json_gen;
+use super::json_gen;
 
 const TOKEN: &str = "fuzz-token-0123456789";
 

@@ -2,7 +2,7 @@
 //! prints as itself, and round-trips through `FromStr`, `Display` and serde; a refused one is
 //! refused for the reason (and at the byte) its error says.
 //!
-//! Used by the fuzz target `conversation_id` and by `crates/chatmem/tests/fuzz_smoke.rs`.
+//! Used by the fuzz target `conversation_id` and by the core crate's `fuzz_smoke` test.
 
 use chatmem::{ConversationId, InvalidConversationId, MAX_ID_BYTES};
 

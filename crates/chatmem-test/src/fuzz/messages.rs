@@ -3,7 +3,7 @@
 //! message decode agrees with the list decode; every error names the message index and the field
 //! (or, for broken JSON, the line and column) and quotes nothing unprintable or internal.
 //!
-//! Used by the fuzz target `messages` and by `crates/chatmem/tests/fuzz_smoke.rs`.
+//! Used by the fuzz target `messages` and by the core crate's `fuzz_smoke` test.
 
 use arbitrary::Unstructured;
 use chatmem::{Error, Message, parse_messages};
@@ -21,7 +21,7 @@ pub fn check_bytes(data: &[u8]) {
             // target. Still, the lossy text must not break it.
             Err(_) => check_text(&String::from_utf8_lossy(rest)),
         }
-    } else if let Ok(text) = crate::json_gen::messages(&mut Unstructured::new(rest)) {
+    } else if let Ok(text) = super::json_gen::messages(&mut Unstructured::new(rest)) {
         check_text(&text);
     }
 }

@@ -1,0 +1,84 @@
+//! The one failing [`Store`] of the tests: an [`InMemoryStore`] whose loads and commits fail
+//! on the test's word, to see what a server or a client makes of a store error.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use async_trait::async_trait;
+use chatmem::store::{Commit, RecentPage, RecentQuery, Snapshot, StoreError, StoreErrorKind, StoredMessage};
+use chatmem::{ConversationId, InMemoryStore, Page, Store};
+
+/// An in-memory store that fails on demand: its next [`lose_commits`](Self::lose_commits)
+/// commits lose a version check, its loads fail as unavailable while it is
+/// [`down`](Self::set_down), and a [`broken`](Self::broken) one fails every load.
+#[derive(Debug, Default)]
+pub struct FailingStore {
+    inner: InMemoryStore,
+    conflicts: AtomicUsize,
+    down: AtomicBool,
+    broken: bool,
+}
+
+impl FailingStore {
+    /// A store that works until told otherwise.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A store whose every load fails, naming the conversation as the real stores' errors do:
+    /// unavailable for ids holding `down`, corrupt for the others.
+    pub fn broken() -> Self {
+        Self {
+            broken: true,
+            ..Self::default()
+        }
+    }
+
+    /// The next `n` commits fail with a version conflict.
+    pub fn lose_commits(&self, n: usize) {
+        self.conflicts.store(n, Ordering::SeqCst);
+    }
+
+    /// While `down`, every load fails as unavailable.
+    pub fn set_down(&self, down: bool) {
+        self.down.store(down, Ordering::SeqCst);
+    }
+}
+
+#[async_trait]
+impl Store for FailingStore {
+    async fn load(&self, id: &ConversationId) -> Result<Snapshot, StoreError> {
+        if self.broken {
+            return Err(if id.as_str().contains("down") {
+                StoreError::new(StoreErrorKind::Unavailable, "the test took it down").for_conversation(id)
+            } else {
+                StoreError::corrupt(id, "message seq 9 is not a valid message")
+            });
+        }
+        if self.down.load(Ordering::SeqCst) {
+            return Err(StoreError::new(StoreErrorKind::Unavailable, "the test took it down"));
+        }
+        self.inner.load(id).await
+    }
+    async fn commit(&self, id: &ConversationId, commit: Commit) -> Result<u64, StoreError> {
+        let lose = self
+            .conflicts
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if lose {
+            return Err(StoreError::conflict());
+        }
+        self.inner.commit(id, commit).await
+    }
+    async fn history(&self, id: &ConversationId, after: u64, limit: usize) -> Result<Vec<StoredMessage>, StoreError> {
+        self.inner.history(id, after, limit).await
+    }
+    async fn clear(&self, id: &ConversationId) -> Result<bool, StoreError> {
+        self.inner.clear(id).await
+    }
+    async fn list(&self, after: Option<&ConversationId>, limit: usize) -> Result<Page, StoreError> {
+        self.inner.list(after, limit).await
+    }
+    async fn recent(&self, query: &RecentQuery) -> Result<RecentPage, StoreError> {
+        self.inner.recent(query).await
+    }
+}
