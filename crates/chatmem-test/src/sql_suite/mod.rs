@@ -274,6 +274,5 @@ macro_rules! sql_outage_tests {
                 outage::a_resend_that_waited_for_the_row_finds_the_first_send_landed::<$db>().await;
             }
         }
-
     };
 }
