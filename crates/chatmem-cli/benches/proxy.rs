@@ -1,4 +1,4 @@
-//! The proxy benchmark (issue 24): chat completions sent straight to a loopback upstream,
+//! The proxy benchmark: chat completions sent straight to a loopback upstream,
 //! through `chatmem serve` on each store (window of 20; memory loaded and committed on every
 //! call), and through LiteLLM's proxy (no memory), in one run, the targets taking turns in
 //! rounds. Prints each target's latency and what it adds to the direct call, and chatmem's
