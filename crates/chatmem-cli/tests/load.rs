@@ -1,5 +1,5 @@
 //! The load test's smoke: `chatmem serve` as a process on every store CI has (memory, an
-//! SQLite file, and PostgreSQL, Redis and Redis Cluster when their test URLs are set), loaded
+//! SQLite file, and PostgreSQL, MySQL, Redis and Redis Cluster when their test URLs are set), loaded
 //! for 5 seconds by a few connections at once; no request may fail and every acknowledged
 //! message must be in its history exactly once, its turn whole. No speed is asserted: the
 //! figures come from the `load` bench.
@@ -17,6 +17,7 @@ async fn load_smoke_loses_nothing_on_every_store() {
     ];
     for var in [
         "CHATMEM_TEST_PG_URL",
+        "CHATMEM_TEST_MYSQL_URL",
         "CHATMEM_TEST_REDIS_URL",
         "CHATMEM_TEST_REDIS_CLUSTER_URL",
     ] {
