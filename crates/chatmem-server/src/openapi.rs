@@ -25,6 +25,36 @@ use crate::schemas::{
     ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, ChatMessage, MessageSchema, ModelList,
 };
 
+/// Declares an error answer that several routes share: a type a route's `responses(...)` lists
+/// by name, so the status and its description are written once. Each is the one
+/// [`ErrorBody`]; none is ever built (a handler answers with [`ApiError`](crate::ApiError)).
+macro_rules! shared_error_answers {
+    ($($(#[$doc:meta])* $name:ident = $status:literal, $description:literal;)+) => {$(
+        $(#[$doc])*
+        #[derive(utoipa::IntoResponses)]
+        #[response(status = $status, description = $description)]
+        #[expect(dead_code, reason = "it only describes an answer in the OpenAPI document")]
+        pub(crate) struct $name(ErrorBody);
+    )+};
+}
+
+shared_error_answers! {
+    /// No valid bearer token, on a server with `--auth`.
+    Unauthorized = 401, "with `--auth`, no valid bearer token";
+    /// A write the server refuses to take from this caller.
+    ForbiddenWrite = 403, "a Host or Origin the server does not answer to, or a read-only token (`read_only_token`)";
+    /// The conversation of the path does not exist.
+    NoConversation = 404, "no such conversation (for this tenant)";
+    /// The id of the path is over the id limit.
+    IdTooLong = 413, "an id over the id limit";
+    /// A `POST` body that is not declared JSON.
+    NotJson = 415, "the body is not declared JSON";
+    /// The store is down or slow.
+    StoreDown = 503, "the store does not answer";
+    /// The upstream model is slow.
+    UpstreamTimeout = 504, "the upstream did not answer within the upstream timeout";
+}
+
 /// `GET /openapi.json`: this API as OpenAPI 3.1.
 #[utoipa::path(get, operation_id = "openapi_json", path = "/openapi.json", security(()),
     responses((status = 200, description = "this document", content_type = "application/json", body = Object)))]

@@ -12,6 +12,7 @@ use serde::Deserialize;
 use crate::auth::Tenant;
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{ApiQuery, Conversation, JsonBody, key, respond};
+use crate::openapi::{ForbiddenWrite, IdTooLong, NoConversation, NotJson, StoreDown, Unauthorized};
 use crate::policy::{PolicyOverride, PolicySchema};
 use crate::state::{AppState, RequestId};
 
@@ -55,7 +56,7 @@ fn window_json(id: &str, messages: &[Message]) -> Response {
 /// `GET /healthz`: 200 when the store answers.
 #[utoipa::path(get, path = "/healthz", security(()),
     responses((status = 200, description = "the store answers", body = Health),
-              (status = 503, description = "the store does not answer", body = ErrorBody)))]
+              StoreDown))]
 pub(crate) async fn healthz(State(state): State<AppState>, rid: RequestId) -> Response {
     let result = state.memory.list(None, 1).await.map(drop).map_err(ApiError::from);
     respond(&rid, result.map(|()| Json(Health { status: "ok" }).into_response()))
@@ -105,10 +106,7 @@ fn missing(id: &str) -> ApiError {
     params(("id" = String, Path, description = "the conversation id, one path segment: a `/` in it is sent as `%2F`"), PolicySchema),
     responses((status = 200, description = "the window the model sees", body = WindowBody),
               (status = 400, description = "an invalid id or policy, named", body = ErrorBody),
-              (status = 401, description = "with `--auth`, no valid bearer token", body = ErrorBody),
-              (status = 404, description = "no such conversation (for this tenant)", body = ErrorBody),
-              (status = 413, description = "an id over the id limit", body = ErrorBody),
-              (status = 503, description = "the store does not answer", body = ErrorBody)))]
+              Unauthorized, NoConversation, IdTooLong, StoreDown))]
 pub(crate) async fn get_messages(
     State(state): State<AppState>,
     rid: RequestId,
@@ -134,10 +132,7 @@ pub(crate) async fn get_messages(
            ("limit" = Option<usize>, Query, minimum = 1, maximum = 1000, description = "1 to 1000 messages (default 100); a page also ends once it holds about the body limit's bytes of text")),
     responses((status = 200, description = "one page of everything stored, oldest first", body = HistoryBody),
               (status = 400, description = "an invalid id, `limit` or `cursor`", body = ErrorBody),
-              (status = 401, description = "with `--auth`, no valid bearer token", body = ErrorBody),
-              (status = 404, description = "no such conversation (for this tenant)", body = ErrorBody),
-              (status = 413, description = "an id over the id limit", body = ErrorBody),
-              (status = 503, description = "the store does not answer", body = ErrorBody)))]
+              Unauthorized, NoConversation, IdTooLong, StoreDown))]
 pub(crate) async fn get_history(
     State(state): State<AppState>,
     rid: RequestId,
@@ -241,13 +236,10 @@ pub(crate) struct PostMessages {
     request_body = PostMessages,
     responses((status = 200, description = "committed atomically; the window after the commit", body = WindowBody),
               (status = 400, description = "an invalid id, body or policy; the message names the field", body = ErrorBody),
-              (status = 401, description = "with `--auth`, no valid bearer token", body = ErrorBody),
-              (status = 403, description = "a Host or Origin the server does not answer to, or a read-only token (`read_only_token`)", body = ErrorBody),
               (status = 408, description = "the body did not arrive within the body timeout", body = ErrorBody),
               (status = 409, description = "too many concurrent writers to the conversation; retry", body = ErrorBody),
               (status = 413, description = "over a limit (body, messages per request, text per message, id)", body = ErrorBody),
-              (status = 415, description = "the body is not declared JSON", body = ErrorBody),
-              (status = 503, description = "the store does not answer", body = ErrorBody)))]
+              Unauthorized, ForbiddenWrite, NotJson, StoreDown))]
 pub(crate) async fn post_messages(
     State(state): State<AppState>,
     rid: RequestId,
@@ -278,11 +270,8 @@ pub(crate) async fn post_messages(
     params(("id" = String, Path, description = "the conversation id, one path segment: a `/` in it is sent as `%2F`")),
     responses((status = 204, description = "deleted: window, history and summary"),
               (status = 400, description = "an invalid id", body = ErrorBody),
-              (status = 401, description = "with `--auth`, no valid bearer token", body = ErrorBody),
               (status = 403, description = "a read-only token (`read_only_token`)", body = ErrorBody),
-              (status = 404, description = "no such conversation (for this tenant)", body = ErrorBody),
-              (status = 413, description = "an id over the id limit", body = ErrorBody),
-              (status = 503, description = "the store does not answer", body = ErrorBody)))]
+              Unauthorized, NoConversation, IdTooLong, StoreDown))]
 pub(crate) async fn delete_conversation(
     State(state): State<AppState>,
     rid: RequestId,
@@ -314,9 +303,8 @@ pub(crate) struct ListQuery {
            ("limit" = Option<usize>, Query, minimum = 1, maximum = 1000, description = "1 to 1000 (default 100)")),
     responses((status = 200, description = "a page of the tenant's conversation ids", body = ConversationPage),
               (status = 400, description = "an invalid `limit` or `cursor`, or an unknown parameter", body = ErrorBody),
-              (status = 401, description = "with `--auth`, no valid bearer token", body = ErrorBody),
               (status = 413, description = "a `cursor` over the id limit", body = ErrorBody),
-              (status = 503, description = "the store does not answer", body = ErrorBody)))]
+              Unauthorized, StoreDown))]
 pub(crate) async fn list(
     State(state): State<AppState>,
     rid: RequestId,

@@ -30,6 +30,7 @@ use self::request::ChatRequest;
 use crate::auth::Tenant;
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{HeaderConversation, RawBody, respond};
+use crate::openapi::{ForbiddenWrite, NotJson, Unauthorized, UpstreamTimeout};
 use crate::schemas::{ChatCompletion, ChatCompletionRequest, ModelList};
 use crate::state::{AppState, RequestId};
 use crate::upstream::{Failure, UpstreamPool, passed};
@@ -41,19 +42,16 @@ use crate::upstream::{Failure, UpstreamPool, passed};
     request_body(content = ChatCompletionRequest, description = "OpenAI's chat-completion request"),
     responses((status = 200, description = "the upstream's chat completion, after the turn was committed; with `\"stream\": true`, server-sent events (`data: ` a `ChatCompletionChunk`, then `data: [DONE]`), the turn committed before `[DONE]`",
                content((ChatCompletion = "application/json"), (String = "text/event-stream"))),
+              Unauthorized, ForbiddenWrite, NotJson, UpstreamTimeout,
               (status = 400, description = "an invalid request (the message names the field, e.g. `n` or `messages[0].role`), no conversation header, or the upstream's own 400 passed through", body = ErrorBody),
-              (status = 401, description = "with `--auth`, no valid bearer token", body = ErrorBody),
-              (status = 403, description = "a Host or Origin the server does not answer to, or a read-only token (`read_only_token`)", body = ErrorBody),
               (status = 404, description = "the upstream's 404 (an unknown model), passed through", body = ErrorBody),
               (status = 409, description = "the upstream's 409, or too many concurrent writers to the conversation", body = ErrorBody),
               (status = 413, description = "over a limit (body, messages per request, text per message, id), or the upstream's 413", body = ErrorBody),
-              (status = 415, description = "the body is not declared JSON", body = ErrorBody),
               (status = 422, description = "the upstream's 422, passed through", body = ErrorBody),
               (status = 429, description = "the upstream's rate limit, passed through with its `Retry-After`", body = ErrorBody,
                headers(("Retry-After" = String, description = "seconds (or a date) to wait, as the upstream said"))),
               (status = 502, description = "the upstream failed (a 5xx, its 401 or 403 about chatmem's key, or no connection); the message names its status, never its body", body = ErrorBody),
-              (status = 503, description = "no upstream is configured, or the store does not answer", body = ErrorBody),
-              (status = 504, description = "the upstream did not answer within the upstream timeout", body = ErrorBody)))]
+              (status = 503, description = "no upstream is configured, or the store does not answer", body = ErrorBody)))]
 pub(crate) async fn chat_completions(
     State(state): State<AppState>,
     rid: RequestId,
@@ -384,10 +382,9 @@ fn error_event(e: ApiError, rid: &RequestId) -> Bytes {
 /// bearer token with `--auth`).
 #[utoipa::path(get, path = "/v1/models",
     responses((status = 200, description = "the upstream's `GET /models` answer, as it came", body = ModelList),
-              (status = 401, description = "with `--auth`, no valid bearer token", body = ErrorBody),
               (status = 502, description = "the upstream failed; the message names its status", body = ErrorBody),
               (status = 503, description = "no upstream is configured", body = ErrorBody),
-              (status = 504, description = "the upstream did not answer within the upstream timeout", body = ErrorBody)))]
+              Unauthorized, UpstreamTimeout))]
 pub(crate) async fn models(State(state): State<AppState>, rid: RequestId, _: Tenant) -> Response {
     let result = async {
         let pool = state.upstream.clone()?;
