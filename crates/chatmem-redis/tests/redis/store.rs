@@ -477,8 +477,9 @@ async fn schema_is_created_and_newer_is_refused() {
     assert_eq!(v, chatmem_redis::SCHEMA_VERSION);
 
     // A connect after the layout version is set to `version` fails as `kind`.
+    let setter = conn.clone();
     let refused = |version: String, kind: StoreErrorKind| {
-        let (url, prefix, mut conn) = (url.clone(), prefix.clone(), conn.clone());
+        let (url, prefix, mut conn) = (url.clone(), prefix.clone(), setter.clone());
         async move {
             let () = redis::cmd("SET")
                 .arg(format!("{prefix}:schema"))
