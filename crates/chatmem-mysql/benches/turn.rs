@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use chatmem_mysql::MysqlStore;
-use chatmem_test::bench::{self, FlatCostConfig};
+use chatmem_test::bench;
 use mysql_async::prelude::Queryable;
 
 fn main() {
@@ -27,24 +27,12 @@ async fn run(url: &str) {
         .connect()
         .await
         .expect("connect");
-    let config = FlatCostConfig {
-        seed_batch: 5_000,
-        ..FlatCostConfig::default()
-    }
-    .turns_from_env();
-    let report = bench::flat_cost(Arc::new(store), &config).await.expect("bench");
-    print!("{}", report.table("chatmem-mysql"));
+    bench::sql_server_flat_cost(Arc::new(store), "chatmem-mysql").await;
 
     let mut conn = mysql_async::Conn::new(mysql_async::Opts::from_url(url).expect("url"))
         .await
         .expect("connect to drop the tables");
-    for sql in [
-        format!("DROP TABLE IF EXISTS `{prefix}_messages`"),
-        format!("DROP TABLE IF EXISTS `{prefix}_conversations`"),
-        format!("DROP TABLE IF EXISTS `{prefix}_schema_version`"),
-        format!("DROP PROCEDURE IF EXISTS `{prefix}_commit`"),
-        format!("DROP PROCEDURE IF EXISTS `{prefix}_clear`"),
-    ] {
+    for sql in chatmem_test::sql_suite::mysql_drop_statements(&prefix) {
         conn.query_drop(sql).await.expect("dropping the bench tables");
     }
 }

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use chatmem_postgres::PostgresStore;
-use chatmem_test::bench::{self, FlatCostConfig};
+use chatmem_test::bench;
 use deadpool_postgres::tokio_postgres::{self, NoTls};
 
 fn main() {
@@ -27,13 +27,7 @@ async fn run(url: &str) {
         .connect()
         .await
         .expect("connect");
-    let config = FlatCostConfig {
-        seed_batch: 5_000,
-        ..FlatCostConfig::default()
-    }
-    .turns_from_env();
-    let report = bench::flat_cost(Arc::new(store), &config).await.expect("bench");
-    print!("{}", report.table("chatmem-postgres"));
+    bench::sql_server_flat_cost(Arc::new(store), "chatmem-postgres").await;
 
     let (client, connection) = tokio_postgres::connect(url, NoTls)
         .await

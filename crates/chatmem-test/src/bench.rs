@@ -85,6 +85,22 @@ impl FlatCostConfig {
     }
 }
 
+/// The bench both SQL server stores run: [`flat_cost`] over `store` (which seeds its
+/// histories 5,000 messages per commit, a SQL server's comfortable batch), printing the
+/// table under the name `name`.
+///
+/// # Panics
+/// When the bench fails: there is nothing to report then.
+pub async fn sql_server_flat_cost(store: Arc<dyn Store>, name: &str) {
+    let config = FlatCostConfig {
+        seed_batch: 5_000,
+        ..FlatCostConfig::default()
+    }
+    .turns_from_env();
+    let report = flat_cost(store, &config).await.expect("bench");
+    print!("{}", report.table(name));
+}
+
 /// `value` as a positive integer, if it is one.
 fn positive(value: Option<&str>) -> Option<usize> {
     value?.trim().parse().ok().filter(|&n| n > 0)

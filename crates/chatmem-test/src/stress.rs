@@ -57,6 +57,17 @@ pub const PROCESSES: usize = 16;
 /// The number of turns each child commits in the standard stress test.
 pub const TURNS: usize = 50;
 
+/// Held by the tests that measure how long an operation takes and by those that load the
+/// machine (16 processes at once), so that in one test binary the first never run beside
+/// the second.
+static TIMED: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Waits until no other timed or machine-loading test of this process runs: a stress parent
+/// takes it for as long as its children run, and so does a test with a time bound.
+pub async fn timed() -> tokio::sync::MutexGuard<'static, ()> {
+    TIMED.lock().await
+}
+
 /// What a child process was told by its parent.
 #[derive(Debug, Clone)]
 pub struct StressChild {

@@ -38,13 +38,7 @@ pub(crate) async fn raw_conn(url: &str) -> mysql_async::Conn {
 /// Drops the tables and procedures of a prefix made by [`fresh_prefix`].
 pub(crate) async fn drop_prefix(url: &str, prefix: &str) {
     let mut conn = raw_conn(url).await;
-    for sql in [
-        format!("DROP TABLE IF EXISTS `{prefix}_messages`"),
-        format!("DROP TABLE IF EXISTS `{prefix}_conversations`"),
-        format!("DROP TABLE IF EXISTS `{prefix}_schema_version`"),
-        format!("DROP PROCEDURE IF EXISTS `{prefix}_commit`"),
-        format!("DROP PROCEDURE IF EXISTS `{prefix}_clear`"),
-    ] {
+    for sql in chatmem_test::sql_suite::mysql_drop_statements(prefix) {
         conn.query_drop(sql).await.expect("dropping the test tables");
     }
     let _ = conn.disconnect().await;

@@ -3,23 +3,14 @@
 
 use crate::common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use chatmem::store::{StoreErrorKind, StoredMessage};
-use chatmem::{ChatMemory, ConversationId, Message, Retention, Store};
+use chatmem::{ConversationId, Message, Retention, Store};
 use chatmem_mysql::MysqlStore;
+use chatmem_test::sql_suite::store::{self as suite, sm};
 use chatmem_test::{commit, commit_full};
 use mysql_async::prelude::Queryable;
-
-fn sm(seq: u64, text: &str) -> StoredMessage {
-    let message = if seq % 2 == 1 {
-        Message::user(text)
-    } else {
-        Message::assistant(text)
-    };
-    StoredMessage::new(seq, 3, message)
-}
 
 fn id(name: &str) -> ConversationId {
     chatmem_test::unique_id(name)
@@ -121,15 +112,7 @@ async fn corrupt_rows_name_conversation_and_seq() {
     let prefix = common::fresh_prefix("corrupt");
     let store = common::store_in(&url, &prefix).await;
     let (good, bad_json, bad_role, bad_summary) = (id("good"), id("bad-json"), id("bad-role"), id("bad-summary"));
-    for conv in [&good, &bad_json, &bad_role, &bad_summary] {
-        store
-            .commit(
-                conv,
-                commit(0, vec![sm(1, "u"), sm(2, "a"), sm(3, "u2")], 1, Retention::KeepHistory),
-            )
-            .await
-            .expect("commit");
-    }
+    suite::create_three_messages(&store, &[&good, &bad_json, &bad_role, &bad_summary]).await;
     let mut raw = common::raw_conn(&url).await;
     let msgs = format!("`{prefix}_messages`");
     raw.exec_drop(
@@ -153,32 +136,12 @@ async fn corrupt_rows_name_conversation_and_seq() {
     .await
     .expect("corrupt summary");
 
-    for (conv, seq) in [(&bad_json, 2), (&bad_role, 3)] {
-        let err = store.load(conv).await.expect_err("corrupt load");
-        assert_eq!(err.kind(), StoreErrorKind::Corrupt, "{err}");
-        let text = err.to_string();
-        assert!(
-            text.contains(conv.as_str()) && text.contains(&format!("seq {seq}")),
-            "{text}"
-        );
-        let err = store.history(conv, 0, 10).await.expect_err("corrupt history");
-        assert_eq!(err.kind(), StoreErrorKind::Corrupt, "{err}");
-        assert_eq!(
-            store
-                .history(conv, 0, 1)
-                .await
-                .expect("history before the bad row")
-                .len(),
-            1
-        );
-    }
+    suite::assert_corrupt_messages(&store, &[(&bad_json, 2), (&bad_role, 3)]).await;
     let err = store.load(&bad_summary).await.expect_err("corrupt summary");
     assert_eq!(err.kind(), StoreErrorKind::Corrupt, "{err}");
     assert!(err.to_string().contains(bad_summary.as_str()), "{err}");
     assert_eq!(store.load(&good).await.expect("others stay readable").messages.len(), 3);
-    let memory = ChatMemory::new(store.clone());
-    let err = memory.get(&bad_role).await.expect_err("memory sees corruption");
-    assert_eq!(err.store_error().map(|e| e.kind()), Some(StoreErrorKind::Corrupt));
+    suite::assert_memory_sees_corruption(&store, &bad_role).await;
     common::drop_prefix(&url, &prefix).await;
 }
 
@@ -296,38 +259,7 @@ async fn hostile_long_and_four_byte_ids() {
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs CHATMEM_TEST_MYSQL_URL"]
 async fn concurrent_creators_one_wins() {
-    let url = common::mysql_url();
-    let prefix = common::fresh_prefix("create");
-    let store = Arc::new(common::store_in(&url, &prefix).await);
-    for round in 0..5 {
-        let conv = id(&format!("create-{round}"));
-        let tasks: Vec<_> = (0..8)
-            .map(|w| {
-                let (store, conv) = (store.clone(), conv.clone());
-                tokio::spawn(async move {
-                    store
-                        .commit(
-                            &conv,
-                            commit(0, vec![sm(1, &format!("w{w}"))], 1, Retention::KeepHistory),
-                        )
-                        .await
-                })
-            })
-            .collect();
-        let mut wins = 0;
-        for t in tasks {
-            match t.await.expect("task") {
-                Ok(v) => {
-                    assert_eq!(v, 1);
-                    wins += 1;
-                }
-                Err(e) => assert_eq!(e.kind(), StoreErrorKind::Conflict, "{e}"),
-            }
-        }
-        assert_eq!(wins, 1, "exactly one creator wins");
-        assert_eq!(store.history(&conv, 0, 10).await.expect("history").len(), 1);
-    }
-    common::drop_prefix(&url, &prefix).await;
+    suite::concurrent_creators_one_wins::<common::Mysql>().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -3,26 +3,28 @@
 
 use crate::common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use chatmem::store::{Commit, RecentConversation, Snapshot, StoreErrorKind, StoredMessage, now_micros};
-use chatmem::{ChatMemory, ConversationId, Heuristic, Message, Retention, Store, Summary};
+use chatmem::{ConversationId, Heuristic, Message, Retention, Store, Summary};
 use chatmem_postgres::PostgresStore;
-
-fn sm(seq: u64, text: &str) -> StoredMessage {
-    let message = if seq % 2 == 1 {
-        Message::user(text)
-    } else {
-        Message::assistant(text)
-    };
-    StoredMessage::new(seq, 3, message)
-}
-
+use chatmem_test::sql_suite::store::{self as suite, sm};
 use chatmem_test::{commit, commit_full};
 
 fn id(name: &str) -> ConversationId {
     chatmem_test::unique_id(name)
+}
+
+/// The schema versions recorded in `schema`, in order.
+async fn schema_versions(raw: &deadpool_postgres::tokio_postgres::Client, schema: &str) -> Vec<i32> {
+    let rows = raw
+        .query(
+            &format!("SELECT version FROM \"{schema}\".chatmem_schema_version ORDER BY version"),
+            &[],
+        )
+        .await
+        .expect("read versions");
+    rows.iter().map(|r| r.get(0)).collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -40,16 +42,11 @@ async fn migrations_are_idempotent_under_concurrent_connects() {
         c.await.expect("connect task");
     }
     let raw = common::raw_client(&url).await;
-    let rows = raw
-        .query(
-            &format!("SELECT version FROM \"{schema}\".chatmem_schema_version ORDER BY version"),
-            &[],
-        )
-        .await
-        .expect("read versions");
-    let versions: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
     // Each migration once, whoever ran it.
-    assert_eq!(versions, (1..=chatmem_postgres::SCHEMA_VERSION).collect::<Vec<_>>());
+    assert_eq!(
+        schema_versions(&raw, &schema).await,
+        (1..=chatmem_postgres::SCHEMA_VERSION).collect::<Vec<_>>()
+    );
     // And once more, now that everything exists.
     common::store_in(&url, &schema).await;
     common::drop_schema(&url, &schema).await;
@@ -121,15 +118,11 @@ async fn older_schemas_migrate_and_keep_their_conversations() {
 
         let store = common::store_in(&url, &schema).await;
         let raw = common::raw_client(&url).await;
-        let rows = raw
-            .query(
-                &format!("SELECT version FROM \"{schema}\".chatmem_schema_version ORDER BY version"),
-                &[],
-            )
-            .await
-            .expect("read versions");
-        let versions: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
-        assert_eq!(versions, vec![1, 2, 3, 4, 5], "from version {old}");
+        assert_eq!(
+            schema_versions(&raw, &schema).await,
+            vec![1, 2, 3, 4, 5],
+            "from version {old}"
+        );
 
         // The old conversation reads as before, its counts without a counter.
         let snap = store.load(&conv).await.expect("load an older conversation");
@@ -374,15 +367,7 @@ async fn corrupt_rows_name_conversation_and_seq() {
     let good = id("good");
     let bad_json = id("bad-json");
     let bad_role = id("bad-role");
-    for conv in [&good, &bad_json, &bad_role] {
-        store
-            .commit(
-                conv,
-                commit(0, vec![sm(1, "u"), sm(2, "a"), sm(3, "u2")], 1, Retention::KeepHistory),
-            )
-            .await
-            .expect("commit");
-    }
+    suite::create_three_messages(&store, &[&good, &bad_json, &bad_role]).await;
     let raw = common::raw_client(&url).await;
     let table = format!("\"{schema}\".chatmem_messages");
     raw.execute(
@@ -398,26 +383,12 @@ async fn corrupt_rows_name_conversation_and_seq() {
     .await
     .expect("corrupt role");
 
-    for (conv, seq) in [(&bad_json, 2), (&bad_role, 3)] {
-        let err = store.load(conv).await.expect_err("corrupt load");
-        assert_eq!(err.kind(), StoreErrorKind::Corrupt, "{err}");
-        let text = err.to_string();
-        assert!(
-            text.contains(conv.as_str()) && text.contains(&format!("seq {seq}")),
-            "{text}"
-        );
+    let corrupt = [(&bad_json, 2), (&bad_role, 3)];
+    suite::assert_corrupt_messages(&store, &corrupt).await;
+    // History's error names the seq too.
+    for (conv, seq) in corrupt {
         let err = store.history(conv, 0, 10).await.expect_err("corrupt history");
-        assert_eq!(err.kind(), StoreErrorKind::Corrupt, "{err}");
         assert!(err.to_string().contains(&format!("seq {seq}")), "{err}");
-        // A message before the bad one is still readable through history.
-        assert_eq!(
-            store
-                .history(conv, 0, 1)
-                .await
-                .expect("history before the bad row")
-                .len(),
-            1
-        );
     }
     let snap = store.load(&good).await.expect("others stay readable");
     assert_eq!(snap.messages.len(), 3);
@@ -443,9 +414,7 @@ async fn corrupt_rows_name_conversation_and_seq() {
     );
     assert_eq!(store.history(&bad_summary, 0, 10).await.expect("history").len(), 1);
 
-    let memory = ChatMemory::new(store.clone());
-    let err = memory.get(&bad_role).await.expect_err("memory sees corruption");
-    assert_eq!(err.store_error().map(|e| e.kind()), Some(StoreErrorKind::Corrupt));
+    suite::assert_memory_sees_corruption(&store, &bad_role).await;
     common::drop_schema(&url, &schema).await;
 }
 
@@ -750,38 +719,7 @@ async fn uncovered_messages_below_the_window_wait_for_a_summary() {
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs CHATMEM_TEST_PG_URL"]
 async fn concurrent_creators_one_wins() {
-    let url = common::pg_url();
-    let schema = common::fresh_schema("create");
-    let store = Arc::new(common::store_in(&url, &schema).await);
-    for round in 0..5 {
-        let conv = id(&format!("create-{round}"));
-        let tasks: Vec<_> = (0..8)
-            .map(|w| {
-                let (store, conv) = (store.clone(), conv.clone());
-                tokio::spawn(async move {
-                    store
-                        .commit(
-                            &conv,
-                            commit(0, vec![sm(1, &format!("w{w}"))], 1, Retention::KeepHistory),
-                        )
-                        .await
-                })
-            })
-            .collect();
-        let mut wins = 0;
-        for t in tasks {
-            match t.await.expect("task") {
-                Ok(v) => {
-                    assert_eq!(v, 1);
-                    wins += 1;
-                }
-                Err(e) => assert_eq!(e.kind(), StoreErrorKind::Conflict, "{e}"),
-            }
-        }
-        assert_eq!(wins, 1, "exactly one creator wins");
-        assert_eq!(store.history(&conv, 0, 10).await.expect("history").len(), 1);
-    }
-    common::drop_schema(&url, &schema).await;
+    suite::concurrent_creators_one_wins::<common::Pg>().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

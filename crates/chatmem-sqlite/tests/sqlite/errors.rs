@@ -280,18 +280,36 @@ async fn a_read_only_file_can_be_read_and_not_written() {
     assert_eq!(e.kind(), StoreErrorKind::InvalidInput, "{e}");
 }
 
+/// A database file at `path` as chatmem-sqlite wrote it at schema `version`: its version
+/// table, then `tables` (the tables and rows of that version).
+fn file_at_version(path: &std::path::Path, version: i64, tables: &str) {
+    let raw = rusqlite::Connection::open(path).expect("create");
+    raw.execute_batch(&format!(
+        "PRAGMA journal_mode=WAL;
+         CREATE TABLE chatmem_schema (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL);
+         INSERT INTO chatmem_schema VALUES (1, {version});
+         {tables}"
+    ))
+    .unwrap_or_else(|e| panic!("a version {version} file: {e}"));
+}
+
+/// The schema version the file at `path` records.
+fn file_version(path: &std::path::Path) -> i64 {
+    rusqlite::Connection::open(path)
+        .expect("raw")
+        .query_row("SELECT version FROM chatmem_schema", [], |r| r.get(0))
+        .expect("version")
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_version_1_file_is_upgraded_and_keeps_its_data() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("v1.db");
-    {
-        // The schema chatmem-sqlite 1 wrote, with one conversation in it.
-        let raw = rusqlite::Connection::open(&path).expect("create");
-        raw.execute_batch(
-            r#"
-            PRAGMA journal_mode=WAL;
-            CREATE TABLE chatmem_schema (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL);
-            INSERT INTO chatmem_schema VALUES (1, 1);
+    // The schema chatmem-sqlite 1 wrote, with one conversation in it.
+    file_at_version(
+        &path,
+        1,
+        r#"
             CREATE TABLE conversations (id TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL, system_json TEXT,
                 system_tokens INTEGER, system_seq INTEGER, window_start INTEGER NOT NULL, next_seq INTEGER NOT NULL,
                 expires_at INTEGER) WITHOUT ROWID;
@@ -301,9 +319,7 @@ async fn a_version_1_file_is_upgraded_and_keeps_its_data() {
             INSERT INTO messages VALUES ('old', 1, 6, '{"role":"user","content":"u1"}');
             INSERT INTO messages VALUES ('old', 2, 6, '{"role":"assistant","content":"a1"}');
             "#,
-        )
-        .expect("a version 1 file");
-    }
+    );
     let store = SqliteStore::open(&path).await.expect("open upgrades");
     let id = chatmem::ConversationId::new("old").unwrap();
     let snap = store.load(&id).await.expect("load");
@@ -316,25 +332,18 @@ async fn a_version_1_file_is_upgraded_and_keeps_its_data() {
     let mem = memory(store.clone());
     mem.add(&id, turn(1)).await.expect("write after the upgrade");
     assert_eq!(mem.get(&id).await.expect("get").len(), 5);
-    let version: i64 = rusqlite::Connection::open(&path)
-        .expect("raw")
-        .query_row("SELECT version FROM chatmem_schema", [], |r| r.get(0))
-        .expect("version");
-    assert_eq!(version, chatmem_sqlite::SCHEMA_VERSION);
+    assert_eq!(file_version(&path), chatmem_sqlite::SCHEMA_VERSION);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_version_2_file_is_upgraded_and_then_keeps_a_summary_and_commit_times() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("v2.db");
-    {
-        // The schema chatmem-sqlite 2 wrote (no summary column), with one conversation.
-        let raw = rusqlite::Connection::open(&path).expect("create");
-        raw.execute_batch(
-            r#"
-            PRAGMA journal_mode=WAL;
-            CREATE TABLE chatmem_schema (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL);
-            INSERT INTO chatmem_schema VALUES (1, 2);
+    // The schema chatmem-sqlite 2 wrote (no summary column), with one conversation.
+    file_at_version(
+        &path,
+        2,
+        r#"
             CREATE TABLE conversations (id TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL, system_json TEXT,
                 system_tokens INTEGER, system_seq INTEGER, system_counted_by TEXT, commit_token INTEGER,
                 window_start INTEGER NOT NULL, next_seq INTEGER NOT NULL, expires_at INTEGER) WITHOUT ROWID;
@@ -344,9 +353,7 @@ async fn a_version_2_file_is_upgraded_and_then_keeps_a_summary_and_commit_times(
             INSERT INTO messages VALUES ('old', 1, 6, '{"role":"user","content":"u1"}', 'heuristic');
             INSERT INTO messages VALUES ('old', 2, 6, '{"role":"assistant","content":"a1"}', 'heuristic');
             "#,
-        )
-        .expect("a version 2 file");
-    }
+    );
     let store = SqliteStore::open(&path).await.expect("open upgrades");
     let id = chatmem::ConversationId::new("old").unwrap();
     let snap = store.load(&id).await.expect("load");
@@ -384,11 +391,7 @@ async fn a_version_2_file_is_upgraded_and_then_keeps_a_summary_and_commit_times(
         .expect("recent");
     let updated = listed.conversations[0].updated_micros;
     assert!((started..=now_micros()).contains(&updated), "{listed:?}");
-    let version: i64 = rusqlite::Connection::open(&path)
-        .expect("raw")
-        .query_row("SELECT version FROM chatmem_schema", [], |r| r.get(0))
-        .expect("version");
-    assert_eq!(version, chatmem_sqlite::SCHEMA_VERSION);
+    assert_eq!(file_version(&path), chatmem_sqlite::SCHEMA_VERSION);
 }
 
 #[tokio::test(flavor = "multi_thread")]

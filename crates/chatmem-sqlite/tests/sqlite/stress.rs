@@ -14,29 +14,31 @@ async fn stress_child() {
     stress::run_child(Arc::new(store), &child).await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn sixteen_processes_share_one_file() {
+/// Runs the parent's part in a fresh database file `file`: 16 children running
+/// `stress::stress_child` append to one conversation, with summaries on when `summarizing`.
+async fn sixteen_processes(file: &str, summarizing: bool) {
     if stress::child_env().is_some() {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
-    let url = format!("sqlite:{}", dir.path().join("stress.db").display());
-    let store = SqliteStore::connect(&url).await.expect("connect");
+    let url = format!("sqlite:{}", dir.path().join(file).display());
+    let store = Arc::new(SqliteStore::connect(&url).await.expect("connect"));
+    let (child, processes, turns) = ("stress::stress_child", stress::PROCESSES, stress::TURNS);
     let started = std::time::Instant::now();
-    stress::run_parent(
-        Arc::new(store),
-        "stress::stress_child",
-        &url,
-        stress::PROCESSES,
-        stress::TURNS,
-    )
-    .await;
+    if summarizing {
+        stress::run_parent_summarizing(store, child, &url, processes, turns).await;
+    } else {
+        stress::run_parent(store, child, &url, processes, turns).await;
+    }
     eprintln!(
-        "{} processes x {} turns committed and checked in {:?}",
-        stress::PROCESSES,
-        stress::TURNS,
+        "{processes} processes x {turns} turns committed and checked in {:?}",
         started.elapsed()
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sixteen_processes_share_one_file() {
+    sixteen_processes("stress.db", false).await;
 }
 
 /// The same with summaries on: evicted turns are summarized and dropped; no turn is lost (the
@@ -44,18 +46,5 @@ async fn sixteen_processes_share_one_file() {
 /// backwards.
 #[tokio::test(flavor = "multi_thread")]
 async fn sixteen_summarizing_processes_share_one_file() {
-    if stress::child_env().is_some() {
-        return;
-    }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let url = format!("sqlite:{}", dir.path().join("stress-summary.db").display());
-    let store = SqliteStore::connect(&url).await.expect("connect");
-    stress::run_parent_summarizing(
-        Arc::new(store),
-        "stress::stress_child",
-        &url,
-        stress::PROCESSES,
-        stress::TURNS,
-    )
-    .await;
+    sixteen_processes("stress-summary.db", true).await;
 }

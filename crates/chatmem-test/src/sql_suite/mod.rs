@@ -1,6 +1,7 @@
 //! The tests the SQL server stores (PostgreSQL, MySQL) share, written once: outages and lost
 //! replies through the [`Proxy`](crate::proxy::Proxy), round trips per operation, the
-//! conformance suite in a throwaway namespace, and the tests across processes.
+//! conformance suite in a throwaway namespace, the tests across processes, and the store
+//! checks and helpers both stores' own tests use ([`store`]).
 //!
 //! A store crate implements [`SqlDb`] in its tests (how to build its store from a URL, its
 //! wire protocol, its admin SQL) and calls each test body from a `#[tokio::test]` of its
@@ -19,16 +20,28 @@ pub mod conformance;
 pub mod outage;
 pub mod processes;
 pub mod round_trips;
-
-/// Held by the tests that measure how long an operation takes and by those that load the
-/// machine (16 processes at once), so that in one test binary the first never run beside
-/// the second.
-static TIMED: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+pub mod store;
 
 /// Waits until no other timed or machine-loading test of this process runs; a store's own
-/// timed tests take it too.
+/// timed tests take it too. The same lock as [`stress::timed`](crate::stress::timed).
 pub async fn timed() -> tokio::sync::MutexGuard<'static, ()> {
-    TIMED.lock().await
+    crate::stress::timed().await
+}
+
+/// The statements that drop what a MySQL store with table prefix `prefix` made (its tables
+/// and procedures), for the tests' and the bench's clean-up.
+pub fn mysql_drop_statements(prefix: &str) -> Vec<String> {
+    let tables = ["messages", "conversations", "schema_version"];
+    let procedures = ["commit", "clear"];
+    tables
+        .iter()
+        .map(|t| format!("DROP TABLE IF EXISTS `{prefix}_{t}`"))
+        .chain(
+            procedures
+                .iter()
+                .map(|p| format!("DROP PROCEDURE IF EXISTS `{prefix}_{p}`")),
+        )
+        .collect()
 }
 
 /// How the store settings the suites vary are applied to a store's builder.

@@ -1,13 +1,11 @@
 //! A conversation written by one process is read back by another (the parent), as after
 //! an application restart.
 
-mod common;
-
 use std::process::Command;
 
+use crate::common::{cleanup, unique_prefix, url};
 use chatmem::{ChatMemory, ConversationId, Message, Retention, Store};
 use chatmem_redis::RedisStore;
-use common::{cleanup, unique_prefix, url};
 
 const CHILD_VAR: &str = "CHATMEM_REDIS_RESTART_CHILD";
 
@@ -48,7 +46,13 @@ async fn written_by_another_process_read_back() {
     let prefix = unique_prefix("restart");
     let id = "restart \"conversation\" {1}";
     let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "restart_child", "--nocapture", "--test-threads", "1"])
+        .args([
+            "--exact",
+            "restart::restart_child",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
         .env(CHILD_VAR, format!("{url}\n{prefix}\n{id}"))
         .output()
         .unwrap();

@@ -48,6 +48,29 @@ fn fewest(best: Option<BTreeMap<String, u64>>, d: BTreeMap<String, u64>) -> Opti
     }
 }
 
+/// `pairs` as a command delta.
+fn map(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
+    pairs.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect()
+}
+
+/// What every commit script runs: the script, the server's time, the version check, the
+/// appended messages and the recency index, the meta hash; plus `rest`.
+fn commit_script(rest: &[(&str, u64)]) -> BTreeMap<String, u64> {
+    let script = [("evalsha", 1), ("time", 1), ("hmget", 1), ("zadd", 2), ("hset", 1)];
+    map(&[&script[..], rest].concat())
+}
+
+/// How many conversations a [`recent`](Store::recent) listing of every prefix (10 at most)
+/// finds.
+async fn listed(store: &chatmem_redis::RedisStore) -> usize {
+    store
+        .recent(&chatmem::store::RecentQuery::new("", None, 10))
+        .await
+        .unwrap()
+        .conversations
+        .len()
+}
+
 fn turn(seq: u64) -> Vec<StoredMessage> {
     vec![
         StoredMessage::new(seq, 4, Message::user(format!("u{seq}"))),
@@ -120,8 +143,6 @@ async fn load_and_commit_are_one_round_trip_each() {
     eprintln!(
         "load commands: {loads:?}\nfirst load commands: {first_loads:?}\ncommit commands: {commits:?}\nChatMemory turn commands: {turns:?}"
     );
-    let map =
-        |pairs: &[(&str, u64)]| -> BTreeMap<String, u64> { pairs.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect() };
     // A conversation this store has seen: HMGET + ZRANGEBYSCORE from its window start in one
     // MULTI/EXEC, sent together (no script).
     assert_eq!(
@@ -140,15 +161,7 @@ async fn load_and_commit_are_one_round_trip_each() {
     // was made when the conversation was).
     assert_eq!(
         commits,
-        map(&[
-            ("evalsha", 1),
-            ("time", 1),
-            ("hmget", 1),
-            ("zadd", 2),
-            ("hset", 1),
-            ("zremrangebyscore", 1),
-            ("pexpire", 2),
-        ]),
+        commit_script(&[("zremrangebyscore", 1), ("pexpire", 2)]),
         "commit = 1 round trip"
     );
     // A ChatMemory turn: the load's transaction and the commit script. The memory has no TTL
@@ -204,15 +217,7 @@ async fn load_and_commit_are_one_round_trip_each() {
     assert_eq!(summary_loads, loads, "a load with a summary = 1 round trip");
     assert_eq!(
         summarized,
-        map(&[
-            ("evalsha", 1),
-            ("time", 1),
-            ("hmget", 1),
-            ("zadd", 2),
-            ("hset", 1),
-            ("zremrangebyscore", 1),
-            ("pttl", 1),
-        ]),
+        commit_script(&[("zremrangebyscore", 1), ("pttl", 1)]),
         "a commit with a summary = 1 round trip"
     );
     // Listing by recency: one script reads the recency index, checks each listed
@@ -220,15 +225,7 @@ async fn load_and_commit_are_one_round_trip_each() {
     let mut listings = None;
     for _ in 0..3 {
         let before = command_calls(&mut conn).await;
-        assert_eq!(
-            store
-                .recent(&chatmem::store::RecentQuery::new("", None, 10))
-                .await
-                .unwrap()
-                .conversations
-                .len(),
-            1
-        );
+        assert_eq!(listed(&store).await, 1);
         listings = fewest(listings, delta(&before, &command_calls(&mut conn).await));
     }
     assert_eq!(
@@ -265,10 +262,7 @@ async fn cluster_delta<F: std::future::Future<Output = ()>>(
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs CHATMEM_TEST_REDIS_CLUSTER_URL"]
 async fn cluster_round_trips() {
-    let url = chatmem_test::required_env(
-        "CHATMEM_TEST_REDIS_CLUSTER_URL",
-        "start a Redis Cluster, e.g. with tests/cluster/start.sh,",
-    );
+    let url = common::cluster_url();
     let prefix = unique_prefix("cluster-round-trips");
     let store = store(&url, &prefix).await;
     let hosts = url.trim_start_matches("redis+cluster://");
@@ -276,8 +270,6 @@ async fn cluster_round_trips() {
     for host in hosts.split(',') {
         nodes.push(raw(&format!("redis://{host}")).await);
     }
-    let map =
-        |pairs: &[(&str, u64)]| -> BTreeMap<String, u64> { pairs.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect() };
     // Warm up: load the scripts on every node.
     for i in 0..20 {
         let id = ConversationId::new(format!("warm-{i}")).unwrap();
@@ -309,18 +301,7 @@ async fn cluster_round_trips() {
     );
     // One EVALSHA, which returns its node's time (the indexes are not touched inside the
     // script), then the ZADD of that time to the recency index, in another slot.
-    assert_eq!(
-        commits,
-        map(&[
-            ("evalsha", 1),
-            ("time", 1),
-            ("hmget", 1),
-            ("zadd", 2),
-            ("hset", 1),
-            ("pttl", 1)
-        ]),
-        "commit = 2 round trips"
-    );
+    assert_eq!(commits, commit_script(&[("pttl", 1)]), "commit = 2 round trips");
     // ZADD index + ZADD NX recency index (one pipeline, one slot), EVALSHA (inside: DEL,
     // ZADD messages, ...), ZADD index + ZADD GT recency index.
     assert_eq!(
@@ -350,18 +331,7 @@ async fn cluster_round_trips() {
     store.commit(&id, c).await.unwrap();
     let mut listings = None;
     for _ in 0..3 {
-        let d = cluster_delta(&mut nodes, async {
-            assert_eq!(
-                store
-                    .recent(&chatmem::store::RecentQuery::new("", None, 10))
-                    .await
-                    .unwrap()
-                    .conversations
-                    .len(),
-                1
-            );
-        })
-        .await;
+        let d = cluster_delta(&mut nodes, async { assert_eq!(listed(&store).await, 1) }).await;
         listings = fewest(listings, d);
     }
     assert_eq!(

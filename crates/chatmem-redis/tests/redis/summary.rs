@@ -2,11 +2,9 @@
 //! data written before summaries (no such field) loads without one and takes one under the
 //! same layout version, and a damaged summary is reported as corrupt.
 
-mod common;
-
+use crate::common::{self, cleanup, meta_key, msgs_key, raw, store, unique_prefix, url};
 use chatmem::store::{Commit, StoreErrorKind, StoredMessage};
 use chatmem::{ConversationId, Heuristic, Message, Retention, Store, Summary};
-use common::{cleanup, meta_key, msgs_key, raw, store, unique_prefix, url};
 use redis::aio::MultiplexedConnection;
 
 /// The `summary` field of `id`'s meta hash, as stored.
@@ -135,11 +133,7 @@ async fn data_written_before_summaries_loads_without_one_and_takes_one() {
     pipe.exec_async(&mut conn).await.unwrap();
 
     let store = store(&url, &prefix).await;
-    let schema: u64 = redis::cmd("GET")
-        .arg(format!("{prefix}:schema"))
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let schema: u64 = common::layout_version(&mut conn, &prefix).await;
     assert_eq!(schema, 2, "summaries need no new layout version");
     assert_eq!(schema, chatmem_redis::SCHEMA_VERSION);
 

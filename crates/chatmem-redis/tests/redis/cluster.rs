@@ -3,39 +3,17 @@
 //! starts such a cluster locally): the shared conformance suite, the key placement, 64
 //! tasks and 16 processes at once.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::common;
+use crate::common::{cluster_url, hex, meta_key, store, unique_prefix};
 use chatmem::store::StoredMessage;
 use chatmem::{ConversationId, Message, Retention, Store};
 use chatmem_redis::RedisStore;
-use chatmem_test::{commit_full, stress};
-use common::{hex, meta_key, unique_prefix};
+use chatmem_test::commit_full;
 use redis::aio::MultiplexedConnection;
-
-/// The variable naming the test cluster.
-const CLUSTER_VAR: &str = "CHATMEM_TEST_REDIS_CLUSTER_URL";
-
-/// The test cluster's URL, which every test marked `#[ignore = "needs CHATMEM_TEST_REDIS_CLUSTER_URL"]` needs.
-fn cluster_url() -> String {
-    chatmem_test::required_env(CLUSTER_VAR, "start a Redis Cluster, e.g. with tests/cluster/start.sh,")
-}
-
-async fn connect(url: &str, prefix: &str) -> RedisStore {
-    RedisStore::builder(url)
-        .key_prefix(prefix)
-        .connect()
-        .await
-        .unwrap_or_else(|e| {
-            panic!(
-                "connecting to the test Redis Cluster: {e} ({:?})",
-                std::error::Error::source(&e)
-            )
-        })
-}
 
 /// `host:port` of each seed node in the cluster URL.
 fn seed_nodes(url: &str) -> Vec<String> {
@@ -81,27 +59,7 @@ async fn primaries(url: &str) -> BTreeMap<String, Vec<(u16, u16)>> {
 /// Deletes every key under `prefix` on every primary (test clean-up only: SCAN).
 async fn cleanup(url: &str, prefix: &str) {
     for addr in primaries(url).await.into_keys() {
-        let mut conn = node(&addr).await;
-        let mut cursor: u64 = 0;
-        loop {
-            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(format!("{prefix}:*"))
-                .arg("COUNT")
-                .arg(1000)
-                .query_async(&mut conn)
-                .await
-                .expect("SCAN");
-            // One key per DEL: the keys of one node may still sit in different slots.
-            for key in keys {
-                let () = redis::cmd("DEL").arg(&key).query_async(&mut conn).await.expect("DEL");
-            }
-            if next == 0 {
-                break;
-            }
-            cursor = next;
-        }
+        common::delete_keys(&mut node(&addr).await, prefix).await;
     }
 }
 
@@ -110,7 +68,7 @@ async fn cleanup(url: &str, prefix: &str) {
 async fn cluster_conformance() {
     let url = cluster_url();
     let prefix = unique_prefix("cluster-conformance");
-    let store = connect(&url, &prefix).await;
+    let store = store(&url, &prefix).await;
     chatmem_test::run_conformance(Arc::new(store)).await;
     cleanup(&url, &prefix).await;
 }
@@ -120,7 +78,7 @@ async fn cluster_conformance() {
 async fn one_conversation_one_slot_many_conversations_many_nodes() {
     let url = cluster_url();
     let prefix = unique_prefix("cluster-slots");
-    let store = connect(&url, &prefix).await;
+    let store = store(&url, &prefix).await;
     let nodes = primaries(&url).await;
     assert!(nodes.len() >= 2, "the test cluster needs several primaries: {nodes:?}");
     let owner = |slot: u16| {
@@ -207,7 +165,7 @@ async fn raw_cluster(url: &str) -> redis::cluster_async::ClusterConnection {
 async fn cluster_index_is_kept_without_cross_slot_scripts() {
     let url = cluster_url();
     let prefix = unique_prefix("cluster-index");
-    let store = connect(&url, &prefix).await;
+    let store = store(&url, &prefix).await;
     let raw = raw_cluster(&url).await;
     let index = format!("{prefix}:ids");
     let score = |id: &'static str| {
@@ -287,7 +245,7 @@ async fn cluster_recency_is_backfilled_on_connect() {
     let prefix = unique_prefix("cluster-recency-backfill");
     let mut raw = raw_cluster(&url).await;
     common::recency_is_backfilled_on_connect(&url, &mut raw, &prefix).await;
-    let store = connect(&url, &prefix).await;
+    let store = store(&url, &prefix).await;
     common::recent_scans_past_other_prefixes(&store).await;
     common::backfill_walks_batches(&url, &mut raw, &prefix).await;
     cleanup(&url, &prefix).await;
@@ -298,7 +256,7 @@ async fn cluster_recency_is_backfilled_on_connect() {
 async fn cluster_a_conversation_without_meta_does_not_exist() {
     let url = cluster_url();
     let prefix = unique_prefix("cluster-orphan");
-    let store = connect(&url, &prefix).await;
+    let store = store(&url, &prefix).await;
     let mut raw = raw_cluster(&url).await;
     common::a_conversation_without_meta_does_not_exist(&store, &mut raw, &prefix).await;
     cleanup(&url, &prefix).await;
@@ -309,7 +267,7 @@ async fn cluster_a_conversation_without_meta_does_not_exist() {
 async fn cluster_creations_racing_index_sweeps_stay_listed() {
     let url = cluster_url();
     let prefix = unique_prefix("cluster-race");
-    let store = Arc::new(connect(&url, &prefix).await);
+    let store = Arc::new(store(&url, &prefix).await);
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     // Sweeps the index over and over, meeting ids registered but not yet created.
     let sweeper = {
@@ -348,64 +306,29 @@ async fn cluster_creations_racing_index_sweeps_stay_listed() {
     cleanup(&url, &prefix).await;
 }
 
-/// The children get `<cluster url>#<key prefix>` as their store URL.
-fn split(url: &str) -> (&str, &str) {
-    url.rsplit_once('#').expect("stress URL carries a key prefix")
-}
-
+// The children of both run `cluster::cluster_stress_child`.
 #[tokio::test(flavor = "multi_thread")]
 async fn cluster_stress_child() {
-    let Some(child) = stress::child_env() else { return };
-    let (url, prefix) = split(&child.url);
-    stress::run_child(Arc::new(connect(url, prefix).await), &child).await;
+    common::stress_child().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs CHATMEM_TEST_REDIS_CLUSTER_URL"]
 async fn cluster_sixteen_processes_one_conversation() {
-    if stress::child_env().is_some() {
-        return;
-    }
     let url = cluster_url();
     let prefix = unique_prefix("cluster-stress");
-    let store = connect(&url, &prefix).await;
-    let started = std::time::Instant::now();
-    stress::run_parent(
-        Arc::new(store),
-        "cluster_stress_child",
-        &format!("{url}#{prefix}"),
-        stress::PROCESSES,
-        stress::TURNS,
-    )
-    .await;
-    eprintln!(
-        "cluster stress: {} processes x {} turns in {:?}",
-        stress::PROCESSES,
-        stress::TURNS,
-        started.elapsed()
-    );
-    cleanup(&url, &prefix).await;
+    let child = "cluster::cluster_stress_child";
+    common::stress_parent(&url, &prefix, child, false, cleanup(&url, &prefix)).await;
 }
 
 /// The same with summaries on: no turn lost, the summary never moves backwards.
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs CHATMEM_TEST_REDIS_CLUSTER_URL"]
 async fn cluster_sixteen_summarizing_processes_one_conversation() {
-    if stress::child_env().is_some() {
-        return;
-    }
     let url = cluster_url();
     let prefix = unique_prefix("cluster-stress-summary");
-    let store = connect(&url, &prefix).await;
-    stress::run_parent_summarizing(
-        Arc::new(store),
-        "cluster_stress_child",
-        &format!("{url}#{prefix}"),
-        stress::PROCESSES,
-        stress::TURNS,
-    )
-    .await;
-    cleanup(&url, &prefix).await;
+    let child = "cluster::cluster_stress_child";
+    common::stress_parent(&url, &prefix, child, true, cleanup(&url, &prefix)).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

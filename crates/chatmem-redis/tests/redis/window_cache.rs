@@ -4,13 +4,11 @@
 //! the conversation and create it again (below the seen window, or past it), delete it,
 //! or wrote it before chatmem stored a creation marker; and with the cache switched off.
 
-mod common;
-
+use crate::common::{cleanup, meta_key, raw, store, unique_prefix, url};
 use chatmem::store::{Commit, Snapshot, StoredMessage};
 use chatmem::{ConversationId, Message, Retention, Store};
 use chatmem_redis::RedisStore;
 use chatmem_test::commit;
-use common::{cleanup, meta_key, raw, store, unique_prefix, url};
 
 fn msgs(from: u64, n: u64, text: &str) -> Vec<StoredMessage> {
     (from..from + n)

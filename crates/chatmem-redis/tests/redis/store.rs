@@ -1,16 +1,15 @@
 //! RedisStore against a real Redis: the shared conformance suite plus Redis-specific checks
 //! (key layout, TTL on both keys, the id index, corruption, schema, awkward ids, many tasks).
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::common;
+use crate::common::{cleanup, hex, meta_key, msgs_key, raw, store, unique_prefix, url};
 use chatmem::store::{Commit, Snapshot, StoreErrorKind, StoredMessage};
 use chatmem::{ConversationId, Message, Retention, Store};
 use chatmem_redis::RedisStore;
 use chatmem_test::commit_full;
-use common::{cleanup, hex, meta_key, msgs_key, raw, store, unique_prefix, url};
 
 /// `texts` as alternating user/assistant messages stored from `from`.
 fn turns(from: u64, texts: &[&str]) -> Vec<StoredMessage> {
@@ -87,13 +86,7 @@ async fn keys_share_a_hash_tag_and_ttl_covers_both() {
         let ttl: i64 = redis::cmd("PTTL").arg(key).query_async(&mut conn).await.unwrap();
         assert!((50_000..=60_000).contains(&ttl), "{key} has PTTL {ttl}");
     }
-    let records: Vec<String> = redis::cmd("ZRANGE")
-        .arg(&msgs)
-        .arg(0)
-        .arg(-1)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let records = common::members(&mut conn, &msgs).await;
     assert_eq!(records[0], r#"1:3:{"role":"user","content":"u1"}"#);
 
     // ttl None clears the expiry of both keys.
@@ -236,13 +229,7 @@ async fn expired_ids_leave_the_index_lazily() {
     let page = store.list(None, 1).await.unwrap();
     assert_eq!(page.ids, std::slice::from_ref(&c));
     assert_eq!(page.next, Some(c.clone()), "d is live after c");
-    let left: Vec<String> = redis::cmd("ZRANGE")
-        .arg(&index)
-        .arg(0)
-        .arg(-1)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let left = common::members(&mut conn, &index).await;
     assert_eq!(
         left,
         ["c", "d", "e"],
@@ -317,6 +304,8 @@ async fn watch_pings(url: String, stop: Arc<std::sync::atomic::AtomicBool>) -> R
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs CHATMEM_TEST_REDIS_URL"]
 async fn chat_memory_refuses_a_batch_over_the_bound() {
+    // Not beside a sixteen-process stress: the PINGs watched below must keep answering.
+    let _timed = chatmem_test::stress::timed().await;
     let url = url();
     let prefix = unique_prefix("batch-bound");
     let store = store(&url, &prefix).await;
@@ -482,25 +471,36 @@ async fn schema_is_created_and_newer_is_refused() {
     let url = url();
     let prefix = unique_prefix("schema");
     let mut conn = raw(&url).await;
-    let key = format!("{prefix}:schema");
     drop(store(&url, &prefix).await);
     drop(store(&url, &prefix).await);
-    let v: u64 = redis::cmd("GET").arg(&key).query_async(&mut conn).await.unwrap();
+    let v: u64 = common::layout_version(&mut conn, &prefix).await;
     assert_eq!(v, chatmem_redis::SCHEMA_VERSION);
 
-    let () = redis::cmd("SET")
-        .arg(&key)
-        .arg(chatmem_redis::SCHEMA_VERSION + 1)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    let e = RedisStore::builder(&url)
-        .key_prefix(&prefix)
-        .connect()
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), StoreErrorKind::SchemaTooNew, "{e}");
-    let v: u64 = redis::cmd("GET").arg(&key).query_async(&mut conn).await.unwrap();
+    // A connect after the layout version is set to `version` fails as `kind`.
+    let setter = conn.clone();
+    let refused = |version: String, kind: StoreErrorKind| {
+        let (url, prefix, mut conn) = (url.clone(), prefix.clone(), setter.clone());
+        async move {
+            let () = redis::cmd("SET")
+                .arg(format!("{prefix}:schema"))
+                .arg(&version)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            let e = RedisStore::builder(&url)
+                .key_prefix(&prefix)
+                .connect()
+                .await
+                .unwrap_err();
+            assert_eq!(e.kind(), kind, "{version}: {e}");
+        }
+    };
+    refused(
+        (chatmem_redis::SCHEMA_VERSION + 1).to_string(),
+        StoreErrorKind::SchemaTooNew,
+    )
+    .await;
+    let v: u64 = common::layout_version(&mut conn, &prefix).await;
     assert_eq!(
         v,
         chatmem_redis::SCHEMA_VERSION + 1,
@@ -508,19 +508,8 @@ async fn schema_is_created_and_newer_is_refused() {
     );
     // Garbage, and a version older than any chatmem wrote, are refused and left as found.
     for junk in ["garbage", "0"] {
-        let () = redis::cmd("SET")
-            .arg(&key)
-            .arg(junk)
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        let e = RedisStore::builder(&url)
-            .key_prefix(&prefix)
-            .connect()
-            .await
-            .unwrap_err();
-        assert_eq!(e.kind(), StoreErrorKind::Corrupt, "{junk}: {e}");
-        let v: String = redis::cmd("GET").arg(&key).query_async(&mut conn).await.unwrap();
+        refused(junk.to_owned(), StoreErrorKind::Corrupt).await;
+        let v: String = common::layout_version(&mut conn, &prefix).await;
         assert_eq!(v, junk);
     }
     cleanup(&url, &prefix).await;

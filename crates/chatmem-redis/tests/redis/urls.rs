@@ -1,7 +1,7 @@
 //! What `connect` refuses before trying, and how URLs are printed: never with a password,
 //! in errors (the whole chain) or in `Debug`. Only the last test needs the test Redis.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,6 +1,10 @@
 //! Outages without touching the machine's Redis: refused and silent ports, a loopback
 //! proxy that goes down and comes back or cuts a connection mid-commit, and a killed
 //! client connection.
+//!
+//! A test binary of its own: the tests bound how long calls take, and the tests of
+//! `tests/redis/main.rs` running beside them (conformance runs, sixteen-process stress)
+//! would stretch those times past the bounds.
 
 mod common;
 

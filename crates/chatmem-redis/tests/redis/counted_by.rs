@@ -2,11 +2,10 @@
 //! loads and takes commits after the upgrade to layout 2, counter names of any shape
 //! round-trip, and the system message's counter follows the system message.
 
-mod common;
-
+use crate::common;
+use crate::common::{cleanup, meta_key, msgs_key, raw, store, unique_prefix, url};
 use chatmem::store::{Commit, Snapshot, StoredMessage};
 use chatmem::{ChatMemory, ConversationId, Heuristic, Message, Retention, Store};
-use common::{cleanup, meta_key, msgs_key, raw, store, unique_prefix, url};
 
 /// The counter names of `messages`, in order.
 fn counters(messages: &[StoredMessage]) -> Vec<Option<&str>> {
@@ -52,11 +51,7 @@ async fn a_layout_1_database_is_upgraded_and_keeps_its_data() {
         .unwrap();
 
     let store = store(&url, &prefix).await;
-    let schema: u64 = redis::cmd("GET")
-        .arg(format!("{prefix}:schema"))
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let schema: u64 = common::layout_version(&mut conn, &prefix).await;
     assert_eq!(
         schema,
         chatmem_redis::SCHEMA_VERSION,
@@ -102,13 +97,7 @@ async fn a_layout_1_database_is_upgraded_and_keeps_its_data() {
         None,
         "the system message was not replaced"
     );
-    let members: Vec<String> = redis::cmd("ZRANGE")
-        .arg(&msgs)
-        .arg(0)
-        .arg(-1)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let members = common::members(&mut conn, &msgs).await;
     assert_eq!(members[0], r#"2:6:{"role":"user","content":"u1"}"#);
     assert!(
         members[2].starts_with("4:") && members[2].contains("@heuristic:{"),

@@ -46,7 +46,12 @@ pub async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
 
 /// Deletes every key under `prefix` (test clean-up only: uses SCAN, which the store never does).
 pub async fn cleanup(url: &str, prefix: &str) {
-    let mut conn = raw(url).await;
+    delete_keys(&mut raw(url).await, prefix).await;
+}
+
+/// Deletes every key under `prefix` that the server behind `conn` holds (on a Cluster: one
+/// node's keys, through a plain connection to it).
+pub async fn delete_keys(conn: &mut redis::aio::MultiplexedConnection, prefix: &str) {
     let mut cursor: u64 = 0;
     loop {
         let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
@@ -55,17 +60,96 @@ pub async fn cleanup(url: &str, prefix: &str) {
             .arg(format!("{prefix}:*"))
             .arg("COUNT")
             .arg(1000)
-            .query_async(&mut conn)
+            .query_async(conn)
             .await
             .expect("SCAN");
+        // One key per DEL, sent as one pipeline: the keys of one Cluster node may still
+        // sit in different slots.
         if !keys.is_empty() {
-            let () = redis::cmd("DEL").arg(&keys).query_async(&mut conn).await.expect("DEL");
+            let mut pipe = redis::pipe();
+            for key in &keys {
+                pipe.cmd("DEL").arg(key).ignore();
+            }
+            let () = pipe.query_async(conn).await.expect("DEL");
         }
         if next == 0 {
             break;
         }
         cursor = next;
     }
+}
+
+/// The variable naming the test Redis Cluster.
+pub const CLUSTER_VAR: &str = "CHATMEM_TEST_REDIS_CLUSTER_URL";
+
+/// The test cluster's URL, which every test marked
+/// `#[ignore = "needs CHATMEM_TEST_REDIS_CLUSTER_URL"]` needs.
+pub fn cluster_url() -> String {
+    chatmem_test::required_env(CLUSTER_VAR, "start a Redis Cluster, e.g. with tests/cluster/start.sh,")
+}
+
+/// The stress child's part: connects to the store its parent named (`<url>#<key prefix>`)
+/// and writes its turns; does nothing unless a parent started this process as a child.
+pub async fn stress_child() {
+    let Some(child) = chatmem_test::stress::child_env() else {
+        return;
+    };
+    let (url, prefix) = child.url.rsplit_once('#').expect("stress URL carries a key prefix");
+    chatmem_test::stress::run_child(std::sync::Arc::new(store(url, prefix).await), &child).await;
+}
+
+/// The stress parent's part: 16 processes running the test `child` (which calls
+/// [`stress_child`]) append to one conversation of a store at `url` under `prefix`, with
+/// summaries on when `summarizing`; `cleanup` then removes the keys. Waits for the tests
+/// that measure time to finish first, and they for it.
+pub async fn stress_parent<F: std::future::Future<Output = ()>>(
+    url: &str,
+    prefix: &str,
+    child: &str,
+    summarizing: bool,
+    cleanup: F,
+) {
+    use chatmem_test::stress;
+
+    if stress::child_env().is_some() {
+        return;
+    }
+    let _timed = stress::timed().await;
+    let store = std::sync::Arc::new(store(url, prefix).await);
+    let children = format!("{url}#{prefix}");
+    let started = std::time::Instant::now();
+    if summarizing {
+        stress::run_parent_summarizing(store, child, &children, stress::PROCESSES, stress::TURNS).await;
+    } else {
+        stress::run_parent(store, child, &children, stress::PROCESSES, stress::TURNS).await;
+    }
+    eprintln!(
+        "stress: {} processes x {} turns in {:?}",
+        stress::PROCESSES,
+        stress::TURNS,
+        started.elapsed()
+    );
+    cleanup.await;
+}
+
+/// Every member of the sorted set `key`, lowest score first.
+pub async fn members(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> Vec<String> {
+    redis::cmd("ZRANGE")
+        .arg(key)
+        .arg(0)
+        .arg(-1)
+        .query_async(conn)
+        .await
+        .expect("ZRANGE")
+}
+
+/// The layout version recorded under `prefix` (`{prefix}:schema`), read as a `T`.
+pub async fn layout_version<T: redis::FromRedisValue>(conn: &mut redis::aio::MultiplexedConnection, prefix: &str) -> T {
+    redis::cmd("GET")
+        .arg(format!("{prefix}:schema"))
+        .query_async(conn)
+        .await
+        .expect("GET the layout version")
 }
 
 /// Lower-case hex of `s`'s bytes (the hash tag the store uses).
