@@ -53,13 +53,7 @@ impl App {
 
     /// Sends `request` and reads the whole answer.
     pub async fn send(&self, request: Request<Body>) -> Answer {
-        let response = self
-            .router
-            .clone()
-            .oneshot(request)
-            .await
-            .expect("the router is infallible");
-        let (parts, body) = response.into_parts();
+        let (parts, body) = self.respond(request).await;
         let body = axum::body::to_bytes(body, usize::MAX).await.expect("a body");
         Answer {
             status: parts.status,
@@ -74,15 +68,20 @@ impl App {
         &self,
         request: Request<Body>,
     ) -> (StatusCode, HeaderMap, impl futures_util::Stream<Item = Bytes> + Unpin) {
+        let (parts, body) = self.respond(request).await;
+        let chunks = body.into_data_stream().map(|chunk| chunk.expect("a body chunk"));
+        (parts.status, parts.headers, chunks)
+    }
+
+    /// The router's answer to `request`, its head and its unread body.
+    async fn respond(&self, request: Request<Body>) -> (axum::http::response::Parts, Body) {
         let response = self
             .router
             .clone()
             .oneshot(request)
             .await
             .expect("the router is infallible");
-        let (parts, body) = response.into_parts();
-        let chunks = body.into_data_stream().map(|chunk| chunk.expect("a body chunk"));
-        (parts.status, parts.headers, chunks)
+        response.into_parts()
     }
 
     /// `GET uri`, with the `authorization` header `bearer` when given.
