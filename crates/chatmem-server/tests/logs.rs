@@ -1,6 +1,9 @@
 //! The server's log lines: every request answered at `info` in a span
 //! naming its id, method and route template; a store failure at `warn`/`error` in the same
 //! span, so the `request_id` of an error body finds it; never a conversation id.
+//!
+//! A binary of its own: tracing's callsite interest cache is process-wide, so other tests'
+//! spans and subscribers in the same process could change what this one captures.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};

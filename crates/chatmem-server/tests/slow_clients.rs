@@ -1,6 +1,10 @@
 //! `chatmem_server::serve` against slow and idle clients, over raw TCP on loopback: unfinished
 //! headers, trickled bodies, idle keep-alive connections, the connection cap, an oversized
 //! `Content-Length`, head limits, and shutdown with a client stalled.
+//!
+//! These tests drive the production listener on purpose: what they check (header and body
+//! timeouts, the connection cap) lives in `serve`, not in the router. A binary of its own, so
+//! its timing bounds do not share the process with the other server tests.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -33,6 +33,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use chatmem::{ConversationId, Store};
 
+#[cfg(feature = "server")]
+pub mod app;
 pub mod bench;
 mod conformance;
 pub mod failing;

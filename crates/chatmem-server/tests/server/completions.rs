@@ -5,8 +5,7 @@
 //! sees them (a hostile upstream's text and the key kept in), one connection for every
 //! call, a client hanging up mid-stream, and clients that resend their whole conversation.
 
-mod requests;
-use requests::get_text;
+use crate::requests::get_text;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -120,18 +119,23 @@ async fn the_aftersale_scenario_through_http_plain_and_streaming() {
     }
 }
 
+/// Sends `request`, checks the answer is a 400, and returns its JSON body.
+async fn refused(request: reqwest::RequestBuilder) -> Value {
+    let r = request.send().await.expect("post");
+    assert_eq!(r.status(), 400);
+    r.json().await.expect("json")
+}
+
 #[tokio::test]
 async fn a_request_without_the_header_is_refused_naming_it() {
     let upstream = MockUpstream::start(vec![text("never")]).await;
     let base = serve(Arc::new(InMemoryStore::new()), &upstream).await;
-    let r = reqwest::Client::new()
-        .post(format!("{base}/v1/chat/completions"))
-        .json(&request("hi", false))
-        .send()
-        .await
-        .expect("post");
-    assert_eq!(r.status(), 400);
-    let body: Value = r.json().await.expect("json");
+    let body = refused(
+        reqwest::Client::new()
+            .post(format!("{base}/v1/chat/completions"))
+            .json(&request("hi", false)),
+    )
+    .await;
     assert!(
         body["error"]["message"]
             .as_str()
@@ -328,15 +332,12 @@ async fn an_upstream_400_reaches_the_client_counted_and_nothing_is_committed() {
     let upstream = MockUpstream::start(vec![upstream::Reply::Status(400)]).await;
     let base = serve(Arc::new(InMemoryStore::new()), &upstream).await;
     let http = reqwest::Client::new();
-    let r = http
-        .post(format!("{base}/v1/chat/completions"))
-        .header("X-Chatmem-Conversation", "c1")
-        .json(&request("hi", false))
-        .send()
-        .await
-        .expect("post");
-    assert_eq!(r.status(), 400);
-    let body: Value = r.json().await.expect("json");
+    let body = refused(
+        http.post(format!("{base}/v1/chat/completions"))
+            .header("X-Chatmem-Conversation", "c1")
+            .json(&request("hi", false)),
+    )
+    .await;
     assert!(body["error"]["message"].is_string(), "{body}");
     let metrics = get_text(&http, format!("{base}/metrics")).await;
     assert!(

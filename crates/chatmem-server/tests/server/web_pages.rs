@@ -3,8 +3,7 @@
 //! is refused unless listed (and a listed one gets CORS), and a `POST` that is not declared
 //! JSON (a page's preflight-free `text/plain` write) is refused with 415 and changes nothing.
 
-mod requests;
-use requests::get_json;
+use crate::requests::get_json;
 
 use std::sync::Arc;
 

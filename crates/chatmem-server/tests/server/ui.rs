@@ -2,8 +2,8 @@
 //! (the window marked, the budget, the prompt), that message text is escaped, that tenants
 //! and read-only tokens hold on the pages as on the API, and the sign-in cookie.
 
-mod inspector;
-use inspector::{seed_messages, serve, serve_memory};
+use crate::inspector::{seed_messages, serve, serve_memory};
+use crate::requests::get_json;
 
 use std::sync::Arc;
 
@@ -75,14 +75,7 @@ async fn the_page_marks_the_window_the_api_returns_and_dims_the_order_number_tur
     let base = serve(4, ServerConfig::default()).await;
     let http = reqwest::Client::new();
     seed(&http, &base, "seed-003", None).await;
-    let window: Value = http
-        .get(format!("{base}/v1/conversations/seed-003/messages"))
-        .send()
-        .await
-        .expect("get")
-        .json()
-        .await
-        .expect("json");
+    let window = get_json(&http, format!("{base}/v1/conversations/seed-003/messages")).await;
     let window = window["messages"].as_array().expect("messages").clone();
 
     let (status, html) = page(&http, &format!("{base}/ui/conversations/seed-003"), None).await;

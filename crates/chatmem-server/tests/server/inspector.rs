@@ -1,7 +1,5 @@
-//! What the inspector's tests (`ui.rs`, `ui_browser.rs`) share: a server on loopback that
+//! What the inspector's tests (`ui`, `ui_browser`) share: a server on loopback that
 //! keeps history, and the seed conversation.
-
-#![allow(dead_code)] // each test file uses some of these
 
 use std::sync::Arc;
 

@@ -1,8 +1,7 @@
-//! The GETs the server's tests read answers with: a request that must succeed at the HTTP
+//! The requests the server's tests read answers with: a request that must succeed at the HTTP
 //! level, its body as JSON or text (status checks stay in the tests).
 
-#![allow(dead_code)] // each test file uses some of these
-
+use reqwest::StatusCode;
 use serde_json::Value;
 
 /// `GET url`, the body as JSON.
@@ -25,4 +24,10 @@ pub(crate) async fn get_text(http: &reqwest::Client, url: impl reqwest::IntoUrl)
         .text()
         .await
         .expect("a text body")
+}
+
+/// `POST url` with the JSON `body`: the status and the answer's body as JSON.
+pub(crate) async fn post_json(http: &reqwest::Client, url: impl reqwest::IntoUrl, body: &Value) -> (StatusCode, Value) {
+    let r = http.post(url).json(body).send().await.expect("post");
+    (r.status(), r.json().await.expect("json"))
 }

@@ -2,8 +2,7 @@
 //! the one error shape, limits, odd ids (every id that can be written can be read, listed and
 //! deleted), and tenant isolation.
 
-mod requests;
-use requests::get_json;
+use crate::requests::{get_json, post_json};
 
 use std::sync::Arc;
 
@@ -20,6 +19,42 @@ async fn serve(store: Arc<dyn Store>, config: ServerConfig) -> String {
         .build()
         .expect("valid memory settings");
     chatmem_test::loopback::serve(app(memory, config)).await.url()
+}
+
+/// The conversations `GET /v1/conversations` lists for the `authorization` header `bearer`.
+async fn listed(http: &reqwest::Client, base: &str, bearer: &str) -> Value {
+    let page: Value = http
+        .get(format!("{base}/v1/conversations"))
+        .header("authorization", bearer)
+        .send()
+        .await
+        .expect("list")
+        .json()
+        .await
+        .expect("json");
+    page["conversations"].clone()
+}
+
+/// `POST url` with the JSON `body` and the `authorization` header `bearer`.
+async fn post_as(http: &reqwest::Client, url: impl reqwest::IntoUrl, bearer: &str, body: &Value) -> reqwest::Response {
+    http.post(url)
+        .header("authorization", bearer)
+        .json(body)
+        .send()
+        .await
+        .expect("post")
+}
+
+/// [`serve`] with `auth` and the default settings otherwise.
+async fn serve_with_auth(store: Arc<dyn Store>, auth: Auth) -> String {
+    serve(
+        store,
+        ServerConfig {
+            auth: Some(auth),
+            ..ServerConfig::default()
+        },
+    )
+    .await
 }
 
 fn aftersale() -> Value {
@@ -56,14 +91,8 @@ async fn the_memory_api(store: Arc<dyn Store>, prefix: &str) {
     let id = format!("{prefix}-app-user-42-aftersale");
     let url = format!("{base}/v1/conversations/{id}");
 
-    let r = http
-        .post(format!("{url}/messages"))
-        .json(&aftersale())
-        .send()
-        .await
-        .expect("post");
-    assert_eq!(r.status(), StatusCode::OK);
-    let body: Value = r.json().await.expect("json");
+    let (status, body) = post_json(&http, format!("{url}/messages"), &aftersale()).await;
+    assert_eq!(status, StatusCode::OK);
     assert_eq!(body["conversation"], id.as_str());
     assert_eq!(body["messages"].as_array().map(Vec::len), Some(3));
 
@@ -149,19 +178,17 @@ async fn memory_api_sqlite() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_PG_URL"]
 async fn memory_api_postgres() {
-    let Some(url) = chatmem_test::service_url("CHATMEM_TEST_PG_URL", "start PostgreSQL") else {
-        return;
-    };
+    let url = chatmem_test::required_env("CHATMEM_TEST_PG_URL", "start PostgreSQL");
     let store = chatmem_postgres::PostgresStore::connect(&url).await.expect("connect");
     the_memory_api(Arc::new(store), chatmem_test::unique_id("server").as_str()).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_REDIS_URL"]
 async fn memory_api_redis() {
-    let Some(url) = chatmem_test::service_url("CHATMEM_TEST_REDIS_URL", "start Redis") else {
-        return;
-    };
+    let url = chatmem_test::required_env("CHATMEM_TEST_REDIS_URL", "start Redis");
     let store = chatmem_redis::RedisStore::connect(&url).await.expect("connect");
     the_memory_api(Arc::new(store), chatmem_test::unique_id("server").as_str()).await;
 }
@@ -359,25 +386,12 @@ async fn the_longest_id_of_the_longest_tenant_is_stored() {
         "[[token]]\ntoken = \"token-of-the-longest\"\ntenant = \"{tenant}\"\n"
     ))
     .expect("auth");
-    let base = serve(
-        Arc::new(InMemoryStore::new()),
-        ServerConfig {
-            auth: Some(auth),
-            ..ServerConfig::default()
-        },
-    )
-    .await;
+    let base = serve_with_auth(Arc::new(InMemoryStore::new()), auth).await;
     let http = reqwest::Client::new();
     let bearer = "Bearer token-of-the-longest";
     let id = "i".repeat(DEFAULT_MAX_ID_BYTES);
     let url = format!("{base}/v1/conversations/{id}/messages");
-    let r = http
-        .post(&url)
-        .header("authorization", bearer)
-        .json(&aftersale())
-        .send()
-        .await
-        .expect("post");
+    let r = post_as(&http, &url, bearer, &aftersale()).await;
     assert_eq!(r.status(), StatusCode::OK);
     let r = http
         .get(&url)
@@ -389,23 +403,14 @@ async fn the_longest_id_of_the_longest_tenant_is_stored() {
     let window: Value = r.json().await.expect("json");
     assert_eq!(window["conversation"], id.as_str());
     assert_eq!(roles_of(&window), ["system", "user", "assistant"]);
-    let page: Value = http
-        .get(format!("{base}/v1/conversations"))
-        .header("authorization", bearer)
-        .send()
-        .await
-        .expect("list")
-        .json()
-        .await
-        .expect("json");
-    assert_eq!(page["conversations"], json!([id]));
-    let r = http
-        .post(format!("{base}/v1/conversations/{id}i/messages"))
-        .header("authorization", bearer)
-        .json(&aftersale())
-        .send()
-        .await
-        .expect("post");
+    assert_eq!(listed(&http, &base, bearer).await, json!([id]));
+    let r = post_as(
+        &http,
+        format!("{base}/v1/conversations/{id}i/messages"),
+        bearer,
+        &aftersale(),
+    )
+    .await;
     assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(error_code(r).await, "too_large");
 }
@@ -417,26 +422,13 @@ async fn a_tenant_sees_only_its_own_conversations() {
     )
     .expect("auth");
     let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
-    let base = serve(
-        store.clone(),
-        ServerConfig {
-            auth: Some(auth),
-            ..ServerConfig::default()
-        },
-    )
-    .await;
+    let base = serve_with_auth(store.clone(), auth).await;
     let http = reqwest::Client::new();
     let url = format!("{base}/v1/conversations/c1/messages");
     let a = "Bearer token-of-team-a-000";
     let b = "Bearer token-of-team-b-000";
 
-    let r = http
-        .post(&url)
-        .header("authorization", a)
-        .json(&aftersale())
-        .send()
-        .await
-        .expect("post");
+    let r = post_as(&http, &url, a, &aftersale()).await;
     assert_eq!(r.status(), StatusCode::OK);
     assert_eq!(
         http.get(&url)
@@ -453,22 +445,7 @@ async fn a_tenant_sees_only_its_own_conversations() {
         StatusCode::NOT_FOUND,
         "another tenant's conversation does not exist for b"
     );
-    let list = |token: &'static str| {
-        let http = http.clone();
-        let base = base.clone();
-        async move {
-            let page: Value = http
-                .get(format!("{base}/v1/conversations"))
-                .header("authorization", token)
-                .send()
-                .await
-                .expect("list")
-                .json()
-                .await
-                .expect("json");
-            page["conversations"].clone()
-        }
-    };
+    let list = |token: &'static str| listed(&http, &base, token);
     assert_eq!(list(a).await, json!(["c1"]));
     assert_eq!(list(b).await, json!([]));
     // b's own c1 is another conversation.
@@ -577,24 +554,11 @@ async fn an_invalid_policy_is_refused_naming_the_field() {
 #[tokio::test]
 async fn bearer_auth_follows_the_rfcs() {
     let auth = Auth::from_toml("[[token]]\ntoken = \"token-of-team-a-000\"\ntenant = \"team-a\"\n").expect("auth");
-    let base = serve(
-        Arc::new(InMemoryStore::new()),
-        ServerConfig {
-            auth: Some(auth),
-            ..ServerConfig::default()
-        },
-    )
-    .await;
+    let base = serve_with_auth(Arc::new(InMemoryStore::new()), auth).await;
     let http = reqwest::Client::new();
     let url = format!("{base}/v1/conversations/c1/messages");
     for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
-        let r = http
-            .post(&url)
-            .header("authorization", format!("{scheme} token-of-team-a-000"))
-            .json(&aftersale())
-            .send()
-            .await
-            .expect("post");
+        let r = post_as(&http, &url, &format!("{scheme} token-of-team-a-000"), &aftersale()).await;
         assert_eq!(r.status(), StatusCode::OK, "scheme {scheme}");
     }
     for header in [
@@ -731,14 +695,8 @@ async fn every_id_that_can_be_written_can_be_read_listed_and_deleted() {
 async fn a_slash_in_a_path_is_a_segment_boundary() {
     let base = serve(Arc::new(InMemoryStore::new()), ServerConfig::default()).await;
     let http = reqwest::Client::new();
-    let r = http
-        .post(format!("{base}/v1/conversations/a/b/messages"))
-        .json(&aftersale())
-        .send()
-        .await
-        .expect("post");
-    assert_eq!(r.status(), StatusCode::NOT_FOUND);
-    let body: Value = r.json().await.expect("json");
+    let (status, body) = post_json(&http, format!("{base}/v1/conversations/a/b/messages"), &aftersale()).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(body["error"]["code"], "not_found");
     assert!(
         body["error"]["message"].as_str().is_some_and(|m| m.contains("%2F")),

@@ -1,11 +1,10 @@
 //! The memory inspector in a real browser: headless Chromium driven through chromedriver
 //! (WebDriver, with fantoccini). Runs when `CHATMEM_TEST_CHROMEDRIVER` names a chromedriver
-//! (Debian's `chromium-driver`: `/usr/bin/chromedriver`; `.ci/run` installs and sets it), and
-//! says it skipped otherwise. Screenshots at 1280 and 375 px wide are written to
+//! (Debian's `chromium-driver`: `/usr/bin/chromedriver`; `.ci/run` installs and sets it); the
+//! tests are ignored without `--include-ignored`. Screenshots at 1280 and 375 px wide are written to
 //! `target/ui-screenshots/`.
 
-mod inspector;
-use inspector::{seed_messages, serve};
+use crate::inspector::{seed_messages, serve};
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -18,18 +17,12 @@ use serde_json::{Value, json};
 const TOKEN_A: &str = "token-of-team-a-0001";
 const TOKEN_B: &str = "token-of-team-b-0001";
 
-/// The chromedriver to use, or `None` (the test says it skipped).
-fn chromedriver() -> Option<String> {
-    let path = std::env::var("CHATMEM_TEST_CHROMEDRIVER")
-        .ok()
-        .filter(|p| !p.is_empty());
-    if path.is_none() {
-        eprintln!(
-            "skipping: CHATMEM_TEST_CHROMEDRIVER not set (apt install chromium chromium-driver, then set it to \
-             /usr/bin/chromedriver to run the browser tests)"
-        );
-    }
-    path
+/// The chromedriver named by `CHATMEM_TEST_CHROMEDRIVER`.
+fn chromedriver() -> String {
+    chatmem_test::required_env(
+        "CHATMEM_TEST_CHROMEDRIVER",
+        "apt install chromium chromium-driver, then point it at /usr/bin/chromedriver",
+    )
 }
 
 /// A chromedriver process on a free loopback port, killed when dropped.
@@ -124,8 +117,9 @@ async fn js(client: &Client, script: &str) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_CHROMEDRIVER"]
 async fn the_inspector_shows_the_window_escapes_text_and_fits_a_phone() {
-    let Some(path) = chromedriver() else { return };
+    let path = chromedriver();
     let driver = start_driver(&path).await;
     let base = serve(2, ServerConfig::default()).await;
     post(&base, "seed-003", seed_messages(), None).await;
@@ -233,8 +227,9 @@ async fn the_inspector_shows_the_window_escapes_text_and_fits_a_phone() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_CHROMEDRIVER"]
 async fn tenants_sign_in_and_a_writer_deletes_with_confirmation() {
-    let Some(path) = chromedriver() else { return };
+    let path = chromedriver();
     let driver = start_driver(&path).await;
     let toml = format!(
         "[[token]]\ntoken = \"{TOKEN_A}\"\ntenant = \"a\"\n\n[[token]]\ntoken = \"{TOKEN_B}\"\ntenant = \"b\"\n"
@@ -319,8 +314,9 @@ async fn tenants_sign_in_and_a_writer_deletes_with_confirmation() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_CHROMEDRIVER"]
 async fn a_ten_thousand_message_conversation_opens_on_its_newest_page() {
-    let Some(path) = chromedriver() else { return };
+    let path = chromedriver();
     let driver = start_driver(&path).await;
     let base = serve(20, ServerConfig::default()).await;
     for block in 0..10 {

@@ -2,8 +2,7 @@
 //! bounds store calls only, a turn waits for its summary at most the summarizer's wait, and a
 //! late summary is counted as the summary's, not the store's.
 
-mod requests;
-use requests::{get_json, get_text};
+use crate::requests::{get_json, get_text};
 
 use std::sync::Arc;
 use std::time::Duration;
