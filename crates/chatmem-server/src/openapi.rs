@@ -4,7 +4,7 @@
 //! OpenAI's, which the server passes through rather than (de)serializes: their schemas are
 //! declared in `schemas.rs`. The paths are declared on the handlers themselves
 //! (`#[utoipa::path]`); a test checks them against the router, and
-//! `tests/observability.rs` runs `openapi-spec-validator` on the document.
+//! `tests/server/observability.rs` runs `openapi-spec-validator` on the document.
 
 use axum::Json;
 use axum::response::{IntoResponse, Response};
