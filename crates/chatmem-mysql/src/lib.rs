@@ -30,7 +30,7 @@
 //! locks the conversation row, checks the version, and in one transaction updates the row
 //! (recording the commit's time, see [*Data layout*](#data-layout)), inserts the whole batch (passed as one JSON array parameter and read with `JSON_TABLE`),
 //! deletes below [`Commit::delete_below`](chatmem::store::Commit::delete_below), commits, and
-//! returns one row. A lost version check is the same one call. `tests/round_trips.rs` counts
+//! returns one row. A lost version check is the same one call. The round-trip tests (`chatmem_test::sql_suite::round_trips`) count
 //! this on the wire with a loopback proxy that splits the client's packets and counts the
 //! commands that wait for a reply: load = 1, commit = 1 (history, list,
 //! [`recent`](chatmem::Store::recent), clear and purge are 1 each). Each statement is prepared once per pooled connection, at its first use there

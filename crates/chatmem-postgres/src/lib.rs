@@ -15,7 +15,7 @@
 //!
 //! Round trips: every operation is one `query_typed` call (parse, bind, execute and sync
 //! sent in one write, no separate prepare) on a pooled connection that is reused without a
-//! test query. `tests/round_trips.rs` checks this on the wire with a loopback proxy that
+//! test query. The round-trip tests (`chatmem_test::sql_suite::round_trips`) check this on the wire with a loopback proxy that
 //! counts the client's `Sync` messages: load = 1, commit = 1 (a lost version check
 //! included), history, list, [`recent`](chatmem::Store::recent), clear and purge = 1 each.
 //! Only a commit that got no answer costs more (see [*Outages*](#outages)).

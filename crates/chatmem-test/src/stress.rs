@@ -1,7 +1,7 @@
 //! Multi-process stress test helpers: many processes append turns to one conversation at
 //! once; afterwards no turn may be lost, duplicated or split.
 //!
-//! The pattern, in a store crate's `tests/stress.rs` (the test binary spawns copies of
+//! The pattern, in a store crate's stress test (the test binary spawns copies of
 //! itself as the children):
 //!
 //! ```no_run
