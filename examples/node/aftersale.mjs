@@ -5,7 +5,8 @@
 // turn's new messages; chatmem adds the conversation's window, so turns 2 and 3 ("that order")
 // reach the model with the order number from turn 1. Turn 2 streams.
 //
-// Run by hand (from the repository root; see README "Server"):
+// Run by hand (from the repository root; see "OpenAI clients through `chatmem serve`" in
+// docs/integrations.md):
 //
 //   (cd examples/node && npm ci)
 //   CHATMEM_UPSTREAM_API_KEY=sk-... cargo run -q -p chatmem-cli -- serve --store memory: \

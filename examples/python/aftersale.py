@@ -5,7 +5,8 @@ header, `X-Chatmem-Conversation`, names the conversation. Each call sends only t
 messages; chatmem adds the conversation's window, so turn 2 ("that order") reaches the model
 with the order number from turn 1. Turn 2 streams, to show that works the same way.
 
-Run by hand (from the repository root; see README "Python"):
+Run by hand (from the repository root; see "OpenAI clients through `chatmem serve`" in
+docs/integrations.md):
 
     bash examples/python/setup.sh
     CHATMEM_UPSTREAM_API_KEY=sk-... cargo run -q -p chatmem-cli -- serve --store memory: \

@@ -6,7 +6,8 @@ frameworks and chat UIs do. chatmem serve recognizes the messages it already hol
 the new ones, and sends the model its window of the conversation (so a long conversation stays
 within the window while the application keeps its own list unchanged).
 
-Run by hand (from the repository root; see README "Server"):
+Run by hand (from the repository root; see "OpenAI clients through `chatmem serve`" in
+docs/integrations.md):
 
     bash examples/python/setup.sh
     CHATMEM_UPSTREAM_API_KEY=sk-... cargo run -q -p chatmem-cli -- serve --store memory: \

@@ -7,7 +7,8 @@ text) and names the conversation per call with `extra_headers`; chatmem serve ad
 conversation's window, so turns 2 and 3 ("that order") reach the model with the order number
 from turn 1.
 
-Run by hand (from the repository root; see README "Server"):
+Run by hand (from the repository root; see "OpenAI clients through `chatmem serve`" in
+docs/integrations.md):
 
     bash examples/python/setup.sh
     CHATMEM_UPSTREAM_API_KEY=sk-... cargo run -q -p chatmem-cli -- serve --store memory: \

@@ -68,10 +68,10 @@ pub(crate) enum Command {
     /// Chat with a model through conversation memory (interactive on a terminal; one message
     /// per line in and one answer per line out otherwise).
     Chat(ChatCommand),
-    /// Serve conversation memory over HTTP (REST API; see the README's Server section).
+    /// Serve conversation memory over HTTP (REST API; see SERVER.md).
     Serve(ServeCommand),
     /// Write conversations as JSON Lines, one conversation per line with all its messages
-    /// (see the README's "Export and import" section).
+    /// (see "Export and import" in docs/cli.md).
     Export(ExportArgs),
     /// Read conversations written by `chatmem export` into a store, each exactly as it was.
     Import(ImportArgs),

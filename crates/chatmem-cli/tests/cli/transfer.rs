@@ -1,52 +1,11 @@
 //! `chatmem export` and `chatmem import`, run as a user would: a lossless round trip through
-//! every configured store, refusal and replacement of existing conversations, malformed input.
+//! every store, refusal and replacement of existing conversations, malformed input.
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
 
-fn chatmem(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_chatmem"))
-        .args(args)
-        .env_remove("CHATMEM_STORE")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn chatmem");
-    // The command may exit (on bad input) before reading all of stdin: a broken pipe is fine.
-    let _ = child.stdin.take().expect("stdin").write_all(stdin);
-    child.wait_with_output().expect("wait")
-}
-
-/// Runs a command that must succeed quietly (no progress drawn on a non-terminal stderr);
-/// returns stdout.
-fn ok(args: &[&str], stdin: &[u8]) -> Vec<u8> {
-    let out = chatmem(args, stdin);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{args:?} failed: {err}");
-    assert!(err.is_empty(), "{args:?} wrote to stderr: {err}");
-    out.stdout
-}
-
-/// Exit code 2 and one line on stderr containing `needle`.
-fn fails(args: &[&str], stdin: &[u8], needle: &str) {
-    let out = chatmem(args, stdin);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-    assert_eq!(err.lines().count(), 1, "one line expected: {err}");
-    assert!(err.contains(needle), "{err:?} should mention {needle:?}");
-}
-
-fn skip(var: &str) {
-    // Written to stderr directly: libtest captures eprintln! output of passing tests.
-    let _ = writeln!(
-        std::io::stderr(),
-        "skipping: {var} not set (start the server and set it to run this test)"
-    );
-}
+use crate::support::{MYSQL, POSTGRES, REDIS, REDIS_CLUSTER, fails, ok};
 
 fn sqlite(dir: &Path, name: &str) -> String {
     format!("sqlite:{}", dir.join(name).display())
@@ -68,7 +27,7 @@ fn add(store: &str, id: &str, flags: &[&str], messages: &Value) {
 
 /// Conversations that exercise every stored field, named with `prefix`; returns their ids.
 fn seed(store: &str, prefix: &str) -> Vec<String> {
-    let aftersale: Value = serde_json::from_str(include_str!("../../../examples/aftersale.json")).expect("example");
+    let aftersale: Value = serde_json::from_str(include_str!("../../../../examples/aftersale.json")).expect("example");
     let id = |name: &str| format!("{prefix}{name}");
     // Tool calls, Chinese text, a system message, reasoning; evicted messages kept as history.
     add(
@@ -155,11 +114,10 @@ fn export_ids(store: &str, ids: &[String]) -> Vec<u8> {
     ok(&args, b"")
 }
 
-/// SQLite → PostgreSQL → Redis → Redis Cluster → SQLite (the servers configured), each hop
-/// by export and import: every export is the same bytes (seqs, token counts, counters,
-/// system message, window start), and `get` and `history` print the same everywhere.
-#[test]
-fn a_round_trip_through_every_store_is_lossless() {
+/// A source SQLite file seeded by [`seed`], then each of `stores` and last a second SQLite
+/// file, each hop by export and import: every export is the same bytes (seqs, token counts,
+/// counters, system message, window start), and `get` and `history` print the same everywhere.
+fn round_trip_through(stores: &[String]) {
     let dir = tempfile::tempdir().expect("tempdir");
     let source = sqlite(dir.path(), "source.db");
     let prefix = format!("xfer-{}-{}-", std::process::id(), fastrand::u32(..));
@@ -180,18 +138,7 @@ fn a_round_trip_through_every_store_is_lossless() {
         "some history is outside the window"
     );
 
-    let mut stores = Vec::new();
-    for var in [
-        "CHATMEM_TEST_PG_URL",
-        "CHATMEM_TEST_MYSQL_URL",
-        "CHATMEM_TEST_REDIS_URL",
-        "CHATMEM_TEST_REDIS_CLUSTER_URL",
-    ] {
-        match std::env::var(var) {
-            Ok(url) => stores.push(url),
-            Err(_) => skip(var),
-        }
-    }
+    let mut stores = stores.to_vec();
     stores.push(sqlite(dir.path(), "target.db"));
     let mut from = source.clone();
     for to in &stores {
@@ -210,6 +157,19 @@ fn a_round_trip_through_every_store_is_lossless() {
             ok(&["clear", "--store", store, "--conversation", id], b"");
         }
     }
+}
+
+/// SQLite → SQLite.
+#[test]
+fn a_round_trip_between_sqlite_files_is_lossless() {
+    round_trip_through(&[]);
+}
+
+/// SQLite → PostgreSQL → MySQL → Redis → Redis Cluster → SQLite.
+#[test]
+#[ignore = "needs CHATMEM_TEST_PG_URL, CHATMEM_TEST_MYSQL_URL, CHATMEM_TEST_REDIS_URL and CHATMEM_TEST_REDIS_CLUSTER_URL"]
+fn a_round_trip_through_every_store_is_lossless() {
+    round_trip_through(&[POSTGRES.url(), MYSQL.url(), REDIS.url(), REDIS_CLUSTER.url()]);
 }
 
 #[test]

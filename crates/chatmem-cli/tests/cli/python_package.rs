@@ -1,25 +1,24 @@
 //! The Python package `clients/python` (distribution `chatmem`): its pytest suite
 //! against real `chatmem serve` processes that the suite starts from this build's binary
-//! (SQLite, and PostgreSQL when `CHATMEM_TEST_PG_URL` is set), then `mypy --strict`, `ruff
-//! check` and `ruff format --check` on the package.
+//! (SQLite, and PostgreSQL at `CHATMEM_TEST_PG_URL`), then `mypy --strict`, `ruff check` and
+//! `ruff format --check` on the package.
 //!
 //! The interpreter comes from the environment, as `.ci/run` sets it:
 //! `CHATMEM_TEST_CLIENTS_PYTHON`, the venv's python that `bash clients/python/setup.sh`
-//! prints. Without it the test says so and skips.
+//! prints. Without both variables the test is ignored (`cargo test -p chatmem-cli --test cli
+//! python_package -- --include-ignored` runs it).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use crate::support::{POSTGRES, repo_path};
 
 /// Runs `python args…` from the repository root and asserts it exits 0, printing its output
 /// either way (with `--nocapture`) and on failure in the panic.
 fn run(python: &Path, what: &str, args: &[&str], mypy_cache: &Path) {
     let out: Output = Command::new(python)
         .args(args)
-        .current_dir(repo_root())
+        .current_dir(repo_path(""))
         .env("CHATMEM_BIN", env!("CARGO_BIN_EXE_chatmem"))
         .env("MYPY_CACHE_DIR", mypy_cache)
         .env("PYTHONDONTWRITEBYTECODE", "1")
@@ -41,18 +40,14 @@ fn run(python: &Path, what: &str, args: &[&str], mypy_cache: &Path) {
 }
 
 #[test]
+#[ignore = "needs CHATMEM_TEST_CLIENTS_PYTHON and CHATMEM_TEST_PG_URL"]
 fn python_package_tests_types_and_lints_pass() {
-    let Some(python) = std::env::var_os("CHATMEM_TEST_CLIENTS_PYTHON").map(PathBuf::from) else {
-        eprintln!(
-            "skipping: CHATMEM_TEST_CLIENTS_PYTHON not set (the python of the venv \
-             `bash clients/python/setup.sh` prints: \
-             CHATMEM_TEST_CLIENTS_PYTHON=$(bash clients/python/setup.sh) cargo test -p chatmem-cli --test python_package)"
-        );
-        return;
-    };
-    if std::env::var_os("CHATMEM_TEST_PG_URL").is_none() {
-        eprintln!("note: CHATMEM_TEST_PG_URL not set; the PostgreSQL half of the suite skips");
-    }
+    let python = PathBuf::from(chatmem_test::required_env(
+        "CHATMEM_TEST_CLIENTS_PYTHON",
+        "make the package's venv (`bash clients/python/setup.sh` prints its python)",
+    ));
+    // The suite's PostgreSQL half reads it from the environment, which the suite inherits.
+    POSTGRES.url();
     let cache = tempfile::tempdir().expect("tempdir");
     let package = "clients/python";
     run(

@@ -2,24 +2,9 @@
 //! `--log-format json`, naming its method, route template, status and the request id its error
 //! body gives; never a conversation id or a message's text.
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
-use chatmem_test::loopback::free_port;
 use serde_json::{Value, json};
 
-/// Waits for the server at `base` to answer `/healthz`.
-async fn wait_until_up(base: &str) {
-    let http = reqwest::Client::new();
-    let started = Instant::now();
-    while http.get(format!("{base}/healthz")).send().await.is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "the server did not come up"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+use crate::support::Serve;
 
 /// The log line of the answer to request `id` (the one with a `status`).
 fn answer_line<'a>(lines: &'a [Value], id: &str) -> &'a Value {
@@ -36,25 +21,11 @@ async fn serve_logs_each_request_as_json_without_ids_or_text() {
     const TEXT: &str = "my card number is 4111-1111-1111-1111";
     let dir = tempfile::tempdir().expect("tempdir");
     let store = format!("sqlite:{}", dir.path().join("logs.db").display());
-    let port = free_port();
-    let child = Command::new(env!("CARGO_BIN_EXE_chatmem"))
-        .args([
-            "serve",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--store",
-            &store,
-            "--log-format",
-            "json",
-        ])
-        .env_remove("CHATMEM_STORE")
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn chatmem serve");
-    let base = format!("http://127.0.0.1:{port}");
-    wait_until_up(&base).await;
+    let server = Serve::start(&["--store", &store, "--log-format", "json"], |command| {
+        command.env("RUST_LOG", "info");
+    })
+    .await;
+    let base = &server.base;
     let http = reqwest::Client::new();
 
     let r = http
@@ -80,12 +51,7 @@ async fn serve_logs_each_request_as_json_without_ids_or_text() {
         .expect("an x-request-id")
         .to_owned();
 
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
-    let out = child.wait_with_output().expect("wait");
+    let out = server.stop();
     assert_eq!(out.status.code(), Some(0));
     let stderr = String::from_utf8_lossy(&out.stderr);
 

@@ -5,6 +5,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+use crate::support::{MYSQL, POSTGRES, refused};
+
 /// Runs `chatmem` in `cwd`, with no store from the environment and the user's data
 /// directory at `data` (where the default store lives).
 fn chatmem_in(cwd: &Path, data: &Path, args: &[&str]) -> Output {
@@ -15,19 +17,6 @@ fn chatmem_in(cwd: &Path, data: &Path, args: &[&str]) -> Output {
         .env("XDG_DATA_HOME", data)
         .output()
         .expect("run chatmem")
-}
-
-/// Exit code 2, nothing on stdout, and one line on stderr containing every one of `needles`;
-/// returns the line.
-fn fails(out: &Output, args: &[&str], needles: &[&str]) -> String {
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-    assert_eq!(err.lines().count(), 1, "{args:?}: one line expected: {err}");
-    assert!(out.stdout.is_empty(), "{args:?}");
-    for needle in needles {
-        assert!(err.contains(needle), "{args:?}: {err:?} should mention {needle:?}");
-    }
-    err
 }
 
 /// Every file and directory under `dir`, sorted.
@@ -82,7 +71,7 @@ fn reading_a_missing_sqlite_file_is_an_error_naming_it_and_creates_nothing() {
     ] {
         for args in reads(store) {
             let out = chatmem_in(&work, &data, &args);
-            fails(&out, &args, &[&format!("no SQLite store at {path}:")]);
+            refused(&out, &args, &[&format!("no SQLite store at {path}:")]);
             assert_eq!(
                 contents(dir.path()),
                 [data.display().to_string(), work.display().to_string()],
@@ -94,7 +83,7 @@ fn reading_a_missing_sqlite_file_is_an_error_naming_it_and_creates_nothing() {
     let default = data.join("chatmem").join("chatmem.db");
     for args in reads("") {
         let out = chatmem_in(&work, &data, &args);
-        fails(&out, &args, &[&format!("no SQLite store at {}:", default.display())]);
+        refused(&out, &args, &[&format!("no SQLite store at {}:", default.display())]);
         assert!(contents(&data).is_empty(), "{args:?}: {:?}", contents(&data));
     }
     // A command that writes still creates the store, and the reads then work.
@@ -141,7 +130,7 @@ fn an_unknown_store_url_is_shown_as_typed_with_the_fix() {
             let mut args = command.to_vec();
             args.extend(["--store", store]);
             let out = chatmem_in(dir.path(), dir.path(), &args);
-            fails(&out, &args, said);
+            refused(&out, &args, said);
         }
     }
     assert!(contents(dir.path()).is_empty(), "{:?}", contents(dir.path()));
@@ -164,7 +153,7 @@ fn an_unknown_store_url_hides_only_its_password() {
     ] {
         let args = ["get", "--conversation", "c", "--store", store];
         let out = chatmem_in(dir.path(), dir.path(), &args);
-        let err = fails(&out, &args, &["unknown store URL", shown]);
+        let err = refused(&out, &args, &["unknown store URL", shown]);
         assert!(!err.contains("s3cret"), "{store} leaked: {err}");
     }
 }
@@ -172,15 +161,9 @@ fn an_unknown_store_url_hides_only_its_password() {
 /// A read through PostgreSQL creates no tables: in a database without chatmem's schema it
 /// is an error saying so, and the database stays empty.
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_PG_URL"]
 async fn reading_postgres_creates_no_schema() {
-    let Ok(url) = std::env::var("CHATMEM_TEST_PG_URL") else {
-        use std::io::Write as _;
-        let _ = writeln!(
-            std::io::stderr(),
-            "skipping: CHATMEM_TEST_PG_URL not set (start the server and set it to run this test)"
-        );
-        return;
-    };
+    let url = POSTGRES.url();
     let (admin, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
         .await
         .expect("connect to CHATMEM_TEST_PG_URL");
@@ -197,7 +180,7 @@ async fn reading_postgres_creates_no_schema() {
     let dir = tempfile::tempdir().expect("tempdir");
     for args in reads(&store) {
         let out = chatmem_in(dir.path(), dir.path(), &args);
-        fails(&out, &args, &["no chatmem tables", &database]);
+        refused(&out, &args, &["no chatmem tables", &database]);
     }
     let (client, connection) = tokio_postgres::connect(&store, tokio_postgres::NoTls)
         .await
@@ -220,16 +203,10 @@ async fn reading_postgres_creates_no_schema() {
 /// A read through MySQL creates no tables: in a database without chatmem's tables it is an
 /// error saying so, and the database stays empty.
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_MYSQL_URL"]
 async fn reading_mysql_creates_no_tables() {
     use mysql_async::prelude::Queryable;
-    let Ok(url) = std::env::var("CHATMEM_TEST_MYSQL_URL") else {
-        use std::io::Write as _;
-        let _ = writeln!(
-            std::io::stderr(),
-            "skipping: CHATMEM_TEST_MYSQL_URL not set (start the server and set it to run this test)"
-        );
-        return;
-    };
+    let url = MYSQL.url();
     let opts = mysql_async::Opts::from_url(&url).expect("CHATMEM_TEST_MYSQL_URL parses");
     let mut admin = mysql_async::Conn::new(opts)
         .await
@@ -246,7 +223,7 @@ async fn reading_mysql_creates_no_tables() {
     let dir = tempfile::tempdir().expect("tempdir");
     for args in reads(&store) {
         let out = chatmem_in(dir.path(), dir.path(), &args);
-        fails(&out, &args, &["no chatmem tables", &database]);
+        refused(&out, &args, &["no chatmem tables", &database]);
     }
     let tables: Option<i64> = admin
         .exec_first(

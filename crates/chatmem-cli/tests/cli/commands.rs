@@ -1,64 +1,12 @@
 //! The `chatmem` binary, run as a user would: stdin in, stdout and exit code out.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
-use serde_json::{Value, json};
+use serde_json::json;
 
-fn chatmem(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_chatmem"))
-        .args(args)
-        .env_remove("CHATMEM_STORE")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn chatmem");
-    // The command may exit (on bad arguments) before reading stdin: a broken pipe is fine.
-    let _ = child.stdin.take().expect("stdin").write_all(stdin.as_bytes());
-
-    child.wait_with_output().expect("wait")
-}
-
-fn ok_json(args: &[&str], stdin: &str) -> Value {
-    let out = chatmem(args, stdin);
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("stdout is JSON")
-}
-
-/// Exit code 2 and exactly one line on stderr containing `needle`.
-fn fails(args: &[&str], stdin: &str, needle: &str) {
-    let out = chatmem(args, stdin);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-    assert_eq!(err.lines().count(), 1, "one line expected: {err}");
-    assert!(err.contains(needle), "{err:?} should mention {needle:?}");
-    assert!(out.stdout.is_empty());
-}
-
-fn roles(v: &Value) -> Vec<&str> {
-    v.as_array()
-        .expect("array")
-        .iter()
-        .map(|m| m["role"].as_str().expect("role"))
-        .collect()
-}
-
-fn conv(spec: &str) -> String {
-    let msgs: Vec<Value> = spec
-        .split_whitespace()
-        .map(|t| match &t[..1] {
-            "S" => json!({"role": "system", "content": t}),
-            "U" => json!({"role": "user", "content": t}),
-            _ => json!({"role": "assistant", "content": t}),
-        })
-        .collect();
-    Value::from(msgs).to_string()
-}
+use crate::support::{
+    MYSQL, POSTGRES, REDIS, REDIS_CLUSTER, ServerStore, chatmem, chatmem_to, conv, fails, ok_json, roles, words,
+};
 
 #[test]
 fn trim_follows_the_window_contract() {
@@ -78,7 +26,7 @@ fn trim_follows_the_window_contract() {
 
 #[test]
 fn trim_keeps_tool_pairs_and_round_trips_fields() {
-    let input = include_str!("../../../examples/aftersale.json");
+    let input = include_str!("../../../../examples/aftersale.json");
     let out = ok_json(&["trim", "--max-messages", "5", "--turn-boundary", "pair-safe"], input);
     // Four non-system messages fit: [R, A, U, A]; a tool result cannot start the run.
     assert_eq!(roles(&out), ["system", "assistant", "user", "assistant"]);
@@ -232,37 +180,43 @@ fn a_store_outlives_the_process_and_memory_does_not() {
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0");
 }
 
-/// The restart case through the shared servers, when they are configured.
+/// The restart case through a shared server: what one process adds, another reads back.
+fn a_server_store_outlives_the_process(server: ServerStore) {
+    let (url, var) = (server.url(), server.var);
+    let id = format!("cli-restart-{}-{}", std::process::id(), var);
+    let out = chatmem(&["add", "--conversation", &id, "--store", &url], conv("S U1 A1"));
+    assert!(out.status.success(), "{var}: {}", String::from_utf8_lossy(&out.stderr));
+    let got = ok_json(&["get", "--conversation", &id, "--store", &url], "");
+    assert_eq!(roles(&got), ["system", "user", "assistant"], "{var}");
+    assert!(
+        chatmem(&["clear", "--conversation", &id, "--store", &url], "")
+            .status
+            .success()
+    );
+}
+
 #[test]
-fn postgres_and_redis_outlive_the_process() {
-    for var in [
-        "CHATMEM_TEST_PG_URL",
-        "CHATMEM_TEST_MYSQL_URL",
-        "CHATMEM_TEST_REDIS_URL",
-        "CHATMEM_TEST_REDIS_CLUSTER_URL",
-    ] {
-        let Ok(url) = std::env::var(var) else {
-            {
-                // Written to stderr directly: libtest captures eprintln! output of passing tests.
-                use std::io::Write as _;
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "skipping: {var} not set (start the server and set it to run this test)"
-                );
-            }
-            continue;
-        };
-        let id = format!("cli-restart-{}-{}", std::process::id(), var);
-        let out = chatmem(&["add", "--conversation", &id, "--store", &url], &conv("S U1 A1"));
-        assert!(out.status.success(), "{var}: {}", String::from_utf8_lossy(&out.stderr));
-        let got = ok_json(&["get", "--conversation", &id, "--store", &url], "");
-        assert_eq!(roles(&got), ["system", "user", "assistant"], "{var}");
-        assert!(
-            chatmem(&["clear", "--conversation", &id, "--store", &url], "")
-                .status
-                .success()
-        );
-    }
+#[ignore = "needs CHATMEM_TEST_PG_URL"]
+fn postgres_outlives_the_process() {
+    a_server_store_outlives_the_process(POSTGRES);
+}
+
+#[test]
+#[ignore = "needs CHATMEM_TEST_MYSQL_URL"]
+fn mysql_outlives_the_process() {
+    a_server_store_outlives_the_process(MYSQL);
+}
+
+#[test]
+#[ignore = "needs CHATMEM_TEST_REDIS_URL"]
+fn redis_outlives_the_process() {
+    a_server_store_outlives_the_process(REDIS);
+}
+
+#[test]
+#[ignore = "needs CHATMEM_TEST_REDIS_CLUSTER_URL"]
+fn redis_cluster_outlives_the_process() {
+    a_server_store_outlives_the_process(REDIS_CLUSTER);
 }
 
 #[test]
@@ -289,20 +243,6 @@ fn an_unreachable_server_is_one_clear_line_without_the_password() {
             "{url}: the server is named once: {err}"
         );
     }
-}
-
-/// Runs `chatmem` with stdout going to `stdout` (a file such as /dev/full, or a pipe).
-fn chatmem_to(args: &[&str], stdin: &str, stdout: Stdio) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_chatmem"))
-        .args(args)
-        .env_remove("CHATMEM_STORE")
-        .stdin(Stdio::piped())
-        .stdout(stdout)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn chatmem");
-    let _ = child.stdin.take().expect("stdin").write_all(stdin.as_bytes());
-    child.wait_with_output().expect("wait")
 }
 
 #[test]
@@ -374,41 +314,22 @@ fn control_characters_in_input_are_escaped_in_errors() {
 
 #[test]
 fn summary_flags_are_checked_before_anything_runs() {
-    // serve: requests name their own model, so the summary model must be named.
-    fails(&["serve", "--store", "memory:", "--summarize"], "", "--summary-model");
-    fails(
-        &["serve", "--store", "memory:", "--summarize", "--summary-model", "m"],
-        "",
-        "--upstream-base-url",
-    );
-    // The summary flags mean nothing without --summarize.
-    fails(
-        &[
-            "chat",
-            "--conversation",
-            "c",
-            "--store",
-            "memory:",
-            "--summary-model",
-            "m",
-        ],
-        "",
-        "--summarize",
-    );
-    fails(
-        &[
-            "chat",
-            "--conversation",
-            "c",
-            "--store",
-            "memory:",
-            "--summarize",
-            "--summary-max-tokens",
-            "0",
-        ],
-        "",
-        "at least 1",
-    );
+    for (args, needle) in [
+        // serve: requests name their own model, so the summary model must be named.
+        ("serve --store memory: --summarize", "--summary-model"),
+        (
+            "serve --store memory: --summarize --summary-model m",
+            "--upstream-base-url",
+        ),
+        // The summary flags mean nothing without --summarize.
+        ("chat --conversation c --store memory: --summary-model m", "--summarize"),
+        (
+            "chat --conversation c --store memory: --summarize --summary-max-tokens 0",
+            "at least 1",
+        ),
+    ] {
+        fails(&words(args), "", needle);
+    }
 }
 
 /// Every command with a window policy takes the whole `PolicySpec`: `serve`'s flags are the

@@ -1,5 +1,5 @@
 //! The advisor with the real `chatmem-openai` client against a real HTTP server on loopback
-//! (see `support`), asserting the exact messages each request carried.
+//! (`chatmem_test::upstream`), asserting the exact messages each request carried.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,6 +33,28 @@ fn turn(user: &str) -> TurnRequest {
     TurnRequest::user(user).with_system(SYSTEM)
 }
 
+/// The after-sale conversation after its two turns, both answered.
+const SEED_003: [(Role, &str); 5] = [
+    (Role::System, SYSTEM),
+    (Role::User, TURN1),
+    (Role::Assistant, ANSWER1),
+    (Role::User, TURN2),
+    (Role::Assistant, ANSWER2),
+];
+
+/// The first `n` messages of [`SEED_003`] as [`texts`] gives stored ones.
+fn seed_stored(n: usize) -> Vec<(Role, String)> {
+    SEED_003[..n].iter().map(|(r, t)| (*r, t.to_string())).collect()
+}
+
+/// The first `n` messages of [`SEED_003`] as `roles_and_texts` gives a request's.
+fn seed_sent(n: usize) -> Vec<(String, String)> {
+    SEED_003[..n]
+        .iter()
+        .map(|(r, t)| (r.as_str().to_string(), t.to_string()))
+        .collect()
+}
+
 fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
     v.iter().map(|(r, t)| (r.to_string(), t.to_string())).collect()
 }
@@ -62,24 +84,13 @@ async fn seed_003_second_turn_sends_the_order_number_from_memory() {
 
     let requests = server.requests();
     assert_eq!(requests.len(), 2);
-    assert_eq!(
-        roles_and_texts(&requests[0]),
-        pairs(&[("system", SYSTEM), ("user", TURN1)])
-    );
+    assert_eq!(roles_and_texts(&requests[0]), seed_sent(2));
     let sent = roles_and_texts(&requests[1]);
     eprintln!(
         "turn 2 request body:\n{}",
         serde_json::to_string_pretty(&requests[1]).unwrap()
     );
-    assert_eq!(
-        sent,
-        pairs(&[
-            ("system", SYSTEM),
-            ("user", TURN1),
-            ("assistant", ANSWER1),
-            ("user", TURN2)
-        ])
-    );
+    assert_eq!(sent, seed_sent(4));
     // The order number reaches turn 2 only through memory: not in the system prompt, not in
     // turn 2's own text.
     assert!(!SYSTEM.contains(ORDER));
@@ -89,16 +100,7 @@ async fn seed_003_second_turn_sends_the_order_number_from_memory() {
     assert_eq!(requests[1]["stream"], false);
 
     let stored = advisor.memory().get(&conv).await.unwrap();
-    assert_eq!(
-        texts(&stored),
-        vec![
-            (Role::System, SYSTEM.to_string()),
-            (Role::User, TURN1.to_string()),
-            (Role::Assistant, ANSWER1.to_string()),
-            (Role::User, TURN2.to_string()),
-            (Role::Assistant, ANSWER2.to_string()),
-        ]
-    );
+    assert_eq!(texts(&stored), seed_stored(5));
     // Two turns, two commits: each turn is one batch.
     assert_eq!(version(advisor.memory(), &conv).await, 2);
 }
@@ -173,12 +175,7 @@ async fn a_failed_call_leaves_memory_unchanged_and_a_retry_sends_the_question_on
     assert_eq!(advisor.memory().load(&conv).await.unwrap(), before);
 
     advisor.call(&conv, turn(TURN2)).await.unwrap();
-    let expected = pairs(&[
-        ("system", SYSTEM),
-        ("user", TURN1),
-        ("assistant", ANSWER1),
-        ("user", TURN2),
-    ]);
+    let expected = seed_sent(4);
     assert_eq!(roles_and_texts(&server.requests()[1]), expected);
     assert_eq!(roles_and_texts(&server.requests()[2]), expected);
     assert_eq!(advisor.memory().get(&conv).await.unwrap().len(), 5);
@@ -199,15 +196,7 @@ async fn eager_mode_keeps_one_unanswered_question_and_a_retry_does_not_repeat_it
 
     advisor.call(&conv, turn(TURN2)).await.unwrap_err();
     let after_failure = advisor.memory().get(&conv).await.unwrap();
-    assert_eq!(
-        texts(&after_failure),
-        vec![
-            (Role::System, SYSTEM.to_string()),
-            (Role::User, TURN1.to_string()),
-            (Role::Assistant, ANSWER1.to_string()),
-            (Role::User, TURN2.to_string()),
-        ]
-    );
+    assert_eq!(texts(&after_failure), seed_stored(4));
 
     // A second failure of the same question does not store it again either.
     advisor.call(&conv, turn(TURN2)).await.unwrap_err();
@@ -215,12 +204,7 @@ async fn eager_mode_keeps_one_unanswered_question_and_a_retry_does_not_repeat_it
 
     let answered = advisor.call(&conv, turn(TURN2)).await.unwrap();
     assert_eq!(answered.text(), ANSWER2);
-    let expected = pairs(&[
-        ("system", SYSTEM),
-        ("user", TURN1),
-        ("assistant", ANSWER1),
-        ("user", TURN2),
-    ]);
+    let expected = seed_sent(4);
     for r in &server.requests()[1..] {
         assert_eq!(roles_and_texts(r), expected, "the question must be sent exactly once");
     }
@@ -262,15 +246,7 @@ async fn a_new_sqlite_store_on_the_same_file_continues_the_conversation() {
     advisor.call(&conv, turn(TURN2)).await.unwrap();
 
     let sent = roles_and_texts(&server.requests()[1]);
-    assert_eq!(
-        sent,
-        pairs(&[
-            ("system", SYSTEM),
-            ("user", TURN1),
-            ("assistant", ANSWER1),
-            ("user", TURN2)
-        ])
-    );
+    assert_eq!(sent, seed_sent(4));
     assert!(sent[1].1.contains(ORDER));
     assert_eq!(advisor.memory().get(&conv).await.unwrap().len(), 5);
     drop(advisor);
@@ -446,15 +422,7 @@ async fn streaming_yields_deltas_and_commits_the_joined_answer() {
 
     let sent = server.last_request();
     assert_eq!(sent["stream"], true);
-    assert_eq!(
-        roles_and_texts(&sent),
-        pairs(&[
-            ("system", SYSTEM),
-            ("user", TURN1),
-            ("assistant", ANSWER1),
-            ("user", TURN2)
-        ])
-    );
+    assert_eq!(roles_and_texts(&sent), seed_sent(4));
     let stored = advisor.memory().get(&conv).await.unwrap();
     assert_eq!(stored.len(), 5);
     assert!(matches!(
@@ -557,11 +525,8 @@ async fn other_http_failures_map_to_their_kinds() {
         let err = advisor.call(&conv, turn(TURN1)).await.unwrap_err();
         assert_eq!(err.model_error().map(|e| e.kind()), Some(kind));
     }
-    // Nothing listens on a port just freed: a connection failure.
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    // Nothing listens on a free port: a connection failure.
+    let port = chatmem_test::loopback::free_port();
     let closed = chatmem_openai::OpenAiModel::builder()
         .base_url(format!("http://127.0.0.1:{port}/v1"))
         .model("m")

@@ -2,30 +2,31 @@
 //! `chatmem serve`: `npm test` there compiles it and runs its tests with Node's test runner
 //! (the typed client checked against `/openapi.json`, the LangChain.js history in the
 //! after-sale scenario, two writer processes, tenants, errors), each test file starting its
-//! own server from `CHATMEM_BIN`, over SQLite and, with `CHATMEM_TEST_PG_URL`, PostgreSQL.
+//! own server from `CHATMEM_BIN`, over SQLite and PostgreSQL.
 //!
-//! It needs `CHATMEM_TEST_NODE` (a node binary, as `.ci/run` sets it) and the package's
-//! dependencies (`npm ci` in `clients/typescript`); without them it says so and skips.
+//! It needs `CHATMEM_TEST_NODE` (a node binary, as `.ci/run` sets it), the package's
+//! dependencies (`npm ci` in `clients/typescript`) and `CHATMEM_TEST_PG_URL`; without the
+//! variables it is ignored.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-fn package_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/typescript")
-}
+use crate::support::{POSTGRES, repo_path};
 
 #[test]
+#[ignore = "needs CHATMEM_TEST_NODE and CHATMEM_TEST_PG_URL"]
 fn npm_test_passes_against_this_build() {
-    let Some(node) = std::env::var_os("CHATMEM_TEST_NODE") else {
-        eprintln!("skipping: CHATMEM_TEST_NODE not set (a node binary; and `npm ci` in clients/typescript)");
-        return;
-    };
-    let dir = package_dir();
-    if !dir.join("node_modules").is_dir() {
-        eprintln!("skipping: clients/typescript/node_modules is missing (run `npm ci` in clients/typescript)");
-        return;
-    }
+    let node = chatmem_test::required_env(
+        "CHATMEM_TEST_NODE",
+        "name a node binary (after `npm ci` in clients/typescript)",
+    );
+    let pg_url = POSTGRES.url();
+    let dir = repo_path("clients/typescript");
+    assert!(
+        dir.join("node_modules").is_dir(),
+        "CHATMEM_TEST_NODE is set but clients/typescript/node_modules is missing: run `npm ci` in clients/typescript"
+    );
     // npm, and the `node` that `npm test` runs, from the directory of CHATMEM_TEST_NODE first.
     let node_dir = Path::new(&node).parent().map(Path::to_path_buf).unwrap_or_default();
     let mut path = OsString::from(node_dir.as_os_str());
@@ -43,11 +44,8 @@ fn npm_test_passes_against_this_build() {
         .env("PATH", path)
         .env("CHATMEM_BIN", env!("CARGO_BIN_EXE_chatmem"))
         .env_remove("CHATMEM_URL")
-        .env_remove("CHATMEM_TOKEN");
-    match std::env::var_os("CHATMEM_TEST_PG_URL") {
-        Some(url) => command.env("CHATMEM_TEST_PG_URL", url),
-        None => command.env_remove("CHATMEM_TEST_PG_URL"),
-    };
+        .env_remove("CHATMEM_TOKEN")
+        .env("CHATMEM_TEST_PG_URL", pg_url);
     let output = command.output().expect("run npm test in clients/typescript");
     assert!(
         output.status.success(),

@@ -15,16 +15,17 @@
 //!
 //! The interpreters come from the environment, as `.ci/run` sets them: `CHATMEM_TEST_PYTHON`
 //! (the venv's python that `bash examples/python/setup.sh` prints) and `CHATMEM_TEST_NODE` (a
-//! node binary; `npm ci` in `examples/node` first). Without them a test says so and skips.
+//! node binary; `npm ci` in `examples/node` first); without them the tests are ignored.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::PathBuf;
+use std::process::Output;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use chatmem_test::loopback::free_port;
 use chatmem_test::upstream::{Canned, MockUpstream, Reply};
 use serde_json::{Map, Value, json};
+
+use crate::support::{Serve, examples_python, repo_path};
 
 const ORDER: &str = "LC202610060018";
 
@@ -225,10 +226,6 @@ struct Outcome {
     history: (u16, Value),
 }
 
-fn repo_path(relative: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(relative)
-}
-
 async fn run_script(client: &Client, base_url: &str) -> Output {
     let run = tokio::process::Command::new(&client.program)
         .arg(&client.script)
@@ -276,28 +273,22 @@ async fn exercise(client: &Client) -> Outcome {
 
     let dir = tempfile::tempdir().expect("tempdir");
     let store = format!("sqlite:{}", dir.path().join("clients.db").display());
-    let port = free_port();
-    let server = Command::new(env!("CARGO_BIN_EXE_chatmem"))
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--store", &store])
-        .args(client.policy)
-        .args(["--upstream-base-url", &upstream.base_url])
-        .env("CHATMEM_UPSTREAM_API_KEY", "test-key")
-        .env_remove("CHATMEM_STORE")
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn chatmem serve");
-    let base = format!("http://127.0.0.1:{port}");
+    let server = Serve::start(
+        &[
+            &["--store", &store][..],
+            client.policy,
+            &["--upstream-base-url", &upstream.base_url],
+        ]
+        .concat(),
+        |command| {
+            command
+                .env("CHATMEM_UPSTREAM_API_KEY", "test-key")
+                .env_remove("RUST_LOG");
+        },
+    )
+    .await;
+    let base = &server.base;
     let http = reqwest::Client::new();
-    let started = Instant::now();
-    while http.get(format!("{base}/healthz")).send().await.is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "chatmem serve did not come up"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 
     let through_out = run_script(client, &format!("{base}/v1")).await;
     let through = upstream.take();
@@ -313,12 +304,7 @@ async fn exercise(client: &Client) -> Outcome {
     let status = r.status().as_u16();
     let history = r.json().await.unwrap_or(Value::Null);
 
-    let kill = Command::new("kill")
-        .args(["-TERM", &server.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(kill.success());
-    let out = server.wait_with_output().expect("wait");
+    let out = server.stop();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 
     Outcome {
@@ -615,24 +601,15 @@ fn control_without_memory(o: &Outcome) {
     assert!(answers[1..].iter().all(|a| !a.contains(ORDER)), "{answers:?}");
 }
 
-fn python() -> Option<PathBuf> {
-    let python = std::env::var_os("CHATMEM_TEST_PYTHON");
-    if python.is_none() {
-        eprintln!(
-            "skipping: CHATMEM_TEST_PYTHON not set (the python of the venv `bash examples/python/setup.sh` prints)"
-        );
-    }
-    python.map(PathBuf::from)
-}
-
 // ---------------------------------------------------------------------------------------------
 // The clients
 
 /// Python `openai`: `client.chat.completions.parse(response_format=AfterSaleAnswer)` on three
 /// turns, each sending the system message and the new user message only.
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_PYTHON"]
 async fn python_openai_parse_gets_structured_answers_with_memory() {
-    let Some(program) = python() else { return };
+    let program = examples_python();
     let client = Client {
         name: "examples/python/aftersale_parse.py",
         program,
@@ -672,8 +649,9 @@ async fn python_openai_parse_gets_structured_answers_with_memory() {
 /// whole conversation on every call. Under a window of 6 (with `keep-history`), the last call
 /// carries 8 messages from the client and must reach the upstream as the window of 4.
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_PYTHON"]
 async fn langchain_resends_everything_and_the_upstream_gets_the_window() {
-    let Some(program) = python() else { return };
+    let program = examples_python();
     let client = Client {
         name: "examples/python/aftersale_langchain.py",
         program,
@@ -708,11 +686,12 @@ async fn langchain_resends_everything_and_the_upstream_gets_the_window() {
 /// Node `openai`: a `developer` message and the order, then a streamed turn with only the new
 /// message (`stream_options.include_usage`), then the developer message again with a question.
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_NODE"]
 async fn node_openai_gets_memory_plain_and_streaming() {
-    let Some(program) = std::env::var_os("CHATMEM_TEST_NODE") else {
-        eprintln!("skipping: CHATMEM_TEST_NODE not set (a node binary, after `npm ci` in examples/node)");
-        return;
-    };
+    let program = chatmem_test::required_env(
+        "CHATMEM_TEST_NODE",
+        "name a node binary (after `npm ci` in examples/node)",
+    );
     assert!(
         repo_path("examples/node/node_modules/openai/package.json").exists(),
         "CHATMEM_TEST_NODE is set but examples/node/node_modules has no openai: run `npm ci` in examples/node"

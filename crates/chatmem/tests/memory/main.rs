@@ -1,0 +1,11 @@
+//! The core crate's integration tests, one binary: `ChatMemory` over the in-memory store, late
+//! summaries, property tests of the window contract, and the fuzz targets' checks with every
+//! input the fuzzers found.
+
+mod chat_memory;
+mod fuzz_smoke;
+mod late_summaries;
+mod window_props;
+
+// proptest keeps the failures it saves for a module here in
+// `tests/proptest-regressions/<module>.txt` (its default beside a `main.rs`) and replays them first.
