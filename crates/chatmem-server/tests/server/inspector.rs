@@ -1,5 +1,5 @@
-//! What the inspector's tests (`ui`, `ui_browser`) share: a server on loopback that
-//! keeps history, and the seed conversation.
+//! What the inspector's tests (`ui`, `ui_browser`) share: a memory that keeps history (served
+//! on loopback for the browser), and the seed conversation.
 
 use std::sync::Arc;
 
@@ -7,20 +7,21 @@ use chatmem::{ChatMemory, InMemoryStore, Retention, Store, WindowPolicy};
 use chatmem_server::{ServerConfig, app};
 use serde_json::Value;
 
-/// `memory` served on a free loopback port; its base URL.
-pub(crate) async fn serve_memory(memory: ChatMemory<Arc<dyn Store>>, config: ServerConfig) -> String {
-    chatmem_test::loopback::serve(app(memory, config)).await.url()
-}
-
-/// A server keeping history with a window of `max_messages`; its base URL.
-pub(crate) async fn serve(max_messages: usize, config: ServerConfig) -> String {
+/// A memory keeping history with a window of `max_messages`.
+pub(crate) fn memory(max_messages: usize) -> ChatMemory<Arc<dyn Store>> {
     let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
-    let memory = ChatMemory::builder(store)
+    ChatMemory::builder(store)
         .policy(WindowPolicy::messages(max_messages))
         .retention(Retention::KeepHistory)
         .build()
-        .expect("valid memory settings");
-    serve_memory(memory, config).await
+        .expect("valid memory settings")
+}
+
+/// [`memory`] served on a free loopback port, for a browser; its base URL.
+pub(crate) async fn serve(max_messages: usize, config: ServerConfig) -> String {
+    chatmem_test::loopback::serve(app(memory(max_messages), config))
+        .await
+        .url()
 }
 
 /// The seed conversation (examples/aftersale.json): the order number, a tool call, a new

@@ -1,8 +1,7 @@
 //! A slow summary model does not cost REST turns: the store timeout
 //! bounds store calls only, a turn waits for its summary at most the summarizer's wait, and a
 //! late summary is counted as the summary's, not the store's.
-
-use crate::requests::{get_json, get_text};
+//! Driven in process (`chatmem_test::app`): what is checked is the handlers and the memory, not a socket.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,6 +11,7 @@ use chatmem::{
     WindowPolicy,
 };
 use chatmem_server::{Limits, ServerConfig, app};
+use chatmem_test::app::App;
 use serde_json::{Value, json};
 
 /// A summary model that answers after `delay` (longer than the server's store timeout).
@@ -30,10 +30,6 @@ impl ChatModel for Slow {
             finish_reason: None,
         })
     }
-}
-
-async fn serve(memory: ChatMemory<Arc<dyn Store>>, config: ServerConfig) -> String {
-    chatmem_test::loopback::serve(app(memory, config)).await.url()
 }
 
 fn sample(metrics: &str, series: &str) -> f64 {
@@ -62,39 +58,33 @@ async fn a_summary_model_slower_than_the_store_timeout_loses_no_turn() {
         },
         ..ServerConfig::default()
     };
-    let base = serve(memory, config).await;
-    let http = reqwest::Client::new();
-    let url = format!("{base}/v1/conversations/slow-summary/messages");
+    let server = App::new(app(memory, config));
+    let url = "/v1/conversations/slow-summary/messages";
 
     // Every turn from the second on evicts; each must commit although the summary model
     // takes three store timeouts to answer.
     for turn in 0..4 {
-        let r = http
-            .post(&url)
-            .json(&json!({"messages": [
-                {"role": "user", "content": format!("turn {turn}: order LC202610060018")},
-                {"role": "assistant", "content": "noted"},
-            ]}))
-            .send()
-            .await
-            .expect("post");
-        let status = r.status();
-        let body: Value = r.json().await.expect("json");
-        assert_eq!(status, 200, "turn {turn}: {body}");
+        let body = json!({"messages": [
+            {"role": "user", "content": format!("turn {turn}: order LC202610060018")},
+            {"role": "assistant", "content": "noted"},
+        ]});
+        let r = server.post_json(url, None, &body).await;
+        assert_eq!(r.status, 200, "turn {turn}: {}", r.text());
     }
-    let history = get_json(&http, format!("{base}/v1/conversations/slow-summary/history")).await;
+    let history = server.get("/v1/conversations/slow-summary/history", None).await.json();
     let stored = history["messages"].as_array().map_or(0, Vec::len);
     assert_eq!(stored, 8, "every turn is stored (none summarized yet): {history}");
 
     // The late summary lands in a later commit once the model has answered.
     tokio::time::sleep(Duration::from_millis(1700)).await;
-    let r = http
-        .post(&url)
-        .json(&json!({"messages": [{"role": "user", "content": "can it be refunded?"}]}))
-        .send()
+    let window: Value = server
+        .post_json(
+            url,
+            None,
+            &json!({"messages": [{"role": "user", "content": "can it be refunded?"}]}),
+        )
         .await
-        .expect("post");
-    let window: Value = r.json().await.expect("json");
+        .json();
     let first = &window["messages"][0];
     assert_eq!(first["role"], "system", "{window}");
     assert!(
@@ -102,7 +92,7 @@ async fn a_summary_model_slower_than_the_store_timeout_loses_no_turn() {
         "{window}"
     );
 
-    let metrics = get_text(&http, format!("{base}/metrics")).await;
+    let metrics = server.get("/metrics", None).await.text();
     assert!(
         sample(&metrics, "chatmem_summaries_total{outcome=\"late\"}") >= 1.0,
         "{metrics}"

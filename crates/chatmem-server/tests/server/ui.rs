@@ -1,15 +1,16 @@
-//! The memory inspector (`/ui`) over real HTTP: what a page shows of a conversation
+//! The memory inspector (`/ui`), driven in process: what a page shows of a conversation
 //! (the window marked, the budget, the prompt), that message text is escaped, that tenants
 //! and read-only tokens hold on the pages as on the API, and the sign-in cookie.
 
-use crate::inspector::{seed_messages, serve, serve_memory};
-use crate::requests::get_json;
+use crate::inspector::{memory, seed_messages};
 
 use std::sync::Arc;
 
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode};
 use chatmem::{ChatMemory, InMemoryStore, Store, WindowPolicy};
-use chatmem_server::{Auth, ServerConfig};
-use reqwest::StatusCode;
+use chatmem_server::{Auth, ServerConfig, app};
+use chatmem_test::app::{Answer, App, request};
 use serde_json::{Value, json};
 
 const TOKEN_A: &str = "token-of-team-a-0001";
@@ -27,37 +28,55 @@ fn with_auth() -> ServerConfig {
     }
 }
 
-/// The seed 003 conversation (examples/aftersale.json), posted to `id`.
-async fn seed(http: &reqwest::Client, base: &str, id: &str, token: Option<&str>) {
-    let messages = seed_messages();
-    let mut request = http
-        .post(format!("{base}/v1/conversations/{id}/messages"))
-        .json(&json!({ "messages": messages }));
-    if let Some(token) = token {
-        request = request.bearer_auth(token);
-    }
-    let r = request.send().await.expect("post");
-    assert_eq!(r.status(), StatusCode::OK, "{}", r.text().await.unwrap_or_default());
+/// The inspector over a memory keeping history with a window of `max_messages`.
+fn inspector(max_messages: usize, config: ServerConfig) -> App {
+    App::new(app(memory(max_messages), config))
 }
 
-async fn page(http: &reqwest::Client, url: &str, token: Option<&str>) -> (StatusCode, String) {
-    let mut request = http.get(url);
-    if let Some(token) = token {
-        request = request.bearer_auth(token);
-    }
-    let r = request.send().await.expect("get");
-    let status = r.status();
-    let csp = r
-        .headers()
-        .get("content-security-policy")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
+/// The `authorization` header of `token`.
+fn bearer(token: &str) -> String {
+    format!("Bearer {token}")
+}
+
+/// `method uri` with the JSON `body`, as `token` (a bearer token) when given.
+async fn send_json(server: &App, method: Method, uri: &str, token: Option<&str>, body: &Value) -> Answer {
+    let auth = token.map(bearer);
+    let mut r = request(method, uri, auth.as_deref(), Body::from(body.to_string()));
+    r.headers_mut()
+        .insert("content-type", axum::http::HeaderValue::from_static("application/json"));
+    server.send(r).await
+}
+
+/// `DELETE uri` as `token`.
+async fn delete(server: &App, uri: &str, token: &str) -> Answer {
+    server
+        .send(request(Method::DELETE, uri, Some(&bearer(token)), Body::empty()))
+        .await
+}
+
+/// The seed 003 conversation (examples/aftersale.json), posted to `id`.
+async fn seed(server: &App, id: &str, token: Option<&str>) {
+    let body = json!({ "messages": seed_messages() });
+    let r = send_json(
+        server,
+        Method::POST,
+        &format!("/v1/conversations/{id}/messages"),
+        token,
+        &body,
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+}
+
+async fn page(server: &App, url: &str, token: Option<&str>) -> (StatusCode, String) {
+    let auth = token.map(bearer);
+    let r = server.get(url, auth.as_deref()).await;
+    let csp = r.header("content-security-policy").unwrap_or_default();
     assert!(
         csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"),
         "{url}: CSP {csp:?}"
     );
-    (status, r.text().await.expect("a body"))
+    (r.status, r.text())
 }
 
 /// The `<article>` of message `anchor` (`m3`, `system`): its opening tag and content.
@@ -72,13 +91,12 @@ fn article<'a>(html: &'a str, anchor: &str) -> &'a str {
 
 #[tokio::test]
 async fn the_page_marks_the_window_the_api_returns_and_dims_the_order_number_turn() {
-    let base = serve(4, ServerConfig::default()).await;
-    let http = reqwest::Client::new();
-    seed(&http, &base, "seed-003", None).await;
-    let window = get_json(&http, format!("{base}/v1/conversations/seed-003/messages")).await;
+    let server = inspector(4, ServerConfig::default());
+    seed(&server, "seed-003", None).await;
+    let window = server.get("/v1/conversations/seed-003/messages", None).await.json();
     let window = window["messages"].as_array().expect("messages").clone();
 
-    let (status, html) = page(&http, &format!("{base}/ui/conversations/seed-003"), None).await;
+    let (status, html) = page(&server, "/ui/conversations/seed-003", None).await;
     assert_eq!(status, StatusCode::OK);
     // The order-number turn (#3) left a window of 4; the last exchange is in it.
     assert!(
@@ -110,34 +128,27 @@ async fn the_page_marks_the_window_the_api_returns_and_dims_the_order_number_tur
     let unit = &html[html.find("<section class=\"unit\"").expect("a tool unit")..];
     assert!(unit[..unit.find("</section>").expect("end")].contains("result of call <code>call_1</code>"));
 
-    let (status, list) = page(&http, &format!("{base}/ui"), None).await;
+    let (status, list) = page(&server, "/ui", None).await;
     assert_eq!(status, StatusCode::OK);
     assert!(list.contains("href=\"/ui/conversations/seed-003\""));
 }
 
 #[tokio::test]
 async fn message_text_is_escaped_everywhere_it_is_shown() {
-    let base = serve(20, ServerConfig::default()).await;
-    let http = reqwest::Client::new();
+    let server = inspector(20, ServerConfig::default());
     let hostile = "<script>alert(1)</script><img src=x onerror=alert(2)>";
     let id = "<b>id</b>";
-    let r = http
-        .post(format!("{base}/v1/conversations/%3Cb%3Eid%3C%2Fb%3E/messages"))
-        .json(&json!({"messages": [
-            {"role": "system", "content": hostile},
-            {"role": "user", "content": hostile, "name": "x\"onmouseover=\"alert(3)"},
-            {"role": "assistant", "content": "ok", "reasoning_content": hostile},
-        ]}))
-        .send()
-        .await
-        .expect("post");
-    assert_eq!(r.status(), StatusCode::OK);
-    for url in [
-        format!("{base}/ui"),
-        format!("{base}/ui/conversations/%3Cb%3Eid%3C%2Fb%3E"),
-        format!("{base}/ui?prefix=%3Cb%3E"),
-    ] {
-        let (status, html) = page(&http, &url, None).await;
+    let body = json!({"messages": [
+        {"role": "system", "content": hostile},
+        {"role": "user", "content": hostile, "name": "x\"onmouseover=\"alert(3)"},
+        {"role": "assistant", "content": "ok", "reasoning_content": hostile},
+    ]});
+    let r = server
+        .post_json("/v1/conversations/%3Cb%3Eid%3C%2Fb%3E/messages", None, &body)
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    for url in ["/ui", "/ui/conversations/%3Cb%3Eid%3C%2Fb%3E", "/ui?prefix=%3Cb%3E"] {
+        let (status, html) = page(&server, url, None).await;
         assert_eq!(status, StatusCode::OK, "{url}");
         assert!(
             !html.contains("<script>alert") && !html.contains("<img src=x"),
@@ -146,7 +157,7 @@ async fn message_text_is_escaped_everywhere_it_is_shown() {
         assert!(!html.contains(id) && !html.contains("\"onmouseover"), "{url}");
         assert!(html.contains("&lt;b&gt;id&lt;/b&gt;"), "{url}: the id is shown as text");
     }
-    let (_, html) = page(&http, &format!("{base}/ui/conversations/%3Cb%3Eid%3C%2Fb%3E"), None).await;
+    let (_, html) = page(&server, "/ui/conversations/%3Cb%3Eid%3C%2Fb%3E", None).await;
     assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
     // The only scripts are the page's own.
     assert_eq!(html.matches("<script").count(), 1);
@@ -154,153 +165,111 @@ async fn message_text_is_escaped_everywhere_it_is_shown() {
 
 #[tokio::test]
 async fn tenants_and_read_only_tokens_hold_on_the_pages() {
-    let base = serve(20, with_auth()).await;
-    let http = reqwest::Client::new();
-    seed(&http, &base, "order-1", Some(TOKEN_A)).await;
-    let url = format!("{base}/ui/conversations/order-1");
+    let server = inspector(20, with_auth());
+    seed(&server, "order-1", Some(TOKEN_A)).await;
+    let url = "/ui/conversations/order-1";
 
-    let (status, html) = page(&http, &url, Some(TOKEN_A)).await;
+    let (status, html) = page(&server, url, Some(TOKEN_A)).await;
     assert_eq!(status, StatusCode::OK);
     assert!(
         html.contains("data-delete=\"/ui/conversations/order-1\""),
         "a writer may delete"
     );
     // Tenant B cannot open A's page: it is not there for B.
-    let (status, html) = page(&http, &url, Some(TOKEN_B)).await;
+    let (status, html) = page(&server, url, Some(TOKEN_B)).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert!(!html.contains("LC202610060018"));
-    let (_, list) = page(&http, &format!("{base}/ui"), Some(TOKEN_B)).await;
+    let (_, list) = page(&server, "/ui", Some(TOKEN_B)).await;
     assert!(!list.contains("order-1"), "B's list holds none of A's");
     // Without a token: the sign-in form, 401.
-    let (status, html) = page(&http, &url, None).await;
+    let (status, html) = page(&server, url, None).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     assert!(html.contains("id=\"signin\"") && !html.contains("LC202610060018"));
 
     // A read-only token sees the page, without the button, and cannot delete or write.
-    let (status, html) = page(&http, &url, Some(READER_A)).await;
+    let (status, html) = page(&server, url, Some(READER_A)).await;
     assert_eq!(status, StatusCode::OK);
     assert!(html.contains("LC202610060018") && !html.contains("data-delete"));
-    let r = http.delete(&url).bearer_auth(READER_A).send().await.expect("delete");
-    assert_eq!(r.status(), StatusCode::FORBIDDEN);
-    let body: Value = r.json().await.expect("the error shape");
+    let r = delete(&server, url, READER_A).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    let body = r.json();
     assert_eq!(body["error"]["code"], "read_only_token");
     for (method, path) in [
-        (reqwest::Method::DELETE, "/v1/conversations/order-1"),
-        (reqwest::Method::POST, "/v1/conversations/order-1/messages"),
+        (Method::DELETE, "/v1/conversations/order-1"),
+        (Method::POST, "/v1/conversations/order-1/messages"),
     ] {
-        let r = http
-            .request(method.clone(), format!("{base}{path}"))
-            .bearer_auth(READER_A)
-            .json(&json!({"messages": [{"role": "user", "content": "x"}]}))
-            .send()
-            .await
-            .expect("send");
-        assert_eq!(r.status(), StatusCode::FORBIDDEN, "{method} {path}");
+        let body = json!({"messages": [{"role": "user", "content": "x"}]});
+        let r = send_json(&server, method.clone(), path, Some(READER_A), &body).await;
+        assert_eq!(r.status, StatusCode::FORBIDDEN, "{method} {path}");
     }
     // B cannot delete A's conversation through the page either; A can.
-    let r = http.delete(&url).bearer_auth(TOKEN_B).send().await.expect("delete");
-    assert_eq!(r.status(), StatusCode::NOT_FOUND);
-    let r = http.delete(&url).bearer_auth(TOKEN_A).send().await.expect("delete");
-    assert_eq!(r.status(), StatusCode::NO_CONTENT);
-    assert_eq!(page(&http, &url, Some(TOKEN_A)).await.0, StatusCode::NOT_FOUND);
+    assert_eq!(delete(&server, url, TOKEN_B).await.status, StatusCode::NOT_FOUND);
+    assert_eq!(delete(&server, url, TOKEN_A).await.status, StatusCode::NO_CONTENT);
+    assert_eq!(page(&server, url, Some(TOKEN_A)).await.0, StatusCode::NOT_FOUND);
 }
 
 #[tokio::test]
 async fn signing_in_sets_a_strict_http_only_cookie_that_opens_the_pages() {
-    let base = serve(20, with_auth()).await;
-    let http = reqwest::Client::new();
-    seed(&http, &base, "order-1", Some(TOKEN_A)).await;
+    let server = inspector(20, with_auth());
+    seed(&server, "order-1", Some(TOKEN_A)).await;
 
-    let r = http
-        .post(format!("{base}/ui/sign-in"))
-        .json(&json!({"token": "not-a-token-of-ours"}))
-        .send()
-        .await
-        .expect("post");
-    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
-    assert!(r.headers().get("set-cookie").is_none());
+    let r = server
+        .post_json("/ui/sign-in", None, &json!({"token": "not-a-token-of-ours"}))
+        .await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    assert!(r.header("set-cookie").is_none());
 
-    let r = http
-        .post(format!("{base}/ui/sign-in"))
-        .json(&json!({"token": TOKEN_A}))
-        .send()
-        .await
-        .expect("post");
-    assert_eq!(r.status(), StatusCode::NO_CONTENT);
-    let cookie = r
-        .headers()
-        .get("set-cookie")
-        .and_then(|v| v.to_str().ok())
-        .expect("a cookie")
-        .to_owned();
+    let r = server.post_json("/ui/sign-in", None, &json!({"token": TOKEN_A})).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    let cookie = r.header("set-cookie").expect("a cookie").to_owned();
     for attribute in ["HttpOnly", "SameSite=Strict", "Path=/ui"] {
         assert!(cookie.contains(attribute), "{cookie}");
     }
     let pair = cookie.split(';').next().expect("name=value");
-    let r = http
-        .get(format!("{base}/ui/conversations/order-1"))
-        .header("cookie", pair)
-        .send()
-        .await
-        .expect("get");
-    assert_eq!(r.status(), StatusCode::OK);
+    let with_cookie = |uri: &str| {
+        Request::get(uri)
+            .header("cookie", pair)
+            .body(Body::empty())
+            .expect("a request")
+    };
+    let r = server.send(with_cookie("/ui/conversations/order-1")).await;
+    assert_eq!(r.status, StatusCode::OK);
     // The cookie opens the pages only, not the API.
-    let r = http
-        .get(format!("{base}/v1/conversations/order-1/messages"))
-        .header("cookie", pair)
-        .send()
-        .await
-        .expect("get");
-    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let r = server.send(with_cookie("/v1/conversations/order-1/messages")).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
     // A sign-in posted as a form (no preflight) is refused by the edge rules.
-    let r = http
-        .post(format!("{base}/ui/sign-in"))
+    let form = Request::post("/ui/sign-in")
         .header("content-type", "application/x-www-form-urlencoded")
-        .body(format!("token={TOKEN_A}"))
-        .send()
-        .await
-        .expect("post");
-    assert_eq!(r.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+        .body(Body::from(format!("token={TOKEN_A}")))
+        .expect("a request");
+    assert_eq!(server.send(form).await.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
 
-    let r = http
-        .post(format!("{base}/ui/sign-out"))
-        .json(&json!({}))
-        .send()
-        .await
-        .expect("post");
-    assert_eq!(r.status(), StatusCode::NO_CONTENT);
-    let cleared = r
-        .headers()
-        .get("set-cookie")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
+    let r = server.post_json("/ui/sign-out", None, &json!({})).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    let cleared = r.header("set-cookie").unwrap_or_default();
     assert!(cleared.contains("Max-Age=0"), "{cleared}");
 }
 
 #[tokio::test]
 async fn a_long_history_is_paged_and_the_list_filters_by_prefix() {
-    let base = serve(6, ServerConfig::default()).await;
-    let http = reqwest::Client::new();
+    let server = inspector(6, ServerConfig::default());
     let turns: Vec<Value> = (1..=1200)
         .map(|i| json!({"role": if i % 2 == 1 { "user" } else { "assistant" }, "content": format!("m{i}")}))
         .collect();
     for chunk in turns.chunks(600) {
-        let r = http
-            .post(format!("{base}/v1/conversations/long/messages"))
-            .json(&json!({ "messages": chunk }))
-            .send()
-            .await
-            .expect("post");
-        assert_eq!(r.status(), StatusCode::OK);
+        let r = server
+            .post_json("/v1/conversations/long/messages", None, &json!({ "messages": chunk }))
+            .await;
+        assert_eq!(r.status, StatusCode::OK);
     }
-    let (_, html) = page(&http, &format!("{base}/ui/conversations/long"), None).await;
+    let (_, html) = page(&server, "/ui/conversations/long", None).await;
     // The last page by default: the newest 500, the window among them, a link to earlier.
     assert!(html.contains("id=\"m1200\"") && html.contains("id=\"m701\"") && !html.contains("id=\"m700\""));
     assert!(
         html.contains("href=\"/ui/conversations/long?from=200\""),
         "the earlier page"
     );
-    let (_, first) = page(&http, &format!("{base}/ui/conversations/long?from=0"), None).await;
+    let (_, first) = page(&server, "/ui/conversations/long?from=0", None).await;
     assert!(first.contains("id=\"m1\"") && first.contains("id=\"m500\"") && !first.contains("id=\"m501\""));
     assert!(
         first.contains("href=\"/ui/conversations/long?from=500\""),
@@ -308,9 +277,9 @@ async fn a_long_history_is_paged_and_the_list_filters_by_prefix() {
     );
 
     for id in ["long-2", "lo", "other"] {
-        seed(&http, &base, id, None).await;
+        seed(&server, id, None).await;
     }
-    let (_, list) = page(&http, &format!("{base}/ui?prefix=lo"), None).await;
+    let (_, list) = page(&server, "/ui?prefix=lo", None).await;
     for (id, shown) in [("lo", true), ("long", true), ("long-2", true), ("other", false)] {
         assert_eq!(
             list.contains(&format!("href=\"/ui/conversations/{id}\"")),
@@ -328,14 +297,13 @@ async fn the_list_is_newest_first_with_last_update_and_expiry() {
         .ttl(std::time::Duration::from_secs(3600))
         .build()
         .expect("valid memory settings");
-    let base = serve_memory(memory, with_auth()).await;
-    let http = reqwest::Client::new();
+    let server = App::new(app(memory, with_auth()));
     for id in ["x", "y", "z", "x"] {
-        seed(&http, &base, id, Some(TOKEN_A)).await;
+        seed(&server, id, Some(TOKEN_A)).await;
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
-    seed(&http, &base, "w", Some(TOKEN_B)).await;
-    let (status, list) = page(&http, &format!("{base}/ui"), Some(TOKEN_A)).await;
+    seed(&server, "w", Some(TOKEN_B)).await;
+    let (status, list) = page(&server, "/ui", Some(TOKEN_A)).await;
     assert_eq!(status, StatusCode::OK);
     let at = |id: &str| {
         list.find(&format!("href=\"/ui/conversations/{id}\""))
@@ -361,9 +329,9 @@ async fn the_list_is_newest_first_with_last_update_and_expiry() {
     // A page at a time: the cursor holds the client's id, never the tenant's key.
     let page_one = {
         let mut rows = Vec::new();
-        let mut url = format!("{base}/ui");
+        let mut url = "/ui".to_owned();
         loop {
-            let (_, html) = page(&http, &url, Some(TOKEN_A)).await;
+            let (_, html) = page(&server, &url, Some(TOKEN_A)).await;
             assert!(
                 !html.contains("a%2F") && !html.contains("cursor=a/"),
                 "no tenant key in {html}"
@@ -377,16 +345,11 @@ async fn the_list_is_newest_first_with_last_update_and_expiry() {
                 break;
             };
             let rest = &html[at + "rel=\"next\" href=\"".len()..];
-            url = format!("{base}{}", rest[..rest.find('"').expect("end")].replace("&amp;", "&"));
+            url = rest[..rest.find('"').expect("end")].replace("&amp;", "&");
         }
         rows
     };
     assert_eq!(page_one.len(), 3);
-    let r = http
-        .get(format!("{base}/ui?cursor=not-a-cursor"))
-        .bearer_auth(TOKEN_A)
-        .send()
-        .await
-        .expect("get");
-    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let r = server.get("/ui?cursor=not-a-cursor", Some(&bearer(TOKEN_A))).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
 }
