@@ -2,6 +2,9 @@
 //! a rebound DNS name (`Host: evil.example`) reads nothing without auth, a cross-site `Origin`
 //! is refused unless listed (and a listed one gets CORS), and a `POST` that is not declared
 //! JSON (a page's preflight-free `text/plain` write) is refused with 415 and changes nothing.
+//!
+//! Over a real loopback port on purpose: the `Host` and `Origin` headers a browser puts on the wire
+//! are what is checked, as the HTTP client writes them.
 
 use crate::requests::get_json;
 
