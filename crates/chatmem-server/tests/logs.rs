@@ -1,6 +1,7 @@
 //! The server's log lines: every request answered at `info` in a span
 //! naming its id, method and route template; a store failure at `warn`/`error` in the same
-//! span, so the `request_id` of an error body finds it; never a conversation id.
+//! span, so the `request_id` of an error body finds it; never a conversation id. Driven in
+//! process (`chatmem_test::app`): the spans are the router's, not the listener's.
 //!
 //! A binary of its own: tracing's callsite interest cache is process-wide, so other tests'
 //! spans and subscribers in the same process could change what this one captures.
@@ -10,6 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use chatmem::{ChatMemory, Store};
 use chatmem_server::{ServerConfig, app};
+use chatmem_test::app::App;
 use serde_json::Value;
 
 /// Log output kept in memory.
@@ -46,19 +48,12 @@ async fn store_failures_are_logged_with_the_request_id_and_without_the_id() {
     let _guard = tracing::subscriber::set_default(subscriber);
 
     let store: Arc<dyn Store> = Arc::new(chatmem_test::FailingStore::broken());
-    let addr = chatmem_test::loopback::serve(app(ChatMemory::new(store), ServerConfig::default()))
-        .await
-        .addr;
-    let http = reqwest::Client::new();
+    let server = App::new(app(ChatMemory::new(store), ServerConfig::default()));
     let mut failures = Vec::new();
     for (id, status, level) in [("user-down-5a1c", 503, "WARN"), ("user-corrupt-77e0", 500, "ERROR")] {
-        let r = http
-            .get(format!("http://{addr}/v1/conversations/{id}/messages"))
-            .send()
-            .await
-            .expect("get");
-        assert_eq!(r.status(), status, "{id}");
-        let body: Value = r.json().await.expect("json");
+        let r = server.get(&format!("/v1/conversations/{id}/messages"), None).await;
+        assert_eq!(r.status, status, "{id}");
+        let body: Value = r.json();
         let request_id = body["error"]["request_id"].as_str().expect("a request id").to_owned();
         failures.push((id, request_id, status, level));
     }
