@@ -51,7 +51,7 @@ async fn store_failures_are_logged_with_the_request_id_and_without_the_id() {
     let server = App::new(app(ChatMemory::new(store), ServerConfig::default()));
     let mut failures = Vec::new();
     for (id, status, level) in [("user-down-5a1c", 503, "WARN"), ("user-corrupt-77e0", 500, "ERROR")] {
-        let r = server.get(&format!("/v1/conversations/{id}/messages"), None).await;
+        let r = server.get(&format!("/v1/conversations/{id}/messages")).await;
         assert_eq!(r.status, status, "{id}");
         let body: Value = r.json();
         let request_id = body["error"]["request_id"].as_str().expect("a request id").to_owned();

@@ -5,15 +5,18 @@
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::http::{HeaderMap, Method, Request, StatusCode};
+use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
+use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode};
 use futures_util::StreamExt as _;
 use serde_json::Value;
 use tower::ServiceExt as _;
 
-/// A router (e.g. `chatmem_server::app(memory, config)`) and the requests sent to it.
+/// A router (e.g. `chatmem_server::app(memory, config)`) and the requests sent to it, each
+/// with the `authorization` header this handle carries (none for [`App::new`]).
 #[derive(Clone, Debug)]
 pub struct App {
     router: Router,
+    authorization: Option<HeaderValue>,
 }
 
 /// An answer read to its end: status, headers and body.
@@ -43,15 +46,48 @@ impl Answer {
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
+
+    /// The one error shape's `code`, after checking the rest of the shape: a non-empty
+    /// `message`, the 16-character `request_id` that the `x-request-id` header repeats.
+    pub fn error_code(&self) -> String {
+        let body = self.json();
+        let error = &body["error"];
+        assert!(error["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
+        let id = error["request_id"].as_str().unwrap_or_default();
+        assert_eq!(id.len(), 16, "{body}");
+        assert_eq!(self.header("x-request-id"), Some(id), "{body}");
+        error["code"]
+            .as_str()
+            .unwrap_or_else(|| panic!("an error code: {body}"))
+            .to_owned()
+    }
 }
 
 impl App {
-    /// The harness for `router`.
+    /// The harness for `router`, sending no `authorization` header.
     pub fn new(router: Router) -> Self {
-        Self { router }
+        Self {
+            router,
+            authorization: None,
+        }
     }
 
-    /// Sends `request` and reads the whole answer.
+    /// This app, as the bearer of `token`: every request carries `authorization: Bearer token`.
+    pub fn as_bearer(&self, token: &str) -> Self {
+        self.with_authorization(&format!("Bearer {token}"))
+    }
+
+    /// This app with `value`, as it is (a malformed one included), as every request's
+    /// `authorization` header.
+    pub fn with_authorization(&self, value: &str) -> Self {
+        Self {
+            router: self.router.clone(),
+            authorization: Some(HeaderValue::from_str(value).expect("a header value")),
+        }
+    }
+
+    /// Sends `request` (with this handle's `authorization` unless it has its own) and reads
+    /// the whole answer.
     pub async fn send(&self, request: Request<Body>) -> Answer {
         let (parts, body) = self.respond(request).await;
         let body = axum::body::to_bytes(body, usize::MAX).await.expect("a body");
@@ -74,7 +110,10 @@ impl App {
     }
 
     /// The router's answer to `request`, its head and its unread body.
-    async fn respond(&self, request: Request<Body>) -> (axum::http::response::Parts, Body) {
+    async fn respond(&self, mut request: Request<Body>) -> (axum::http::response::Parts, Body) {
+        if let Some(value) = &self.authorization {
+            request.headers_mut().entry(AUTHORIZATION).or_insert(value.clone());
+        }
         let response = self
             .router
             .clone()
@@ -84,27 +123,40 @@ impl App {
         response.into_parts()
     }
 
-    /// `GET uri`, with the `authorization` header `bearer` when given.
-    pub async fn get(&self, uri: &str, bearer: Option<&str>) -> Answer {
-        self.send(request(Method::GET, uri, bearer, Body::empty())).await
+    /// `GET uri`.
+    pub async fn get(&self, uri: &str) -> Answer {
+        self.send(request(Method::GET, uri, Body::empty())).await
     }
 
-    /// `POST uri` with the JSON `body`, with the `authorization` header `bearer` when given.
-    pub async fn post_json(&self, uri: &str, bearer: Option<&str>, body: &Value) -> Answer {
-        let mut r = request(Method::POST, uri, bearer, Body::from(body.to_string()));
-        r.headers_mut().insert(
-            axum::http::header::CONTENT_TYPE,
-            axum::http::HeaderValue::from_static("application/json"),
-        );
-        self.send(r).await
+    /// `DELETE uri`.
+    pub async fn delete(&self, uri: &str) -> Answer {
+        self.send(request(Method::DELETE, uri, Body::empty())).await
+    }
+
+    /// `POST uri` with the JSON `body`.
+    pub async fn post_json(&self, uri: &str, body: &Value) -> Answer {
+        self.send_json(Method::POST, uri, body).await
+    }
+
+    /// `method uri` with the JSON `body`.
+    pub async fn send_json(&self, method: Method, uri: &str, body: &Value) -> Answer {
+        self.send(json_request(method, uri, body)).await
     }
 }
 
-/// A request for `method` and `uri` with `body`, and `authorization: bearer` when given.
-pub fn request(method: Method, uri: &str, bearer: Option<&str>, body: Body) -> Request<Body> {
-    let mut builder = Request::builder().method(method).uri(uri);
-    if let Some(bearer) = bearer {
-        builder = builder.header("authorization", bearer);
-    }
-    builder.body(body).expect("a valid method, uri and header")
+/// A request for `method` and `uri` with `body` and no headers.
+pub fn request(method: Method, uri: &str, body: Body) -> Request<Body> {
+    Request::builder()
+        .method(method)
+        .uri(uri)
+        .body(body)
+        .unwrap_or_else(|e| panic!("a valid method and uri ({uri}): {e}"))
+}
+
+/// A request for `method` and `uri` with the JSON `body` and its `content-type`.
+pub fn json_request(method: Method, uri: &str, body: &Value) -> Request<Body> {
+    let mut r = request(method, uri, Body::from(body.to_string()));
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
 }

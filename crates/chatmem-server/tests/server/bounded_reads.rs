@@ -21,12 +21,12 @@ async fn serve(config: ServerConfig) -> App {
 }
 
 async fn post(app: &App, url: &str, body: Value) -> (u16, Value) {
-    let r = app.post_json(url, None, &body).await;
+    let r = app.post_json(url, &body).await;
     (r.status.as_u16(), r.json())
 }
 
 async fn get(app: &App, url: &str) -> (u16, Value) {
-    let r = app.get(url, None).await;
+    let r = app.get(url).await;
     (r.status.as_u16(), r.json())
 }
 

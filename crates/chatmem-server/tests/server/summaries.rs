@@ -68,10 +68,10 @@ async fn a_summary_model_slower_than_the_store_timeout_loses_no_turn() {
             {"role": "user", "content": format!("turn {turn}: order LC202610060018")},
             {"role": "assistant", "content": "noted"},
         ]});
-        let r = server.post_json(url, None, &body).await;
+        let r = server.post_json(url, &body).await;
         assert_eq!(r.status, 200, "turn {turn}: {}", r.text());
     }
-    let history = server.get("/v1/conversations/slow-summary/history", None).await.json();
+    let history = server.get("/v1/conversations/slow-summary/history").await.json();
     let stored = history["messages"].as_array().map_or(0, Vec::len);
     assert_eq!(stored, 8, "every turn is stored (none summarized yet): {history}");
 
@@ -80,7 +80,6 @@ async fn a_summary_model_slower_than_the_store_timeout_loses_no_turn() {
     let window: Value = server
         .post_json(
             url,
-            None,
             &json!({"messages": [{"role": "user", "content": "can it be refunded?"}]}),
         )
         .await
@@ -92,7 +91,7 @@ async fn a_summary_model_slower_than_the_store_timeout_loses_no_turn() {
         "{window}"
     );
 
-    let metrics = server.get("/metrics", None).await.text();
+    let metrics = server.get("/metrics").await.text();
     assert!(
         sample(&metrics, "chatmem_summaries_total{outcome=\"late\"}") >= 1.0,
         "{metrics}"

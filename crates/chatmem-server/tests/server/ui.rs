@@ -10,7 +10,7 @@ use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
 use chatmem::{ChatMemory, InMemoryStore, Store, WindowPolicy};
 use chatmem_server::{Auth, ServerConfig, app};
-use chatmem_test::app::{Answer, App, request};
+use chatmem_test::app::App;
 use serde_json::{Value, json};
 
 const TOKEN_A: &str = "token-of-team-a-0001";
@@ -33,44 +33,22 @@ fn inspector(max_messages: usize, config: ServerConfig) -> App {
     App::new(app(memory(max_messages), config))
 }
 
-/// The `authorization` header of `token`.
-fn bearer(token: &str) -> String {
-    format!("Bearer {token}")
-}
-
-/// `method uri` with the JSON `body`, as `token` (a bearer token) when given.
-async fn send_json(server: &App, method: Method, uri: &str, token: Option<&str>, body: &Value) -> Answer {
-    let auth = token.map(bearer);
-    let mut r = request(method, uri, auth.as_deref(), Body::from(body.to_string()));
-    r.headers_mut()
-        .insert("content-type", axum::http::HeaderValue::from_static("application/json"));
-    server.send(r).await
-}
-
-/// `DELETE uri` as `token`.
-async fn delete(server: &App, uri: &str, token: &str) -> Answer {
-    server
-        .send(request(Method::DELETE, uri, Some(&bearer(token)), Body::empty()))
-        .await
+/// `server` as the bearer of `token`, or as it is without one.
+fn as_token(server: &App, token: Option<&str>) -> App {
+    token.map_or_else(|| server.clone(), |token| server.as_bearer(token))
 }
 
 /// The seed 003 conversation (examples/aftersale.json), posted to `id`.
 async fn seed(server: &App, id: &str, token: Option<&str>) {
     let body = json!({ "messages": seed_messages() });
-    let r = send_json(
-        server,
-        Method::POST,
-        &format!("/v1/conversations/{id}/messages"),
-        token,
-        &body,
-    )
-    .await;
+    let r = as_token(server, token)
+        .post_json(&format!("/v1/conversations/{id}/messages"), &body)
+        .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
 }
 
 async fn page(server: &App, url: &str, token: Option<&str>) -> (StatusCode, String) {
-    let auth = token.map(bearer);
-    let r = server.get(url, auth.as_deref()).await;
+    let r = as_token(server, token).get(url).await;
     let csp = r.header("content-security-policy").unwrap_or_default();
     assert!(
         csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"),
@@ -93,7 +71,7 @@ fn article<'a>(html: &'a str, anchor: &str) -> &'a str {
 async fn the_page_marks_the_window_the_api_returns_and_dims_the_order_number_turn() {
     let server = inspector(4, ServerConfig::default());
     seed(&server, "seed-003", None).await;
-    let window = server.get("/v1/conversations/seed-003/messages", None).await.json();
+    let window = server.get("/v1/conversations/seed-003/messages").await.json();
     let window = window["messages"].as_array().expect("messages").clone();
 
     let (status, html) = page(&server, "/ui/conversations/seed-003", None).await;
@@ -144,7 +122,7 @@ async fn message_text_is_escaped_everywhere_it_is_shown() {
         {"role": "assistant", "content": "ok", "reasoning_content": hostile},
     ]});
     let r = server
-        .post_json("/v1/conversations/%3Cb%3Eid%3C%2Fb%3E/messages", None, &body)
+        .post_json("/v1/conversations/%3Cb%3Eid%3C%2Fb%3E/messages", &body)
         .await;
     assert_eq!(r.status, StatusCode::OK);
     for url in ["/ui", "/ui/conversations/%3Cb%3Eid%3C%2Fb%3E", "/ui?prefix=%3Cb%3E"] {
@@ -190,7 +168,7 @@ async fn tenants_and_read_only_tokens_hold_on_the_pages() {
     let (status, html) = page(&server, url, Some(READER_A)).await;
     assert_eq!(status, StatusCode::OK);
     assert!(html.contains("LC202610060018") && !html.contains("data-delete"));
-    let r = delete(&server, url, READER_A).await;
+    let r = server.as_bearer(READER_A).delete(url).await;
     assert_eq!(r.status, StatusCode::FORBIDDEN);
     let body = r.json();
     assert_eq!(body["error"]["code"], "read_only_token");
@@ -199,12 +177,18 @@ async fn tenants_and_read_only_tokens_hold_on_the_pages() {
         (Method::POST, "/v1/conversations/order-1/messages"),
     ] {
         let body = json!({"messages": [{"role": "user", "content": "x"}]});
-        let r = send_json(&server, method.clone(), path, Some(READER_A), &body).await;
+        let r = server.as_bearer(READER_A).send_json(method.clone(), path, &body).await;
         assert_eq!(r.status, StatusCode::FORBIDDEN, "{method} {path}");
     }
     // B cannot delete A's conversation through the page either; A can.
-    assert_eq!(delete(&server, url, TOKEN_B).await.status, StatusCode::NOT_FOUND);
-    assert_eq!(delete(&server, url, TOKEN_A).await.status, StatusCode::NO_CONTENT);
+    assert_eq!(
+        server.as_bearer(TOKEN_B).delete(url).await.status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        server.as_bearer(TOKEN_A).delete(url).await.status,
+        StatusCode::NO_CONTENT
+    );
     assert_eq!(page(&server, url, Some(TOKEN_A)).await.0, StatusCode::NOT_FOUND);
 }
 
@@ -214,12 +198,12 @@ async fn signing_in_sets_a_strict_http_only_cookie_that_opens_the_pages() {
     seed(&server, "order-1", Some(TOKEN_A)).await;
 
     let r = server
-        .post_json("/ui/sign-in", None, &json!({"token": "not-a-token-of-ours"}))
+        .post_json("/ui/sign-in", &json!({"token": "not-a-token-of-ours"}))
         .await;
     assert_eq!(r.status, StatusCode::UNAUTHORIZED);
     assert!(r.header("set-cookie").is_none());
 
-    let r = server.post_json("/ui/sign-in", None, &json!({"token": TOKEN_A})).await;
+    let r = server.post_json("/ui/sign-in", &json!({"token": TOKEN_A})).await;
     assert_eq!(r.status, StatusCode::NO_CONTENT);
     let cookie = r.header("set-cookie").expect("a cookie").to_owned();
     for attribute in ["HttpOnly", "SameSite=Strict", "Path=/ui"] {
@@ -244,7 +228,7 @@ async fn signing_in_sets_a_strict_http_only_cookie_that_opens_the_pages() {
         .expect("a request");
     assert_eq!(server.send(form).await.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
 
-    let r = server.post_json("/ui/sign-out", None, &json!({})).await;
+    let r = server.post_json("/ui/sign-out", &json!({})).await;
     assert_eq!(r.status, StatusCode::NO_CONTENT);
     let cleared = r.header("set-cookie").unwrap_or_default();
     assert!(cleared.contains("Max-Age=0"), "{cleared}");
@@ -258,7 +242,7 @@ async fn a_long_history_is_paged_and_the_list_filters_by_prefix() {
         .collect();
     for chunk in turns.chunks(600) {
         let r = server
-            .post_json("/v1/conversations/long/messages", None, &json!({ "messages": chunk }))
+            .post_json("/v1/conversations/long/messages", &json!({ "messages": chunk }))
             .await;
         assert_eq!(r.status, StatusCode::OK);
     }
@@ -350,6 +334,6 @@ async fn the_list_is_newest_first_with_last_update_and_expiry() {
         rows
     };
     assert_eq!(page_one.len(), 3);
-    let r = server.get("/ui?cursor=not-a-cursor", Some(&bearer(TOKEN_A))).await;
+    let r = server.as_bearer(TOKEN_A).get("/ui?cursor=not-a-cursor").await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
 }
