@@ -8,6 +8,7 @@ use axum::body::{Body, Bytes};
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
 use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode};
 use futures_util::StreamExt as _;
+use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use serde_json::Value;
 use tower::ServiceExt as _;
 
@@ -144,11 +145,18 @@ impl App {
     }
 }
 
-/// A request for `method` and `uri` with `body` and no headers.
+/// What a client percent-encodes in a URI it is given: controls, space and every byte of a
+/// non-ASCII character (`%` stays, so an encoded URI goes through as it is).
+const CLIENT_ENCODES: &AsciiSet = &CONTROLS.add(b' ');
+
+/// A request for `method` and `uri` with `body` and no headers. `uri` is sent as an HTTP client
+/// sends it: non-ASCII characters and spaces percent-encoded as UTF-8, and nothing else
+/// changed (`..` segments included, which clients normalise away and a raw request can send).
 pub fn request(method: Method, uri: &str, body: Body) -> Request<Body> {
+    let uri = utf8_percent_encode(uri, CLIENT_ENCODES).to_string();
     Request::builder()
         .method(method)
-        .uri(uri)
+        .uri(&uri)
         .body(body)
         .unwrap_or_else(|e| panic!("a valid method and uri ({uri}): {e}"))
 }

@@ -1,60 +1,48 @@
-//! The server over real HTTP on loopback, driven by reqwest, on every store: the memory API,
-//! the one error shape, limits, odd ids (every id that can be written can be read, listed and
-//! deleted), and tenant isolation.
-
-use crate::requests::{get_json, post_json};
+//! The memory API on every store, driven in process (`chatmem_test::app`): the window and
+//! history routes, the one error shape, limits, odd ids (every id that can be written can be
+//! read, listed and deleted), and tenant isolation.
 
 use std::sync::Arc;
 
+use axum::body::Body;
+use axum::http::{HeaderValue, Method, Request, StatusCode};
 use chatmem::{ChatMemory, InMemoryStore, Store, WindowPolicy};
 use chatmem_server::{Auth, DEFAULT_MAX_ID_BYTES, Limits, MAX_TENANT_BYTES, ServerConfig, Upstream, app};
+use chatmem_test::app::{App, json_request, request};
 use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
-use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-/// A server on a free loopback port; its base URL.
-async fn serve(store: Arc<dyn Store>, config: ServerConfig) -> String {
+/// The server over `store` with a window of 6 messages and `config`.
+fn server(store: Arc<dyn Store>, config: ServerConfig) -> App {
     let memory = ChatMemory::builder(store)
         .policy(WindowPolicy::messages(6))
         .build()
         .expect("valid memory settings");
-    chatmem_test::loopback::serve(app(memory, config)).await.url()
+    App::new(app(memory, config))
 }
 
-/// The conversations `GET /v1/conversations` lists for the `authorization` header `bearer`.
-async fn listed(http: &reqwest::Client, base: &str, bearer: &str) -> Value {
-    let page: Value = http
-        .get(format!("{base}/v1/conversations"))
-        .header("authorization", bearer)
-        .send()
-        .await
-        .expect("list")
-        .json()
-        .await
-        .expect("json");
-    page["conversations"].clone()
+/// The conversations `GET /v1/conversations` lists for `server`'s bearer.
+async fn listed(server: &App) -> Value {
+    server.get("/v1/conversations").await.json()["conversations"].clone()
 }
 
-/// `POST url` with the JSON `body` and the `authorization` header `bearer`.
-async fn post_as(http: &reqwest::Client, url: impl reqwest::IntoUrl, bearer: &str, body: &Value) -> reqwest::Response {
-    http.post(url)
-        .header("authorization", bearer)
-        .json(body)
-        .send()
-        .await
-        .expect("post")
-}
-
-/// [`serve`] with `auth` and the default settings otherwise.
-async fn serve_with_auth(store: Arc<dyn Store>, auth: Auth) -> String {
-    serve(
+/// [`server`] with `auth` and the default settings otherwise.
+fn server_with_auth(store: Arc<dyn Store>, auth: Auth) -> App {
+    server(
         store,
         ServerConfig {
             auth: Some(auth),
             ..ServerConfig::default()
         },
     )
-    .await
+}
+
+/// `method uri` with `body` as it is, declared as JSON.
+fn raw_json(method: Method, uri: &str, body: String) -> Request<Body> {
+    let mut r = request(method, uri, Body::from(body));
+    r.headers_mut()
+        .insert("content-type", HeaderValue::from_static("application/json"));
+    r
 }
 
 fn aftersale() -> Value {
@@ -63,16 +51,6 @@ fn aftersale() -> Value {
         {"role": "user", "content": "我的订单是 LC202610060018，还没发货。"},
         {"role": "assistant", "content": "收到，订单 LC202610060018 尚未发货。"},
     ]})
-}
-
-/// The error body's code, after checking its shape.
-async fn error_code(response: reqwest::Response) -> String {
-    assert!(response.headers().contains_key("x-request-id"));
-    let body: Value = response.json().await.expect("an error is JSON");
-    let error = &body["error"];
-    assert!(error["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
-    assert!(error["request_id"].as_str().is_some_and(|id| id.len() == 16), "{body}");
-    error["code"].as_str().expect("code").to_owned()
 }
 
 /// The roles of a window answer's messages.
@@ -86,25 +64,25 @@ fn roles_of(window: &Value) -> Vec<&str> {
 }
 
 async fn the_memory_api(store: Arc<dyn Store>, prefix: &str) {
-    let base = serve(store, ServerConfig::default()).await;
-    let http = reqwest::Client::new();
+    let server = server(store, ServerConfig::default());
     let id = format!("{prefix}-app-user-42-aftersale");
-    let url = format!("{base}/v1/conversations/{id}");
+    let url = format!("/v1/conversations/{id}");
 
-    let (status, body) = post_json(&http, format!("{url}/messages"), &aftersale()).await;
-    assert_eq!(status, StatusCode::OK);
+    let r = server.post_json(&format!("{url}/messages"), &aftersale()).await;
+    assert_eq!(r.status, StatusCode::OK);
+    let body = r.json();
     assert_eq!(body["conversation"], id.as_str());
     assert_eq!(body["messages"].as_array().map(Vec::len), Some(3));
 
-    let r = http
-        .post(format!("{url}/messages"))
-        .json(&json!({"messages": [{"role": "user", "content": "那单能退吗？"}, {"role": "assistant", "content": "可以退。"},
-            {"role": "user", "content": "多久到账？"}, {"role": "assistant", "content": "三天。"}]}))
-        .send()
-        .await
-        .expect("post");
-    assert_eq!(r.status(), StatusCode::OK);
-    let window = get_json(&http, format!("{url}/messages")).await;
+    let r = server
+        .post_json(
+            &format!("{url}/messages"),
+            &json!({"messages": [{"role": "user", "content": "那单能退吗？"}, {"role": "assistant", "content": "可以退。"},
+            {"role": "user", "content": "多久到账？"}, {"role": "assistant", "content": "三天。"}]}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    let window = server.get(&format!("{url}/messages")).await.json();
     assert_eq!(
         roles_of(&window),
         ["system", "user", "assistant", "user", "assistant"],
@@ -112,32 +90,35 @@ async fn the_memory_api(store: Arc<dyn Store>, prefix: &str) {
     );
 
     // A request may ask for its own window: a smaller one on read...
-    let small = get_json(&http, format!("{url}/messages?max_messages=3")).await;
+    let small = server.get(&format!("{url}/messages?max_messages=3")).await.json();
     assert_eq!(roles_of(&small), ["system", "user", "assistant"], "{small}");
     assert_eq!(small["messages"][2]["content"], "三天。");
-    let tiny = get_json(&http, format!("{url}/messages?max_tokens=1&tokenizer=heuristic")).await;
+    let tiny = server
+        .get(&format!("{url}/messages?max_tokens=1&tokenizer=heuristic"))
+        .await
+        .json();
     assert_eq!(roles_of(&tiny), ["system"], "the system message alone fills 1 token");
     // ...and on write, where it moves the stored window start.
-    let r = http
-        .post(format!("{url}/messages"))
-        .json(&json!({"messages": [{"role": "user", "content": "还有别的单吗？"}, {"role": "assistant", "content": "没有了。"}],
-                      "policy": {"max_messages": 3}}))
-        .send()
-        .await
-        .expect("post");
-    assert_eq!(r.status(), StatusCode::OK);
-    let after: Value = r.json().await.expect("json");
+    let r = server
+        .post_json(
+            &format!("{url}/messages"),
+            &json!({"messages": [{"role": "user", "content": "还有别的单吗？"}, {"role": "assistant", "content": "没有了。"}],
+                      "policy": {"max_messages": 3}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    let after = r.json();
     assert_eq!(roles_of(&after), ["system", "user", "assistant"], "{after}");
-    let window = get_json(&http, format!("{url}/messages")).await;
+    let window = server.get(&format!("{url}/messages")).await.json();
     assert_eq!(
         window["messages"], after["messages"],
         "the server's policy reads what it left"
     );
 
-    let history = get_json(&http, format!("{url}/history")).await;
+    let history = server.get(&format!("{url}/history")).await.json();
     assert!(history["messages"].as_array().is_some_and(|m| !m.is_empty()));
 
-    let page = get_json(&http, format!("{base}/v1/conversations?limit=1000")).await;
+    let page = server.get("/v1/conversations?limit=1000").await.json();
     assert!(
         page["conversations"]
             .as_array()
@@ -147,20 +128,13 @@ async fn the_memory_api(store: Arc<dyn Store>, prefix: &str) {
         "{page}"
     );
 
-    assert_eq!(
-        http.delete(&url).send().await.expect("delete").status(),
-        StatusCode::NO_CONTENT
-    );
-    let r = http.get(format!("{url}/messages")).send().await.expect("get");
-    assert_eq!(r.status(), StatusCode::NOT_FOUND);
-    assert_eq!(error_code(r).await, "not_found");
-    assert_eq!(
-        http.delete(&url).send().await.expect("delete").status(),
-        StatusCode::NOT_FOUND
-    );
+    assert_eq!(server.delete(&url).await.status, StatusCode::NO_CONTENT);
+    let r = server.get(&format!("{url}/messages")).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert_eq!(r.error_code(), "not_found");
+    assert_eq!(server.delete(&url).await.status, StatusCode::NOT_FOUND);
 
-    let health = http.get(format!("{base}/healthz")).send().await.expect("healthz");
-    assert_eq!(health.status(), StatusCode::OK);
+    assert_eq!(server.get("/healthz").await.status, StatusCode::OK);
 }
 
 #[tokio::test]
@@ -204,28 +178,19 @@ async fn bad_requests_get_one_error_shape() {
         },
         ..Limits::default()
     };
-    let base = serve(
+    let server = server(
         Arc::new(InMemoryStore::new()),
         ServerConfig {
             limits,
             ..ServerConfig::default()
         },
-    )
-    .await;
-    let http = reqwest::Client::new();
-    let url = format!("{base}/v1/conversations/c1/messages");
-    let post = |body: String| {
-        http.post(&url)
-            .header("content-type", "application/json")
-            .body(body)
-            .send()
-    };
+    );
+    let url = "/v1/conversations/c1/messages";
+    let post = |body: String| server.send(raw_json(Method::POST, url, body));
 
-    let r = post(r#"{"messages": [{"role":"user","content":"a"},{"role":"robot","content":"b"}]}"#.into())
-        .await
-        .expect("post");
-    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
-    let body: Value = r.json().await.expect("json");
+    let r = post(r#"{"messages": [{"role":"user","content":"a"},{"role":"robot","content":"b"}]}"#.into()).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    let body = r.json();
     assert!(
         body["error"]["message"]
             .as_str()
@@ -261,47 +226,35 @@ async fn bad_requests_get_one_error_shape() {
         ),
         ("x".repeat(5000), StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
     ] {
-        let r = post(body.clone()).await.expect("post");
-        assert_eq!(r.status(), status, "{body:.80}");
-        assert_eq!(error_code(r).await, code, "{body:.80}");
+        let r = post(body.clone()).await;
+        assert_eq!(r.status, status, "{body:.80}");
+        assert_eq!(r.error_code(), code, "{body:.80}");
     }
-    let r = http.get(format!("{base}/nowhere")).send().await.expect("get");
-    assert_eq!(r.status(), StatusCode::NOT_FOUND);
-    assert_eq!(error_code(r).await, "not_found");
+    let r = server.get("/nowhere").await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert_eq!(r.error_code(), "not_found");
     // Found by the `server_request` fuzz target: a known route with another method answered
     // axum's bare 405 (no body); a path that percent-decodes to bytes that are not UTF-8
     // answered axum's plain-text 400. Both are the one error shape now.
-    let r = http.put(&url).send().await.expect("put");
-    assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
-    assert!(r.headers().contains_key("allow"), "{:?}", r.headers());
-    assert_eq!(error_code(r).await, "method_not_allowed");
+    let r = server.send(request(Method::PUT, url, Body::empty())).await;
+    assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert!(r.headers.contains_key("allow"), "{:?}", r.headers);
+    assert_eq!(r.error_code(), "method_not_allowed");
     for (method, suffix) in [
-        (reqwest::Method::GET, "/messages"),
-        (reqwest::Method::POST, "/messages"),
-        (reqwest::Method::GET, "/history"),
-        (reqwest::Method::DELETE, ""),
+        (Method::GET, "/messages"),
+        (Method::POST, "/messages"),
+        (Method::GET, "/history"),
+        (Method::DELETE, ""),
     ] {
-        let r = http
-            .request(method.clone(), format!("{base}/v1/conversations/%FF%FE{suffix}"))
-            .header("content-type", "application/json")
-            .body(aftersale().to_string())
-            .send()
-            .await
-            .expect("request");
-        assert_eq!(r.status(), StatusCode::BAD_REQUEST, "{method}");
-        assert_eq!(error_code(r).await, "invalid_request", "{method}");
+        let uri = format!("/v1/conversations/%FF%FE{suffix}");
+        let r = server.send_json(method.clone(), &uri, &aftersale()).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{method}");
+        assert_eq!(r.error_code(), "invalid_request", "{method}");
     }
-    let r = http
-        .get(format!("{base}/v1/conversations?limit=0"))
-        .send()
-        .await
-        .expect("list");
-    assert_eq!(error_code(r).await, "invalid_request");
+    let r = server.get("/v1/conversations?limit=0").await;
+    assert_eq!(r.error_code(), "invalid_request");
     // Nothing of the refused requests was stored.
-    assert_eq!(
-        http.get(&url).send().await.expect("get").status(),
-        StatusCode::NOT_FOUND
-    );
+    assert_eq!(server.get(url).await.status, StatusCode::NOT_FOUND);
 }
 
 /// An id as one path segment: everything but letters and digits percent-encoded, so a `/`
@@ -312,8 +265,7 @@ fn segment(id: &str) -> String {
 
 #[tokio::test]
 async fn odd_ids_are_data() {
-    let base = serve(Arc::new(InMemoryStore::new()), ServerConfig::default()).await;
-    let http = reqwest::Client::new();
+    let server = server(Arc::new(InMemoryStore::new()), ServerConfig::default());
     let long = "订".repeat(63); // 189 bytes, within the default limit of 191
     for (path, id) in [
         ("a%2Fb", "a/b"),
@@ -323,56 +275,33 @@ async fn odd_ids_are_data() {
         ("100%25", "100%"),
         (long.as_str(), long.as_str()),
     ] {
-        let url = format!("{base}/v1/conversations/{path}/messages");
-        let r = http.post(&url).json(&aftersale()).send().await.expect("post");
-        assert_eq!(r.status(), StatusCode::OK, "{path}");
-        let body: Value = r.json().await.expect("json");
-        assert_eq!(body["conversation"], id, "{path}");
-        assert_eq!(
-            http.get(&url).send().await.expect("get").status(),
-            StatusCode::OK,
-            "{path}"
-        );
+        let url = format!("/v1/conversations/{path}/messages");
+        let r = server.post_json(&url, &aftersale()).await;
+        assert_eq!(r.status, StatusCode::OK, "{path}");
+        assert_eq!(r.json()["conversation"], id, "{path}");
+        assert_eq!(server.get(&url).await.status, StatusCode::OK, "{path}");
     }
-    // `..` as a whole segment: HTTP clients normalise it away, so send the request by hand.
-    let addr = base.trim_start_matches("http://");
-    let mut tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let body = aftersale().to_string();
-    let request = format!(
-        "POST /v1/conversations/../messages HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    tokio::io::AsyncWriteExt::write_all(&mut tcp, request.as_bytes())
-        .await
-        .expect("send");
-    let mut answer = String::new();
-    tokio::io::AsyncReadExt::read_to_string(&mut tcp, &mut answer)
-        .await
-        .expect("read");
-    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    assert!(answer.contains(r#""conversation":"..""#), "{answer}");
+    // `..` as a whole segment, which HTTP clients normalise away: in process it reaches the
+    // router as sent.
+    let r = server.post_json("/v1/conversations/../messages", &aftersale()).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    assert_eq!(r.json()["conversation"], "..");
     // Over the id limit (413), and ids a ConversationId refuses (400).
     for (path, status, code) in [
         ("订".repeat(86), StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
         ("a%0Ab".to_string(), StatusCode::BAD_REQUEST, "invalid_request"),
         ("x%E2%80%AEy".to_string(), StatusCode::BAD_REQUEST, "invalid_request"),
     ] {
-        let r = http
-            .get(format!("{base}/v1/conversations/{path}/messages"))
-            .send()
-            .await
-            .expect("get");
-        assert_eq!(r.status(), status, "{path}");
-        assert_eq!(error_code(r).await, code);
+        let r = server.get(&format!("/v1/conversations/{path}/messages")).await;
+        assert_eq!(r.status, status, "{path}");
+        assert_eq!(r.error_code(), code);
     }
     // A listing cursor over the limit is named as the cursor, not as a conversation id.
-    let r = http
-        .get(format!("{base}/v1/conversations?cursor={}", "c".repeat(300)))
-        .send()
-        .await
-        .expect("list");
-    assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
-    let body: Value = r.json().await.expect("json");
+    let r = server
+        .get(&format!("/v1/conversations?cursor={}", "c".repeat(300)))
+        .await;
+    assert_eq!(r.status, StatusCode::PAYLOAD_TOO_LARGE);
+    let body = r.json();
     let message = body["error"]["message"].as_str().unwrap_or_default();
     assert!(message.starts_with("cursor is 300 bytes long"), "{message}");
 }
@@ -386,33 +315,22 @@ async fn the_longest_id_of_the_longest_tenant_is_stored() {
         "[[token]]\ntoken = \"token-of-the-longest\"\ntenant = \"{tenant}\"\n"
     ))
     .expect("auth");
-    let base = serve_with_auth(Arc::new(InMemoryStore::new()), auth).await;
-    let http = reqwest::Client::new();
-    let bearer = "Bearer token-of-the-longest";
+    let server = server_with_auth(Arc::new(InMemoryStore::new()), auth).as_bearer("token-of-the-longest");
     let id = "i".repeat(DEFAULT_MAX_ID_BYTES);
-    let url = format!("{base}/v1/conversations/{id}/messages");
-    let r = post_as(&http, &url, bearer, &aftersale()).await;
-    assert_eq!(r.status(), StatusCode::OK);
-    let r = http
-        .get(&url)
-        .header("authorization", bearer)
-        .send()
-        .await
-        .expect("get");
-    assert_eq!(r.status(), StatusCode::OK);
-    let window: Value = r.json().await.expect("json");
+    let url = format!("/v1/conversations/{id}/messages");
+    let r = server.post_json(&url, &aftersale()).await;
+    assert_eq!(r.status, StatusCode::OK);
+    let r = server.get(&url).await;
+    assert_eq!(r.status, StatusCode::OK);
+    let window = r.json();
     assert_eq!(window["conversation"], id.as_str());
     assert_eq!(roles_of(&window), ["system", "user", "assistant"]);
-    assert_eq!(listed(&http, &base, bearer).await, json!([id]));
-    let r = post_as(
-        &http,
-        format!("{base}/v1/conversations/{id}i/messages"),
-        bearer,
-        &aftersale(),
-    )
-    .await;
-    assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
-    assert_eq!(error_code(r).await, "too_large");
+    assert_eq!(listed(&server).await, json!([id]));
+    let r = server
+        .post_json(&format!("/v1/conversations/{id}i/messages"), &aftersale())
+        .await;
+    assert_eq!(r.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(r.error_code(), "too_large");
 }
 
 #[tokio::test]
@@ -422,71 +340,48 @@ async fn a_tenant_sees_only_its_own_conversations() {
     )
     .expect("auth");
     let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
-    let base = serve_with_auth(store.clone(), auth).await;
-    let http = reqwest::Client::new();
-    let url = format!("{base}/v1/conversations/c1/messages");
-    let a = "Bearer token-of-team-a-000";
-    let b = "Bearer token-of-team-b-000";
+    let server = server_with_auth(store.clone(), auth);
+    let url = "/v1/conversations/c1/messages";
+    let a = server.as_bearer("token-of-team-a-000");
+    let b = server.as_bearer("token-of-team-b-000");
 
-    let r = post_as(&http, &url, a, &aftersale()).await;
-    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(a.post_json(url, &aftersale()).await.status, StatusCode::OK);
+    assert_eq!(a.get(url).await.status, StatusCode::OK);
     assert_eq!(
-        http.get(&url)
-            .header("authorization", a)
-            .send()
-            .await
-            .expect("a")
-            .status(),
-        StatusCode::OK
-    );
-    let r = http.get(&url).header("authorization", b).send().await.expect("b");
-    assert_eq!(
-        r.status(),
+        b.get(url).await.status,
         StatusCode::NOT_FOUND,
         "another tenant's conversation does not exist for b"
     );
-    let list = |token: &'static str| listed(&http, &base, token);
-    assert_eq!(list(a).await, json!(["c1"]));
-    assert_eq!(list(b).await, json!([]));
+    assert_eq!(listed(&a).await, json!(["c1"]));
+    assert_eq!(listed(&b).await, json!([]));
     // b's own c1 is another conversation.
-    http.post(&url)
-        .header("authorization", b)
-        .json(&json!({"messages": [{"role":"user","content":"b's"}]}))
-        .send()
-        .await
-        .expect("post");
-    let a_window: Value = http
-        .get(&url)
-        .header("authorization", a)
-        .send()
-        .await
-        .expect("a")
-        .json()
-        .await
-        .expect("json");
+    let r = b
+        .post_json(url, &json!({"messages": [{"role":"user","content":"b's"}]}))
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    let a_window = a.get(url).await.json();
     assert_eq!(a_window["messages"].as_array().map(Vec::len), Some(3));
     // The tenant is part of the stored key.
     let keys = store.list(None, 10).await.expect("list").ids;
     let keys: Vec<&str> = keys.iter().map(|k| k.as_str()).collect();
     assert_eq!(keys, ["team-a/c1", "team-b/c1"]);
 
-    for header in [None, Some("Bearer nope-nope-nope-nope"), Some("Basic abc")] {
-        let mut request = http.get(&url);
-        if let Some(h) = header {
-            request = request.header("authorization", h);
-        }
-        let r = request.send().await.expect("get");
-        assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{header:?}");
-        assert_eq!(error_code(r).await, "unauthorized");
+    for caller in [
+        server.clone(),
+        server.with_authorization("Bearer nope-nope-nope-nope"),
+        server.with_authorization("Basic abc"),
+    ] {
+        let r = caller.get(url).await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED, "{caller:?}");
+        assert_eq!(r.error_code(), "unauthorized");
     }
 }
 
 /// Invalid policies answer 400 naming the field, and write nothing.
 #[tokio::test]
 async fn an_invalid_policy_is_refused_naming_the_field() {
-    let base = serve(Arc::new(InMemoryStore::new()), ServerConfig::default()).await;
-    let http = reqwest::Client::new();
-    let url = format!("{base}/v1/conversations/c1/messages");
+    let server = server(Arc::new(InMemoryStore::new()), ServerConfig::default());
+    let url = "/v1/conversations/c1/messages";
     let pair = json!([{"role": "user", "content": "u"}, {"role": "assistant", "content": "a"}]);
     for (policy, names) in [
         (json!({"max_messages": 0}), "max_messages"),
@@ -500,36 +395,33 @@ async fn an_invalid_policy_is_refused_naming_the_field() {
         (json!({"max_message": 3}), "max_message"),
         (json!("small"), "policy"),
     ] {
-        let r = http
-            .post(&url)
-            .json(&json!({"messages": pair, "policy": policy}))
-            .send()
-            .await
-            .expect("post");
-        assert_eq!(r.status(), StatusCode::BAD_REQUEST, "{policy}");
-        let body: Value = r.json().await.expect("json");
+        let r = server
+            .post_json(url, &json!({"messages": pair, "policy": policy}))
+            .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{policy}");
+        let body = r.json();
         let message = body["error"]["message"].as_str().expect("message");
         assert!(message.contains(names), "{policy}: {message}");
     }
     assert_eq!(
-        http.get(&url).send().await.expect("get").status(),
+        server.get(url).await.status,
         StatusCode::NOT_FOUND,
         "nothing was written"
     );
-    let ok = http
-        .post(&url)
-        .json(&json!({"messages": pair, "policy": {"max_tokens": 500, "tokenizer": "o200k_base", "evict_to": 100}}))
-        .send()
-        .await
-        .expect("post");
-    assert_eq!(ok.status(), StatusCode::OK);
+    let ok = server
+        .post_json(
+            url,
+            &json!({"messages": pair, "policy": {"max_tokens": 500, "tokenizer": "o200k_base", "evict_to": 100}}),
+        )
+        .await;
+    assert_eq!(ok.status, StatusCode::OK);
     // A request's boundary: `pair-safe` may start the window on the answer, the server's
     // (`user`) may not.
     for (query, roles) in [
         ("max_messages=1", vec![]),
         ("max_messages=1&boundary=pair-safe", vec!["assistant"]),
     ] {
-        let window = get_json(&http, format!("{url}?{query}")).await;
+        let window = server.get(&format!("{url}?{query}")).await.json();
         assert_eq!(roles_of(&window), roles, "{query}: {window}");
     }
     for (query, names) in [
@@ -541,9 +433,9 @@ async fn an_invalid_policy_is_refused_naming_the_field() {
         ("max_messages=2&max_tokens=2", "not both"),
         ("colour=red", "colour"),
     ] {
-        let r = http.get(format!("{url}?{query}")).send().await.expect("get");
-        assert_eq!(r.status(), StatusCode::BAD_REQUEST, "{query}");
-        let body: Value = r.json().await.expect("json");
+        let r = server.get(&format!("{url}?{query}")).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{query}");
+        let body = r.json();
         let message = body["error"]["message"].as_str().expect("message");
         assert!(message.contains(names), "{query}: {message}");
     }
@@ -554,12 +446,14 @@ async fn an_invalid_policy_is_refused_naming_the_field() {
 #[tokio::test]
 async fn bearer_auth_follows_the_rfcs() {
     let auth = Auth::from_toml("[[token]]\ntoken = \"token-of-team-a-000\"\ntenant = \"team-a\"\n").expect("auth");
-    let base = serve_with_auth(Arc::new(InMemoryStore::new()), auth).await;
-    let http = reqwest::Client::new();
-    let url = format!("{base}/v1/conversations/c1/messages");
+    let server = server_with_auth(Arc::new(InMemoryStore::new()), auth);
+    let url = "/v1/conversations/c1/messages";
     for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
-        let r = post_as(&http, &url, &format!("{scheme} token-of-team-a-000"), &aftersale()).await;
-        assert_eq!(r.status(), StatusCode::OK, "scheme {scheme}");
+        let r = server
+            .with_authorization(&format!("{scheme} token-of-team-a-000"))
+            .post_json(url, &aftersale())
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "scheme {scheme}");
     }
     for header in [
         None,
@@ -567,18 +461,11 @@ async fn bearer_auth_follows_the_rfcs() {
         Some("Basic dXNlcjpwdw=="),
         Some("Bearer"),
     ] {
-        let mut request = http.get(&url);
-        if let Some(value) = header {
-            request = request.header("authorization", value);
-        }
-        let r = request.send().await.expect("get");
-        assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{header:?}");
-        let challenge = r
-            .headers()
-            .get("www-authenticate")
-            .map(|v| v.to_str().unwrap_or_default().to_owned());
-        assert_eq!(challenge.as_deref(), Some("Bearer"), "{header:?}");
-        assert_eq!(error_code(r).await, "unauthorized");
+        let caller = header.map_or_else(|| server.clone(), |value| server.with_authorization(value));
+        let r = caller.get(url).await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED, "{header:?}");
+        assert_eq!(r.header("www-authenticate"), Some("Bearer"), "{header:?}");
+        assert_eq!(r.error_code(), "unauthorized");
     }
     for token in [" token-of-team-a-000", "token-of-team-a-000 ", &" ".repeat(20)] {
         let file = format!("[[token]]\ntoken = \"{token}\"\ntenant = \"team-a\"\n");
@@ -618,42 +505,33 @@ async fn every_id_that_can_be_written_can_be_read_listed_and_deleted() {
         }),
         ..ServerConfig::default()
     };
-    let base = serve(Arc::new(InMemoryStore::new()), config).await;
-    let http = reqwest::Client::new();
+    let server = server(Arc::new(InMemoryStore::new()), config);
     for through_header in [false, true] {
         let tag = if through_header { "header:" } else { "rest:" };
         for id in ids.map(|id| format!("{tag}{id}")) {
-            let url = format!("{base}/v1/conversations/{}", segment(&id));
+            let url = format!("/v1/conversations/{}", segment(&id));
             if through_header {
                 upstream.push([chatmem_test::upstream::text("收到。")]);
-                let r = http
-                    .post(format!("{base}/v1/chat/completions"))
-                    .header("x-chatmem-conversation", id.as_bytes())
-                    .json(&json!({"model": "mock-model", "messages": [{"role": "user", "content": "你好"}]}))
-                    .send()
-                    .await
-                    .expect("chat completion");
-                assert_eq!(
-                    r.status(),
-                    StatusCode::OK,
-                    "{id}: {}",
-                    r.text().await.unwrap_or_default()
+                let mut r = json_request(
+                    Method::POST,
+                    "/v1/chat/completions",
+                    &json!({"model": "mock-model", "messages": [{"role": "user", "content": "你好"}]}),
                 );
+                r.headers_mut().insert(
+                    "x-chatmem-conversation",
+                    HeaderValue::from_bytes(id.as_bytes()).expect("a header value"),
+                );
+                let r = server.send(r).await;
+                assert_eq!(r.status, StatusCode::OK, "{id}: {}", r.text());
             } else {
-                let r = http
-                    .post(format!("{url}/messages"))
-                    .json(&aftersale())
-                    .send()
-                    .await
-                    .expect("post");
-                assert_eq!(r.status(), StatusCode::OK, "{id}");
-                let body: Value = r.json().await.expect("json");
-                assert_eq!(body["conversation"], id.as_str());
+                let r = server.post_json(&format!("{url}/messages"), &aftersale()).await;
+                assert_eq!(r.status, StatusCode::OK, "{id}");
+                assert_eq!(r.json()["conversation"], id.as_str());
             }
             for what in ["messages", "history"] {
-                let r = http.get(format!("{url}/{what}")).send().await.expect("get");
-                assert_eq!(r.status(), StatusCode::OK, "{id} {what}");
-                let body: Value = r.json().await.expect("json");
+                let r = server.get(&format!("{url}/{what}")).await;
+                assert_eq!(r.status, StatusCode::OK, "{id} {what}");
+                let body = r.json();
                 assert_eq!(body["conversation"], id.as_str(), "{what}");
                 assert!(
                     body["messages"].as_array().is_some_and(|m| m.len() >= 2),
@@ -662,7 +540,7 @@ async fn every_id_that_can_be_written_can_be_read_listed_and_deleted() {
             }
         }
     }
-    let page = get_json(&http, format!("{base}/v1/conversations?limit=1000")).await;
+    let page = server.get("/v1/conversations?limit=1000").await.json();
     let listed: Vec<&str> = page["conversations"]
         .as_array()
         .expect("ids")
@@ -673,18 +551,17 @@ async fn every_id_that_can_be_written_can_be_read_listed_and_deleted() {
         for id in ids {
             let id = format!("{tag}{id}");
             assert!(listed.contains(&id.as_str()), "{id} listed in {listed:?}");
-            let url = format!("{base}/v1/conversations/{}", segment(&id));
-            let r = http.delete(&url).send().await.expect("delete");
-            assert_eq!(r.status(), StatusCode::NO_CONTENT, "{id}");
+            let url = format!("/v1/conversations/{}", segment(&id));
+            assert_eq!(server.delete(&url).await.status, StatusCode::NO_CONTENT, "{id}");
             for what in ["messages", "history"] {
-                let r = http.get(format!("{url}/{what}")).send().await.expect("get");
-                assert_eq!(r.status(), StatusCode::NOT_FOUND, "{id} {what} after delete");
+                let r = server.get(&format!("{url}/{what}")).await;
+                assert_eq!(r.status, StatusCode::NOT_FOUND, "{id} {what} after delete");
             }
-            let r = http.delete(&url).send().await.expect("delete");
-            assert_eq!(r.status(), StatusCode::NOT_FOUND, "{id} deleted twice");
+            let r = server.delete(&url).await;
+            assert_eq!(r.status, StatusCode::NOT_FOUND, "{id} deleted twice");
         }
     }
-    let page = get_json(&http, format!("{base}/v1/conversations")).await;
+    let page = server.get("/v1/conversations").await.json();
     assert_eq!(page["conversations"], json!([]), "everything was deleted");
 }
 
@@ -693,48 +570,35 @@ async fn every_id_that_can_be_written_can_be_read_listed_and_deleted() {
 /// an id (`…/user/history` is not a conversation `user/history` nor `user`'s history).
 #[tokio::test]
 async fn a_slash_in_a_path_is_a_segment_boundary() {
-    let base = serve(Arc::new(InMemoryStore::new()), ServerConfig::default()).await;
-    let http = reqwest::Client::new();
-    let (status, body) = post_json(&http, format!("{base}/v1/conversations/a/b/messages"), &aftersale()).await;
-    assert_eq!(status, StatusCode::NOT_FOUND);
+    let server = server(Arc::new(InMemoryStore::new()), ServerConfig::default());
+    let r = server.post_json("/v1/conversations/a/b/messages", &aftersale()).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    let body = r.json();
     assert_eq!(body["error"]["code"], "not_found");
     assert!(
         body["error"]["message"].as_str().is_some_and(|m| m.contains("%2F")),
         "{body}"
     );
     // `user` exists; `user/history` as a path is its history, as a segment another id.
-    let r = http
-        .post(format!("{base}/v1/conversations/user/messages"))
-        .json(&aftersale())
-        .send()
-        .await
-        .expect("post");
-    assert_eq!(r.status(), StatusCode::OK);
-    let r = http
-        .get(format!("{base}/v1/conversations/user%2Fhistory/messages"))
-        .send()
-        .await
-        .expect("get");
-    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let r = server.post_json("/v1/conversations/user/messages", &aftersale()).await;
+    assert_eq!(r.status, StatusCode::OK);
+    let r = server.get("/v1/conversations/user%2Fhistory/messages").await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
     for (method, path, status) in [
-        (reqwest::Method::DELETE, "user/history", StatusCode::METHOD_NOT_ALLOWED),
-        (reqwest::Method::GET, "user", StatusCode::METHOD_NOT_ALLOWED),
-        (reqwest::Method::POST, "user/history", StatusCode::METHOD_NOT_ALLOWED),
-        (reqwest::Method::GET, "user/other", StatusCode::NOT_FOUND),
-        (reqwest::Method::GET, "user/messages/", StatusCode::NOT_FOUND),
+        (Method::DELETE, "user/history", StatusCode::METHOD_NOT_ALLOWED),
+        (Method::GET, "user", StatusCode::METHOD_NOT_ALLOWED),
+        (Method::POST, "user/history", StatusCode::METHOD_NOT_ALLOWED),
+        (Method::GET, "user/other", StatusCode::NOT_FOUND),
+        (Method::GET, "user/messages/", StatusCode::NOT_FOUND),
         // An empty segment is an empty id, which no conversation has.
-        (reqwest::Method::GET, "/messages", StatusCode::BAD_REQUEST),
+        (Method::GET, "/messages", StatusCode::BAD_REQUEST),
     ] {
-        let r = http
-            .request(method.clone(), format!("{base}/v1/conversations/{path}"))
-            .header("content-type", "application/json")
-            .body(aftersale().to_string())
-            .send()
-            .await
-            .expect("request");
-        assert_eq!(r.status(), status, "{method} {path}");
-        assert!(error_code(r).await.len() > 1);
+        let r = server
+            .send_json(method.clone(), &format!("/v1/conversations/{path}"), &aftersale())
+            .await;
+        assert_eq!(r.status, status, "{method} {path}");
+        assert!(r.error_code().len() > 1);
     }
-    let page = get_json(&http, format!("{base}/v1/conversations")).await;
+    let page = server.get("/v1/conversations").await.json();
     assert_eq!(page["conversations"], json!(["user"]), "nothing else was written");
 }
