@@ -1,4 +1,4 @@
-//! `GET /metrics` and `GET /openapi.json` over real HTTP: requests, commits, version conflicts
+//! `GET /metrics` and `GET /openapi.json`, driven in process (`chatmem_test::app`): requests, commits, version conflicts
 //! and store errors show up in the counters of their own server; `/metrics` answers the
 //! Prometheus text or OpenMetrics as the `Accept` header asks, each read back by the parsers of
 //! the Python `prometheus_client`; the OpenAPI document lists every route the router serves,
@@ -7,27 +7,23 @@
 //! The tests with Python checks need `CHATMEM_TEST_PYTHON` (the venv of `examples/python/setup.sh`,
 //! which CI sets) and are ignored without `--include-ignored`.
 
-use crate::requests::get_json;
-
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use chatmem::{ChatMemory, InMemoryStore, Store, WindowPolicy};
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode};
 use chatmem_server::{Auth, ServerConfig, app, metrics_app};
-use reqwest::StatusCode;
+use chatmem_test::app::App;
 use serde_json::{Value, json};
 
-/// A server on a free loopback port; its base URL.
-async fn serve(store: Arc<dyn Store>, config: ServerConfig) -> String {
+/// The server over `store` with a window of 6 messages and `config`.
+fn server(store: Arc<dyn Store>, config: ServerConfig) -> App {
     let memory = ChatMemory::builder(store)
         .policy(WindowPolicy::messages(6))
         .build()
         .expect("valid memory settings");
-    spawn(app(memory, config)).await
-}
-
-async fn spawn(router: axum::Router) -> String {
-    chatmem_test::loopback::serve(router).await.url()
+    App::new(app(memory, config))
 }
 
 fn batch() -> Value {
@@ -38,18 +34,22 @@ fn batch() -> Value {
 /// What Prometheus 2.x sends when it scrapes.
 const PROMETHEUS_ACCEPT: &str = "application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2";
 
+/// `GET /metrics` with the `Accept` header `accept`, if any.
+async fn metrics(server: &App, accept: Option<&str>) -> chatmem_test::app::Answer {
+    let mut request = Request::get("/metrics");
+    if let Some(accept) = accept {
+        request = request.header("accept", accept);
+    }
+    server.send(request.body(Body::empty()).expect("a request")).await
+}
+
 /// `/metrics` as OpenMetrics (asked for as Prometheus asks).
-async fn metrics_text(http: &reqwest::Client, url: &str) -> String {
-    let r = http
-        .get(url)
-        .header("accept", PROMETHEUS_ACCEPT)
-        .send()
-        .await
-        .expect("metrics");
-    assert_eq!(r.status(), StatusCode::OK);
-    let kind = r.headers()["content-type"].to_str().expect("ascii").to_owned();
+async fn metrics_text(server: &App) -> String {
+    let r = metrics(server, Some(PROMETHEUS_ACCEPT)).await;
+    assert_eq!(r.status, StatusCode::OK);
+    let kind = r.header("content-type").unwrap_or_default();
     assert!(kind.starts_with("application/openmetrics-text"), "{kind}");
-    r.text().await.expect("text")
+    r.text()
 }
 
 /// The Python of `CHATMEM_TEST_PYTHON` (a venv with `examples/python/requirements.txt`).
@@ -107,20 +107,19 @@ fn sample(text: &str, series: &str) -> Option<f64> {
 async fn requests_commits_conflicts_and_store_errors_are_counted() {
     let store = Arc::new(chatmem_test::FailingStore::new());
     store.lose_commits(2);
-    let base = serve(store.clone(), ServerConfig::default()).await;
-    let http = reqwest::Client::new();
-    let url = format!("{base}/v1/conversations/secret-user-id-42/messages");
+    let server = server(store.clone(), ServerConfig::default());
+    let url = "/v1/conversations/secret-user-id-42/messages";
 
-    let r = http.post(&url).json(&batch()).send().await.expect("post");
-    assert_eq!(r.status(), StatusCode::OK, "the commit is retried past two conflicts");
-    assert_eq!(http.get(&url).send().await.expect("get").status(), StatusCode::OK);
+    let r = server.post_json(url, &batch()).await;
+    assert_eq!(r.status, StatusCode::OK, "the commit is retried past two conflicts");
+    assert_eq!(server.get(url).await.status, StatusCode::OK);
     store.set_down(true);
-    let r = http.get(&url).send().await.expect("get");
-    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let r = server.get(url).await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
     store.set_down(false);
-    http.get(format!("{base}/no/such/route")).send().await.expect("get");
+    assert_eq!(server.get("/no/such/route").await.status, StatusCode::NOT_FOUND);
 
-    let text = metrics_text(&http, &format!("{base}/metrics")).await;
+    let text = metrics_text(&server).await;
     let messages = r#"route="/v1/conversations/{id}/messages""#;
     for (series, value) in [
         (
@@ -156,8 +155,8 @@ async fn requests_commits_conflicts_and_store_errors_are_counted() {
     assert!(!text.contains("no/such"), "nor do unknown paths");
 
     // Another server in the same process counts on its own.
-    let other = serve(Arc::new(InMemoryStore::new()), ServerConfig::default()).await;
-    let text = metrics_text(&http, &format!("{other}/metrics")).await;
+    let other = self::server(Arc::new(InMemoryStore::new()), ServerConfig::default());
+    let text = metrics_text(&other).await;
     assert_eq!(sample(&text, "chatmem_commits_total"), Some(0.0), "{text}");
     assert_eq!(sample(&text, "chatmem_version_conflicts_total"), Some(0.0), "{text}");
 }
@@ -171,19 +170,12 @@ async fn metrics_need_the_token_on_the_main_listener_only() {
         auth: Some(auth),
         ..ServerConfig::default()
     };
-    let scrape = spawn(metrics_app(config.metrics.clone())).await;
-    let base = serve(Arc::new(InMemoryStore::new()), config).await;
-    let http = reqwest::Client::new();
-    let r = http.get(format!("{base}/metrics")).send().await.expect("get");
-    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
-    let r = http
-        .get(format!("{base}/metrics"))
-        .bearer_auth("token-of-team-a-000")
-        .send()
-        .await
-        .expect("get");
-    assert_eq!(r.status(), StatusCode::OK);
-    let text = metrics_text(&http, &format!("{scrape}/metrics")).await;
+    let scrape = App::new(metrics_app(config.metrics.clone()));
+    let server = server(Arc::new(InMemoryStore::new()), config);
+    assert_eq!(server.get("/metrics").await.status, StatusCode::UNAUTHORIZED);
+    let r = server.as_bearer("token-of-team-a-000").get("/metrics").await;
+    assert_eq!(r.status, StatusCode::OK);
+    let text = metrics_text(&scrape).await;
     assert_eq!(
         sample(
             &text,
@@ -198,9 +190,8 @@ async fn metrics_need_the_token_on_the_main_listener_only() {
 /// and the documented error body is the one the server writes.
 #[tokio::test]
 async fn the_openapi_document_matches_the_router_and_the_error_shape() {
-    let base = serve(Arc::new(InMemoryStore::new()), ServerConfig::default()).await;
-    let http = reqwest::Client::new();
-    let doc = get_json(&http, format!("{base}/openapi.json")).await;
+    let server = server(Arc::new(InMemoryStore::new()), ServerConfig::default());
+    let doc = server.get("/openapi.json").await.json();
     assert!(
         doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.")),
         "{}",
@@ -232,16 +223,11 @@ async fn the_openapi_document_matches_the_router_and_the_error_shape() {
     .collect();
     assert_eq!(operations, expected);
     for (method, path) in &operations {
-        let url = format!("{base}{}", path.replace("{id}", "a%2Fb"));
-        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
-        let r = http
-            .request(method.clone(), &url)
-            .json(&batch())
-            .send()
-            .await
-            .expect("send");
-        assert_ne!(r.status(), StatusCode::METHOD_NOT_ALLOWED, "{method} {path}");
-        let body = r.text().await.expect("body");
+        let uri = path.replace("{id}", "a%2Fb");
+        let method = Method::from_bytes(method.as_bytes()).expect("method");
+        let r = server.send_json(method.clone(), &uri, &batch()).await;
+        assert_ne!(r.status, StatusCode::METHOD_NOT_ALLOWED, "{method} {path}");
+        let body = r.text();
         assert!(
             !body.contains("no such route"),
             "{method} {path} reached no handler: {body}"
@@ -250,7 +236,7 @@ async fn the_openapi_document_matches_the_router_and_the_error_shape() {
 
     // The documented error body is exactly the one a refused request carries.
     let schemas = &doc["components"]["schemas"];
-    let real = get_json(&http, format!("{base}/v1/conversations/unknown/messages")).await;
+    let real = server.get("/v1/conversations/unknown/messages").await.json();
     let documented = resolve(&doc, &schemas["Error"]);
     assert_eq!(keys(&documented["properties"]), keys(&real));
     let detail = resolve(&doc, &documented["properties"]["error"]);
@@ -268,22 +254,14 @@ async fn the_openapi_document_matches_the_router_and_the_error_shape() {
     }
 
     // Every field a stored message comes back with is documented on Message.
-    let url = format!("{base}/v1/conversations/fields/messages");
+    let url = "/v1/conversations/fields/messages";
     let full = json!({"messages": [
         {"role": "user", "content": "查一下订单", "name": "alice"},
         {"role": "assistant", "content": null, "reasoning_content": "先查", "metadata": {"k": "v"},
          "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]},
         {"role": "tool", "tool_call_id": "call_1", "content": "查询失败", "is_error": true},
     ]});
-    let window: Value = http
-        .post(&url)
-        .json(&full)
-        .send()
-        .await
-        .expect("post")
-        .json()
-        .await
-        .expect("json");
+    let window = server.post_json(url, &full).await.json();
     assert_eq!(keys(&resolve(&doc, &schemas["Window"])["properties"]), keys(&window));
     let documented = keys(&resolve(&doc, &schemas["Message"])["properties"]);
     let mut seen = BTreeSet::new();
@@ -321,18 +299,12 @@ fn resolve(doc: &Value, schema: &Value) -> Value {
 #[ignore = "needs CHATMEM_TEST_PYTHON"]
 async fn metrics_answer_the_format_the_accept_header_asks_for() {
     let config = ServerConfig::default();
-    let scrape = spawn(metrics_app(config.metrics.clone())).await;
-    let base = serve(Arc::new(InMemoryStore::new()), config).await;
-    let http = reqwest::Client::new();
-    let r = http
-        .post(format!("{base}/v1/conversations/c1/messages"))
-        .json(&batch())
-        .send()
-        .await
-        .expect("post");
-    assert_eq!(r.status(), StatusCode::OK);
+    let scrape = App::new(metrics_app(config.metrics.clone()));
+    let server = server(Arc::new(InMemoryStore::new()), config);
+    let r = server.post_json("/v1/conversations/c1/messages", &batch()).await;
+    assert_eq!(r.status, StatusCode::OK);
 
-    for listener in [&base, &scrape] {
+    for listener in [&server, &scrape] {
         let mut answers = Vec::new();
         for (accept, content_type) in [
             (None, "text/plain; version=0.0.4; charset=utf-8"),
@@ -350,15 +322,11 @@ async fn metrics_answer_the_format_the_accept_header_asks_for() {
                 "application/openmetrics-text; version=1.0.0; charset=utf-8",
             ),
         ] {
-            let mut request = http.get(format!("{listener}/metrics"));
-            if let Some(accept) = accept {
-                request = request.header("accept", accept);
-            }
-            let r = request.send().await.expect("metrics");
-            assert_eq!(r.status(), StatusCode::OK);
-            assert_eq!(r.headers()["content-type"], content_type, "{accept:?}");
-            assert_eq!(r.headers()["vary"], "accept", "{accept:?}");
-            answers.push((content_type, r.text().await.expect("text")));
+            let r = metrics(listener, accept).await;
+            assert_eq!(r.status, StatusCode::OK);
+            assert_eq!(r.header("content-type"), Some(content_type), "{accept:?}");
+            assert_eq!(r.header("vary"), Some("accept"), "{accept:?}");
+            answers.push((content_type, r.text()));
         }
         for (content_type, text) in &answers {
             if content_type.starts_with("text/plain") {
@@ -399,13 +367,8 @@ async fn metrics_answer_the_format_the_accept_header_asks_for() {
 #[tokio::test]
 #[ignore = "needs CHATMEM_TEST_PYTHON"]
 async fn the_openapi_document_passes_openapi_spec_validator() {
-    let base = serve(Arc::new(InMemoryStore::new()), ServerConfig::default()).await;
-    let text = reqwest::get(format!("{base}/openapi.json"))
-        .await
-        .expect("get")
-        .text()
-        .await
-        .expect("text");
+    let server = server(Arc::new(InMemoryStore::new()), ServerConfig::default());
+    let text = server.get("/openapi.json").await.text();
     let doc: Value = serde_json::from_str(&text).expect("JSON");
     for (path, item) in doc["paths"].as_object().expect("paths") {
         for (method, operation) in item.as_object().expect("a path item") {
