@@ -1,7 +1,6 @@
 //! The requests the server's tests read answers with: a request that must succeed at the HTTP
 //! level, its body as JSON or text (status checks stay in the tests).
 
-use reqwest::StatusCode;
 use serde_json::Value;
 
 /// `GET url`, the body as JSON.
@@ -24,10 +23,4 @@ pub(crate) async fn get_text(http: &reqwest::Client, url: impl reqwest::IntoUrl)
         .text()
         .await
         .expect("a text body")
-}
-
-/// `POST url` with the JSON `body`: the status and the answer's body as JSON.
-pub(crate) async fn post_json(http: &reqwest::Client, url: impl reqwest::IntoUrl, body: &Value) -> (StatusCode, Value) {
-    let r = http.post(url).json(body).send().await.expect("post");
-    (r.status(), r.json().await.expect("json"))
 }
