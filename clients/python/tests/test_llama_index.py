@@ -74,10 +74,10 @@ def test_store_methods(client: Client, conversation: str) -> None:
     removed = store.delete_message(conversation, 1)
     assert removed is not None
     assert removed.content == "hi"
-    # rewritten: the system message and the answer (a window starts on a user message, so
-    # the server shows the system message alone)
+    # rewritten: the system message and the answer, which now opens the conversation (as a
+    # greeting does) and so stays in the window
     assert [m["content"] for m in client.iter_history(conversation)] == ["售后", "hello"]
-    assert [m.content for m in store.get_messages(conversation)] == ["售后"]
+    assert [m.content for m in store.get_messages(conversation)] == ["售后", "hello"]
     assert conversation in store.get_keys()
     deleted = store.delete_messages(conversation)
     assert deleted is not None

@@ -55,6 +55,8 @@ pub enum Budget {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TurnBoundary {
     /// On a user message (default): the model never sees an answer without its question.
+    /// The assistant messages that open a conversation (a greeting before the first question)
+    /// may start the window too.
     #[default]
     User,
     /// On any message that is not a tool result.

@@ -7,7 +7,10 @@
 //!   [`PER_LIST`] + tokens(system) + tokens(run) ≤ `max`. The system
 //!   message counts but is never evicted; if it alone fills the budget the run is empty.
 //! - **turn boundary**: with [`TurnBoundary::User`] (default) the run starts on a user
-//!   message; with [`TurnBoundary::PairSafe`] on any message that is not a tool result.
+//!   message, or on an assistant message that opens the conversation (the first message
+//!   stored after the system message: a greeting sent before the first question stays in the
+//!   window with the turn that follows it, until the budget evicts them); with
+//!   [`TurnBoundary::PairSafe`] on any message that is not a tool result.
 //! - **tool pairing**: the run holds no tool result whose call is outside it, and no
 //!   assistant tool call left unanswered while a later user message exists.
 //!

@@ -137,9 +137,41 @@ async fn the_memory_api(store: Arc<dyn Store>, prefix: &str) {
     assert_eq!(server.get("/healthz").await.status, StatusCode::OK);
 }
 
+/// A chat app's greeting, sent before the user's first question (and after the system
+/// message, in a request of its own), is kept in the window and in a drop-evicted history.
+async fn the_greeting_is_kept(store: Arc<dyn Store>, prefix: &str) {
+    let memory = ChatMemory::builder(store)
+        .policy(WindowPolicy::messages(6))
+        .retention(chatmem::Retention::DropEvicted)
+        .build()
+        .expect("valid memory settings");
+    let server = App::new(app(memory, ServerConfig::default()));
+    let url = format!("/v1/conversations/{prefix}-greeting/messages");
+    let system = json!({"messages": [{"role": "system", "content": "你是邻里仓售后。"}]});
+    assert_eq!(server.post_json(&url, &system).await.status, StatusCode::OK);
+    let greeting = json!({"messages": [{"role": "assistant", "content": "Hi! How can I help?"}]});
+    let r = server.post_json(&url, &greeting).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    assert_eq!(roles_of(&r.json()), ["system", "assistant"], "{}", r.text());
+    let history = server.get(&url.replace("/messages", "/history")).await;
+    assert_eq!(history.status, StatusCode::OK, "{}", history.text());
+    let history = history.json();
+    assert_eq!(roles_of(&history), ["system", "assistant"], "{history}");
+    assert_eq!(history["messages"][1]["content"], "Hi! How can I help?");
+    let turn = json!({"messages": [{"role": "user", "content": "我的订单是 LC202610060018。"},
+                                   {"role": "assistant", "content": "收到。"}]});
+    let window = server.post_json(&url, &turn).await.json();
+    assert_eq!(
+        roles_of(&window),
+        ["system", "assistant", "user", "assistant"],
+        "{window}"
+    );
+}
+
 #[tokio::test]
 async fn memory_api_in_memory() {
     the_memory_api(Arc::new(InMemoryStore::new()), "mem").await;
+    the_greeting_is_kept(Arc::new(InMemoryStore::new()), "mem").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -148,23 +180,29 @@ async fn memory_api_sqlite() {
     let store = chatmem_sqlite::SqliteStore::open(dir.path().join("server.db"))
         .await
         .expect("open");
-    the_memory_api(Arc::new(store), "sqlite").await;
+    let store = Arc::new(store);
+    the_memory_api(store.clone(), "sqlite").await;
+    the_greeting_is_kept(store, "sqlite").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs CHATMEM_TEST_PG_URL"]
 async fn memory_api_postgres() {
     let url = chatmem_test::required_env("CHATMEM_TEST_PG_URL", "start PostgreSQL");
-    let store = chatmem_postgres::PostgresStore::connect(&url).await.expect("connect");
-    the_memory_api(Arc::new(store), chatmem_test::unique_id("server").as_str()).await;
+    let store = Arc::new(chatmem_postgres::PostgresStore::connect(&url).await.expect("connect"));
+    let prefix = chatmem_test::unique_id("server").as_str().to_owned();
+    the_memory_api(store.clone(), &prefix).await;
+    the_greeting_is_kept(store, &prefix).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs CHATMEM_TEST_REDIS_URL"]
 async fn memory_api_redis() {
     let url = chatmem_test::required_env("CHATMEM_TEST_REDIS_URL", "start Redis");
-    let store = chatmem_redis::RedisStore::connect(&url).await.expect("connect");
-    the_memory_api(Arc::new(store), chatmem_test::unique_id("server").as_str()).await;
+    let store = Arc::new(chatmem_redis::RedisStore::connect(&url).await.expect("connect"));
+    let prefix = chatmem_test::unique_id("server").as_str().to_owned();
+    the_memory_api(store.clone(), &prefix).await;
+    the_greeting_is_kept(store, &prefix).await;
 }
 
 #[tokio::test]

@@ -10,9 +10,9 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use chatmem::{ChatMemory, InMemoryStore, Store, WindowPolicy};
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
+use chatmem::{ChatMemory, InMemoryStore, Store, WindowPolicy};
 use chatmem_server::{Auth, ServerConfig, app, metrics_app};
 use chatmem_test::app::App;
 use serde_json::{Value, json};

@@ -211,7 +211,7 @@ impl LoadedWindow {
         };
         let to_low = to_low.with_boundary(self.policy.boundary());
         let slot = system_slot(self.snapshot.system.as_ref(), self.snapshot.summary.as_ref());
-        let moved = select_loaded(&self.snapshot.messages, &[], slot, &to_low);
+        let moved = select_loaded(&self.snapshot.messages, &[], slot, &to_low, false);
         let next_start = moved.indices().next().map(|i| self.snapshot.messages[i].seq);
         Some(BlockEviction {
             headroom: budget.saturating_sub(used),
@@ -239,19 +239,24 @@ pub struct BlockEviction {
 /// The window `policy` chooses from `snapshot`, by its cached counts.
 fn choose(snapshot: &Snapshot, policy: &WindowPolicy) -> Chosen {
     let slot = system_slot(snapshot.system.as_ref(), snapshot.summary.as_ref());
-    select_loaded(&snapshot.messages, &[], slot, policy)
+    select_loaded(&snapshot.messages, &[], slot, policy, false)
 }
 
 /// [`select`] over a loaded window followed by `appended` (a planned turn's new messages;
 /// none for the window as loaded), read in place. When the loaded messages are plain, as their
 /// log knows without reading them, the budget is fitted with the token sums the log keeps, so
-/// the cost does not grow with the window; otherwise the general path.
+/// the cost does not grow with the window; otherwise the general path. The run's first
+/// message `opens` the conversation when it is the stored window start (the first loaded
+/// message) or the conversation is new; after an empty window the stored start is past every
+/// stored message, and the first appended one opens nothing.
 pub(crate) fn select_loaded(
     loaded: &SharedMessages,
     appended: &[StoredMessage],
     system_tokens: Option<u32>,
     policy: &WindowPolicy,
+    new_conversation: bool,
 ) -> Chosen {
+    let opens = new_conversation || !loaded.is_empty();
     let n = loaded.len();
     if loaded.is_plain() && appended.iter().all(|m| is_plain(&m.message)) {
         let at = |i: usize| if i < n { &loaded[i] } else { &appended[i - n] };
@@ -262,14 +267,14 @@ pub(crate) fn select_loaded(
             Some(i) => new_from(i),
         };
         let len = n + appended.len();
-        let start = select_plain(len, at, tail, system_tokens, policy);
+        let start = select_plain(len, at, tail, system_tokens, policy, opens);
         return Chosen::Run { start, len };
     }
     // Two slice extends, not a chained collect: that pushes one reference at a time.
     let mut all: Vec<&StoredMessage> = Vec::with_capacity(n + appended.len());
     all.extend(&loaded[..]);
     all.extend(appended);
-    Chosen::Picked(select_known(&all, system_tokens, policy, false))
+    Chosen::Picked(select_known(&all, system_tokens, policy, false, opens))
 }
 
 /// What [`select_loaded`] chose: the positions of the messages the model sees, in the run of

@@ -82,13 +82,20 @@ fn window_of(snapshot: &Snapshot, draft: &Commit, policy: &WindowPolicy) -> (Cho
     let system = draft.system().or(snapshot.system.as_ref());
     let slot = system_slot(system, snapshot.summary.as_ref());
     let appended = draft.appended();
-    let chosen = select_loaded(&snapshot.messages, appended, slot, policy);
+    let chosen = select_loaded(&snapshot.messages, appended, slot, policy, holds_no_turn(snapshot));
     let loaded = &snapshot.messages[..];
     let window_start = match chosen.start().checked_sub(loaded.len()) {
         None => loaded[chosen.start()].seq,
         Some(i) => appended.get(i).map_or(draft.next_seq(), |m| m.seq),
     };
     (chosen, window_start)
+}
+
+/// Whether no message but a system message was ever stored in the conversation: it is new, or
+/// it holds only its system message (which takes a sequence without moving `next_seq`). Its
+/// next message is then its first.
+fn holds_no_turn(snapshot: &Snapshot) -> bool {
+    !snapshot.exists() || snapshot.next_seq == 1
 }
 
 #[cfg(test)]

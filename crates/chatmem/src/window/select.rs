@@ -118,21 +118,30 @@ pub fn select<M: Borrow<StoredMessage>>(
     policy: &WindowPolicy,
 ) -> Selection {
     let plain = messages.iter().all(|m| is_plain(&m.borrow().message));
-    select_known(messages, system_tokens, policy, plain)
+    select_known(messages, system_tokens, policy, plain, true)
 }
 
 /// [`select`] when whether every message [is plain](is_plain) is already known (a loaded
-/// window knows it without reading its messages).
+/// window knows it without reading its messages), and whether the first message `opens` the
+/// conversation (is its first, or the stored window start: see [`suits`]).
 pub(crate) fn select_known<M: Borrow<StoredMessage>>(
     messages: &[M],
     system_tokens: Option<u32>,
     policy: &WindowPolicy,
     plain: bool,
+    opens: bool,
 ) -> Selection {
     debug_assert_eq!(plain, messages.iter().all(|m| is_plain(&m.borrow().message)));
     if plain {
         let tail = tail_sums(messages.len(), |i| messages[i].borrow().tokens, policy);
-        let start = select_plain(messages.len(), |i| messages[i].borrow(), tail, system_tokens, policy);
+        let start = select_plain(
+            messages.len(),
+            |i| messages[i].borrow(),
+            tail,
+            system_tokens,
+            policy,
+            opens,
+        );
         return Selection {
             start,
             indices: (start..messages.len()).collect(),
@@ -142,7 +151,7 @@ pub(crate) fn select_known<M: Borrow<StoredMessage>>(
     let mut kept: Vec<usize> = (0..messages.len()).filter(|&i| keep[i]).collect();
     let tail = tail_sums(kept.len(), |p| messages[kept[p]].borrow().tokens, policy);
     let first = first_within(kept.len(), tail, system_tokens, policy);
-    match first_valid_start(messages, &kept, first, policy.boundary()) {
+    match first_valid_start(messages, &kept, first, policy.boundary(), opens) {
         Some(p) => {
             // The window is `kept[p..]`: reuse `kept`'s allocation for it.
             kept.drain(..p);
@@ -176,18 +185,20 @@ fn tail_sums(len: usize, tokens: impl Fn(usize) -> u32, policy: &WindowPolicy) -
 /// and the token count from position `p` on by `tail(p)`: repair drops none of them and no
 /// tool-call pair constrains the start, so nothing is read but a few token sums and the
 /// roles from where the budget allows. A planned turn's run is its loaded messages (whose
-/// sums the loaded log keeps) followed by its new ones, read in place. Returns where the
-/// window starts (`len`: empty); it is every message from there on.
+/// sums the loaded log keeps) followed by its new ones, read in place; `opens` as for
+/// [`select_known`]. Returns where the window starts (`len`: empty); it is every message from
+/// there on.
 pub(crate) fn select_plain<'a>(
     len: usize,
     at: impl Fn(usize) -> &'a StoredMessage,
     tail: impl Fn(usize) -> u64,
     system_tokens: Option<u32>,
     policy: &WindowPolicy,
+    opens: bool,
 ) -> usize {
     let first = first_within(len, tail, system_tokens, policy);
     (first..len)
-        .find(|&i| suits(&at(i).message, policy.boundary()))
+        .find(|&i| suits(&at(i).message, policy.boundary(), opens && i == 0))
         .unwrap_or(len)
 }
 
@@ -256,12 +267,14 @@ fn earliest_within_budget(
 }
 
 /// The first position `p >= from` in `kept` where the run may start: the message suits the
-/// boundary and no kept tool result at or after it answers a call before it.
+/// boundary (the first of `messages` as an opening one when `opens`) and no kept tool result
+/// at or after it answers a call before it.
 fn first_valid_start<M: Borrow<StoredMessage>>(
     messages: &[M],
     kept: &[usize],
     from: usize,
     boundary: TurnBoundary,
+    opens: bool,
 ) -> Option<usize> {
     let n = kept.len();
     // Positions inside (call, result] of some pair are not valid starts: a difference array
@@ -287,14 +300,18 @@ fn first_valid_start<M: Borrow<StoredMessage>>(
     let mut inside = 0i64;
     (0..n).find(|&p| {
         inside += cuts.get(p).copied().unwrap_or(0);
-        p >= from && inside == 0 && suits(&messages[kept[p]].borrow().message, boundary)
+        p >= from && inside == 0 && suits(&messages[kept[p]].borrow().message, boundary, opens && kept[p] == 0)
     })
 }
 
-/// Whether a window may start on `m` by the boundary alone.
-fn suits(m: &Message, boundary: TurnBoundary) -> bool {
+/// Whether a window may start on `m` by the boundary alone. `opening`: `m` opens the
+/// conversation (its first message, or the stored window start, which was a valid start when
+/// it was chosen): then an assistant message may start the window under the user boundary
+/// too, so a greeting sent before the first user message stays in the window with the turn
+/// that follows it, until the budget evicts them together.
+fn suits(m: &Message, boundary: TurnBoundary, opening: bool) -> bool {
     match boundary {
-        TurnBoundary::User => m.role() == Role::User,
+        TurnBoundary::User => m.role() == Role::User || (opening && m.role() == Role::Assistant),
         TurnBoundary::PairSafe => m.role() != Role::Tool,
     }
 }
@@ -341,14 +358,18 @@ mod tests {
                 let spec: Vec<&str> = (0..len).map(|i| if bits >> i & 1 == 1 { "U" } else { "A" }).collect();
                 let msgs = conv(&spec.join(" "));
                 let kept: Vec<usize> = (0..msgs.len()).collect();
-                for boundary in [TurnBoundary::User, TurnBoundary::PairSafe] {
+                for (boundary, opens) in [TurnBoundary::User, TurnBoundary::PairSafe]
+                    .into_iter()
+                    .flat_map(|b| [(b, true), (b, false)])
+                {
                     for max in 1..=9 {
                         let policy = WindowPolicy::messages(max).with_boundary(boundary);
                         let first =
                             earliest_within_budget(kept.len(), &|p| (kept.len() - p) as u64, None, policy.budget());
-                        let general = first_valid_start(&msgs, &kept, first, boundary);
+                        let general = first_valid_start(&msgs, &kept, first, boundary, opens);
                         let expected = general.map_or(msgs.len(), |p| kept[p]);
-                        assert_eq!(select(&msgs, None, &policy).start, expected, "{spec:?} {policy:?}");
+                        let plain = select_known(&msgs, None, &policy, true, opens).start;
+                        assert_eq!(plain, expected, "{spec:?} {policy:?} opens {opens}");
                     }
                 }
             }
@@ -427,11 +448,36 @@ mod tests {
         assert_eq!(pick("U1 A1 U2 T:a,b R:a", None, msgs(3)), vec![2, 3, 4]);
     }
 
+    /// A conversation's opening assistant messages (a greeting before any user message) may
+    /// start the window under the user boundary, and only they: a later answer never does.
     #[test]
-    fn no_user_message_means_an_empty_run_under_user_boundary() {
-        assert_eq!(pick("A1 A2", None, msgs(20)), Vec::<usize>::new());
+    fn an_opening_greeting_stays_with_the_turn_that_follows_it() {
+        let none = Vec::<usize>::new();
+        assert_eq!(pick("A1", None, msgs(20)), vec![0]);
+        assert_eq!(pick("A1 A2", None, msgs(20)), vec![0, 1]);
+        assert_eq!(pick("A1 U1 A2", None, msgs(20)), vec![0, 1, 2]);
+        assert_eq!(pick("A1 U1 A2", Some(5), msgs(4)), vec![0, 1, 2]);
+        // The budget evicts the greeting like any message, on the next valid start.
+        assert_eq!(pick("A1 U1 A2", None, msgs(2)), vec![1, 2]);
+        assert_eq!(pick("A1 U1 A2", None, msgs(1)), none);
+        assert_eq!(pick("A1 A2 U1 A3", None, msgs(3)), vec![2, 3]);
+        // Only the first message opens: an answer inside the conversation does not.
+        assert_eq!(pick("U1 A1 A2", None, msgs(2)), none);
+        // A greeting that calls a tool opens with its results.
+        assert_eq!(pick("T:a R:a U1", None, msgs(20)), vec![0, 1, 2]);
+        // A result whose call is missing is left out, and opens nothing.
+        assert_eq!(pick("R:x A1 U1", None, msgs(20)), vec![2]);
+        // Run whose first message does not open the conversation (after an empty window):
+        // under the user boundary, no user message means an empty run.
+        let not_opening = |spec: &str, policy: WindowPolicy| {
+            let c = conv(spec);
+            let plain = c.iter().all(|m| is_plain(&m.message));
+            select_known(&c, None, &policy, plain, false).indices
+        };
+        assert_eq!(not_opening("A1 A2", msgs(20)), none);
+        assert_eq!(not_opening("A1 U1 A2", msgs(20)), vec![1, 2]);
         assert_eq!(
-            pick("A1 A2", None, msgs(20).with_boundary(TurnBoundary::PairSafe)),
+            not_opening("A1 A2", msgs(20).with_boundary(TurnBoundary::PairSafe)),
             vec![0, 1]
         );
     }

@@ -141,6 +141,68 @@ async fn retention_decides_what_history_keeps() {
     }
 }
 
+/// A greeting written before the first user message is the conversation's opening: it stays
+/// in the window (and so in a drop-evicted history) with the turn that follows it, whether it
+/// comes alone, after the system message, or in one batch with the turn, until the budget
+/// evicts it like any message.
+#[tokio::test]
+async fn a_greeting_before_the_first_question_is_kept() {
+    let greeting = Message::assistant("您好，我是邻里仓售后，有什么可以帮您？");
+    for (n, batches) in [
+        vec![
+            vec![greeting.clone()],
+            vec![Message::user(TURN1), Message::assistant("收到。")],
+        ],
+        vec![
+            vec![Message::system(SYSTEM)],
+            vec![greeting.clone()],
+            vec![Message::user(TURN1), Message::assistant("收到。")],
+        ],
+        vec![vec![
+            Message::system(SYSTEM),
+            greeting.clone(),
+            Message::user(TURN1),
+            Message::assistant("收到。"),
+        ]],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let c = id(&format!("greeting-{n}"));
+        let m = ChatMemory::builder(InMemoryStore::new())
+            .policy(WindowPolicy::messages(4))
+            .retention(Retention::DropEvicted)
+            .build()
+            .expect("valid memory settings");
+        let mut batches = batches.into_iter();
+        let first = batches.next().unwrap_or_default();
+        let opened_with_the_greeting = first.contains(&greeting) && first.len() <= 2;
+        m.add(&c, first).await.unwrap();
+        if opened_with_the_greeting {
+            let window = m.get(&c).await.unwrap();
+            assert_eq!(window.last(), Some(&greeting), "{n}: the greeting alone is the window");
+            assert!(m.history(&c).await.unwrap().contains(&greeting), "{n}");
+        }
+        for batch in batches {
+            m.add(&c, batch).await.unwrap();
+        }
+        let window = m.get(&c).await.unwrap();
+        let roles: Vec<Role> = window.iter().filter(|m| !m.is_system()).map(Message::role).collect();
+        assert_eq!(roles, [Role::Assistant, Role::User, Role::Assistant], "{n}: {window:?}");
+        assert!(window.contains(&greeting), "{n}");
+        // The next turn overflows the budget: the greeting goes with the first turn.
+        m.add(&c, [Message::user(TURN2), Message::assistant("可以退。")])
+            .await
+            .unwrap();
+        let window = m.get(&c).await.unwrap();
+        assert!(!window.contains(&greeting), "{n}: {window:?}");
+        assert_eq!(
+            window.iter().find(|m| !m.is_system()).map(Message::role),
+            Some(Role::User)
+        );
+    }
+}
+
 #[tokio::test]
 async fn same_system_text_is_ignored_and_a_new_one_replaces_it() {
     let m = memory(20);

@@ -81,8 +81,16 @@ fn stored(messages: &[Message]) -> Vec<StoredMessage> {
         .collect()
 }
 
-/// Checks a run against the contract directly, without the library's helpers.
-fn run_ok(run: &[&StoredMessage], system_tokens: Option<u32>, policy: &WindowPolicy) -> bool {
+/// Checks a run against the contract directly, without the library's helpers. `opening` is
+/// the message that opens the messages the run was chosen from (the conversation's first, or
+/// the stored window start): under the user boundary an assistant message may start the run
+/// there.
+fn run_ok(
+    run: &[&StoredMessage],
+    opening: Option<&StoredMessage>,
+    system_tokens: Option<u32>,
+    policy: &WindowPolicy,
+) -> bool {
     // The system message is kept even when it alone overflows the budget: an empty run is fine.
     let fits = run.is_empty()
         || match policy.budget() {
@@ -93,7 +101,10 @@ fn run_ok(run: &[&StoredMessage], system_tokens: Option<u32>, policy: &WindowPol
         };
     let boundary = match (run.first(), policy.boundary()) {
         (None, _) => true,
-        (Some(m), TurnBoundary::User) => m.message.role() == Role::User,
+        (Some(m), TurnBoundary::User) => {
+            m.message.role() == Role::User
+                || (opening.is_some_and(|o| o.seq == m.seq) && m.message.role() == Role::Assistant)
+        }
         (Some(m), TurnBoundary::PairSafe) => m.message.role() != Role::Tool,
     };
     fits && boundary && paired(run)
@@ -151,8 +162,12 @@ proptest! {
         sys in prop::option::of(1u32..60),
         policy in policy(),
         pending in any::<bool>(),
+        greeting in prop::bool::weighted(0.2),
     ) {
         let (mut msgs, damaged) = build(&turns, damage);
+        if greeting {
+            msgs.insert(0, Message::assistant("hello, how can I help?"));
+        }
         if pending {
             msgs.push(Message::assistant_tool_calls(vec![ToolCall::new("pending", "f", "{}")]));
         }
@@ -164,12 +179,12 @@ proptest! {
         let kept: Vec<&StoredMessage> = all.iter().zip(&keep).filter(|(_, k)| **k).map(|(m, _)| m).collect();
         let sel = select(&all, sys, &policy);
         let run: Vec<&StoredMessage> = sel.indices.iter().map(|&i| &all[i]).collect();
-        prop_assert!(run_ok(&run, sys, &policy), "selected run breaks the contract: {:?}", sel);
+        prop_assert!(run_ok(&run, all.first(), sys, &policy), "selected run breaks the contract: {:?}", sel);
         // The run is a suffix of the repaired messages...
         prop_assert_eq!(&kept[kept.len() - run.len()..], &run[..]);
         // ...and the longest valid one.
         for p in 0..kept.len() - run.len() {
-            prop_assert!(!run_ok(&kept[p..], sys, &policy), "a longer run from {} is valid", p);
+            prop_assert!(!run_ok(&kept[p..], all.first(), sys, &policy), "a longer run from {} is valid", p);
         }
         // Everything before `start` is outside the window.
         prop_assert!(sel.indices.iter().all(|&i| i >= sel.start));
@@ -187,10 +202,14 @@ proptest! {
         max in 1usize..16,
         pair_safe in any::<bool>(),
         cuts in prop::collection::vec(0usize..100, 0..6),
+        greeting in prop::bool::weighted(0.2),
     ) {
         // Damage inside a turn cannot be told from a turn still in progress until the next
         // message arrives, so batches equal one add for whole, undamaged data only.
-        let (msgs, _) = build(&turns, false);
+        let (mut msgs, _) = build(&turns, false);
+        if greeting {
+            msgs.insert(0, Message::assistant("hello, how can I help?"));
+        }
         let boundary = if pair_safe { TurnBoundary::PairSafe } else { TurnBoundary::User };
         let policy = WindowPolicy::messages(max).with_boundary(boundary);
         let make = || ChatMemory::builder(InMemoryStore::new()).policy(policy).counter(Arc::new(Heuristic)).build().expect("valid memory settings");
@@ -217,7 +236,8 @@ proptest! {
         }
         if !pair_safe {
             let first_turn = once.iter().find(|m| !m.is_system());
-            prop_assert!(first_turn.is_none_or(|m| m.role() == Role::User));
+            // A user message, or the greeting that opens the conversation.
+            prop_assert!(first_turn.is_none_or(|m| m.role() == Role::User || (greeting && m == &msgs[0])));
         }
     }
 
@@ -251,16 +271,16 @@ proptest! {
             let tail: Vec<&StoredMessage> = all[start..end].iter().collect();
             let sel = select(&tail, sys, &block);
             let run: Vec<&StoredMessage> = sel.indices.iter().map(|&i| tail[i]).collect();
-            prop_assert!(run_ok(&run, sys, &block), "breaks the contract: {:?}", sel);
+            prop_assert!(run_ok(&run, tail.first().copied(), sys, &block), "breaks the contract: {:?}", sel);
             let seqs: Vec<u64> = run.iter().map(|m| m.seq).collect();
             if sel.start == 0 && !previous.is_empty() && previous.first() == seqs.first() {
                 prop_assert!(seqs.starts_with(&previous), "no eviction, yet the window changed its beginning");
             }
             if sel.start > 0 {
                 // Evicted: the longest valid run within the low-water mark.
-                prop_assert!(run_ok(&run, sys, &low_policy), "an eviction left more than the low-water mark");
+                prop_assert!(run_ok(&run, tail.first().copied(), sys, &low_policy), "an eviction left more than the low-water mark");
                 for p in 0..tail.len() - run.len() {
-                    prop_assert!(!run_ok(&tail[p..], sys, &low_policy), "a longer run from {} fits the low-water mark", p);
+                    prop_assert!(!run_ok(&tail[p..], tail.first().copied(), sys, &low_policy), "a longer run from {} fits the low-water mark", p);
                 }
             }
             start += sel.start;
