@@ -1,40 +1,61 @@
-//! `POST /v1/chat/completions` through HTTP: the seed 003 after-sale scenario against a
-//! loopback upstream that speaks OpenAI's protocol, plain and streaming; the header rule;
-//! `GET /v1/models` passed through; the pass-through proxy (every field forwarded in order,
-//! answers byte for byte, streams, `n`, `developer`), the upstream's errors as the client
-//! sees them (a hostile upstream's text and the key kept in), one connection for every
-//! call, a client hanging up mid-stream, and clients that resend their whole conversation.
-
-use crate::requests::get_text;
+//! `POST /v1/chat/completions`: the seed 003 after-sale scenario against a loopback upstream
+//! that speaks OpenAI's protocol, plain and streaming; the header rule; `GET /v1/models`
+//! passed through; the pass-through proxy (every field forwarded in order, answers byte for
+//! byte, streams, `n`, `developer`), the upstream's errors as the client sees them (a hostile
+//! upstream's text and the key kept in), one connection for every call, a client hanging up
+//! mid-stream, and clients that resend their whole conversation.
+//!
+//! The app is driven in process (`chatmem_test::app`); the mock upstream listens on loopback, so
+//! the server calls it over HTTP as it calls a provider. Three tests serve the app on a loopback
+//! port too, each saying why: an OpenAI client library talks HTTP, and a client hanging up is a
+//! connection closing.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::http::{HeaderValue, Method, Request, StatusCode};
 use chatmem::{ChatMemory, InMemoryStore, Retention, Store, WindowPolicy};
 use chatmem_server::{Limits, ServerConfig, Upstream, app};
+use chatmem_test::app::{Answer, App, json_request};
 use chatmem_test::upstream::{self as upstream, Canned, MockUpstream, roles_and_texts, text};
 use serde_json::{Map, Value, json};
 
 const SYSTEM: &str = "你是邻里仓售后。未发货可退。若对话历史中出现订单号，回答里必须原样写出该订单号。";
 const ORDER: &str = "LC202610060018";
 
-async fn serve(store: Arc<dyn Store>, upstream: &MockUpstream) -> String {
-    let config = ServerConfig {
+/// The settings calling `upstream` with the key its scripted (`start`) replies check.
+fn checked_key_config(upstream: &MockUpstream) -> ServerConfig {
+    ServerConfig {
         upstream: Some(Upstream {
             base_url: upstream.base_url.clone(),
-            api_key: Some("test-key".into()), // the key the loopback upstream checks
+            api_key: Some(upstream::TEST_KEY.into()),
         }),
         ..ServerConfig::default()
-    };
-    serve_with(store, config).await
+    }
 }
 
-async fn serve_with(store: Arc<dyn Store>, config: ServerConfig) -> String {
+/// The server over `store` (a window of 6) calling `upstream` with the key it checks.
+fn door(store: Arc<dyn Store>, upstream: &MockUpstream) -> App {
+    door_with(store, checked_key_config(upstream))
+}
+
+/// The server over `store` (a window of 6) with `config`.
+fn door_with(store: Arc<dyn Store>, config: ServerConfig) -> App {
     let memory = ChatMemory::builder(store)
         .policy(WindowPolicy::messages(6))
         .build()
         .expect("valid memory settings");
-    chatmem_test::loopback::serve(app(memory, config)).await.url()
+    App::new(app(memory, config))
+}
+
+/// `POST /v1/chat/completions` with `body`, as `conversation` when given.
+fn completion(conversation: Option<&[u8]>, body: &Value) -> Request<axum::body::Body> {
+    let mut r = json_request(Method::POST, "/v1/chat/completions", body);
+    if let Some(id) = conversation {
+        let value = HeaderValue::from_bytes(id).expect("a header value");
+        r.headers_mut().insert("x-chatmem-conversation", value);
+    }
+    r
 }
 
 fn request(text: &str, stream: bool) -> Value {
@@ -69,24 +90,19 @@ async fn the_aftersale_scenario_through_http_plain_and_streaming() {
             text("请提供订单号。"),
         ])
         .await;
-        let base = serve(Arc::new(InMemoryStore::new()), &upstream).await;
-        let http = reqwest::Client::new();
-        let url = format!("{base}/v1/chat/completions");
+        let server =
+            door(Arc::new(InMemoryStore::new()), &upstream).with_authorization("Bearer client-key-is-not-forwarded");
         let turn = |conversation: &'static str, text: &'static str| {
-            http.post(&url)
-                .header("X-Chatmem-Conversation", conversation)
-                .header("authorization", "Bearer client-key-is-not-forwarded")
-                .json(&request(text, stream))
-                .send()
+            server.send(completion(Some(conversation.as_bytes()), &request(text, stream)))
         };
-        let answer = |r: reqwest::Response| async move {
-            assert_eq!(r.status(), 200);
+        let answer = |r: Answer| {
+            assert_eq!(r.status, StatusCode::OK);
             if stream {
-                let (text, done) = sse_text(&r.text().await.expect("body"));
+                let (text, done) = sse_text(&r.text());
                 assert!(done, "the stream ends with [DONE]");
                 text
             } else {
-                let body: Value = r.json().await.expect("json");
+                let body = r.json();
                 assert_eq!(body["object"], "chat.completion");
                 body["choices"][0]["message"]["content"]
                     .as_str()
@@ -94,16 +110,11 @@ async fn the_aftersale_scenario_through_http_plain_and_streaming() {
                     .to_owned()
             }
         };
-        let first = answer(
-            turn("app-user-42-aftersale", "我的订单是 LC202610060018，还没发货。")
-                .await
-                .expect("turn 1"),
-        )
-        .await;
+        let first = answer(turn("app-user-42-aftersale", "我的订单是 LC202610060018，还没发货。").await);
         assert!(first.contains(ORDER));
-        let second = answer(turn("app-user-42-aftersale", "那单能退吗？").await.expect("turn 2")).await;
+        let second = answer(turn("app-user-42-aftersale", "那单能退吗？").await);
         assert!(second.contains(ORDER), "{second}");
-        let other = answer(turn("app-user-43-aftersale", "那单能退吗？").await.expect("other")).await;
+        let other = answer(turn("app-user-43-aftersale", "那单能退吗？").await);
         assert_eq!(other, "请提供订单号。");
 
         let requests = upstream.requests();
@@ -119,23 +130,13 @@ async fn the_aftersale_scenario_through_http_plain_and_streaming() {
     }
 }
 
-/// Sends `request`, checks the answer is a 400, and returns its JSON body.
-async fn refused(request: reqwest::RequestBuilder) -> Value {
-    let r = request.send().await.expect("post");
-    assert_eq!(r.status(), 400);
-    r.json().await.expect("json")
-}
-
 #[tokio::test]
 async fn a_request_without_the_header_is_refused_naming_it() {
     let upstream = MockUpstream::start(vec![text("never")]).await;
-    let base = serve(Arc::new(InMemoryStore::new()), &upstream).await;
-    let body = refused(
-        reqwest::Client::new()
-            .post(format!("{base}/v1/chat/completions"))
-            .json(&request("hi", false)),
-    )
-    .await;
+    let server = door(Arc::new(InMemoryStore::new()), &upstream);
+    let r = server.send(completion(None, &request("hi", false))).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    let body = r.json();
     assert!(
         body["error"]["message"]
             .as_str()
@@ -151,44 +152,30 @@ async fn a_request_without_the_header_is_refused_naming_it() {
 #[tokio::test]
 async fn the_header_takes_any_id_as_utf8() {
     let upstream = MockUpstream::start(vec![text("收到。")]).await;
-    let base = serve(Arc::new(InMemoryStore::new()), &upstream).await;
-    let http = reqwest::Client::new();
-    let post = |header: &[u8]| {
-        http.post(format!("{base}/v1/chat/completions"))
-            .header(
-                "X-Chatmem-Conversation",
-                reqwest::header::HeaderValue::from_bytes(header).expect("a header value"),
-            )
-            .json(&request("hi", false))
-            .send()
-    };
-    let r = post(b"\xff\xfe").await.expect("post");
-    assert_eq!(r.status(), 400);
-    let body: Value = r.json().await.expect("json");
+    let server = door(Arc::new(InMemoryStore::new()), &upstream);
+    let post = |header: &'static [u8]| server.send(completion(Some(header), &request("hi", false)));
+    let r = post(b"\xff\xfe").await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    let body = r.json();
     assert_eq!(
         body["error"]["message"], "the X-Chatmem-Conversation header is not UTF-8 text",
         "{body}"
     );
     assert!(upstream.requests().is_empty());
 
-    let r = post("订单-LC202610060018".as_bytes()).await.expect("post");
-    assert_eq!(r.status(), 200);
-    let window: Value = http
-        .get(format!(
-            "{base}/v1/conversations/%E8%AE%A2%E5%8D%95-LC202610060018/messages"
-        ))
-        .send()
+    let r = post("订单-LC202610060018".as_bytes()).await;
+    assert_eq!(r.status, StatusCode::OK);
+    let window = server
+        .get("/v1/conversations/%E8%AE%A2%E5%8D%95-LC202610060018/messages")
         .await
-        .expect("get")
-        .json()
-        .await
-        .expect("json");
+        .json();
     assert_eq!(window["conversation"], "订单-LC202610060018");
     assert_eq!(window["messages"].as_array().map(Vec::len), Some(3), "{window}");
 }
 
 /// The official-protocol client (async-openai) pointed at `chatmem serve`: only the base URL
-/// and one header change, and turn 2 still knows the order.
+/// and one header change, and turn 2 still knows the order. On a loopback port: the client
+/// talks HTTP.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_openai_client_gets_memory_with_one_header() {
     use async_openai::Client;
@@ -206,7 +193,11 @@ async fn an_openai_client_gets_memory_with_one_header() {
         ),
     ])
     .await;
-    let base = serve_loopback(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream).await;
+    let router = app(
+        memory(WindowPolicy::messages(6), Retention::DropEvicted),
+        door_config(&upstream),
+    );
+    let base = chatmem_test::loopback::serve(router).await.url();
     let config = OpenAIConfig::new()
         .with_api_base(format!("{base}/v1"))
         .with_api_key("unused-by-chatmem")
@@ -260,23 +251,29 @@ async fn an_openai_client_gets_memory_with_one_header() {
     );
 }
 
-/// `GET /v1/models` is the upstream's list as it came, also through async-openai.
+/// `GET /v1/models` is the upstream's list as it came, also through async-openai (on a
+/// loopback port: the client talks HTTP).
 #[tokio::test(flavor = "multi_thread")]
 async fn models_are_the_upstreams_list() {
     use async_openai::Client;
     use async_openai::config::OpenAIConfig;
 
     let upstream = MockUpstream::start(Vec::new()).await;
-    let base = serve(Arc::new(InMemoryStore::new()), &upstream).await;
-    let r = reqwest::get(format!("{base}/v1/models")).await.expect("get");
-    assert_eq!(r.status(), 200);
-    let body: Value = r.json().await.expect("json");
+    let r = door(Arc::new(InMemoryStore::new()), &upstream).get("/v1/models").await;
+    assert_eq!(r.status, StatusCode::OK);
+    let body = r.json();
     assert_eq!(body["object"], "list");
     assert_eq!(
         body["data"][1]["owned_by"], "chatmem-test",
         "the upstream's fields pass through"
     );
 
+    let memory = ChatMemory::builder(Arc::new(InMemoryStore::new()) as Arc<dyn Store>)
+        .build()
+        .expect("valid memory settings");
+    let base = chatmem_test::loopback::serve(app(memory, checked_key_config(&upstream)))
+        .await
+        .url();
     let client = Client::with_config(OpenAIConfig::new().with_api_base(format!("{base}/v1")));
     let list = client.models().list().await.expect("an OpenAI client lists models");
     let ids: Vec<&str> = list.data.iter().map(|m| m.id.as_str()).collect();
@@ -287,10 +284,10 @@ async fn models_are_the_upstreams_list() {
 /// in the metrics.
 #[tokio::test]
 async fn models_without_or_with_a_failing_upstream() {
-    let base = serve_with(Arc::new(InMemoryStore::new()), ServerConfig::default()).await;
-    let r = reqwest::get(format!("{base}/v1/models")).await.expect("get");
-    assert_eq!(r.status(), 503);
-    let body: Value = r.json().await.expect("json");
+    let server = door_with(Arc::new(InMemoryStore::new()), ServerConfig::default());
+    let r = server.get("/v1/models").await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+    let body = r.json();
     assert_eq!(body["error"]["code"], "no_upstream", "{body}");
 
     let upstream = MockUpstream::start(Vec::new()).await;
@@ -301,20 +298,15 @@ async fn models_without_or_with_a_failing_upstream() {
         }),
         ..ServerConfig::default()
     };
-    let base = serve_with(Arc::new(InMemoryStore::new()), config).await;
-    let r = reqwest::get(format!("{base}/v1/models")).await.expect("get");
-    assert_eq!(r.status(), 502);
-    let body: Value = r.json().await.expect("json");
+    let server = door_with(Arc::new(InMemoryStore::new()), config);
+    let r = server.get("/v1/models").await;
+    assert_eq!(r.status, StatusCode::BAD_GATEWAY);
+    let body = r.json();
     assert_eq!(body["error"]["code"], "upstream_auth", "{body}");
     let message = body["error"]["message"].as_str().expect("message");
     assert!(message.contains("401"), "the upstream's status is named: {message}");
     assert!(!message.contains("a-key-the-upstream-refuses"), "{message}");
-    let metrics = reqwest::get(format!("{base}/metrics"))
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let metrics = server.get("/metrics").await.text();
     assert!(
         metrics.contains("chatmem_upstream_errors_total{kind=\"auth\"} 1"),
         "{metrics}"
@@ -330,16 +322,12 @@ async fn models_without_or_with_a_failing_upstream() {
 #[tokio::test]
 async fn an_upstream_400_reaches_the_client_counted_and_nothing_is_committed() {
     let upstream = MockUpstream::start(vec![upstream::Reply::Status(400)]).await;
-    let base = serve(Arc::new(InMemoryStore::new()), &upstream).await;
-    let http = reqwest::Client::new();
-    let body = refused(
-        http.post(format!("{base}/v1/chat/completions"))
-            .header("X-Chatmem-Conversation", "c1")
-            .json(&request("hi", false)),
-    )
-    .await;
+    let server = door(Arc::new(InMemoryStore::new()), &upstream);
+    let r = server.send(completion(Some(b"c1"), &request("hi", false))).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    let body = r.json();
     assert!(body["error"]["message"].is_string(), "{body}");
-    let metrics = get_text(&http, format!("{base}/metrics")).await;
+    let metrics = server.get("/metrics").await.text();
     assert!(
         metrics.contains("chatmem_upstream_errors_total{kind=\"invalid_request\"} 1"),
         "{metrics}"
@@ -361,7 +349,8 @@ fn memory(policy: WindowPolicy, retention: Retention) -> ChatMemory<Arc<dyn Stor
         .expect("valid memory settings")
 }
 
-fn loopback_config(upstream: &MockUpstream) -> ServerConfig {
+/// The settings calling `upstream` with [`KEY`].
+fn door_config(upstream: &MockUpstream) -> ServerConfig {
     ServerConfig {
         upstream: Some(Upstream {
             base_url: upstream.base_url.clone(),
@@ -371,43 +360,27 @@ fn loopback_config(upstream: &MockUpstream) -> ServerConfig {
     }
 }
 
-async fn serve_memory(memory: ChatMemory<Arc<dyn Store>>, config: ServerConfig) -> String {
-    chatmem_test::loopback::serve(app(memory, config)).await.url()
+/// The server over `memory` calling `upstream` with [`KEY`].
+fn proxy(memory: ChatMemory<Arc<dyn Store>>, upstream: &MockUpstream) -> App {
+    App::new(app(memory, door_config(upstream)))
 }
 
-async fn serve_loopback(memory: ChatMemory<Arc<dyn Store>>, upstream: &MockUpstream) -> String {
-    serve_memory(memory, loopback_config(upstream)).await
-}
-
-async fn post(base: &str, conversation: &str, body: &Value) -> reqwest::Response {
-    reqwest::Client::new()
-        .post(format!("{base}/v1/chat/completions"))
-        .header("X-Chatmem-Conversation", conversation)
-        .json(body)
-        .send()
-        .await
-        .expect("post")
+/// A chat completion for `conversation` with `body`.
+async fn post(server: &App, conversation: &str, body: &Value) -> Answer {
+    server.send(completion(Some(conversation.as_bytes()), body)).await
 }
 
 /// The window of `conversation` (system message first), or `None` when it does not exist.
-async fn window(base: &str, conversation: &str) -> Option<Vec<Value>> {
-    let r = reqwest::get(format!("{base}/v1/conversations/{conversation}/messages"))
-        .await
-        .expect("get");
-    if r.status() == 404 {
+async fn window(server: &App, conversation: &str) -> Option<Vec<Value>> {
+    let r = server.get(&format!("/v1/conversations/{conversation}/messages")).await;
+    if r.status == StatusCode::NOT_FOUND {
         return None;
     }
-    let body: Value = r.json().await.expect("json");
-    body["messages"].as_array().cloned()
+    r.json()["messages"].as_array().cloned()
 }
 
-async fn metrics(base: &str) -> String {
-    reqwest::get(format!("{base}/metrics"))
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text")
+async fn metrics(server: &App) -> String {
+    server.get("/metrics").await.text()
 }
 
 /// `body` without its `messages`.
@@ -472,20 +445,16 @@ async fn every_field_reaches_the_upstream_in_order_and_the_answer_comes_back_byt
         Canned::json(200, &upstream::completion("{\"order\":\"LC202610060018\"}")),
     ];
     let upstream = MockUpstream::canned(answers.to_vec()).await;
-    let base = serve_loopback(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream).await;
+    let server = proxy(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream);
 
     let first = every_field("我的订单是 LC202610060018。");
-    let r = post(&base, "c1", &first).await;
-    assert_eq!(r.status(), 200);
-    assert_eq!(r.headers()["content-type"], "application/json");
-    assert_eq!(
-        r.bytes().await.expect("body").to_vec(),
-        answers[0].body(),
-        "byte for byte"
-    );
+    let r = post(&server, "c1", &first).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.headers["content-type"], "application/json");
+    assert_eq!(r.body.to_vec(), answers[0].body(), "byte for byte");
     let second = every_field("那单能退吗？");
-    let r = post(&base, "c1", &second).await;
-    assert_eq!(r.bytes().await.expect("body").to_vec(), answers[1].body());
+    let r = post(&server, "c1", &second).await;
+    assert_eq!(r.body.to_vec(), answers[1].body());
 
     let received = upstream.received();
     assert_eq!(received.len(), 2);
@@ -511,11 +480,11 @@ async fn every_field_reaches_the_upstream_in_order_and_the_answer_comes_back_byt
         ]),
         "memory's window (the developer message once, first) and the new message"
     );
-    let stored = window(&base, "c1").await.expect("stored");
+    let stored = window(&server, "c1").await.expect("stored");
     assert_eq!(stored[0]["role"], "developer");
     assert_eq!(stored.iter().filter(|m| m["role"] == "developer").count(), 1);
     assert_eq!(stored.len(), 5);
-    let metrics = metrics(&base).await;
+    let metrics = metrics(&server).await;
     assert!(
         metrics.contains(r#"chatmem_upstream_tokens_total{kind="cached_prompt"} 32"#),
         "{metrics}"
@@ -541,27 +510,23 @@ async fn streams_pass_through_byte_for_byte_with_and_without_usage() {
             Duration::from_millis(5),
         );
         let upstream = MockUpstream::canned(vec![canned.clone()]).await;
-        let base = serve_loopback(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream).await;
+        let server = proxy(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream);
         let mut sent = json!({"model": "mock-model", "stream": true,
             "messages": [{"role": "user", "content": "我的订单是 LC202610060018。"}]});
         if include_usage {
             sent["stream_options"] = json!({"include_usage": true});
         }
-        let r = post(&base, "c1", &sent).await;
-        assert_eq!(r.status(), 200);
+        let r = post(&server, "c1", &sent).await;
+        assert_eq!(r.status, 200);
         assert!(
-            r.headers()["content-type"]
+            r.headers["content-type"]
                 .to_str()
                 .expect("text")
                 .starts_with("text/event-stream")
         );
-        assert_eq!(
-            r.bytes().await.expect("body").to_vec(),
-            canned.body(),
-            "usage {include_usage}"
-        );
+        assert_eq!(r.body.to_vec(), canned.body(), "usage {include_usage}");
         // `[DONE]` came after the commit: the answer is in memory now.
-        let stored = window(&base, "c1").await.expect("committed");
+        let stored = window(&server, "c1").await.expect("committed");
         assert_eq!(stored[1]["content"], "订单 LC202610060018 尚未发货。");
         assert_eq!(upstream.received()[0].json, sent, "the request as sent");
     }
@@ -572,7 +537,7 @@ async fn streams_pass_through_byte_for_byte_with_and_without_usage() {
 #[tokio::test]
 async fn n_above_one_and_bad_messages_are_refused_in_openais_shape_before_any_call() {
     let upstream = MockUpstream::canned(Vec::new()).await;
-    let base = serve_loopback(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream).await;
+    let server = proxy(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream);
     let cases = [
         (
             json!({"model": "m", "n": 2, "messages": [{"role": "user", "content": "hi"}]}),
@@ -589,10 +554,10 @@ async fn n_above_one_and_bad_messages_are_refused_in_openais_shape_before_any_ca
         (json!({"model": "m", "stream": true, "n": 3, "messages": []}), "n"),
     ];
     for (body, param) in cases {
-        let r = post(&base, "c1", &body).await;
-        assert_eq!(r.status(), 400, "{body}");
-        let request_id = r.headers()["x-request-id"].to_str().expect("id").to_owned();
-        let e: Value = r.json().await.expect("json");
+        let r = post(&server, "c1", &body).await;
+        assert_eq!(r.status, 400, "{body}");
+        let request_id = r.headers["x-request-id"].to_str().expect("id").to_owned();
+        let e: Value = r.json();
         assert_eq!(e["error"]["type"], "invalid_request_error", "{e}");
         assert_eq!(e["error"]["code"], "invalid_request", "{e}");
         assert_eq!(e["error"]["param"], param, "{e}");
@@ -620,15 +585,12 @@ async fn upstream_errors_keep_their_meaning_and_the_key_stays_in() {
     for status in [400u16, 404, 409, 413, 422, 429, 401, 403, 500, 502, 503] {
         let canned = hostile(status).header("retry-after", "7");
         let upstream = MockUpstream::canned(vec![canned.clone(), canned]).await;
-        let base = serve_loopback(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream).await;
+        let server = proxy(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream);
         for stream in [false, true] {
-            let r = post(&base, "c1", &said(stream)).await;
-            let answered = r.status().as_u16();
-            let retry_after = r
-                .headers()
-                .get("retry-after")
-                .map(|v| v.to_str().expect("text").to_owned());
-            let text = r.text().await.expect("text");
+            let r = post(&server, "c1", &said(stream)).await;
+            let answered = r.status.as_u16();
+            let retry_after = r.header("retry-after").map(str::to_owned);
+            let text = r.text();
             assert!(!text.contains(KEY), "{status} {stream}: {text}");
             let e: Value = serde_json::from_str(&text).expect("a JSON error");
             match status {
@@ -652,7 +614,7 @@ async fn upstream_errors_keep_their_meaning_and_the_key_stays_in() {
                 }
             }
         }
-        assert_eq!(window(&base, "c1").await, None, "{status}: nothing committed");
+        assert_eq!(window(&server, "c1").await, None, "{status}: nothing committed");
     }
 
     // An error inside a 200, plain or mid-stream: chatmem's 502, not the upstream's text.
@@ -667,22 +629,22 @@ async fn upstream_errors_keep_their_meaning_and_the_key_stays_in() {
         ),
     ])
     .await;
-    let base = serve_loopback(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream).await;
+    let server = proxy(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream);
     for stream in [false, true] {
-        let r = post(&base, "c1", &said(stream)).await;
-        assert_eq!(r.status(), if stream { 200 } else { 502 });
-        let text = r.text().await.expect("text");
+        let r = post(&server, "c1", &said(stream)).await;
+        assert_eq!(r.status, if stream { 200 } else { 502 });
+        let text = r.text();
         assert!(text.contains("upstream_error"), "{text}");
         assert!(!text.contains("hunter2") && !text.contains(KEY), "{text}");
     }
-    assert_eq!(window(&base, "c1").await, None, "an error in a 200 commits nothing");
+    assert_eq!(window(&server, "c1").await, None, "an error in a 200 commits nothing");
 
     // Not OpenAI's shape: chatmem's, the key masked.
     let upstream = MockUpstream::canned(vec![Canned::json(400, &format!("bad key {KEY}, password=hunter2"))]).await;
-    let base = serve_loopback(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream).await;
-    let r = post(&base, "c1", &said(false)).await;
-    assert_eq!(r.status(), 400);
-    let text = r.text().await.expect("text");
+    let server = proxy(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream);
+    let r = post(&server, "c1", &said(false)).await;
+    assert_eq!(r.status, 400);
+    let text = r.text();
     assert!(!text.contains(KEY) && text.contains("bad key ***"), "{text}");
 
     // A timeout is a 504, plain or streaming.
@@ -695,16 +657,16 @@ async fn upstream_errors_keep_their_meaning_and_the_key_stays_in() {
         slow(Duration::from_secs(2)),
     ])
     .await;
-    let mut config = loopback_config(&upstream);
+    let mut config = door_config(&upstream);
     config.limits = Limits {
         upstream_timeout: Duration::from_millis(300),
         ..Limits::default()
     };
-    let base = serve_memory(memory(WindowPolicy::messages(6), Retention::DropEvicted), config).await;
+    let server = App::new(app(memory(WindowPolicy::messages(6), Retention::DropEvicted), config));
     for stream in [false, true] {
-        let r = post(&base, "c1", &said(stream)).await;
-        let status = r.status();
-        let text = r.text().await.expect("text");
+        let r = post(&server, "c1", &said(stream)).await;
+        let status = r.status;
+        let text = r.text();
         if stream {
             // The head came in time; the first chunk did not: the stream ends with an error event.
             assert_eq!(status, 200, "{text}");
@@ -714,7 +676,7 @@ async fn upstream_errors_keep_their_meaning_and_the_key_stays_in() {
             assert!(text.contains("upstream_timeout"), "{text}");
         }
     }
-    assert_eq!(window(&base, "c1").await, None, "a timeout commits nothing");
+    assert_eq!(window(&server, "c1").await, None, "a timeout commits nothing");
 
     // Nothing listening: 502.
     let port = chatmem_test::loopback::free_port();
@@ -725,14 +687,14 @@ async fn upstream_errors_keep_their_meaning_and_the_key_stays_in() {
         }),
         ..ServerConfig::default()
     };
-    let base = serve_memory(memory(WindowPolicy::messages(6), Retention::DropEvicted), config).await;
+    let server = App::new(app(memory(WindowPolicy::messages(6), Retention::DropEvicted), config));
     for stream in [false, true] {
-        let r = post(&base, "c1", &said(stream)).await;
-        assert_eq!(r.status(), 502);
-        let e: Value = r.json().await.expect("json");
+        let r = post(&server, "c1", &said(stream)).await;
+        assert_eq!(r.status, 502);
+        let e: Value = r.json();
         assert_eq!(e["error"]["code"], "upstream_unavailable", "{e}");
     }
-    let metrics = metrics(&base).await;
+    let metrics = metrics(&server).await;
     assert!(
         metrics.contains(r#"chatmem_upstream_errors_total{kind="unavailable"} 2"#),
         "{metrics}"
@@ -744,23 +706,24 @@ async fn upstream_errors_keep_their_meaning_and_the_key_stays_in() {
 #[tokio::test(flavor = "multi_thread")]
 async fn one_connection_serves_every_call() {
     let upstream = MockUpstream::canned(Vec::new()).await;
-    let base = serve_loopback(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream).await;
+    let server = proxy(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream);
     for i in 0..6 {
         let body =
             json!({"model": "m", "stream": i % 2 == 1, "messages": [{"role": "user", "content": format!("q{i}")}]});
-        let r = post(&base, "c1", &body).await;
-        assert_eq!(r.status(), 200);
-        let text = r.text().await.expect("body");
+        let r = post(&server, "c1", &body).await;
+        assert_eq!(r.status, 200);
+        let text = r.text();
         assert!(text.contains(&format!("echo: q{i}")), "{text}");
     }
-    let r = reqwest::get(format!("{base}/v1/models")).await.expect("models");
-    assert_eq!(r.status(), 200);
+    let r = server.get("/v1/models").await;
+    assert_eq!(r.status, 200);
     assert_eq!(upstream.received().len(), 6);
     assert_eq!(upstream.connections(), 1, "one connection, kept alive and reused");
 }
 
 /// A client that hangs up mid-stream commits nothing, and a stream the upstream cuts ends
-/// with an error event (no `[DONE]`) and commits nothing.
+/// with an error event (no `[DONE]`) and commits nothing. On a loopback port: hanging up is the
+/// client's connection closing under the listener.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stream_that_does_not_finish_commits_nothing() {
     let pieces = ["a", "b", "c", "d", "e", "f", "g", "h"];
@@ -775,9 +738,20 @@ async fn a_stream_that_does_not_finish_commits_nothing() {
         },
     ])
     .await;
-    let base = serve_loopback(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream).await;
+    let router = app(
+        memory(WindowPolicy::messages(6), Retention::DropEvicted),
+        door_config(&upstream),
+    );
+    let server = App::new(router.clone());
+    let base = chatmem_test::loopback::serve(router).await.url();
     let body = json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "hi"}]});
-    let mut r = post(&base, "hung-up", &body).await;
+    let mut r = reqwest::Client::new()
+        .post(format!("{base}/v1/chat/completions"))
+        .header("X-Chatmem-Conversation", "hung-up")
+        .json(&body)
+        .send()
+        .await
+        .expect("post");
     assert_eq!(r.status(), 200);
     let first = r.chunk().await.expect("a chunk").expect("some bytes");
     assert!(!first.is_empty());
@@ -785,19 +759,19 @@ async fn a_stream_that_does_not_finish_commits_nothing() {
     // Past the upstream's whole answer.
     tokio::time::sleep(Duration::from_millis(2_000)).await;
     assert_eq!(
-        window(&base, "hung-up").await,
+        window(&server, "hung-up").await,
         None,
         "a client that hung up commits nothing"
     );
 
-    let r = post(&base, "cut", &body).await;
-    assert_eq!(r.status(), 200);
-    let text = r.text().await.expect("body");
+    let r = post(&server, "cut", &body).await;
+    assert_eq!(r.status, 200);
+    let text = r.text();
     assert!(
         text.contains("upstream_unavailable") && !text.contains("[DONE]"),
         "{text}"
     );
-    assert_eq!(window(&base, "cut").await, None, "a cut stream commits nothing");
+    assert_eq!(window(&server, "cut").await, None, "a cut stream commits nothing");
 }
 
 /// A client that resends its whole growing conversation (the `openai` SDK's
@@ -809,16 +783,16 @@ async fn a_client_resending_its_whole_conversation_stores_what_was_said() {
     const SYSTEM: &str = "你是邻里仓售后。";
     for retention in [Retention::DropEvicted, Retention::KeepHistory] {
         let upstream = MockUpstream::canned(Vec::new()).await;
-        let base = serve_loopback(memory(WindowPolicy::messages(4), retention), &upstream).await;
+        let server = proxy(memory(WindowPolicy::messages(4), retention), &upstream);
         let mut client = vec![json!({"role": "system", "content": SYSTEM})];
         let mut said: Vec<Value> = Vec::new();
         for turn in 1..=5 {
             let user = json!({"role": "user", "content": format!("u{turn}")});
             client.push(user.clone());
             said.push(user);
-            let r = post(&base, "c1", &json!({"model": "m", "messages": client})).await;
-            assert_eq!(r.status(), 200, "turn {turn}");
-            let answer: Value = r.json().await.expect("json");
+            let r = post(&server, "c1", &json!({"model": "m", "messages": client})).await;
+            assert_eq!(r.status, 200, "turn {turn}");
+            let answer: Value = r.json();
             // As the SDK sends an answer back: with `refusal` and `annotations`.
             let message = answer["choices"][0]["message"].clone();
             said.push(json!({"role": "assistant", "content": message["content"]}));
@@ -839,16 +813,11 @@ async fn a_client_resending_its_whole_conversation_stores_what_was_said() {
                 "turn {turn}: the end of what was said"
             );
         }
-        let stored = window(&base, "c1").await.expect("stored");
+        let stored = window(&server, "c1").await.expect("stored");
         assert!(stored.len() <= 5, "{stored:?}");
         assert_eq!(&stored[1..], &said[said.len() - (stored.len() - 1)..], "{retention:?}");
         if retention == Retention::KeepHistory {
-            let history: Value = reqwest::get(format!("{base}/v1/conversations/c1/history"))
-                .await
-                .expect("history")
-                .json()
-                .await
-                .expect("json");
+            let history = server.get("/v1/conversations/c1/history").await.json();
             let history = history["messages"].as_array().expect("messages");
             assert_eq!(history[0]["role"], "system");
             assert_eq!(&history[1..], said.as_slice(), "what was said, each once");

@@ -8,7 +8,6 @@
 //! listener to timing bounds that a busy binary running other tests beside it could break.
 
 mod inspector;
-mod requests;
 
 mod bounded_reads;
 mod completions;

@@ -6,8 +6,6 @@
 //! Over a real loopback port on purpose: the `Host` and `Origin` headers a browser puts on the wire
 //! are what is checked, as the HTTP client writes them.
 
-use crate::requests::get_json;
-
 use std::sync::Arc;
 
 use chatmem::{ChatMemory, InMemoryStore, Store};
@@ -67,7 +65,12 @@ async fn error_code(r: reqwest::Response) -> String {
 
 /// The stored conversation's system message, read back with a plain request.
 async fn system_message(http: &reqwest::Client, url: &str) -> Value {
-    let window = get_json(http, url.replace("/messages", "/history")).await;
+    let r = http
+        .get(url.replace("/messages", "/history"))
+        .send()
+        .await
+        .expect("get");
+    let window: Value = r.json().await.expect("a JSON body");
     window["messages"][0].clone()
 }
 
