@@ -26,8 +26,9 @@ pub const HIDDEN_URL: &str = "<URL not shown>";
 ///
 /// - User info: everything between `://` (or the scheme's `:`) and the **last** `@` is the
 ///   user info (a password may hold an unencoded `/`, `#`, `?` or `@`); a user name before
-///   the first `:` stays, the rest becomes `***`. A user info without `:` becomes `***` too (`redis://secret@host`
-///   passes a password that way).
+///   the first `:` stays, the rest becomes `***`. A user info without `:` is a user name and
+///   stays (`mysql://root@db`), except in a Redis URL, where it may be a password
+///   (`redis://secret@host`, as older clients wrote it) and becomes `***`.
 /// - Query parameters named like a secret (`password`, `pass`, `pwd`, `token`, ...) keep
 ///   their name, not their value; a `#fragment` is dropped.
 /// - Text that does not start with a scheme:
@@ -44,6 +45,7 @@ pub const HIDDEN_URL: &str = "<URL not shown>";
 /// use chatmem::store::redact_url;
 /// assert_eq!(redact_url("postgres://app:s3cret@db:5432/x"), "postgres://app:***@db:5432/x");
 /// assert_eq!(redact_url("redis://secret@127.0.0.1:6379"), "redis://***@127.0.0.1:6379");
+/// assert_eq!(redact_url("mysql://root@127.0.0.1:3306/test"), "mysql://root@127.0.0.1:3306/test");
 /// assert_eq!(redact_url("postgres://u:pa/ss?w#rd@db/x"), "postgres://u:***@db/x");
 /// assert_eq!(redact_url("postgres://db/x?password=s3cret&sslmode=disable"), "postgres://db/x?password=***&sslmode=disable");
 /// assert_eq!(redact_url("host=db password=s3cret"), "host=db password=***");
@@ -70,10 +72,19 @@ pub fn redact_url(url: &str) -> String {
     // Without `//` too: `u:pw@db/x`, a URL missing its `postgres://`, still holds a password.
     let rest = if let Some(at) = rest.rfind('@') {
         let userinfo = &rest[..at];
+        let plain_name = |user: &str| !user.contains(['/', '?', '#']);
         match userinfo.split_once(':') {
-            Some((user, _)) if !user.contains(['/', '?', '#']) => {
+            Some((user, _)) if plain_name(user) => {
                 out.push_str(user);
                 out.push_str(":***@");
+            }
+            // After `scheme://` only: in `u:secret@db`, read as scheme `u`, it is a password.
+            None if prefix.ends_with("//")
+                && plain_name(userinfo)
+                && !url[..colon].to_ascii_lowercase().starts_with("redis") =>
+            {
+                out.push_str(userinfo);
+                out.push('@');
             }
             _ => out.push_str("***@"),
         }
@@ -270,9 +281,20 @@ mod tests {
             redact_url("redis+cluster://u:pw@h1:7000,h2:7001"),
             "redis+cluster://u:***@h1:7000,h2:7001"
         );
+        // A user name alone holds no password (the drivers read it as the user), except in
+        // Redis URLs.
         assert_eq!(
             redact_url("postgres://app@db/x?sslmode=disable"),
-            "postgres://***@db/x?sslmode=disable"
+            "postgres://app@db/x?sslmode=disable"
+        );
+        assert_eq!(
+            redact_url("mysql://root@127.0.0.1:1/test"),
+            "mysql://root@127.0.0.1:1/test"
+        );
+        assert_eq!(redact_url("rediss://secret@h:6380"), "rediss://***@h:6380");
+        assert_eq!(
+            redact_url("redis+cluster://secret@h1:7000"),
+            "redis+cluster://***@h1:7000"
         );
         assert_eq!(
             redact_url("redis://:pw@127.0.0.1:6379/0"),
