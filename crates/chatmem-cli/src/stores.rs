@@ -1,8 +1,8 @@
 //! Opening a store from a URL: `memory:`, `sqlite:PATH`, `postgres://…`, `mysql://…`,
 //! `redis://…`.
 //!
-//! A command that only reads opens an existing store and never creates one (a typo in a
-//! path must not leave a new empty database behind); a command that writes creates it.
+//! A command that only reads or deletes opens an existing store and never creates one (a typo
+//! in a path must not leave a new empty database behind); a command that adds creates it.
 
 use std::sync::Arc;
 
@@ -20,7 +20,10 @@ pub(crate) enum Access {
     /// Only reads (`get`, `history`, `list`, `export`): the store must exist and is opened
     /// without a write: SQLite read-only, PostgreSQL and MySQL without migrations.
     Read,
-    /// Writes: a missing store (file, schema) is created.
+    /// Deletes (`clear`, `purge`): the store must exist, as for [`Access::Read`] (a missing
+    /// one holds nothing to delete), and is opened for writing, without migrations.
+    Delete,
+    /// Adds: a missing store (file, schema) is created.
     Write,
 }
 
@@ -63,15 +66,16 @@ pub(crate) async fn open(url: &str, access: Access) -> anyhow::Result<Arc<dyn St
 
 async fn open_sqlite(url: &str, access: Access) -> anyhow::Result<SqliteStore> {
     let builder = SqliteStore::builder_from_url(url)?;
-    let builder = match access {
-        Access::Read => builder.read_only(true),
-        Access::Write => builder,
+    let (builder, doing) = match access {
+        Access::Read => (builder.read_only(true), "reading"),
+        Access::Delete => (builder.create_if_missing(false), "deleting"),
+        Access::Write => (builder, "adding"),
     };
     match builder.open().await {
         Ok(store) => Ok(store),
         Err(e) => match std::error::Error::source(&e).and_then(|s| s.downcast_ref::<MissingDatabase>()) {
             Some(missing) => bail!(
-                "no SQLite store at {}: reading creates none (add, import, chat and serve create one)",
+                "no SQLite store at {}: {doing} creates none (add, import, chat and serve create one)",
                 missing.path().display()
             ),
             None => Err(e.into()),

@@ -8,7 +8,7 @@ use crate::stores::Access;
 
 /// Runs `chatmem purge`.
 pub(crate) async fn run(args: StoreArgs) -> anyhow::Result<()> {
-    let memory = ChatMemory::new(args.open(Access::Write).await?);
+    let memory = ChatMemory::new(args.open(Access::Delete).await?);
     let purged = memory.purge_expired().await?;
     write_line(purged)
 }

@@ -1,5 +1,5 @@
-//! Which store a command opens, run as a user would: the commands that read open an existing
-//! store and create nothing, and a store URL the CLI does not know is shown as typed (a
+//! Which store a command opens, run as a user would: the commands that read or delete open an
+//! existing store and create nothing, and a store URL the CLI does not know is shown as typed (a
 //! password hidden) with the likely fix.
 
 use std::path::Path;
@@ -36,14 +36,16 @@ fn contents(dir: &Path) -> Vec<String> {
     found
 }
 
-/// The commands that only read, with `store` as their store.
-fn reads(store: &str) -> [Vec<&str>; 5] {
+/// The commands that only read or delete, with `store` as their store.
+fn reads(store: &str) -> [Vec<&str>; 7] {
     [
         vec!["get", "--conversation", "c"],
         vec!["history", "--conversation", "c"],
         vec!["list"],
         vec!["export"],
         vec!["export", "--conversation", "c", "--output", "out.jsonl"],
+        vec!["clear", "--conversation", "c"],
+        vec!["purge"],
     ]
     .map(|mut args| {
         if !store.is_empty() {
