@@ -12,8 +12,9 @@ use chatmem_test::app::{App, json_request, request};
 use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Value, json};
 
-/// The server over `store` with a window of 6 messages and `config`.
-fn server(store: Arc<dyn Store>, config: ServerConfig) -> App {
+/// The server over `store` with a window of 6 messages and `config` (the metrics' and the
+/// OpenAPI document's tests use it too).
+pub(crate) fn server(store: Arc<dyn Store>, config: ServerConfig) -> App {
     let memory = ChatMemory::builder(store)
         .policy(WindowPolicy::messages(6))
         .build()

@@ -7,24 +7,17 @@
 //! The tests with Python checks need `CHATMEM_TEST_PYTHON` (the venv of `examples/python/setup.sh`,
 //! which CI sets) and are ignored without `--include-ignored`.
 
+use crate::http::server;
+
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
-use chatmem::{ChatMemory, InMemoryStore, Store, WindowPolicy};
-use chatmem_server::{Auth, ServerConfig, app, metrics_app};
+use chatmem::InMemoryStore;
+use chatmem_server::{Auth, ServerConfig, metrics_app};
 use chatmem_test::app::App;
 use serde_json::{Value, json};
-
-/// The server over `store` with a window of 6 messages and `config`.
-fn server(store: Arc<dyn Store>, config: ServerConfig) -> App {
-    let memory = ChatMemory::builder(store)
-        .policy(WindowPolicy::messages(6))
-        .build()
-        .expect("valid memory settings");
-    App::new(app(memory, config))
-}
 
 fn batch() -> Value {
     json!({"messages": [{"role": "user", "content": "我的订单是 LC202610060018，还没发货。"},
@@ -155,7 +148,7 @@ async fn requests_commits_conflicts_and_store_errors_are_counted() {
     assert!(!text.contains("no/such"), "nor do unknown paths");
 
     // Another server in the same process counts on its own.
-    let other = self::server(Arc::new(InMemoryStore::new()), ServerConfig::default());
+    let other = crate::http::server(Arc::new(InMemoryStore::new()), ServerConfig::default());
     let text = metrics_text(&other).await;
     assert_eq!(sample(&text, "chatmem_commits_total"), Some(0.0), "{text}");
     assert_eq!(sample(&text, "chatmem_version_conflicts_total"), Some(0.0), "{text}");
