@@ -256,6 +256,9 @@ fn a_full_stdout_is_one_line_not_a_panic() {
         (&["purge", "--store", &store], ""),
         (&["get", "--conversation", "c", "--store", &store], ""),
     ];
+    // `purge` and `get` open an existing store only.
+    let add = chatmem_to(&["add", "--conversation", "c", "--store", &store], one, Stdio::null());
+    assert!(add.status.success(), "{}", String::from_utf8_lossy(&add.stderr));
     for (args, stdin) in cases {
         let full = std::fs::OpenOptions::new()
             .write(true)
