@@ -6,9 +6,9 @@
 //! mid-stream, and clients that resend their whole conversation.
 //!
 //! The app is driven in process (`chatmem_test::app`); the mock upstream listens on loopback, so
-//! the server calls it over HTTP as it calls a provider. Three tests serve the app on a loopback
-//! port too, each saying why: an OpenAI client library talks HTTP, and a client hanging up is a
-//! connection closing.
+//! the server calls it over HTTP as it calls a provider. Four tests serve the app on a loopback
+//! port too, each saying why: an OpenAI client library talks HTTP, a client hanging up is a
+//! connection closing, and upstream connection reuse is measured at a client's pace.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -702,21 +702,34 @@ async fn upstream_errors_keep_their_meaning_and_the_key_stays_in() {
 }
 
 /// One connection pool, built at start: every call (plain, streamed, `/v1/models`)
-/// goes over the one kept-alive connection.
+/// goes over the one kept-alive connection. On a loopback port, as a client's calls come: in
+/// process the next call can start before hyper has handed the previous upstream connection
+/// back to its pool, and then opens a second one.
 #[tokio::test(flavor = "multi_thread")]
 async fn one_connection_serves_every_call() {
     let upstream = MockUpstream::canned(Vec::new()).await;
-    let server = proxy(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream);
+    let router = app(
+        memory(WindowPolicy::messages(6), Retention::DropEvicted),
+        door_config(&upstream),
+    );
+    let base = chatmem_test::loopback::serve(router).await.url();
+    let http = reqwest::Client::new();
     for i in 0..6 {
         let body =
             json!({"model": "m", "stream": i % 2 == 1, "messages": [{"role": "user", "content": format!("q{i}")}]});
-        let r = post(&server, "c1", &body).await;
-        assert_eq!(r.status, 200);
-        let text = r.text();
+        let r = http
+            .post(format!("{base}/v1/chat/completions"))
+            .header("X-Chatmem-Conversation", "c1")
+            .json(&body)
+            .send()
+            .await
+            .expect("post");
+        assert_eq!(r.status(), 200);
+        let text = r.text().await.expect("body");
         assert!(text.contains(&format!("echo: q{i}")), "{text}");
     }
-    let r = server.get("/v1/models").await;
-    assert_eq!(r.status, 200);
+    let r = reqwest::get(format!("{base}/v1/models")).await.expect("models");
+    assert_eq!(r.status(), 200);
     assert_eq!(upstream.received().len(), 6);
     assert_eq!(upstream.connections(), 1, "one connection, kept alive and reused");
 }
