@@ -103,6 +103,11 @@ pub async fn operations_fail_fast_during_an_outage_and_recover_after<D: SqlDb>()
 
     // The server stops answering mid-connection: the call times out, and so does the one
     // resend of the commit (its new connection gets no answer within the connect timeout).
+    // First the load's connection must be idle in the pool: MySQL's pool takes a returned
+    // connection back in a background task, and a commit that comes before it opens a new
+    // connection, which the stall leaves unopened (an error whose outcome is known: nothing
+    // was sent, not the case under test).
+    tokio::time::sleep(Duration::from_millis(300)).await;
     proxy.set(Mode::Stalled);
     let start = Instant::now();
     let err = store.commit(&id, commit(1, 3)).await.expect_err("stalled");
