@@ -147,15 +147,12 @@ pub enum ConversionErrorKind {
         /// The field.
         field: &'static str,
     },
-    /// Content given as a list of parts for a role whose chatmem content is one text.
-    #[error("the {role} message's content is a list of parts: chatmem keeps {role} content as one text")]
-    ContentParts {
+    /// A content part that async-openai's message of that role cannot carry unchanged (any
+    /// part but text for system, developer and tool; text and refusal for assistant).
+    #[error("content part {index} of type {kind:?} cannot be carried unchanged by an async-openai {role} message")]
+    UnsupportedPart {
         /// The message's role.
         role: &'static str,
-    },
-    /// A user content part that async-openai's user message cannot carry unchanged.
-    #[error("content part {index} of type {kind:?} cannot be carried unchanged by an async-openai user message")]
-    UnsupportedPart {
         /// The part's position in the content.
         index: usize,
         /// The part's `type` (empty when it has none).

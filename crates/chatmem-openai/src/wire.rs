@@ -6,8 +6,8 @@
 //! field here, so they cannot be sent.
 
 use chatmem::{
-    Body, ChatDelta, ChatRequest, ChatResponse, ContentPart, Message, ModelError, ModelErrorKind, ToolCall,
-    ToolCallDelta, ToolDefinition, Usage, UserContent,
+    Body, ChatDelta, ChatRequest, ChatResponse, Content, Message, ModelError, ModelErrorKind, ToolCall, ToolCallDelta,
+    ToolDefinition, Usage,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -42,20 +42,13 @@ struct StreamOptions {
 pub(crate) struct WireMessage<'a> {
     role: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    content: Option<WireContent<'a>>,
+    content: Option<&'a Content>,
     #[serde(skip_serializing_if = "Option::is_none")]
     name: Option<&'a str>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tool_calls: Vec<WireToolCall<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_call_id: Option<&'a str>,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(untagged)]
-enum WireContent<'a> {
-    Text(&'a str),
-    Parts(&'a [ContentPart]),
 }
 
 #[derive(Debug, Serialize)]
@@ -125,28 +118,31 @@ fn tool(t: &ToolDefinition) -> WireTool<'_> {
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Sent<'a> {
     System {
-        content: &'a str,
+        content: &'a Content,
         name: Option<&'a str>,
     },
     Developer {
-        content: &'a str,
+        content: &'a Content,
         name: Option<&'a str>,
     },
     User {
-        content: &'a UserContent,
+        content: &'a Content,
         name: Option<&'a str>,
     },
     Assistant {
         /// `None` only next to tool calls.
-        content: Option<&'a str>,
+        content: Option<&'a Content>,
         tool_calls: &'a [ToolCall],
         name: Option<&'a str>,
     },
     Tool {
         tool_call_id: &'a str,
-        content: &'a str,
+        content: &'a Content,
     },
 }
+
+/// The text of an assistant message that has neither text nor calls.
+static NO_TEXT: Content = Content::Text(String::new());
 
 pub(crate) fn sent(m: &Message) -> Sent<'_> {
     let name = m.name.as_deref();
@@ -162,7 +158,7 @@ pub(crate) fn sent(m: &Message) -> Sent<'_> {
             // Providers reject an assistant message with neither text nor calls.
             content: match (content, tool_calls.is_empty()) {
                 (Some(c), _) => Some(c),
-                (None, true) => Some(""),
+                (None, true) => Some(&NO_TEXT),
                 (None, false) => None,
             },
             tool_calls,
@@ -186,15 +182,8 @@ fn message(m: &Message) -> WireMessage<'_> {
         tool_call_id: None,
     };
     match sent(m) {
-        Sent::System { content, name } | Sent::Developer { content, name } => {
-            w.content = Some(WireContent::Text(content));
-            w.name = name;
-        }
-        Sent::User { content, name } => {
-            w.content = Some(match content {
-                UserContent::Text(t) => WireContent::Text(t),
-                UserContent::Parts(p) => WireContent::Parts(p),
-            });
+        Sent::System { content, name } | Sent::Developer { content, name } | Sent::User { content, name } => {
+            w.content = Some(content);
             w.name = name;
         }
         Sent::Assistant {
@@ -202,7 +191,7 @@ fn message(m: &Message) -> WireMessage<'_> {
             tool_calls,
             name,
         } => {
-            w.content = content.map(WireContent::Text);
+            w.content = content;
             w.tool_calls = tool_calls
                 .iter()
                 .map(|c| WireToolCall {
@@ -218,7 +207,7 @@ fn message(m: &Message) -> WireMessage<'_> {
         }
         Sent::Tool { tool_call_id, content } => {
             w.tool_call_id = Some(tool_call_id);
-            w.content = Some(WireContent::Text(content));
+            w.content = Some(content);
         }
     }
     w
@@ -331,7 +320,7 @@ pub(crate) fn response(v: Value) -> Result<ChatResponse, ModelError> {
             arguments: c.function.arguments.unwrap_or_default(),
         })
         .collect();
-    let message = answer(m.content, m.refusal, tool_calls, m.reasoning_content)
+    let message = answer(m.content.map(Content::Text), m.refusal, tool_calls, m.reasoning_content)
         .map_err(|e| protocol(format!("the answer could not be read: {e}")))?;
     Ok(ChatResponse {
         message,
@@ -348,7 +337,7 @@ pub(crate) fn response(v: Value) -> Result<ChatResponse, ModelError> {
 /// refusal is refused rather than losing either. Empty text or reasoning next to tool calls
 /// is no text (DeepSeek sends `""` there); an answer with neither text nor calls is `""`.
 pub(crate) fn answer(
-    content: Option<String>,
+    content: Option<Content>,
     refusal: Option<String>,
     tool_calls: Vec<ToolCall>,
     reasoning_content: Option<String>,
@@ -364,10 +353,11 @@ pub(crate) fn answer(
             });
         }
     }
-    let content = match (content.filter(|c| !c.is_empty()), refusal.filter(|r| !r.is_empty())) {
+    let content = content.filter(|c| !matches!(c, Content::Text(t) if t.is_empty()));
+    let content = match (content, refusal.filter(|r| !r.is_empty())) {
         (Some(_), Some(_)) => return Err(ConversionErrorKind::ContentAndRefusal),
-        (None, None) if tool_calls.is_empty() => Some(String::new()),
-        (c, r) => c.or(r),
+        (None, None) if tool_calls.is_empty() => Some(Content::Text(String::new())),
+        (c, r) => c.or(r.map(Content::Text)),
     };
     Ok(Message {
         body: Body::Assistant {

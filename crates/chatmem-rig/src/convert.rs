@@ -23,7 +23,8 @@
 //! other content; tool results of an image or of several blocks; assistant turns with two
 //! text or reasoning blocks or blocks out of that order; provider items on user content.
 //!
-//! Back from chatmem ([`Unreadable`]): content parts other than text and image URL, a `name`
+//! Back from chatmem ([`Unreadable`]): user content parts other than text and image URL,
+//! content parts on a system, assistant or tool message, a `name`
 //! on a user or assistant message, empty call ids or tool names, image details other than
 //! low/high/auto, data URLs of media types rig does not know, and a `metadata.rig` record
 //! this crate did not write are refused rather than changed. Other metadata is chatmem's and
@@ -90,6 +91,10 @@ pub enum Unreadable {
     /// A content part kind rig has no type for (`input_audio`, `file`, ...).
     #[error("a content part of type {0:?} (rig has no type for it)")]
     ContentPart(String),
+    /// Content parts on a system, assistant or tool message: rig holds that content as one
+    /// text.
+    #[error("a {0} message's content as a list of parts (rig holds it as one text)")]
+    Parts(&'static str),
     /// A participant `name` on a user or assistant message: rig's messages have no name.
     #[error("a participant name on a {0} message (rig's messages have no name)")]
     Name(&'static str),

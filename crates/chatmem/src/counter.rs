@@ -10,7 +10,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::{Arc, LazyLock};
 
-use crate::message::{Body, ContentPart, Message, UserContent};
+use crate::message::{Body, Content, ContentPart, Message};
 use crate::tokens::{PER_IMAGE, PER_LIST, PER_MESSAGE, PER_NAME};
 
 mod pieces;
@@ -209,27 +209,26 @@ pub trait TokenCounter: Send + Sync + fmt::Debug {
         if let Some(name) = &message.name {
             n += self.count_text(name) + PER_NAME;
         }
+        let count_content = |content: &Content| match content {
+            Content::Text(t) => self.count_text(t),
+            Content::Parts(parts) => parts
+                .iter()
+                .map(|part| match part {
+                    ContentPart::Text(t) | ContentPart::Refusal(t) => self.count_text(t),
+                    ContentPart::ImageUrl(_) => PER_IMAGE,
+                    ContentPart::Other(_) => 0,
+                })
+                .sum(),
+        };
         match &message.body {
-            Body::System { content } | Body::Developer { content } => n += self.count_text(content),
-            Body::User {
-                content: UserContent::Text(t),
-            } => n += self.count_text(t),
-            Body::User {
-                content: UserContent::Parts(parts),
-            } => {
-                for part in parts {
-                    n += match part {
-                        ContentPart::Text(t) => self.count_text(t),
-                        ContentPart::ImageUrl(_) => PER_IMAGE,
-                        ContentPart::Other(_) => 0,
-                    }
-                }
+            Body::System { content } | Body::Developer { content } | Body::User { content } => {
+                n += count_content(content)
             }
             Body::Assistant {
                 content, tool_calls, ..
             } => {
                 if let Some(c) = content {
-                    n += self.count_text(c);
+                    n += count_content(c);
                 }
                 for call in tool_calls {
                     n += self.count_text(&call.name) + self.count_text(&call.arguments);
@@ -238,7 +237,7 @@ pub trait TokenCounter: Send + Sync + fmt::Debug {
             Body::Tool {
                 tool_call_id, content, ..
             } => {
-                n += self.count_text(tool_call_id) + self.count_text(content);
+                n += self.count_text(tool_call_id) + count_content(content);
             }
         }
         n

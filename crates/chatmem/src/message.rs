@@ -87,27 +87,102 @@ pub struct ImageUrl {
     pub detail: Option<String>,
 }
 
-/// One part of a multi-part user message.
+/// One part of a message's content.
 ///
-/// Parts other than text and image URL (audio, files, ...) are kept as they came so they
-/// round-trip; they count no tokens.
+/// A user sends text, images and other parts (audio, files, ...), kept as they came so they
+/// round-trip and counting no tokens; system, developer and tool messages take text parts;
+/// an assistant's, text and refusal parts: what OpenAI's chat completions accept per role.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ContentPart {
     /// `{"type": "text", "text": ...}`
     Text(String),
     /// `{"type": "image_url", "image_url": {"url": ..., "detail": ...}}`
     ImageUrl(ImageUrl),
+    /// `{"type": "refusal", "refusal": ...}`: an assistant's refusal to answer.
+    Refusal(String),
     /// Any other `{"type": ..., ...}` object, kept verbatim.
     Other(Map<String, Value>),
 }
 
-/// The content of a user message: text, or a list of parts.
+/// A message's content: text, or a list of parts, kept as the client sent it.
+///
+/// ```
+/// use chatmem::{Content, ContentPart};
+///
+/// let parts = Content::Parts(vec![ContentPart::Text("a".into()), ContentPart::Text("b".into())]);
+/// assert_eq!(parts.text(), "a\nb");
+/// assert_eq!(Content::from("hi").text(), "hi");
+/// ```
 #[derive(Debug, Clone, PartialEq)]
-pub enum UserContent {
+pub enum Content {
     /// Plain text.
     Text(String),
-    /// A list of parts (text, images, ...).
+    /// A list of parts (text, images, refusals, ...).
     Parts(Vec<ContentPart>),
+}
+
+impl Content {
+    /// The text: the text itself, or the text parts joined with newlines (refusals, images
+    /// and other parts are left out).
+    pub fn text(&self) -> std::borrow::Cow<'_, str> {
+        use std::borrow::Cow;
+        match self {
+            Content::Text(t) => Cow::Borrowed(t),
+            Content::Parts(parts) => {
+                let mut texts = parts.iter().filter_map(|p| match p {
+                    ContentPart::Text(t) => Some(t.as_str()),
+                    _ => None,
+                });
+                match (texts.next(), texts.next()) {
+                    (None, _) => Cow::Borrowed(""),
+                    (Some(only), None) => Cow::Borrowed(only),
+                    (Some(first), Some(second)) => {
+                        let mut joined = format!("{first}\n{second}");
+                        for t in texts {
+                            joined.push('\n');
+                            joined.push_str(t);
+                        }
+                        Cow::Owned(joined)
+                    }
+                }
+            }
+        }
+    }
+
+    /// The parts, or `None` for plain text.
+    pub fn parts(&self) -> Option<&[ContentPart]> {
+        match self {
+            Content::Text(_) => None,
+            Content::Parts(parts) => Some(parts),
+        }
+    }
+
+    /// The length of every string the content carries (see [`Message::payload_len`]).
+    fn payload_len(&self) -> usize {
+        match self {
+            Content::Text(t) => t.len(),
+            Content::Parts(parts) => parts
+                .iter()
+                .map(|p| match p {
+                    ContentPart::Text(t) | ContentPart::Refusal(t) => t.len(),
+                    ContentPart::ImageUrl(i) => i.url.len() + i.detail.as_ref().map_or(0, String::len),
+                    ContentPart::Other(obj) => json_len(obj),
+                })
+                .sum(),
+        }
+    }
+}
+
+impl From<String> for Content {
+    fn from(text: String) -> Self {
+        Content::Text(text)
+    }
+}
+
+impl From<&str> for Content {
+    fn from(text: &str) -> Self {
+        Content::Text(text.to_owned())
+    }
 }
 
 /// A conversation message.
@@ -141,23 +216,23 @@ pub struct Message {
 pub enum Body {
     /// A system message.
     System {
-        /// The instructions.
-        content: String,
+        /// The instructions: text, or text parts.
+        content: Content,
     },
     /// A developer message: instructions, as a system message is (see [`Message::is_system`]).
     Developer {
-        /// The instructions.
-        content: String,
+        /// The instructions: text, or text parts.
+        content: Content,
     },
     /// A user message.
     User {
         /// Text or parts.
-        content: UserContent,
+        content: Content,
     },
     /// An assistant message: text, tool calls, or both.
     Assistant {
-        /// The answer text, if any.
-        content: Option<String>,
+        /// The answer, if any: text, or text and refusal parts.
+        content: Option<Content>,
         /// Reasoning text (DeepSeek's `reasoning_content`): kept in memory, never sent back.
         reasoning_content: Option<String>,
         /// Tool calls, possibly empty.
@@ -167,8 +242,8 @@ pub enum Body {
     Tool {
         /// The id of the call this answers.
         tool_call_id: String,
-        /// The result text.
-        content: String,
+        /// The result: text, or text parts.
+        content: Content,
         /// Whether the tool failed (chatmem's `is_error`).
         is_error: bool,
     },
@@ -186,7 +261,7 @@ impl Message {
     /// A system message.
     pub fn system(content: impl Into<String>) -> Self {
         Self::from_body(Body::System {
-            content: content.into(),
+            content: Content::Text(content.into()),
         })
     }
 
@@ -200,28 +275,28 @@ impl Message {
     /// ```
     pub fn developer(content: impl Into<String>) -> Self {
         Self::from_body(Body::Developer {
-            content: content.into(),
+            content: Content::Text(content.into()),
         })
     }
 
     /// A user message with text content.
     pub fn user(content: impl Into<String>) -> Self {
         Self::from_body(Body::User {
-            content: UserContent::Text(content.into()),
+            content: Content::Text(content.into()),
         })
     }
 
     /// A user message made of parts.
     pub fn user_parts(parts: Vec<ContentPart>) -> Self {
         Self::from_body(Body::User {
-            content: UserContent::Parts(parts),
+            content: Content::Parts(parts),
         })
     }
 
     /// An assistant message with text content.
     pub fn assistant(content: impl Into<String>) -> Self {
         Self::from_body(Body::Assistant {
-            content: Some(content.into()),
+            content: Some(Content::Text(content.into())),
             reasoning_content: None,
             tool_calls: Vec::new(),
         })
@@ -240,7 +315,7 @@ impl Message {
     pub fn tool_result(tool_call_id: impl Into<String>, content: impl Into<String>) -> Self {
         Self::from_body(Body::Tool {
             tool_call_id: tool_call_id.into(),
-            content: content.into(),
+            content: Content::Text(content.into()),
             is_error: false,
         })
     }
@@ -256,7 +331,7 @@ impl Message {
     pub fn tool_error(tool_call_id: impl Into<String>, content: impl Into<String>) -> Self {
         Self::from_body(Body::Tool {
             tool_call_id: tool_call_id.into(),
-            content: content.into(),
+            content: Content::Text(content.into()),
             is_error: true,
         })
     }
@@ -270,26 +345,13 @@ impl Message {
     /// ```
     pub fn payload_len(&self) -> usize {
         let body = match &self.body {
-            Body::System { content } | Body::Developer { content } => content.len(),
-            Body::User {
-                content: UserContent::Text(t),
-            } => t.len(),
-            Body::User {
-                content: UserContent::Parts(parts),
-            } => parts
-                .iter()
-                .map(|p| match p {
-                    ContentPart::Text(t) => t.len(),
-                    ContentPart::ImageUrl(i) => i.url.len() + i.detail.as_ref().map_or(0, String::len),
-                    ContentPart::Other(obj) => json_len(obj),
-                })
-                .sum(),
+            Body::System { content } | Body::Developer { content } | Body::User { content } => content.payload_len(),
             Body::Assistant {
                 content,
                 reasoning_content,
                 tool_calls,
             } => {
-                content.as_ref().map_or(0, String::len)
+                content.as_ref().map_or(0, Content::payload_len)
                     + reasoning_content.as_ref().map_or(0, String::len)
                     + tool_calls
                         .iter()
@@ -298,7 +360,7 @@ impl Message {
             }
             Body::Tool {
                 tool_call_id, content, ..
-            } => tool_call_id.len() + content.len(),
+            } => tool_call_id.len() + content.payload_len(),
         };
         body + self.name.as_ref().map_or(0, String::len) + self.metadata.as_ref().map_or(0, json_len)
     }
@@ -326,30 +388,26 @@ impl Message {
         }
     }
 
-    /// The text content: system, assistant and tool text, a user's text, or a user's text
-    /// parts joined with newlines. `None` for an assistant message without text.
+    /// The text content (see [`Content::text`]); `None` for an assistant message without
+    /// content.
     pub fn text(&self) -> Option<std::borrow::Cow<'_, str>> {
-        use std::borrow::Cow;
         match &self.body {
-            Body::System { content } | Body::Developer { content } | Body::Tool { content, .. } => {
-                Some(Cow::Borrowed(content))
-            }
-            Body::User {
-                content: UserContent::Text(t),
-            } => Some(Cow::Borrowed(t)),
-            Body::User {
-                content: UserContent::Parts(parts),
-            } => {
-                let texts: Vec<&str> = parts
-                    .iter()
-                    .filter_map(|p| match p {
-                        ContentPart::Text(t) => Some(t.as_str()),
-                        _ => None,
-                    })
-                    .collect();
-                Some(Cow::Owned(texts.join("\n")))
-            }
-            Body::Assistant { content, .. } => content.as_deref().map(Cow::Borrowed),
+            Body::System { content }
+            | Body::Developer { content }
+            | Body::User { content }
+            | Body::Tool { content, .. } => Some(content.text()),
+            Body::Assistant { content, .. } => content.as_ref().map(Content::text),
+        }
+    }
+
+    /// The content, text or parts; `None` for an assistant message without content.
+    pub fn content(&self) -> Option<&Content> {
+        match &self.body {
+            Body::System { content }
+            | Body::Developer { content }
+            | Body::User { content }
+            | Body::Tool { content, .. } => Some(content),
+            Body::Assistant { content, .. } => content.as_ref(),
         }
     }
 

@@ -11,7 +11,7 @@ use futures_core::Stream;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::message::{Body, Message, ToolCall};
+use crate::message::{Body, Content, Message, ToolCall};
 
 /// A tool the model may call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -223,7 +223,7 @@ impl DeltaAccumulator {
         };
         let message = Message {
             body: Body::Assistant {
-                content,
+                content: content.map(Content::Text),
                 reasoning_content: self.reasoning,
                 tool_calls,
             },
@@ -374,7 +374,8 @@ pub trait ChatModel: Send + Sync + fmt::Debug {
             }
         };
         let delta = ChatDelta {
-            content,
+            // A stream carries text: parts travel as their text.
+            content: content.map(|c| c.text().into_owned()),
             reasoning_content,
             tool_calls: tool_calls
                 .into_iter()

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::counter::TokenCounter;
 use crate::error::StoreError;
 use crate::id::ConversationId;
-use crate::message::{Body, Message};
+use crate::message::{Body, Content, ContentPart, Message};
 
 /// The line between the system text and the summary in the system message the model sees.
 pub const SUMMARY_HEADING: &str = "Summary of the earlier conversation:";
@@ -102,7 +102,10 @@ pub fn render_system(system: Option<&Message>, summary: Option<&Summary>) -> Opt
     };
     let mut rendered = system.clone();
     if let Body::System { content } | Body::Developer { content } = &mut rendered.body {
-        *content = format!("{content}\n\n{SUMMARY_HEADING}\n{}", summary.text);
+        match content {
+            Content::Text(text) => *text = format!("{text}\n\n{SUMMARY_HEADING}\n{}", summary.text),
+            Content::Parts(parts) => parts.push(ContentPart::Text(format!("{SUMMARY_HEADING}\n{}", summary.text))),
+        }
     }
     Some(rendered)
 }

@@ -452,9 +452,25 @@ fn already_stored(stored: &[StoredMessage], new: &[Message]) -> usize {
 /// `tool_call_id`; not `metadata`, `reasoning_content` or `is_error`, which a model is never
 /// sent (and so a client never sends back).
 fn said_alike(a: &Message, b: &Message) -> bool {
-    use crate::message::Body;
-    fn text(c: &Option<String>) -> Option<&str> {
-        c.as_deref().filter(|t| !t.is_empty())
+    use crate::message::{Body, Content, ContentPart};
+    /// Content a model is sent: `""` and `[]` are none.
+    fn said(c: Option<&Content>) -> Option<&Content> {
+        c.filter(|c| match c {
+            Content::Text(t) => !t.is_empty(),
+            Content::Parts(p) => !p.is_empty(),
+        })
+    }
+    /// Equal, or text both ways (a client may send back as parts what it was given as text).
+    fn alike(a: Option<&Content>, b: Option<&Content>) -> bool {
+        let only_text = |c: &Content| {
+            c.parts()
+                .is_none_or(|p| p.iter().all(|p| matches!(p, ContentPart::Text(_))))
+        };
+        match (said(a), said(b)) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a == b || (only_text(a) && only_text(b) && a.text() == b.text()),
+            _ => false,
+        }
     }
     a.name == b.name
         && match (&a.body, &b.body) {
@@ -469,7 +485,7 @@ fn said_alike(a: &Message, b: &Message) -> bool {
                     tool_calls: t2,
                     ..
                 },
-            ) => text(c1) == text(c2) && calls_alike(t1, t2),
+            ) => alike(c1.as_ref(), c2.as_ref()) && calls_alike(t1, t2),
             (
                 Body::Tool {
                     tool_call_id: i1,
@@ -481,8 +497,9 @@ fn said_alike(a: &Message, b: &Message) -> bool {
                     content: c2,
                     ..
                 },
-            ) => i1 == i2 && c1 == c2,
-            (x, y) => x == y,
+            ) => i1 == i2 && alike(Some(c1), Some(c2)),
+            // System, developer and user messages carry their content only.
+            _ => a.role() == b.role() && alike(a.content(), b.content()),
         }
 }
 
@@ -686,7 +703,7 @@ mod tests {
         let window = stored(&[Message::user("q"), answer.with_metadata(crate::Metadata::new())]);
         let resent = crate::Message {
             body: crate::Body::Assistant {
-                content: Some(String::new()),
+                content: Some(String::new().into()),
                 reasoning_content: None,
                 tool_calls: vec![crate::ToolCall::new("c1", "f", "{}")],
             },

@@ -427,7 +427,7 @@ async fn streaming_yields_deltas_and_commits_the_joined_answer() {
     assert_eq!(stored.len(), 5);
     assert!(matches!(
         &stored[4].body,
-        Body::Assistant { content: Some(c), reasoning_content: Some(r), tool_calls } if c == ANSWER2 && r == "查历史里的订单号" && tool_calls.is_empty()
+        Body::Assistant { content: Some(c), reasoning_content: Some(r), tool_calls } if c.text() == ANSWER2 && r == "查历史里的订单号" && tool_calls.is_empty()
     ));
 }
 

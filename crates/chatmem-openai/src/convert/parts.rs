@@ -1,7 +1,8 @@
-//! User content parts: chatmem's [`ContentPart`] and async-openai's user message parts.
+//! Content parts: chatmem's [`ContentPart`] and async-openai's parts of each role's message.
 
 use async_openai::types::chat::{
-    ChatCompletionRequestMessageContentPartImage, ChatCompletionRequestMessageContentPartText,
+    ChatCompletionRequestAssistantMessageContentPart, ChatCompletionRequestMessageContentPartImage,
+    ChatCompletionRequestMessageContentPartRefusal, ChatCompletionRequestMessageContentPartText,
     ChatCompletionRequestUserMessageContentPart, ImageDetail,
 };
 use chatmem::{ContentPart, ImageUrl};
@@ -32,7 +33,77 @@ fn detail_from_request(detail: ImageDetail) -> String {
     .to_owned()
 }
 
-/// A part as sent: text and images field by field; any other part through its JSON, which
+/// A part's `type`, for errors.
+fn kind(part: &ContentPart) -> String {
+    match part {
+        ContentPart::Text(_) => "text".into(),
+        ContentPart::ImageUrl(_) => "image_url".into(),
+        ContentPart::Refusal(_) => "refusal".into(),
+        ContentPart::Other(obj) => obj.get("type").and_then(Value::as_str).unwrap_or_default().to_owned(),
+    }
+}
+
+fn text(t: &str) -> ChatCompletionRequestMessageContentPartText {
+    ChatCompletionRequestMessageContentPartText {
+        text: t.to_owned(),
+        prompt_cache_breakpoint: None,
+    }
+}
+
+/// A text part of a `role` (system, developer or tool) message, the only part those take.
+pub(super) fn text_part_to_request(
+    role: &'static str,
+    index: usize,
+    part: &ContentPart,
+) -> Result<ChatCompletionRequestMessageContentPartText, ConversionErrorKind> {
+    match part {
+        ContentPart::Text(t) => Ok(text(t)),
+        other => Err(ConversionErrorKind::UnsupportedPart {
+            role,
+            index,
+            kind: kind(other),
+        }),
+    }
+}
+
+pub(super) fn text_part_from_request(
+    role: &'static str,
+    part: ChatCompletionRequestMessageContentPartText,
+) -> Result<ContentPart, ConversionErrorKind> {
+    unsupported_if(part.prompt_cache_breakpoint.is_some(), role, "prompt_cache_breakpoint")?;
+    Ok(ContentPart::Text(part.text))
+}
+
+/// A part of an assistant message: text or a refusal.
+pub(super) fn assistant_part_to_request(
+    index: usize,
+    part: &ContentPart,
+) -> Result<ChatCompletionRequestAssistantMessageContentPart, ConversionErrorKind> {
+    use ChatCompletionRequestAssistantMessageContentPart as P;
+    match part {
+        ContentPart::Text(t) => Ok(P::Text(text(t))),
+        ContentPart::Refusal(r) => Ok(P::Refusal(ChatCompletionRequestMessageContentPartRefusal {
+            refusal: r.clone(),
+        })),
+        other => Err(ConversionErrorKind::UnsupportedPart {
+            role: "assistant",
+            index,
+            kind: kind(other),
+        }),
+    }
+}
+
+pub(super) fn assistant_part_from_request(
+    part: ChatCompletionRequestAssistantMessageContentPart,
+) -> Result<ContentPart, ConversionErrorKind> {
+    use ChatCompletionRequestAssistantMessageContentPart as P;
+    match part {
+        P::Text(t) => text_part_from_request("assistant", t),
+        P::Refusal(r) => Ok(ContentPart::Refusal(r.refusal)),
+    }
+}
+
+/// A user part as sent: text and images field by field; any other part through its JSON, which
 /// must read back unchanged (serde ignores fields async-openai does not know, which would
 /// drop them).
 pub(super) fn part_to_request(
@@ -40,11 +111,13 @@ pub(super) fn part_to_request(
     part: &ContentPart,
 ) -> Result<ChatCompletionRequestUserMessageContentPart, ConversionErrorKind> {
     Ok(match part {
-        ContentPart::Text(t) => {
-            ChatCompletionRequestUserMessageContentPart::Text(ChatCompletionRequestMessageContentPartText {
-                text: t.clone(),
-                prompt_cache_breakpoint: None,
-            })
+        ContentPart::Text(t) => ChatCompletionRequestUserMessageContentPart::Text(text(t)),
+        ContentPart::Refusal(_) => {
+            return Err(ConversionErrorKind::UnsupportedPart {
+                role: "user",
+                index,
+                kind: kind(part),
+            });
         }
         ContentPart::ImageUrl(i) => {
             ChatCompletionRequestUserMessageContentPart::ImageUrl(ChatCompletionRequestMessageContentPartImage {
@@ -57,8 +130,9 @@ pub(super) fn part_to_request(
         }
         ContentPart::Other(obj) => {
             let unsupported = || ConversionErrorKind::UnsupportedPart {
+                role: "user",
                 index,
-                kind: obj.get("type").and_then(Value::as_str).unwrap_or_default().to_owned(),
+                kind: kind(part),
             };
             let original = Value::Object(obj.clone());
             let typed: ChatCompletionRequestUserMessageContentPart =
@@ -94,6 +168,7 @@ pub(super) fn part_from_request(
             Ok(Value::Object(obj)) => ContentPart::Other(obj),
             _ => {
                 return Err(ConversionErrorKind::UnsupportedPart {
+                    role: "user",
                     index,
                     kind: if matches!(other, P::File(_)) {
                         "file"
@@ -184,6 +259,7 @@ mod tests {
             assert_eq!(
                 e.kind(),
                 &ConversionErrorKind::UnsupportedPart {
+                    role: "user",
                     index: 1,
                     kind: kind.into()
                 }

@@ -3,23 +3,63 @@
 use async_openai::types::chat::{
     ChatCompletionMessageToolCall, ChatCompletionMessageToolCalls, ChatCompletionRequestAssistantMessage,
     ChatCompletionRequestAssistantMessageContent, ChatCompletionRequestDeveloperMessage,
-    ChatCompletionRequestDeveloperMessageContent, ChatCompletionRequestMessage, ChatCompletionRequestSystemMessage,
-    ChatCompletionRequestSystemMessageContent, ChatCompletionRequestToolMessage,
-    ChatCompletionRequestToolMessageContent, ChatCompletionRequestUserMessage, ChatCompletionRequestUserMessageContent,
-    FunctionCall,
+    ChatCompletionRequestDeveloperMessageContent, ChatCompletionRequestDeveloperMessageContentPart,
+    ChatCompletionRequestMessage, ChatCompletionRequestMessageContentPartText, ChatCompletionRequestSystemMessage,
+    ChatCompletionRequestSystemMessageContent, ChatCompletionRequestSystemMessageContentPart,
+    ChatCompletionRequestToolMessage, ChatCompletionRequestToolMessageContent,
+    ChatCompletionRequestToolMessageContentPart, ChatCompletionRequestUserMessage,
+    ChatCompletionRequestUserMessageContent, FunctionCall,
 };
-use chatmem::{Message, UserContent};
+use chatmem::{Body, Content, Message};
 
-use super::parts::{part_from_request, part_to_request};
+use super::parts::{
+    assistant_part_from_request, assistant_part_to_request, part_from_request, part_to_request, text_part_from_request,
+    text_part_to_request,
+};
 use super::{ConversionError, ConversionErrorKind, tool_calls_from, unsupported_if};
 use crate::wire::{self, Sent};
+
+/// `content` of a `role` message that takes text parts only: its text, or its parts each made
+/// by `part`.
+fn text_content<C, P>(
+    role: &'static str,
+    content: &Content,
+    text: impl FnOnce(String) -> C,
+    array: impl FnOnce(Vec<P>) -> C,
+    part: impl Fn(ChatCompletionRequestMessageContentPartText) -> P,
+) -> Result<C, ConversionError> {
+    Ok(match content {
+        Content::Text(t) => text(t.clone()),
+        Content::Parts(parts) => array(
+            parts
+                .iter()
+                .enumerate()
+                .map(|(i, p)| text_part_to_request(role, i, p).map(&part))
+                .collect::<Result<_, _>>()?,
+        ),
+    })
+}
+
+/// The chatmem content of a `role` message's text parts.
+fn text_parts_from(
+    role: &'static str,
+    parts: impl IntoIterator<Item = ChatCompletionRequestMessageContentPartText>,
+) -> Result<Content, ConversionError> {
+    Ok(Content::Parts(
+        parts
+            .into_iter()
+            .map(|p| text_part_from_request(role, p))
+            .collect::<Result<_, _>>()?,
+    ))
+}
 
 /// The request message that sends `message`, as [`OpenAiModel`](crate::OpenAiModel) would
 /// send it (without `reasoning_content`, `metadata`, `is_error`, or a tool result's `name`).
 ///
 /// # Errors
-/// A user content part async-openai cannot carry unchanged (an unknown `type`, an image
-/// `detail` it has no value for).
+/// A content part async-openai cannot carry unchanged: an unknown `type` or a refusal in a
+/// user message, anything but text in a system, developer or tool message, anything but
+/// text and refusals in an assistant's; an image `detail` it has no value for.
 ///
 /// ```
 /// use chatmem::{Message, ToolCall};
@@ -34,19 +74,31 @@ use crate::wire::{self, Sent};
 pub fn to_request_message(message: &Message) -> Result<ChatCompletionRequestMessage, ConversionError> {
     Ok(match wire::sent(message) {
         Sent::System { content, name } => ChatCompletionRequestMessage::System(ChatCompletionRequestSystemMessage {
-            content: ChatCompletionRequestSystemMessageContent::Text(content.to_owned()),
+            content: text_content(
+                "system",
+                content,
+                ChatCompletionRequestSystemMessageContent::Text,
+                ChatCompletionRequestSystemMessageContent::Array,
+                ChatCompletionRequestSystemMessageContentPart::Text,
+            )?,
             name: name.map(str::to_owned),
         }),
         Sent::Developer { content, name } => {
             ChatCompletionRequestMessage::Developer(ChatCompletionRequestDeveloperMessage {
-                content: ChatCompletionRequestDeveloperMessageContent::Text(content.to_owned()),
+                content: text_content(
+                    "developer",
+                    content,
+                    ChatCompletionRequestDeveloperMessageContent::Text,
+                    ChatCompletionRequestDeveloperMessageContent::Array,
+                    ChatCompletionRequestDeveloperMessageContentPart::Text,
+                )?,
                 name: name.map(str::to_owned),
             })
         }
         Sent::User { content, name } => ChatCompletionRequestMessage::User(ChatCompletionRequestUserMessage {
             content: match content {
-                UserContent::Text(t) => ChatCompletionRequestUserMessageContent::Text(t.clone()),
-                UserContent::Parts(parts) => ChatCompletionRequestUserMessageContent::Array(
+                Content::Text(t) => ChatCompletionRequestUserMessageContent::Text(t.clone()),
+                Content::Parts(parts) => ChatCompletionRequestUserMessageContent::Array(
                     parts
                         .iter()
                         .enumerate()
@@ -62,7 +114,20 @@ pub fn to_request_message(message: &Message) -> Result<ChatCompletionRequestMess
             name,
         } => {
             ChatCompletionRequestMessage::Assistant(ChatCompletionRequestAssistantMessage {
-                content: content.map(|c| ChatCompletionRequestAssistantMessageContent::Text(c.to_owned())),
+                content: content
+                    .map(|c| {
+                        Ok::<_, ConversionError>(match c {
+                            Content::Text(t) => ChatCompletionRequestAssistantMessageContent::Text(t.clone()),
+                            Content::Parts(parts) => ChatCompletionRequestAssistantMessageContent::Array(
+                                parts
+                                    .iter()
+                                    .enumerate()
+                                    .map(|(i, p)| assistant_part_to_request(i, p))
+                                    .collect::<Result<_, _>>()?,
+                            ),
+                        })
+                    })
+                    .transpose()?,
                 tool_calls: (!tool_calls.is_empty()).then(|| {
                     tool_calls
                         .iter()
@@ -83,7 +148,13 @@ pub fn to_request_message(message: &Message) -> Result<ChatCompletionRequestMess
             })
         }
         Sent::Tool { tool_call_id, content } => ChatCompletionRequestMessage::Tool(ChatCompletionRequestToolMessage {
-            content: ChatCompletionRequestToolMessageContent::Text(content.to_owned()),
+            content: text_content(
+                "tool",
+                content,
+                ChatCompletionRequestToolMessageContent::Text,
+                ChatCompletionRequestToolMessageContent::Array,
+                ChatCompletionRequestToolMessageContentPart::Text,
+            )?,
             tool_call_id: tool_call_id.to_owned(),
         }),
     })
@@ -125,8 +196,7 @@ pub fn to_request_messages<'a>(
 /// calls, which reads back as no text).
 ///
 /// # Errors
-/// A developer or function message, content parts for a system, assistant or tool message,
-/// assistant `audio` or `function_call`, a custom tool call, an empty tool call id or name,
+/// A function message, assistant `audio` or `function_call`, a custom tool call, an empty tool call id or name,
 /// an empty `tool_call_id`, text and a refusal together, or a part with a
 /// `prompt_cache_breakpoint`: each [`ConversionErrorKind`] names what it is.
 ///
@@ -138,23 +208,40 @@ pub fn to_request_messages<'a>(
 /// assert_eq!(from_request_message(to_request_message(&m)?)?, m);
 /// # Ok::<(), chatmem_openai::convert::ConversionError>(())
 /// ```
-pub fn from_request_message(message: ChatCompletionRequestMessage) -> Result<Message, ConversionError> {
+pub fn from_request_message(request: ChatCompletionRequestMessage) -> Result<Message, ConversionError> {
     use ChatCompletionRequestMessage as M;
+    let message = |body| Message {
+        body,
+        name: None,
+        metadata: None,
+    };
     let with_name = |m: Message, name: Option<String>| Message { name, ..m };
-    Ok(match message {
-        M::Developer(d) => match d.content {
-            ChatCompletionRequestDeveloperMessageContent::Text(t) => with_name(Message::developer(t), d.name),
-            ChatCompletionRequestDeveloperMessageContent::Array(_) => {
-                return Err(ConversionErrorKind::ContentParts { role: "developer" }.into());
-            }
-        },
+    Ok(match request {
+        M::Developer(d) => {
+            let content = match d.content {
+                ChatCompletionRequestDeveloperMessageContent::Text(t) => Content::Text(t),
+                ChatCompletionRequestDeveloperMessageContent::Array(parts) => text_parts_from(
+                    "developer",
+                    parts.into_iter().map(|p| match p {
+                        ChatCompletionRequestDeveloperMessageContentPart::Text(t) => t,
+                    }),
+                )?,
+            };
+            with_name(message(Body::Developer { content }), d.name)
+        }
         M::Function(_) => return Err(ConversionErrorKind::UnsupportedRole { role: "function" }.into()),
-        M::System(s) => match s.content {
-            ChatCompletionRequestSystemMessageContent::Text(t) => with_name(Message::system(t), s.name),
-            ChatCompletionRequestSystemMessageContent::Array(_) => {
-                return Err(ConversionErrorKind::ContentParts { role: "system" }.into());
-            }
-        },
+        M::System(s) => {
+            let content = match s.content {
+                ChatCompletionRequestSystemMessageContent::Text(t) => Content::Text(t),
+                ChatCompletionRequestSystemMessageContent::Array(parts) => text_parts_from(
+                    "system",
+                    parts.into_iter().map(|p| match p {
+                        ChatCompletionRequestSystemMessageContentPart::Text(t) => t,
+                    }),
+                )?,
+            };
+            with_name(message(Body::System { content }), s.name)
+        }
         M::User(u) => {
             let m = match u.content {
                 ChatCompletionRequestUserMessageContent::Text(t) => Message::user(t),
@@ -184,10 +271,13 @@ pub fn from_request_message(message: ChatCompletionRequestMessage) -> Result<Mes
             unsupported_if(function_call.is_some(), "assistant", "function_call")?;
             let content = match content {
                 None => None,
-                Some(ChatCompletionRequestAssistantMessageContent::Text(t)) => Some(t),
-                Some(ChatCompletionRequestAssistantMessageContent::Array(_)) => {
-                    return Err(ConversionErrorKind::ContentParts { role: "assistant" }.into());
-                }
+                Some(ChatCompletionRequestAssistantMessageContent::Text(t)) => Some(Content::Text(t)),
+                Some(ChatCompletionRequestAssistantMessageContent::Array(parts)) => Some(Content::Parts(
+                    parts
+                        .into_iter()
+                        .map(assistant_part_from_request)
+                        .collect::<Result<_, _>>()?,
+                )),
             };
             let m = wire::answer(content, refusal, tool_calls_from(tool_calls)?, None)?;
             with_name(m, name)
@@ -196,22 +286,27 @@ pub fn from_request_message(message: ChatCompletionRequestMessage) -> Result<Mes
             if t.tool_call_id.is_empty() {
                 return Err(ConversionErrorKind::EmptyToolCallId.into());
             }
-            match t.content {
-                ChatCompletionRequestToolMessageContent::Text(c) => Message::tool_result(t.tool_call_id, c),
-                ChatCompletionRequestToolMessageContent::Array(_) => {
-                    return Err(ConversionErrorKind::ContentParts { role: "tool" }.into());
-                }
-            }
+            let content = match t.content {
+                ChatCompletionRequestToolMessageContent::Text(c) => Content::Text(c),
+                ChatCompletionRequestToolMessageContent::Array(parts) => text_parts_from(
+                    "tool",
+                    parts.into_iter().map(|p| match p {
+                        ChatCompletionRequestToolMessageContentPart::Text(t) => t,
+                    }),
+                )?,
+            };
+            message(Body::Tool {
+                tool_call_id: t.tool_call_id,
+                content,
+                is_error: false,
+            })
         }
     })
 }
 
 #[cfg(test)]
 mod tests {
-    use async_openai::types::chat::{
-        ChatCompletionRequestFunctionMessage, ChatCompletionRequestMessageContentPartText,
-        ChatCompletionRequestSystemMessageContentPart,
-    };
+    use async_openai::types::chat::ChatCompletionRequestFunctionMessage;
     use chatmem::{Body, ChatRequest, ContentPart, ImageUrl, Metadata, ToolCall};
     use proptest::prelude::*;
     use serde_json::{Value, json};
@@ -339,6 +434,93 @@ mod tests {
     }
 
     #[test]
+    fn content_parts_of_every_role_both_ways() {
+        let texts = || Content::Parts(vec![ContentPart::Text("a".into()), ContentPart::Text("b".into())]);
+        let parts = json!([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]);
+        let with = |body| Message {
+            body,
+            name: None,
+            metadata: None,
+        };
+        both_ways(
+            &with(Body::System { content: texts() }),
+            json!({"role": "system", "content": parts}),
+        );
+        both_ways(
+            &with(Body::Developer { content: texts() }),
+            json!({"role": "developer", "content": parts}),
+        );
+        both_ways(
+            &with(Body::Tool {
+                tool_call_id: "c".into(),
+                content: texts(),
+                is_error: false,
+            }),
+            json!({"role": "tool", "content": parts, "tool_call_id": "c"}),
+        );
+        for content in [
+            texts(),
+            Content::Parts(vec![ContentPart::Refusal("I can't help with that.".into())]),
+        ] {
+            let m = with(Body::Assistant {
+                content: Some(content.clone()),
+                reasoning_content: None,
+                tool_calls: Vec::new(),
+            });
+            both_ways(&m, json!({"role": "assistant", "content": content}));
+        }
+    }
+
+    #[test]
+    fn a_part_a_role_does_not_take_is_an_error_naming_it() {
+        let image = ContentPart::ImageUrl(ImageUrl {
+            url: "u".into(),
+            detail: None,
+        });
+        let cases = [
+            (
+                Message {
+                    body: Body::System {
+                        content: Content::Parts(vec![ContentPart::Text("t".into()), image.clone()]),
+                    },
+                    name: None,
+                    metadata: None,
+                },
+                "system",
+                "image_url",
+            ),
+            (
+                Message {
+                    body: Body::Assistant {
+                        content: Some(Content::Parts(vec![ContentPart::Text("t".into()), image])),
+                        reasoning_content: None,
+                        tool_calls: Vec::new(),
+                    },
+                    name: None,
+                    metadata: None,
+                },
+                "assistant",
+                "image_url",
+            ),
+            (
+                Message::user_parts(vec![ContentPart::Text("t".into()), ContentPart::Refusal("no".into())]),
+                "user",
+                "refusal",
+            ),
+        ];
+        for (m, role, part) in cases {
+            assert_eq!(
+                to_request_message(&m).unwrap_err().kind(),
+                &ConversionErrorKind::UnsupportedPart {
+                    role,
+                    index: 1,
+                    kind: part.into()
+                }
+            );
+        }
+    }
+
+    #[test]
     fn roles_and_shapes_chatmem_lacks_are_errors() {
         // A developer message is chatmem's too (it holds the system slot), both ways.
         both_ways(
@@ -353,37 +535,6 @@ mod tests {
             kind(from_request_message(f)),
             ConversionErrorKind::UnsupportedRole { role: "function" }
         );
-
-        let text_part = ChatCompletionRequestMessageContentPartText {
-            text: "x".into(),
-            prompt_cache_breakpoint: None,
-        };
-        let sys = ChatCompletionRequestMessage::System(ChatCompletionRequestSystemMessage {
-            content: ChatCompletionRequestSystemMessageContent::Array(vec![
-                ChatCompletionRequestSystemMessageContentPart::Text(text_part.clone()),
-            ]),
-            name: None,
-        });
-        assert_eq!(
-            kind(from_request_message(sys)),
-            ConversionErrorKind::ContentParts { role: "system" }
-        );
-        for (v, role) in [
-            (
-                json!({"role": "assistant", "content": [{"type": "text", "text": "x"}]}),
-                "assistant",
-            ),
-            (
-                json!({"role": "tool", "tool_call_id": "c", "content": [{"type": "text", "text": "x"}]}),
-                "tool",
-            ),
-        ] {
-            let m: ChatCompletionRequestMessage = serde_json::from_value(v).unwrap();
-            assert_eq!(
-                kind(from_request_message(m)),
-                ConversionErrorKind::ContentParts { role }
-            );
-        }
 
         for (v, role, field) in [
             (
@@ -445,6 +596,13 @@ mod tests {
         ]
     }
 
+    fn text_parts() -> impl Strategy<Value = Content> {
+        prop_oneof![
+            text().prop_map(Content::Text),
+            proptest::collection::vec(text().prop_map(ContentPart::Text), 0..3).prop_map(Content::Parts),
+        ]
+    }
+
     fn call() -> impl Strategy<Value = ToolCall> {
         (nonempty(), nonempty(), text()).prop_map(|(id, name, args)| ToolCall::new(id, name, args))
     }
@@ -454,16 +612,35 @@ mod tests {
     fn sendable() -> impl Strategy<Value = Message> {
         let name = proptest::option::of(nonempty());
         let body = prop_oneof![
-            text().prop_map(Message::system),
+            text_parts().prop_map(|content| Message {
+                body: Body::System { content },
+                name: None,
+                metadata: None,
+            }),
+            text_parts().prop_map(|content| Message {
+                body: Body::Developer { content },
+                name: None,
+                metadata: None,
+            }),
             text().prop_map(Message::user),
             proptest::collection::vec(part(), 0..4).prop_map(Message::user_parts),
             (
-                proptest::option::of(nonempty()),
+                proptest::option::of(prop_oneof![
+                    nonempty().prop_map(Content::Text),
+                    proptest::collection::vec(
+                        prop_oneof![
+                            text().prop_map(ContentPart::Text),
+                            text().prop_map(ContentPart::Refusal)
+                        ],
+                        0..3
+                    )
+                    .prop_map(Content::Parts),
+                ]),
                 proptest::collection::vec(call(), 0..3)
             )
                 .prop_map(|(content, calls)| {
                     let content = match (content, calls.is_empty()) {
-                        (None, true) => Some(String::new()),
+                        (None, true) => Some(Content::Text(String::new())),
                         (c, _) => c,
                     };
                     Message {
@@ -476,7 +653,15 @@ mod tests {
                         metadata: None,
                     }
                 }),
-            (nonempty(), text()).prop_map(|(id, c)| Message::tool_result(id, c)),
+            (nonempty(), text_parts()).prop_map(|(tool_call_id, content)| Message {
+                body: Body::Tool {
+                    tool_call_id,
+                    content,
+                    is_error: false,
+                },
+                name: None,
+                metadata: None,
+            }),
         ];
         (body, name).prop_map(|(m, name)| match m.body {
             Body::Tool { .. } => m,

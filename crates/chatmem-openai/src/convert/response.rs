@@ -46,7 +46,12 @@ pub fn from_response_message(message: ChatCompletionResponseMessage) -> Result<M
     unsupported_if(annotations.is_some_and(|a| !a.is_empty()), "assistant", "annotations")?;
     unsupported_if(audio.is_some(), "assistant", "audio")?;
     unsupported_if(function_call.is_some(), "assistant", "function_call")?;
-    Ok(wire::answer(content, refusal, tool_calls_from(tool_calls)?, None)?)
+    Ok(wire::answer(
+        content.map(chatmem::Content::Text),
+        refusal,
+        tool_calls_from(tool_calls)?,
+        None,
+    )?)
 }
 
 fn role_name(role: OaiRole) -> &'static str {

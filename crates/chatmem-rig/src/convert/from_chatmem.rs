@@ -1,7 +1,7 @@
 //! chatmem messages to rig messages: chatmem's fields and the `rig` metadata record read
 //! back into what rig had, and what rig cannot hold refused.
 
-use chatmem::{Body, ContentPart, ImageUrl, Message as CmMessage, ToolCall as CmToolCall, UserContent as CmUser};
+use chatmem::{Body, Content, ContentPart, ImageUrl, Message as CmMessage, ToolCall as CmToolCall};
 use rig_core::message::{
     AssistantContent, AssistantMessage, CallId, DocumentSourceKind, Image, ImageDetail, ImageMediaType,
     Message as RigMessage, MimeType, Native, ProviderCallId, Reasoning, Text, ToolCall, ToolFunction, ToolName,
@@ -22,15 +22,17 @@ pub(super) fn record(message: &CmMessage) -> Result<Map<String, Value>, Unreadab
 
 pub(super) fn message_to_rig(message: CmMessage, rig: &Map<String, Value>) -> Result<RigMessage, Unreadable> {
     match message.body {
-        Body::System { content } => Ok(RigMessage::System { content }),
+        Body::System { content } => Ok(RigMessage::System {
+            content: one_text(content, "system")?,
+        }),
         Body::Developer { .. } => Err(Unreadable::Developer),
         Body::User { content } => {
             if message.name.is_some() {
                 return Err(Unreadable::Name("user"));
             }
             let content = match content {
-                CmUser::Text(text) => vec![UserContent::text(text)],
-                CmUser::Parts(parts) => parts.into_iter().map(part_to_rig).collect::<Result<_, _>>()?,
+                Content::Text(text) => vec![UserContent::text(text)],
+                Content::Parts(parts) => parts.into_iter().map(part_to_rig).collect::<Result<_, _>>()?,
             };
             Ok(RigMessage::User { content })
         }
@@ -42,10 +44,19 @@ pub(super) fn message_to_rig(message: CmMessage, rig: &Map<String, Value>) -> Re
             if message.name.is_some() {
                 return Err(Unreadable::Name("assistant"));
             }
-            assistant_to_rig(content, reasoning_content, tool_calls, rig).map(RigMessage::Assistant)
+            let text = content.map(|c| one_text(c, "assistant")).transpose()?;
+            assistant_to_rig(text, reasoning_content, tool_calls, rig).map(RigMessage::Assistant)
         }
         // `to_rig` handles tool results, which may join the previous message.
         Body::Tool { .. } => Err(Unreadable::Metadata("(a tool result out of place)")),
+    }
+}
+
+/// Content rig holds as one text.
+fn one_text(content: Content, role: &'static str) -> Result<String, Unreadable> {
+    match content {
+        Content::Text(text) => Ok(text),
+        Content::Parts(_) => Err(Unreadable::Parts(role)),
     }
 }
 
@@ -53,6 +64,7 @@ fn part_to_rig(part: ContentPart) -> Result<UserContent, Unreadable> {
     match part {
         ContentPart::Text(text) => Ok(UserContent::text(text)),
         ContentPart::ImageUrl(image) => image_to_rig(image).map(UserContent::Image),
+        ContentPart::Refusal(_) => Err(Unreadable::ContentPart("refusal".into())),
         ContentPart::Other(obj) => Err(Unreadable::ContentPart(
             obj.get("type").and_then(Value::as_str).unwrap_or("(none)").to_owned(),
         )),
@@ -99,6 +111,7 @@ pub(super) fn tool_result_to_rig(message: CmMessage, rig: &Map<String, Value>) -
         tool_call_id,
         rig.get("local_call").and_then(Value::as_bool) == Some(true),
     )?;
+    let content = one_text(content, "tool")?;
     let content = match rig.get("content").and_then(Value::as_str) {
         Some("json") => {
             ToolResultContent::json(serde_json::from_str(&content).map_err(|_| Unreadable::Metadata("content"))?)

@@ -202,7 +202,8 @@ fn assistant_to_chatmem(turn: &AssistantMessage) -> Result<CmMessage, Unsupporte
     let content = match text {
         None if calls.is_empty() => Some(String::new()),
         text => text,
-    };
+    }
+    .map(chatmem::Content::Text);
     let message = CmMessage {
         body: Body::Assistant {
             content,

@@ -287,6 +287,7 @@ fn message(row: &Row, anchor: &str) -> Markup {
                 @match piece {
                     Piece::Text(text) => div.text { (text) },
                     Piece::Image(url) => p.image { "image: " code { (url) } },
+                    Piece::Refusal(text) => div.text.refusal { "refusal: " (text) },
                     Piece::Other(json) => pre.part { code { (json) } },
                 }
             }

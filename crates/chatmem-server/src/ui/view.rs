@@ -5,9 +5,7 @@
 use std::collections::HashSet;
 
 use chatmem::store::StoredMessage;
-use chatmem::{
-    BlockEviction, Body, Budget, ContentPart, LoadedWindow, Message, TokenCounter, UserContent, WindowPolicy,
-};
+use chatmem::{BlockEviction, Body, Budget, Content, ContentPart, LoadedWindow, Message, TokenCounter, WindowPolicy};
 
 /// Where a history message stands for the next model call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +36,8 @@ pub(crate) enum Piece {
     Text(String),
     /// An image, shown by its URL (the page loads nothing a message names).
     Image(String),
+    /// An assistant's refusal.
+    Refusal(String),
     /// Another content part, as its JSON.
     Other(String),
 }
@@ -78,17 +78,15 @@ impl Row {
             place,
         };
         match &message.body {
-            Body::System { content } | Body::Developer { content } => row.content.push(Piece::Text(content.clone())),
-            Body::User { content } => match content {
-                UserContent::Text(text) => row.content.push(Piece::Text(text.clone())),
-                UserContent::Parts(parts) => row.content.extend(parts.iter().map(piece)),
-            },
+            Body::System { content } | Body::Developer { content } | Body::User { content } => {
+                row.content = pieces(content);
+            }
             Body::Assistant {
                 content,
                 reasoning_content,
                 tool_calls,
             } => {
-                row.content.extend(content.iter().cloned().map(Piece::Text));
+                row.content = content.as_ref().map(pieces).unwrap_or_default();
                 row.reasoning.clone_from(reasoning_content);
                 row.tool_calls = tool_calls
                     .iter()
@@ -100,7 +98,7 @@ impl Row {
                 content,
                 is_error,
             } => {
-                row.content.push(Piece::Text(content.clone()));
+                row.content = pieces(content);
                 row.answers = Some((tool_call_id.clone(), *is_error));
             }
         }
@@ -108,10 +106,18 @@ impl Row {
     }
 }
 
+fn pieces(content: &Content) -> Vec<Piece> {
+    match content {
+        Content::Text(text) => vec![Piece::Text(text.clone())],
+        Content::Parts(parts) => parts.iter().map(piece).collect(),
+    }
+}
+
 fn piece(part: &ContentPart) -> Piece {
     match part {
         ContentPart::Text(text) => Piece::Text(text.clone()),
         ContentPart::ImageUrl(image) => Piece::Image(image.url.clone()),
+        ContentPart::Refusal(text) => Piece::Refusal(text.clone()),
         ContentPart::Other(part) => Piece::Other(serde_json::to_string(part).unwrap_or_default()),
     }
 }

@@ -499,6 +499,85 @@ async fn every_field_reaches_the_upstream_in_order_and_the_answer_comes_back_byt
     );
 }
 
+/// Content as a list of parts, for every role that takes them (an assistant's refusal
+/// too), is stored and sent to the upstream as the client sent it; a part a role does not
+/// take is refused naming the message, before any call.
+#[tokio::test(flavor = "multi_thread")]
+async fn content_parts_of_every_role_reach_the_upstream_as_sent() {
+    let upstream = MockUpstream::canned(vec![
+        Canned::json(200, &upstream::completion("LC202610060018 未发货，可以退。")),
+        Canned::json(200, &upstream::completion("已退款。")),
+    ])
+    .await;
+    let server = proxy(memory(WindowPolicy::messages(20), Retention::DropEvicted), &upstream);
+    let text = |t: &str| json!({"type": "text", "text": t});
+    let said = json!([
+        {"role": "system", "content": [text("你是邻里仓售后。"), text("Answer briefly.")]},
+        {"role": "user", "content": "Can you write my essay?"},
+        {"role": "assistant", "content": [{"type": "refusal", "refusal": "I can't help with that."}]},
+        {"role": "user", "content": "我的订单是 LC202610060018，还没发货。"},
+        {"role": "assistant", "content": [text("Let me check.")], "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "order_status", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": [text("{\"status\":"), text("\"not shipped\"}")]},
+        {"role": "user", "content": "那单能退吗？"}
+    ]);
+    let r = post(&server, "parts", &json!({"model": "m", "messages": said})).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = post(
+        &server,
+        "parts",
+        &json!({"model": "m", "messages": [{"role": "user", "content": [text("退吧。")]}]}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+
+    let received = upstream.received();
+    assert_eq!(
+        received[0].json["messages"], said,
+        "the first call: the messages as sent"
+    );
+    let mut expected = said.as_array().expect("array").clone();
+    expected.push(json!({"role": "assistant", "content": "LC202610060018 未发货，可以退。"}));
+    expected.push(json!({"role": "user", "content": [text("退吧。")]}));
+    assert_eq!(received[1].json["messages"], Value::Array(expected.clone()));
+    let stored = window(&server, "parts").await.expect("stored");
+    let stored: Vec<Value> = stored
+        .into_iter()
+        .map(|mut m| {
+            let m = m.as_object_mut().expect("object");
+            m.shift_remove("seq");
+            Value::Object(m.clone())
+        })
+        .collect();
+    expected.push(json!({"role": "assistant", "content": "已退款。"}));
+    assert_eq!(stored, expected, "the window holds every message as sent");
+
+    let image = json!({"type": "image_url", "image_url": {"url": "https://example.com/a.png"}});
+    for (messages, param) in [
+        (
+            json!([{"role": "system", "content": [text("x"), image]}, {"role": "user", "content": "hi"}]),
+            "messages[0]",
+        ),
+        (
+            json!([{"role": "user", "content": "hi"}, {"role": "assistant", "content": [{"type": "input_audio"}]}]),
+            "messages[1]",
+        ),
+    ] {
+        let r = post(&server, "refused", &json!({"model": "m", "messages": messages})).await;
+        assert_eq!(r.status, 400, "{messages}");
+        let e: Value = r.json();
+        assert_eq!(e["error"]["param"], param, "{e}");
+        assert!(
+            e["error"]["message"]
+                .as_str()
+                .expect("message")
+                .contains("part is not allowed for role"),
+            "{e}"
+        );
+    }
+    assert_eq!(upstream.received().len(), 2, "nothing refused reached the upstream");
+}
+
 /// Streams pass through byte for byte, with and without `stream_options.include_usage`
 /// (nothing added to the request, no usage chunk the client did not ask for), and the turn
 /// is committed before `[DONE]` reaches the client.

@@ -12,7 +12,7 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use super::{Body, ContentPart, Message, Metadata, Role, ToolCall, UserContent};
+use super::{Body, Content, ContentPart, Message, Metadata, Role, ToolCall};
 use crate::error::{Error, Result};
 /// Parses a JSON array of messages, as the CLI and server accept them.
 ///
@@ -175,12 +175,22 @@ fn not_for(field: &str, role: Role) -> String {
     format!("field `{field}` is not allowed for role {role}")
 }
 
-fn text_content(content: Option<Value>, role: Role, required: bool) -> std::result::Result<Option<String>, String> {
+/// A message's `content`: a string, or an array of the parts `role` takes (see
+/// [`ContentPart`]); `required` for every role but assistant.
+fn content(content: Option<Value>, role: Role, required: bool) -> std::result::Result<Option<Content>, String> {
     match content {
         None | Some(Value::Null) if required => Err(format!("missing field `content` for role {role}")),
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(format!("field `content` must be a string for role {role}")),
+        Some(Value::String(s)) => Ok(Some(Content::Text(s))),
+        Some(Value::Array(parts)) => parts
+            .into_iter()
+            .enumerate()
+            .map(|(i, p)| content_part(p, Some(role)).map_err(|e| format!("content[{i}]: {e}")))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map(|parts| Some(Content::Parts(parts))),
+        Some(_) => Err(format!(
+            "field `content` must be a string or an array of parts for role {role}"
+        )),
     }
 }
 
@@ -201,16 +211,16 @@ impl WireIn {
         }
         let body = match role {
             Role::System => Body::System {
-                content: text_content(self.content, role, true)?.unwrap_or_default(),
+                content: required(content(self.content, role, true)?),
             },
             Role::Developer => Body::Developer {
-                content: text_content(self.content, role, true)?.unwrap_or_default(),
+                content: required(content(self.content, role, true)?),
             },
             Role::User => Body::User {
-                content: user_content(self.content)?,
+                content: required(content(self.content, role, true)?),
             },
             Role::Assistant => {
-                let content = text_content(self.content, role, false)?;
+                let content = content(self.content, role, false)?;
                 let tool_calls = self
                     .tool_calls
                     .unwrap_or_default()
@@ -235,7 +245,7 @@ impl WireIn {
                 };
                 Body::Tool {
                     tool_call_id,
-                    content: text_content(self.content, role, true)?.unwrap_or_default(),
+                    content: required(content(self.content, role, true)?),
                     is_error: self.is_error.unwrap_or(false),
                 }
             }
@@ -271,21 +281,15 @@ fn tool_call(i: usize, c: WireToolCallIn) -> std::result::Result<ToolCall, Strin
     })
 }
 
-fn user_content(content: Option<Value>) -> std::result::Result<UserContent, String> {
-    match content {
-        None | Some(Value::Null) => Err("missing field `content` for role user".into()),
-        Some(Value::String(s)) => Ok(UserContent::Text(s)),
-        Some(Value::Array(parts)) => parts
-            .into_iter()
-            .enumerate()
-            .map(|(i, p)| content_part(p).map_err(|e| format!("content[{i}]: {e}")))
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map(UserContent::Parts),
-        Some(_) => Err("field `content` must be a string or an array of parts for role user".into()),
-    }
+/// Content that [`content`] was told is required, so is present.
+fn required(content: Option<Content>) -> Content {
+    content.unwrap_or(Content::Text(String::new()))
 }
 
-fn content_part(part: Value) -> std::result::Result<ContentPart, String> {
+/// One content part of a message of `role` (any role when `None`): text for every role,
+/// images and any other type for a user, refusals for an assistant. A user's `refusal` part
+/// is kept verbatim as any other part is.
+fn content_part(part: Value, role: Option<Role>) -> std::result::Result<ContentPart, String> {
     let Value::Object(mut obj) = part else {
         return Err("a content part must be an object".into());
     };
@@ -298,23 +302,37 @@ fn content_part(part: Value) -> std::result::Result<ContentPart, String> {
         Some(k) => Err(format!("unknown field `{k}` in a {kind} part")),
         None => Ok(()),
     };
+    let string = |obj: &mut Map<String, Value>, field: &str| match obj.remove(field) {
+        Some(Value::String(t)) => Ok(t),
+        Some(_) => Err(format!("field `{field}` must be a string")),
+        None => Err(format!("missing field `{field}`")),
+    };
+    let user = matches!(role, None | Some(Role::User));
+    let assistant = matches!(role, None | Some(Role::Assistant));
     match kind.as_str() {
         "text" => {
             only(&obj, &["type", "text"])?;
-            match obj.remove("text") {
-                Some(Value::String(t)) => Ok(ContentPart::Text(t)),
-                Some(_) => Err("field `text` must be a string".into()),
-                None => Err("missing field `text`".into()),
-            }
+            string(&mut obj, "text").map(ContentPart::Text)
         }
-        "image_url" => {
+        "image_url" if user => {
             only(&obj, &["type", "image_url"])?;
             let v = obj.remove("image_url").ok_or("missing field `image_url`")?;
             serde_json::from_value(v)
                 .map(ContentPart::ImageUrl)
                 .map_err(|e| format!("field `image_url`: {e}"))
         }
-        _ => Ok(ContentPart::Other(obj)),
+        "refusal" if assistant => {
+            only(&obj, &["type", "refusal"])?;
+            string(&mut obj, "refusal").map(ContentPart::Refusal)
+        }
+        _ if user => Ok(ContentPart::Other(obj)),
+        _ => {
+            let takes = if assistant { "text and refusal" } else { "text" };
+            let role = role.map_or("any", Role::as_str);
+            Err(format!(
+                "a {kind:?} part is not allowed for role {role} (it takes {takes} parts)"
+            ))
+        }
     }
 }
 
@@ -333,6 +351,12 @@ impl Serialize for ContentPart {
                 m.serialize_entry("image_url", url)?;
                 m.end()
             }
+            ContentPart::Refusal(refusal) => {
+                let mut m = serializer.serialize_map(Some(2))?;
+                m.serialize_entry("type", "refusal")?;
+                m.serialize_entry("refusal", refusal)?;
+                m.end()
+            }
             ContentPart::Other(obj) => obj.serialize(serializer),
         }
     }
@@ -340,7 +364,7 @@ impl Serialize for ContentPart {
 
 impl<'de> Deserialize<'de> for ContentPart {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
-        content_part(UniqueKeys::deserialize(deserializer)?.0).map_err(D::Error::custom)
+        content_part(UniqueKeys::deserialize(deserializer)?.0, None).map_err(D::Error::custom)
     }
 }
 
@@ -368,11 +392,11 @@ struct WireFunctionRef<'a> {
     arguments: &'a str,
 }
 
-impl Serialize for UserContent {
+impl Serialize for Content {
     fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
         match self {
-            UserContent::Text(t) => serializer.serialize_str(t),
-            UserContent::Parts(p) => p.serialize(serializer),
+            Content::Text(t) => serializer.serialize_str(t),
+            Content::Parts(p) => p.serialize(serializer),
         }
     }
 }
@@ -382,8 +406,9 @@ impl Serialize for Message {
         let mut m = serializer.serialize_map(None)?;
         m.serialize_entry("role", &self.role())?;
         match &self.body {
-            Body::System { content } | Body::Developer { content } => m.serialize_entry("content", content)?,
-            Body::User { content } => m.serialize_entry("content", content)?,
+            Body::System { content } | Body::Developer { content } | Body::User { content } => {
+                m.serialize_entry("content", content)?
+            }
             Body::Assistant {
                 content,
                 reasoning_content,
@@ -448,6 +473,71 @@ mod tests {
         ]}));
         round_trip(json!({"role": "tool", "tool_call_id": "c1", "content": "boom", "is_error": true}));
         round_trip(json!({"role": "tool", "tool_call_id": "c1", "content": "{}"}));
+    }
+
+    /// Every role takes its content as a list of the parts OpenAI's chat completions accept
+    /// for it, kept as sent.
+    #[test]
+    fn content_parts_of_every_role_round_trip() {
+        let texts = json!([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]);
+        round_trip(json!({"role": "system", "content": texts}));
+        round_trip(json!({"role": "developer", "content": texts}));
+        round_trip(json!({"role": "tool", "tool_call_id": "c1", "content": texts}));
+        round_trip(json!({"role": "assistant", "content": texts}));
+        round_trip(
+            json!({"role": "assistant", "content": [{"type": "refusal", "refusal": "I can't help with that."}]}),
+        );
+        round_trip(
+            json!({"role": "assistant", "content": [{"type": "text", "text": "a"}], "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+            ]}),
+        );
+        // A user's refusal part is kept verbatim, as any part a user sends.
+        let user: Message =
+            serde_json::from_value(json!({"role": "user", "content": [{"type": "refusal", "refusal": "x", "n": 1}]}))
+                .unwrap();
+        assert!(
+            matches!(&user.body, Body::User { content: Content::Parts(p) } if matches!(p[0], ContentPart::Other(_)))
+        );
+        let m: Message = serde_json::from_value(json!({"role": "system", "content": texts})).unwrap();
+        assert_eq!(m.text().as_deref(), Some("a\nb"));
+        let refusal: Message =
+            serde_json::from_value(json!({"role": "assistant", "content": [{"type": "refusal", "refusal": "no"}]}))
+                .unwrap();
+        assert_eq!(refusal.text().as_deref(), Some(""), "a refusal is not answer text");
+        assert_eq!(refusal.payload_len(), 2);
+    }
+
+    #[test]
+    fn a_part_a_role_does_not_take_is_refused_naming_it() {
+        for (input, expected) in [
+            (
+                r#"[{"role":"system","content":[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"u"}}]}]"#,
+                r#"invalid message at [0]: content[1]: a "image_url" part is not allowed for role system (it takes text parts)"#,
+            ),
+            (
+                r#"[{"role":"assistant","content":[{"type":"input_audio","input_audio":{}}]}]"#,
+                r#"invalid message at [0]: content[0]: a "input_audio" part is not allowed for role assistant (it takes text and refusal parts)"#,
+            ),
+            (
+                r#"[{"role":"tool","tool_call_id":"c","content":[{"type":"refusal","refusal":"no"}]}]"#,
+                r#"invalid message at [0]: content[0]: a "refusal" part is not allowed for role tool (it takes text parts)"#,
+            ),
+            (
+                r#"[{"role":"developer","content":5}]"#,
+                "invalid message at [0]: field `content` must be a string or an array of parts for role developer",
+            ),
+            (
+                r#"[{"role":"assistant","content":[{"type":"refusal"}]}]"#,
+                "invalid message at [0]: content[0]: missing field `refusal`",
+            ),
+            (
+                r#"[{"role":"assistant","content":[{"type":"refusal","refusal":"x","why":1}]}]"#,
+                "invalid message at [0]: content[0]: unknown field `why` in a refusal part",
+            ),
+        ] {
+            assert_eq!(err(input), expected, "{input}");
+        }
     }
 
     #[test]
