@@ -16,10 +16,9 @@ use utoipa::ToSchema;
 #[allow(dead_code)] // a schema only: the real type is chatmem::Message
 pub(crate) struct MessageSchema {
     role: RoleSchema,
-    /// Text, or a list of content parts (`{"type": "text", "text"}`, `{"type": "image_url",
-    /// "image_url": {"url"}}`, ...); absent or null on an assistant message with tool calls.
-    #[schema(value_type = Object, required = false)]
-    content: Option<serde_json::Value>,
+    /// Absent or null on an assistant message with tool calls.
+    #[schema(required = false)]
+    content: Option<ContentSchema>,
     /// The participant's name.
     name: Option<String>,
     /// An assistant's tool calls: `{"id", "type": "function", "function": {"name", "arguments"}}`.
@@ -34,6 +33,52 @@ pub(crate) struct MessageSchema {
     /// Application data kept with the message, never sent to a model.
     #[schema(value_type = Object, required = false)]
     metadata: Option<serde_json::Value>,
+}
+
+/// A message's content: text, or a list of content parts, kept as sent.
+#[derive(ToSchema)]
+#[schema(as = Content)]
+#[serde(untagged)]
+#[allow(dead_code)] // a schema only: the real type is chatmem::Content
+enum ContentSchema {
+    /// Text.
+    Text(String),
+    /// Parts: text for every role; images and any other type for a user; refusals for an
+    /// assistant.
+    Parts(Vec<ContentPartSchema>),
+}
+
+/// One content part: `{"type": "text", "text"}`, `{"type": "image_url", "image_url": {"url",
+/// "detail"}}`, `{"type": "refusal", "refusal"}`, or a user's part of another type (audio,
+/// files, ...), kept with all its fields.
+#[derive(ToSchema)]
+#[schema(as = ContentPart)]
+#[allow(dead_code)] // a schema only: the real type is chatmem::ContentPart
+struct ContentPartSchema {
+    /// `text`, `image_url`, `refusal`, or another type.
+    #[schema(rename = "type")]
+    kind: String,
+    /// A text part's text.
+    #[schema(required = false, nullable = false)]
+    text: Option<String>,
+    /// An image part's image.
+    #[schema(required = false, nullable = false)]
+    image_url: Option<ImageUrlSchema>,
+    /// A refusal part's text.
+    #[schema(required = false, nullable = false)]
+    refusal: Option<String>,
+}
+
+/// An image part's image.
+#[derive(ToSchema)]
+#[schema(as = ImageUrl)]
+#[allow(dead_code)] // a schema only: the real type is chatmem::ImageUrl
+struct ImageUrlSchema {
+    /// The image's URL (or a `data:` URL).
+    url: String,
+    /// The provider's detail hint (`low`, `high`, `auto`).
+    #[schema(required = false, nullable = false)]
+    detail: Option<String>,
 }
 
 /// Who wrote a message, in memory as in a chat completion (`developer` is kept with its role
@@ -112,10 +157,8 @@ pub(crate) struct ChatCompletionRequest {
 #[allow(dead_code)]
 pub(crate) struct ChatMessage {
     role: RoleSchema,
-    /// Text, or a list of content parts (`{"type": "text", "text"}`, `{"type": "image_url",
-    /// "image_url": {"url"}}`, ...); null on an assistant message with tool calls.
-    #[schema(value_type = Object)]
-    content: Option<Value>,
+    /// Null on an assistant message with tool calls.
+    content: Option<ContentSchema>,
     /// The participant's name.
     name: Option<String>,
     /// An assistant's tool calls.

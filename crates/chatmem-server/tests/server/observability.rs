@@ -2,7 +2,8 @@
 //! and store errors show up in the counters of their own server; `/metrics` answers the
 //! Prometheus text or OpenMetrics as the `Accept` header asks, each read back by the parsers of
 //! the Python `prometheus_client`; the OpenAPI document lists every route the router serves,
-//! documents the error body `ApiError` really writes, and passes `openapi-spec-validator`.
+//! documents the error body `ApiError` really writes, validates the memory API's real answers
+//! (every content shape) and passes `openapi-spec-validator`.
 //!
 //! The tests with Python checks need `CHATMEM_TEST_PYTHON` (the venv of `examples/python/setup.sh`,
 //! which CI sets) and are ignored without `--include-ignored`.
@@ -267,6 +268,62 @@ async fn the_openapi_document_matches_the_router_and_the_error_shape() {
         "undocumented: {:?}",
         seen.difference(&documented)
     );
+}
+
+/// The answers of the memory API, for a conversation holding every content shape, validate
+/// against the schemas `/openapi.json` declares for them (what a client generated from the
+/// document, or schemathesis, checks).
+#[tokio::test]
+async fn real_answers_validate_against_the_documented_schemas() {
+    let server = server(Arc::new(InMemoryStore::new()), ServerConfig::default());
+    let doc = server.get("/openapi.json").await.json();
+    let text = |t: &str| json!({"type": "text", "text": t});
+    let every_shape = json!({"messages": [
+        {"role": "system", "content": [text("你是邻里仓售后。"), text("Answer briefly.")]},
+        {"role": "user", "content": [text("这个包裹怎么了？"),
+            {"type": "image_url", "image_url": {"url": "https://example.com/p.jpg", "detail": "low"}},
+            {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}}], "name": "alice"},
+        {"role": "assistant", "content": [{"type": "refusal", "refusal": "I can't see images."}]},
+        {"role": "user", "content": "我的订单是 LC202610060018，还没发货。", "metadata": {"channel": "app"}},
+        {"role": "assistant", "content": null, "reasoning_content": "先查",
+         "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": [text("查询失败")], "is_error": true},
+        {"role": "assistant", "content": [text("稍后再查。")]},
+    ]});
+    let url = "/v1/conversations/shapes/messages";
+    let posted = server.post_json(url, &every_shape).await;
+    assert_eq!(posted.status, StatusCode::OK, "{}", posted.text());
+    let answers = [
+        ("/v1/conversations/{id}/messages", "post", posted.json()),
+        ("/v1/conversations/{id}/messages", "get", server.get(url).await.json()),
+        (
+            "/v1/conversations/{id}/history",
+            "get",
+            server.get("/v1/conversations/shapes/history").await.json(),
+        ),
+        ("/v1/conversations", "get", server.get("/v1/conversations").await.json()),
+    ];
+    for (path, method, body) in answers {
+        let schema = &doc["paths"][path][method]["responses"]["200"]["content"]["application/json"]["schema"];
+        assert!(schema.is_object(), "{method} {path} documents no 200 body");
+        // The whole document is the root, so the schema's `$ref`s resolve within it.
+        let mut root = doc.clone();
+        root["allOf"] = json!([schema]);
+        let validator = jsonschema::validator_for(&root).expect("the document is a valid schema");
+        let errors: Vec<String> = validator
+            .iter_errors(&body)
+            .map(|e| format!("{} at {}", e, e.instance_path()))
+            .collect();
+        assert!(errors.is_empty(), "{method} {path}: {errors:#?}\n{body}");
+    }
+    // The check can fail: content typed as it was before (an object) is refused.
+    let mut wrong = doc.clone();
+    wrong["components"]["schemas"]["Content"] = json!({"type": "object"});
+    wrong["allOf"] = json!([
+        doc["paths"]["/v1/conversations/{id}/messages"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+    ]);
+    let validator = jsonschema::validator_for(&wrong).expect("a valid schema");
+    assert!(!validator.is_valid(&server.get(url).await.json()));
 }
 
 fn keys(v: &Value) -> BTreeSet<String> {
