@@ -4,7 +4,7 @@
 //!
 //! | upstream | client |
 //! |---|---|
-//! | 400, 404, 409, 413, 422, 429 (about the client's request) | the same status, the upstream's OpenAI error body (the key masked) and `Retry-After` |
+//! | 400, 404, 409, 413, 422, 429 (about the client's request) | the same status, the upstream's OpenAI error body (the key masked, the request's `request_id` added), `Retry-After` and `x-ratelimit-*` |
 //! | 401, 403 (about chatmem's own key) | 502 `upstream_auth`, without the upstream's text |
 //! | 408, a timeout | 504 `upstream_timeout` |
 //! | 5xx, any other status | 502 `upstream_error` naming the status, without the upstream's text |
@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chatmem::ModelErrorKind;
 use chatmem_openai::passthrough::{Endpoint, status_kind};
@@ -24,6 +24,7 @@ use serde_json::Value;
 use crate::config::{ServerConfig, Upstream};
 use crate::error::{ApiError, ErrorCode};
 use crate::metrics::{Metrics, UpstreamTokens};
+use crate::state::RequestId;
 
 /// Statuses whose error is about the client's request: passed on as they came.
 const CLIENTS: [u16; 6] = [400, 404, 409, 413, 422, 429];
@@ -60,7 +61,76 @@ pub(crate) struct UpstreamPool {
 /// refusal of the client's request, passed on.
 pub(crate) enum Failure {
     Api(ApiError),
-    Passed(Response),
+    Passed(Refusal),
+}
+
+/// What of an upstream answer's head is passed on: its status, its content type, and the
+/// headers a client reads from it (when to retry, the rate limits).
+pub(crate) struct Head {
+    status: StatusCode,
+    content_type: Option<HeaderValue>,
+    passed: HeaderMap,
+}
+
+impl Head {
+    pub(crate) fn of(response: &reqwest::Response) -> Self {
+        let headers = response.headers();
+        let passed = headers
+            .iter()
+            .filter(|(name, _)| {
+                let name = name.as_str();
+                name == "retry-after" || name == "retry-after-ms" || name.starts_with("x-ratelimit-")
+            })
+            .map(|(name, value)| (name.clone(), value.clone()))
+            .collect();
+        Self {
+            status: response.status(),
+            content_type: headers.get(header::CONTENT_TYPE).cloned(),
+            passed,
+        }
+    }
+
+    pub(crate) fn content_type(&self) -> Option<&HeaderValue> {
+        self.content_type.as_ref()
+    }
+
+    /// The answer with this head and `body` as it came.
+    pub(crate) fn respond(self, body: impl Into<Body>) -> Response {
+        let mut response = Response::new(body.into());
+        *response.status_mut() = self.status;
+        let content_type = self
+            .content_type
+            .unwrap_or_else(|| HeaderValue::from_static("application/json"));
+        response.headers_mut().insert(header::CONTENT_TYPE, content_type);
+        response.headers_mut().extend(self.passed);
+        response
+    }
+}
+
+/// The upstream's refusal of the client's request, to pass on: OpenAI's error object as the
+/// upstream wrote it (the key masked), or chatmem's error quoting a body of another shape;
+/// with the head's headers a client reads.
+pub(crate) struct Refusal {
+    body: Result<Value, ApiError>,
+    status: StatusCode,
+    passed: HeaderMap,
+}
+
+impl Refusal {
+    /// The answer, its error naming request `id` as every error the server sends does.
+    pub(crate) fn respond(self, id: &RequestId) -> Response {
+        let mut response = match self.body {
+            Ok(mut v) => {
+                if let Some(error) = v.get_mut("error").and_then(Value::as_object_mut) {
+                    error.insert("request_id".into(), Value::String(id.0.clone()));
+                }
+                (self.status, axum::Json(v)).into_response()
+            }
+            Err(e) => e.with_request_id(&id.0).into_openai_response(),
+        };
+        response.headers_mut().extend(self.passed);
+        response
+    }
 }
 
 impl From<ApiError> for Failure {
@@ -111,9 +181,9 @@ impl UpstreamPool {
         let deadline = tokio::time::Instant::now() + self.timeout;
         let sent = tokio::time::timeout_at(deadline, self.endpoint.get_models()).await;
         let response = self.answered(sent, started).await?;
-        let content_type = response.headers().get(header::CONTENT_TYPE).cloned();
+        let head = Head::of(&response);
         let body = self.read_body(response, deadline).await?;
-        Ok(passed(StatusCode::OK, content_type, body))
+        Ok(head.respond(body))
     }
 
     /// A response head as the caller may use it: a 2xx, else the failure (counted).
@@ -172,13 +242,7 @@ impl UpstreamPool {
                 ),
             });
         }
-        let retry: Vec<(header::HeaderName, HeaderValue)> = ["retry-after", "retry-after-ms"]
-            .into_iter()
-            .filter_map(|name| {
-                let value = response.headers().get(name)?.clone();
-                Some((header::HeaderName::from_static(name), value))
-            })
-            .collect();
+        let passed = Head::of(&response).passed;
         // The body is read only so far: an error body is short, a hostile one need not be.
         let mut body = Vec::new();
         let deadline = tokio::time::Instant::now() + self.timeout;
@@ -190,28 +254,28 @@ impl UpstreamPool {
         }
         let text = String::from_utf8_lossy(&body);
         let code = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
-        let mut response = match serde_json::from_str::<Value>(&text) {
+        let body = match serde_json::from_str::<Value>(&text) {
             Ok(mut v) if v.get("error").is_some_and(Value::is_object) => {
                 self.mask_value(&mut v);
-                (code, axum::Json(v)).into_response()
+                Ok(v)
             }
             // Not OpenAI's error shape: chatmem's, with the text (masked, one short line).
             _ => {
                 let short: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
                 let short: String = short.chars().take(300).collect();
                 let short = chatmem::printable::printable(&self.endpoint.mask(&short)).into_owned();
-                ApiError::new(
+                Err(ApiError::new(
                     code,
                     ErrorCode::UpstreamRefused,
                     format!("the upstream model refused the request (HTTP {status}): {short}"),
-                )
-                .into_openai_response()
+                ))
             }
         };
-        for (name, value) in retry {
-            response.headers_mut().insert(name, value);
-        }
-        Failure::Passed(response)
+        Failure::Passed(Refusal {
+            body,
+            status: code,
+            passed,
+        })
     }
 
     /// Masks the key in every string of `v`.
@@ -287,15 +351,6 @@ impl UpstreamPool {
             cached_prompt: n(cached),
         });
     }
-}
-
-/// A response with `status`, the upstream's content type and `body` as it came.
-pub(crate) fn passed(status: StatusCode, content_type: Option<HeaderValue>, body: impl Into<Body>) -> Response {
-    let mut response = Response::new(body.into());
-    *response.status_mut() = status;
-    let content_type = content_type.unwrap_or_else(|| HeaderValue::from_static("application/json"));
-    response.headers_mut().insert(header::CONTENT_TYPE, content_type);
-    response
 }
 
 /// An error and its causes on one line, for the log.

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
 use chatmem::{ChatMemory, ConversationId, DeltaAccumulator, Store, Turn};
 use chatmem_openai::passthrough::{messages_json, read_chunk, read_completion};
@@ -33,7 +33,7 @@ use crate::extract::{HeaderConversation, RawBody, respond};
 use crate::openapi::{ForbiddenWrite, NotJson, Unauthorized, UpstreamTimeout};
 use crate::schemas::{ChatCompletion, ChatCompletionRequest, ModelList};
 use crate::state::{AppState, RequestId};
-use crate::upstream::{Failure, UpstreamPool, passed};
+use crate::upstream::{Failure, Head, UpstreamPool};
 
 /// `POST /v1/chat/completions`: the conversation of the `X-Chatmem-Conversation` header, the
 /// request read, then the exchange with the upstream.
@@ -48,7 +48,7 @@ use crate::upstream::{Failure, UpstreamPool, passed};
               (status = 409, description = "the upstream's 409, or too many concurrent writers to the conversation", body = ErrorBody),
               (status = 413, description = "over a limit (body, messages per request, text per message, id), or the upstream's 413", body = ErrorBody),
               (status = 422, description = "the upstream's 422, passed through", body = ErrorBody),
-              (status = 429, description = "the upstream's rate limit, passed through with its `Retry-After`", body = ErrorBody,
+              (status = 429, description = "the upstream's rate limit, passed through with its `Retry-After` and `x-ratelimit-*` headers", body = ErrorBody,
                headers(("Retry-After" = String, description = "seconds (or a date) to wait, as the upstream said"))),
               (status = 502, description = "the upstream failed (a 5xx, its 401 or 403 about chatmem's key, or no connection); the message names its status, never its body", body = ErrorBody),
               (status = 503, description = "no upstream is configured, or the store does not answer", body = ErrorBody)))]
@@ -77,7 +77,7 @@ pub(crate) async fn chat_completions(
 /// What the answer is made of: a whole response, or a head and then body chunks.
 enum Part {
     Whole(Response),
-    Head(StatusCode, Option<HeaderValue>),
+    Head(Head),
     Chunk(Bytes),
 }
 
@@ -100,14 +100,14 @@ impl Exchange {
         let mut parts = Box::pin(self.parts());
         match parts.next().await {
             Some(Ok(Part::Whole(response))) => Ok(response),
-            Some(Ok(Part::Head(status, content_type))) => {
+            Some(Ok(Part::Head(head))) => {
                 let chunks = parts.filter_map(|p| async move {
                     match p {
                         Ok(Part::Chunk(bytes)) => Some(Ok::<_, Infallible>(bytes)),
                         _ => None,
                     }
                 });
-                Ok(passed(status, content_type, Body::from_stream(chunks)))
+                Ok(head.respond(Body::from_stream(chunks)))
             }
             Some(Ok(Part::Chunk(_))) | None => Err(ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -145,18 +145,17 @@ impl Exchange {
                     yield Err(e);
                     return;
                 }
-                Err(Failure::Passed(response)) => {
-                    yield Ok(Part::Whole(response));
+                Err(Failure::Passed(refusal)) => {
+                    yield Ok(Part::Whole(refusal.respond(&rid)));
                     return;
                 }
             };
-            let status = response.status();
-            let content_type = response.headers().get(header::CONTENT_TYPE).cloned();
-            if !stream || !is_event_stream(content_type.as_ref()) {
+            let head = Head::of(&response);
+            if !stream || !is_event_stream(head.content_type()) {
                 yield whole(&pool, turn, response, deadline, stream, &span).await.map(Part::Whole);
                 return;
             }
-            yield Ok(Part::Head(status, content_type));
+            yield Ok(Part::Head(head));
             let mut chunks = std::pin::pin!(streamed(&pool, turn, response, &rid, &span));
             while let Some(chunk) = chunks.next().await {
                 yield Ok(Part::Chunk(chunk));
@@ -213,8 +212,7 @@ async fn whole(
     stream: bool,
     span: &tracing::Span,
 ) -> Result<Response, ApiError> {
-    let status = response.status();
-    let content_type = response.headers().get(header::CONTENT_TYPE).cloned();
+    let head = Head::of(&response);
     let bytes = pool.read_body(response, deadline).await?;
     if stream {
         return Err(pool.unreadable("a stream was asked for, and the answer is not server-sent events"));
@@ -237,7 +235,7 @@ async fn whole(
         span.in_scope(|| tracing::warn!("the turn was answered but not committed"));
         return Err(ApiError::from(e));
     }
-    Ok(passed(status, content_type, bytes))
+    Ok(head.respond(bytes))
 }
 
 /// A streamed answer's body: each event passed on as it came while the answer is gathered;
@@ -391,7 +389,7 @@ pub(crate) async fn models(State(state): State<AppState>, rid: RequestId, _: Ten
         match pool.models().await {
             Ok(response) => Ok(response),
             Err(Failure::Api(e)) => Err(e),
-            Err(Failure::Passed(response)) => Ok(response),
+            Err(Failure::Passed(refusal)) => Ok(refusal.respond(&rid)),
         }
     }
     .await;

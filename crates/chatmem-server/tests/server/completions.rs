@@ -657,27 +657,41 @@ fn hostile(status: u16) -> Canned {
 /// The upstream's errors keep their meaning for the client, plain and streaming
 /// alike (a failure before the first byte has the same status), and chatmem's secrets stay
 /// in: the key is masked in what is passed on, and the text of a 401/403/5xx is never shown.
-/// Nothing is committed.
+/// A refusal passed on names the request, as every error does, and keeps the headers that
+/// say when to retry and what the rate limits are. Nothing is committed.
 #[tokio::test(flavor = "multi_thread")]
 async fn upstream_errors_keep_their_meaning_and_the_key_stays_in() {
     let said = |stream: bool| json!({"model": "m", "stream": stream, "messages": [{"role": "user", "content": "hi"}]});
     for status in [400u16, 404, 409, 413, 422, 429, 401, 403, 500, 502, 503] {
-        let canned = hostile(status).header("retry-after", "7");
+        let canned = hostile(status)
+            .header("retry-after", "7")
+            .header("x-ratelimit-remaining-requests", "0")
+            .header("x-ratelimit-reset-tokens", "6m0s");
         let upstream = MockUpstream::canned(vec![canned.clone(), canned]).await;
         let server = proxy(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream);
         for stream in [false, true] {
             let r = post(&server, "c1", &said(stream)).await;
             let answered = r.status.as_u16();
             let retry_after = r.header("retry-after").map(str::to_owned);
+            let remaining = r.header("x-ratelimit-remaining-requests").map(str::to_owned);
+            let reset = r.header("x-ratelimit-reset-tokens").map(str::to_owned);
+            let request_id = r.header("x-request-id").expect("every answer is named").to_owned();
             let text = r.text();
             assert!(!text.contains(KEY), "{status} {stream}: {text}");
             let e: Value = serde_json::from_str(&text).expect("a JSON error");
+            assert_eq!(
+                e["error"]["request_id"],
+                request_id.as_str(),
+                "{status} {stream}: {text}"
+            );
             match status {
                 400 | 404 | 409 | 413 | 422 | 429 => {
                     assert_eq!(answered, status, "{text}");
                     assert_eq!(e["error"]["param"], "messages", "the upstream's body: {text}");
                     assert!(text.contains("the key *** was sent"), "{text}");
                     assert_eq!(retry_after.as_deref(), Some("7"));
+                    assert_eq!(remaining.as_deref(), Some("0"));
+                    assert_eq!(reset.as_deref(), Some("6m0s"));
                 }
                 401 | 403 => {
                     assert_eq!(answered, 502, "{text}");
@@ -723,8 +737,28 @@ async fn upstream_errors_keep_their_meaning_and_the_key_stays_in() {
     let server = proxy(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream);
     let r = post(&server, "c1", &said(false)).await;
     assert_eq!(r.status, 400);
+    let request_id = r.header("x-request-id").expect("named").to_owned();
     let text = r.text();
     assert!(!text.contains(KEY) && text.contains("bad key ***"), "{text}");
+    assert_eq!(r.json()["error"]["request_id"], request_id.as_str(), "{text}");
+
+    // An answer passes on the upstream's rate limits, plain and streamed.
+    let limited = |c: Canned| c.header("x-ratelimit-remaining-tokens", "149984");
+    let upstream = MockUpstream::canned(vec![
+        limited(Canned::json(200, &upstream::completion("ok"))),
+        limited(Canned::sse(upstream::chunks(&["ok"], false), Duration::ZERO)),
+    ])
+    .await;
+    let server = proxy(memory(WindowPolicy::messages(6), Retention::DropEvicted), &upstream);
+    for stream in [false, true] {
+        let r = post(&server, "c1", &said(stream)).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(
+            r.header("x-ratelimit-remaining-tokens"),
+            Some("149984"),
+            "stream: {stream}"
+        );
+    }
 
     // A timeout is a 504, plain or streaming.
     let slow = |gap| Canned::sse(upstream::chunks(&["late"], false), gap);
