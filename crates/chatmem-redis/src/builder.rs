@@ -26,15 +26,34 @@ pub const DEFAULT_WINDOW_CACHE_BYTES: usize = 64 << 20;
 /// URL schemes of Redis over TLS, which this crate refuses (see the crate docs).
 const TLS_SCHEMES: &[&str] = &["rediss", "valkeys"];
 
+/// URL parameter for both timeouts at once, in milliseconds.
+pub const TIMEOUT_PARAM: &str = "chatmem_timeout_ms";
+/// URL parameter for the connect timeout, in milliseconds.
+pub const CONNECT_TIMEOUT_PARAM: &str = "chatmem_connect_timeout_ms";
+/// URL parameter for the response timeout, in milliseconds.
+pub const RESPONSE_TIMEOUT_PARAM: &str = "chatmem_response_timeout_ms";
+
+/// The URL parameters the driver reads (`db`, `user` and `pass` only over a Unix socket,
+/// where the URL has no other place for them): any other is refused, not ignored.
+const DRIVER_PARAMS: &[&str] = &["protocol"];
+const UNIX_DRIVER_PARAMS: &[&str] = &["protocol", "db", "user", "pass"];
+
 /// Settings for a [`RedisStore`]; see [`RedisStore::builder`].
 /// (`Debug` prints the URL without its password.)
 #[derive(Clone, Debug)]
 pub struct RedisStoreBuilder {
     pub(crate) url: SecretUrl,
     pub(crate) key_prefix: String,
-    pub(crate) connect_timeout: Duration,
-    pub(crate) response_timeout: Duration,
+    pub(crate) connect_timeout: Option<Duration>,
+    pub(crate) response_timeout: Option<Duration>,
     pub(crate) window_cache_bytes: usize,
+}
+
+/// The URL the driver opens, and the timeouts as resolved.
+struct Resolved {
+    url: String,
+    connect_timeout: Duration,
+    response_timeout: Duration,
 }
 
 impl RedisStoreBuilder {
@@ -67,15 +86,15 @@ impl RedisStoreBuilder {
     /// Sets both the connect and the response timeout (default [`DEFAULT_TIMEOUT`]; must be
     /// longer than zero, checked by [`connect`](RedisStoreBuilder::connect)).
     pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self.response_timeout = timeout;
+        self.connect_timeout = Some(timeout);
+        self.response_timeout = Some(timeout);
         self
     }
 
     /// How long [`connect`](RedisStoreBuilder::connect), and each later reconnection
     /// attempt, may take (default [`DEFAULT_TIMEOUT`]; must be longer than zero).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
+        self.connect_timeout = Some(timeout);
         self
     }
 
@@ -85,7 +104,7 @@ impl RedisStoreBuilder {
     /// in time is sent once more within a second window of this length (see the
     /// [crate docs](crate), *Outages*).
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
-        self.response_timeout = timeout;
+        self.response_timeout = Some(timeout);
         self
     }
 
@@ -95,7 +114,8 @@ impl RedisStoreBuilder {
     /// # Errors
     /// [`StoreErrorKind::InvalidInput`](chatmem::store::StoreErrorKind::InvalidInput) for a
     /// malformed URL, a TLS URL (`rediss://`, not supported), an empty key prefix or one
-    /// holding `{` or `}`, or a zero timeout;
+    /// holding `{` or `}`, a zero timeout, a URL parameter the driver does not read, or a
+    /// `chatmem_*` one that is unknown or not a whole number of milliseconds;
     /// [`StoreErrorKind::Unavailable`](chatmem::store::StoreErrorKind::Unavailable) when Redis
     /// cannot be reached within the connect timeout;
     /// [`StoreErrorKind::SchemaTooNew`](chatmem::store::StoreErrorKind::SchemaTooNew) when the keys
@@ -103,8 +123,8 @@ impl RedisStoreBuilder {
     /// ([`chatmem::store::redact_url`]).
     pub async fn connect(self) -> Result<RedisStore, StoreError> {
         let url = self.url.to_string();
-        self.check(&url)?;
-        let conn = Conn::open(self.url.expose(), &url, self.connect_timeout, self.response_timeout).await?;
+        let resolved = self.check(&url)?;
+        let conn = Conn::open(&resolved.url, &url, resolved.connect_timeout, resolved.response_timeout).await?;
         let store = RedisStore {
             conn,
             keys: Keys::new(&self.key_prefix),
@@ -120,7 +140,7 @@ impl RedisStoreBuilder {
                 schema: Script::new(scripts::SCHEMA),
             }),
             cache: Arc::new(WindowCache::new(self.window_cache_bytes)),
-            response_timeout: self.response_timeout,
+            response_timeout: resolved.response_timeout,
             url: url.into(),
         };
         store.check_schema().await?;
@@ -128,9 +148,12 @@ impl RedisStoreBuilder {
         Ok(store)
     }
 
-    /// Refuses what this store cannot do, before any connection is tried.
-    fn check(&self, shown: &str) -> Result<(), StoreError> {
-        let scheme = self.url.expose().split_once("://").map_or("", |(scheme, _)| scheme);
+    /// Refuses what this store cannot do, before any connection is tried; the URL the
+    /// driver opens (chatmem's parameters taken out) and the timeouts: each from its builder
+    /// setting, else its URL parameter, else `chatmem_timeout_ms`, else [`DEFAULT_TIMEOUT`].
+    fn check(&self, shown: &str) -> Result<Resolved, StoreError> {
+        let raw = self.url.expose();
+        let scheme = raw.split_once("://").map_or("", |(scheme, _)| scheme);
         if TLS_SCHEMES.iter().any(|tls| scheme.eq_ignore_ascii_case(tls)) {
             return Err(invalid(format!(
                 "{shown}: TLS ({scheme}://) is not supported by chatmem-redis; reach Redis over a private \
@@ -141,14 +164,58 @@ impl RedisStoreBuilder {
         if self.key_prefix.is_empty() || self.key_prefix.contains(['{', '}']) {
             return Err(invalid("key_prefix must be non-empty and hold no `{` or `}`"));
         }
-        for (setting, timeout) in [
-            ("connect_timeout", self.connect_timeout),
-            ("response_timeout", self.response_timeout),
-        ] {
-            if timeout.is_zero() {
-                return Err(invalid(format!("{setting} must be longer than zero")));
+        // The query starts at the first `?` after the credentials (a password holds a `?`
+        // only percent-encoded, as the driver's URL parser requires).
+        let after_credentials = raw.rfind('@').map_or(0, |at| at + 1);
+        let query = raw[after_credentials..].find('?').map(|q| q + after_credentials);
+        let (url, values) = chatmem::store::split_ms_params(
+            raw,
+            query,
+            &[TIMEOUT_PARAM, CONNECT_TIMEOUT_PARAM, RESPONSE_TIMEOUT_PARAM],
+            "chatmem-redis",
+        )?;
+        let (all, connect, response) = (values[0], values[1], values[2]);
+        let driver = if scheme.ends_with("unix") {
+            UNIX_DRIVER_PARAMS
+        } else {
+            DRIVER_PARAMS
+        };
+        if let Some((_, rest)) = url.split_once('?') {
+            for param in rest.split('&') {
+                let name = param.split_once('=').map_or(param, |(name, _)| name);
+                if !driver.contains(&name) {
+                    return Err(invalid(format!(
+                        "{shown}: unknown URL parameter {name:?}: chatmem-redis reads {}, {TIMEOUT_PARAM}, \
+                         {CONNECT_TIMEOUT_PARAM} and {RESPONSE_TIMEOUT_PARAM}",
+                        driver.join(", ")
+                    )));
+                }
             }
         }
-        Ok(())
+        let pick =
+            |setting: Option<Duration>, name: &'static str, param: Option<Duration>, param_name: &'static str| {
+                setting
+                    .map(|t| (t, name))
+                    .or(param.map(|t| (t, param_name)))
+                    .or(all.map(|t| (t, TIMEOUT_PARAM)))
+                    .unwrap_or((DEFAULT_TIMEOUT, name))
+            };
+        let connect = pick(self.connect_timeout, "connect_timeout", connect, CONNECT_TIMEOUT_PARAM);
+        let response = pick(
+            self.response_timeout,
+            "response_timeout",
+            response,
+            RESPONSE_TIMEOUT_PARAM,
+        );
+        for (timeout, from) in [connect, response] {
+            if timeout.is_zero() {
+                return Err(invalid(format!("{from} must be longer than zero")));
+            }
+        }
+        Ok(Resolved {
+            url,
+            connect_timeout: connect.0,
+            response_timeout: response.0,
+        })
     }
 }

@@ -21,6 +21,13 @@
 //! network, or run a TLS tunnel (stunnel, for example) and connect to its local end with
 //! `redis://`.
 //!
+//! The timeouts (5 s each by default) are the builder's settings or, where one is not set,
+//! the URL's parameters `chatmem_connect_timeout_ms` and `chatmem_response_timeout_ms`, then
+//! `chatmem_timeout_ms` for both, in milliseconds (`redis://host:6379/?chatmem_timeout_ms=500`,
+//! as the command line and the server take a store). A URL parameter the driver does not read
+//! (it reads `protocol`, and `db`, `user` and `pass` over a Unix socket) is refused, not
+//! ignored.
+//!
 //! ```no_run
 //! use chatmem::{ChatMemory, ConversationId, Message};
 //! use chatmem_redis::RedisStore;
@@ -287,6 +294,9 @@ mod scripts;
 mod store;
 mod window_cache;
 
-pub use crate::builder::{DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, DEFAULT_WINDOW_CACHE_BYTES, RedisStoreBuilder};
+pub use crate::builder::{
+    CONNECT_TIMEOUT_PARAM, DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, DEFAULT_WINDOW_CACHE_BYTES, RESPONSE_TIMEOUT_PARAM,
+    RedisStoreBuilder, TIMEOUT_PARAM,
+};
 pub use crate::schema::SCHEMA_VERSION;
 pub use crate::store::RedisStore;

@@ -10,7 +10,7 @@ use chatmem::store::{Commit, RecentPage, RecentQuery, Snapshot, StoreError, Stor
 use chatmem::{ConversationId, Page, Store, Summary};
 use redis::{Script, Value};
 
-use crate::builder::{DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, DEFAULT_WINDOW_CACHE_BYTES, RedisStoreBuilder};
+use crate::builder::{DEFAULT_KEY_PREFIX, DEFAULT_WINDOW_CACHE_BYTES, RedisStoreBuilder};
 use crate::codec;
 use crate::conn::Conn;
 use crate::index::{INDEX_BATCH, index_id};
@@ -192,8 +192,8 @@ impl RedisStore {
         RedisStoreBuilder {
             url: url.into(),
             key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
-            connect_timeout: DEFAULT_TIMEOUT,
-            response_timeout: DEFAULT_TIMEOUT,
+            connect_timeout: None,
+            response_timeout: None,
             window_cache_bytes: DEFAULT_WINDOW_CACHE_BYTES,
         }
     }

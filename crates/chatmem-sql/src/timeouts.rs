@@ -162,44 +162,16 @@ impl TimeoutSettings {
     /// [`StoreErrorKind::InvalidInput`] naming the parameter: an unknown `chatmem_*`, one
     /// given twice, or one that is not a whole number of milliseconds.
     pub fn split_url(url: &str, query: Option<usize>, store: &str) -> Result<(String, Self), StoreError> {
-        let mut found = Self::default();
-        let Some(q) = query.filter(|&q| url.as_bytes().get(q) == Some(&b'?')) else {
-            return Ok((url.to_owned(), found));
+        let (rest, values) = chatmem::store::split_ms_params(url, query, &TIMEOUT_PARAMS, store)?;
+        let found = match values[..] {
+            [timeout, connect, pool, statement] => Self {
+                timeout,
+                connect,
+                pool,
+                statement,
+            },
+            _ => Self::default(),
         };
-        let invalid = |why: String| StoreError::new(StoreErrorKind::InvalidInput, why);
-        let mut kept = Vec::new();
-        for param in url[q + 1..].split('&') {
-            let name = param.split_once('=').map_or(param, |(name, _)| name);
-            if !name.starts_with("chatmem_") {
-                kept.push(param);
-                continue;
-            }
-            let slot = match name {
-                TIMEOUT_PARAM => &mut found.timeout,
-                CONNECT_TIMEOUT_PARAM => &mut found.connect,
-                POOL_TIMEOUT_PARAM => &mut found.pool,
-                STATEMENT_TIMEOUT_PARAM => &mut found.statement,
-                _ => {
-                    return Err(invalid(format!(
-                        "unknown URL parameter {name}: {store} reads {}",
-                        TIMEOUT_PARAMS.join(", ")
-                    )));
-                }
-            };
-            if slot.is_some() {
-                return Err(invalid(format!("URL parameter {name} is given twice")));
-            }
-            let ms = param
-                .split_once('=')
-                .and_then(|(_, value)| value.parse::<u64>().ok())
-                .ok_or_else(|| invalid(format!("URL parameter {name} must be a whole number of milliseconds")))?;
-            *slot = Some(Duration::from_millis(ms));
-        }
-        let mut rest = url[..q].to_owned();
-        if !kept.is_empty() {
-            rest.push('?');
-            rest.push_str(&kept.join("&"));
-        }
         Ok((rest, found))
     }
 

@@ -1,7 +1,8 @@
 //! The [`Store`] trait that durable backends implement, the records it moves, and everything
 //! else a store implementer needs: [`Commit`] (built only by the core), [`SharedMessages`],
-//! [`StoreError`] and its kinds, the counter names stored with token counts, and
-//! [`redact_url`], the one way a store URL is printed. An application needs only what the crate
+//! [`StoreError`] and its kinds, the counter names stored with token counts,
+//! [`redact_url`], the one way a store URL is printed, and [`split_ms_params`], the one way
+//! chatmem's `chatmem_*_ms` URL parameters are read. An application needs only what the crate
 //! root re-exports.
 //!
 //! What SQL stores share beyond this contract (their rows, columns, timeouts, schema
@@ -23,8 +24,10 @@ pub use crate::shared_messages::SharedMessages;
 pub use crate::snapshot::Snapshot;
 pub use crate::stored_message::StoredMessage;
 pub use recent::{RecentConversation, RecentCursor, RecentPage, RecentQuery, now_micros, prefix_end, unix_micros};
+pub use url_params::split_ms_params;
 
 mod recent;
+mod url_params;
 
 use async_trait::async_trait;
 

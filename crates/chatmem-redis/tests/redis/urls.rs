@@ -118,6 +118,85 @@ async fn zero_timeouts_are_refused_naming_the_setting() {
     }
 }
 
+/// chatmem's URL parameters are read and checked, and a parameter nobody reads is refused,
+/// not ignored; all before any connection is tried.
+#[tokio::test(flavor = "multi_thread")]
+async fn url_parameters_are_read_or_refused_by_name() {
+    for (url, named) in [
+        (
+            "redis://127.0.0.1:1/?chatmem_timeout_ms=abc",
+            "chatmem_timeout_ms must be a whole number",
+        ),
+        (
+            "redis://127.0.0.1:1/?chatmem_connect_timeout_ms=",
+            "chatmem_connect_timeout_ms must be a whole number",
+        ),
+        (
+            "redis://127.0.0.1:1/?chatmem_pool_timeout_ms=5",
+            "unknown URL parameter chatmem_pool_timeout_ms",
+        ),
+        (
+            "redis://127.0.0.1:1/?chatmem_timeout_ms=5&chatmem_timeout_ms=6",
+            "chatmem_timeout_ms is given twice",
+        ),
+        ("redis://127.0.0.1:1/?bogus=1", "unknown URL parameter \"bogus\""),
+        (
+            "redis://127.0.0.1:1/?protocol=resp3&db=2",
+            "unknown URL parameter \"db\"",
+        ),
+        (
+            "redis://127.0.0.1:1/?chatmem_timeout_ms=0",
+            "chatmem_timeout_ms must be longer than zero",
+        ),
+        (
+            "redis://127.0.0.1:1/?chatmem_response_timeout_ms=0",
+            "chatmem_response_timeout_ms must be longer than zero",
+        ),
+        (
+            "redis+cluster://127.0.0.1:1,127.0.0.1:2?bogus=1",
+            "unknown URL parameter \"bogus\"",
+        ),
+    ] {
+        let e = RedisStore::builder(url).connect().await.unwrap_err();
+        assert_eq!(e.kind(), StoreErrorKind::InvalidInput, "{url}: {e}");
+        assert!(e.to_string().contains(named), "{url}: {e}");
+    }
+}
+
+/// The URL's timeouts bound connecting to a server that accepts and never answers; a
+/// builder setting wins over the URL's.
+#[tokio::test(flavor = "multi_thread")]
+async fn url_timeouts_bound_connecting_and_the_builder_wins() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let holder = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    let silent = format!("redis://{addr}/");
+    for builder in [
+        RedisStore::builder(&format!("{silent}?chatmem_connect_timeout_ms=300")),
+        RedisStore::builder(&format!("{silent}?chatmem_timeout_ms=300&protocol=resp2")),
+        RedisStore::builder(&format!("{silent}?chatmem_connect_timeout_ms=30000"))
+            .connect_timeout(Duration::from_millis(300)),
+        RedisStore::builder(&format!(
+            "{silent}?chatmem_timeout_ms=30000&chatmem_connect_timeout_ms=300"
+        )),
+    ] {
+        let start = std::time::Instant::now();
+        let e = builder.connect().await.unwrap_err();
+        let took = start.elapsed();
+        assert_eq!(e.kind(), StoreErrorKind::Unavailable, "{e}");
+        assert!(
+            took < Duration::from_secs(3),
+            "took {took:?}, not the 300 ms asked for: {e}"
+        );
+    }
+    holder.abort();
+}
+
 #[test]
 fn builder_debug_hides_the_password() {
     for url in [
