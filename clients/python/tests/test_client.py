@@ -148,6 +148,31 @@ def test_a_missing_or_unknown_token_is_401(server: Server) -> None:
         assert (e.value.status, e.value.code) == (401, "unauthorized")
 
 
+def test_a_token_that_is_not_ascii_is_refused_before_any_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for token in ("tökén-secret", "two words", "tab\there"):
+        with pytest.raises(ValueError, match="token argument has a character") as e:
+            Client("http://127.0.0.1:1", token=token)
+        assert "secret" not in str(e.value)
+        with pytest.raises(ValueError, match="token argument"):
+            AsyncClient("http://127.0.0.1:1", token=token)
+    monkeypatch.setenv("CHATMEM_TOKEN", "jetón")
+    with pytest.raises(ValueError, match="CHATMEM_TOKEN has a character that is not printable"):
+        Client("http://127.0.0.1:1")
+
+
+def test_the_ids_dot_and_dot_dot_are_conversations_like_any_other(client: Client) -> None:
+    for conversation in (".", ".."):
+        assert client.add_messages(conversation, TURN).messages == TURN
+        assert client.get_messages(conversation).messages == TURN
+        assert list(client.iter_history(conversation)) == TURN
+        assert conversation in list(client.iter_conversations())
+        client.delete_conversation(conversation)
+        with pytest.raises(chatmem.NotFoundError):
+            client.get_messages(conversation)
+
+
 def test_an_unreachable_server_is_a_transport_error() -> None:
     with Client("http://127.0.0.1:1", timeout=2) as c, pytest.raises(chatmem.TransportError):
         c.health()

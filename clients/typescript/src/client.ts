@@ -36,10 +36,17 @@ export interface ImageUrlPart {
 }
 
 /**
- * One part of a user message's content. Parts of other types (OpenAI's `input_audio`, `file`,
- * ...) are stored as they came.
+ * One part of a message's content: text (every role), an image or another type (a user's
+ * `input_audio`, `file`, ..., stored as they came), a refusal (an assistant's).
  */
-export type ContentPart = TextPart | ImageUrlPart | { type: string; [field: string]: unknown };
+export type ContentPart = TextPart | ImageUrlPart | RefusalPart | { type: string; [field: string]: unknown };
+
+/** An assistant's refusal to answer, as a content part. */
+export interface RefusalPart {
+  type: "refusal";
+  /** What the model said instead of answering. */
+  refusal: string;
+}
 
 /** The function a tool call calls. */
 export interface FunctionCall {
@@ -66,7 +73,7 @@ export interface ToolCall {
 export interface Message {
   /** Who wrote it. */
   role: Role;
-  /** Text; for a user message, text or parts; absent or null on an assistant's tool calls. */
+  /** Text or parts; absent or null on an assistant's tool calls. */
   content?: string | ContentPart[] | null;
   /** The participant's name. */
   name?: string | null;
@@ -177,8 +184,8 @@ export interface ErrorBody {
 export interface ChatMessage {
   /** Who wrote it. */
   role: Role;
-  /** Text or parts; null on an assistant message with tool calls. */
-  content: string | ContentPart[] | null;
+  /** Text or parts; absent or null on an assistant message with tool calls. */
+  content?: string | ContentPart[] | null;
   /** The participant's name. */
   name?: string | null;
   /** An assistant's tool calls. */
@@ -440,10 +447,23 @@ export class ChatmemClient {
   readonly #completionTimeoutMs: number;
   readonly #fetch: typeof fetch;
 
-  /** A client of the server `options` (or `CHATMEM_URL` and `CHATMEM_TOKEN`) names. */
+  /**
+   * A client of the server `options` (or `CHATMEM_URL` and `CHATMEM_TOKEN`) names. A token with
+   * a character that is not printable ASCII throws a {@link ChatmemError} (`invalid_request`):
+   * an HTTP header cannot carry it, and no server token has one. The message never shows it.
+   */
   constructor(options: ChatmemClientOptions = {}) {
     this.baseUrl = (options.baseUrl ?? env("CHATMEM_URL") ?? DEFAULT_URL).replace(/\/+$/, "");
     this.#token = options.token ?? env("CHATMEM_TOKEN");
+    const bad = [...(this.#token ?? "")].findIndex((c) => c < "!" || c > "~");
+    if (bad >= 0) {
+      throw new ChatmemError(0, {
+        code: "invalid_request",
+        message:
+          `${options.token === undefined ? "CHATMEM_TOKEN" : "options.token"} has a character that is not ` +
+          `printable ASCII at position ${bad}: a bearer token is sent in an HTTP header, which carries only those`,
+      });
+    }
     this.#timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.#completionTimeoutMs = options.completionTimeoutMs ?? DEFAULT_COMPLETION_TIMEOUT_MS;
     this.#fetch = options.fetch ?? globalThis.fetch.bind(globalThis);

@@ -73,7 +73,7 @@ const SCHEMAS = {
   FunctionCall: fields<FunctionCall>()(["name", "arguments"], ["name", "arguments"]),
   PostMessages: fields<PostMessages>()(["messages"], ["messages", "policy"]),
   Policy: fields<Policy>()([], ["max_messages", "max_tokens", "tokenizer", "evict_to", "boundary"]),
-  ChatMessage: fields<ChatMessage>()(["role", "content"], ["role", "content", "name", "tool_calls", "tool_call_id"]),
+  ChatMessage: fields<ChatMessage>()(["role"], ["role", "content", "name", "tool_calls", "tool_call_id"]),
   ChatCompletionRequest: fields<ChatCompletionRequest>()(
     ["model", "messages"],
     ["model", "messages", "n", "stream", "stream_options", "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop", "response_format", "tools", "tool_choice"],

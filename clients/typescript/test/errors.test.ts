@@ -132,6 +132,29 @@ describe("no answer", () => {
     }
   });
 
+  test("a token that is not printable ASCII is refused before any call", () => {
+    for (const token of ["tökén-secret", "two words", "tab\there"]) {
+      assert.throws(
+        () => new ChatmemClient({ baseUrl: "http://127.0.0.1:1", token }),
+        (e: unknown) => {
+          assert.ok(e instanceof ChatmemError, String(e));
+          assert.equal(e.code, "invalid_request");
+          assert.match(e.message, /^options\.token has a character that is not printable ASCII/);
+          assert.ok(!e.message.includes("secret"));
+          return true;
+        },
+      );
+    }
+    const saved = process.env.CHATMEM_TOKEN;
+    process.env.CHATMEM_TOKEN = "jetón";
+    try {
+      assert.throws(() => new ChatmemClient({ baseUrl: "http://127.0.0.1:1" }), /^ChatmemError: CHATMEM_TOKEN has a character/);
+    } finally {
+      if (saved === undefined) delete process.env.CHATMEM_TOKEN;
+      else process.env.CHATMEM_TOKEN = saved;
+    }
+  });
+
   test("a closed port is a connection error", async () => {
     const closed = createServer();
     await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));

@@ -125,10 +125,14 @@ class _Call(Generic[T]):
 
 def _conversation_path(conversation: str, suffix: str = "") -> str:
     """``/v1/conversations/{id}{suffix}``, the id one percent-encoded path segment (a ``/`` in
-    it is sent as ``%2F``)."""
+    it is sent as ``%2F``; the ids ``.`` and ``..`` as ``%2E``s, which no URL normalizer
+    removes as it removes dot segments)."""
     if not isinstance(conversation, str):
         raise TypeError(f"a conversation id is a str, not {type(conversation).__name__}")
-    return f"/v1/conversations/{quote(conversation, safe='')}{suffix}"
+    segment = quote(conversation, safe="")
+    if segment in (".", ".."):
+        segment = segment.replace(".", "%2E")
+    return f"/v1/conversations/{segment}{suffix}"
 
 
 def _params(**values: str | int | None) -> dict[str, str | int]:
@@ -250,11 +254,22 @@ def _read(call: _Call[T], r: httpx.Response) -> T:
 
 
 def _settings(base_url: str | None, token: str | None) -> tuple[str, dict[str, str]]:
-    """The base URL and headers from the arguments, else ``CHATMEM_URL`` / ``CHATMEM_TOKEN``."""
+    """The base URL and headers from the arguments, else ``CHATMEM_URL`` / ``CHATMEM_TOKEN``.
+
+    A token with a character that is not printable ASCII raises :class:`ValueError` (an HTTP
+    header cannot carry it, and no server token has one); the message never shows the token.
+    """
     url = base_url or os.environ.get("CHATMEM_URL") or DEFAULT_URL
     bearer = token if token is not None else os.environ.get("CHATMEM_TOKEN")
     headers = {"User-Agent": f"chatmem-python/{__version__}", "Accept": "application/json"}
     if bearer:
+        bad = next((i for i, c in enumerate(bearer) if not "!" <= c <= "~"), None)
+        if bad is not None:
+            source = "the token argument" if token is not None else "CHATMEM_TOKEN"
+            raise ValueError(
+                f"{source} has a character that is not printable ASCII at position {bad}: "
+                "a bearer token is sent in an HTTP header, which carries only those"
+            )
         headers["Authorization"] = f"Bearer {bearer}"
     return url.rstrip("/"), headers
 

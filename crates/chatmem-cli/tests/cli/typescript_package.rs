@@ -37,11 +37,11 @@ fn npm_test_passes_against_this_build() {
     let npm = Some(node_dir.join("npm"))
         .filter(|p| p.exists())
         .unwrap_or_else(|| "npm".into());
-    let mut command = Command::new(npm);
+    let mut command = Command::new(&npm);
     command
         .arg("test")
         .current_dir(&dir)
-        .env("PATH", path)
+        .env("PATH", &path)
         .env("CHATMEM_BIN", env!("CARGO_BIN_EXE_chatmem"))
         .env_remove("CHATMEM_URL")
         .env_remove("CHATMEM_TOKEN")
@@ -62,4 +62,51 @@ fn npm_test_passes_against_this_build() {
     {
         eprintln!("clients/typescript: {}", &line[2..]);
     }
+
+    // A project that installs the folder (a link, as `npm install ./clients/typescript` makes)
+    // can import it: the install builds it, from a checkout without dist/. After `npm test`,
+    // not beside it: both write dist/.
+    std::fs::remove_dir_all(dir.join("dist")).expect("remove the build npm test made");
+    let project = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        project.path().join("package.json"),
+        r#"{"name": "app", "type": "module"}"#,
+    )
+    .expect("write package.json");
+    let npm_in_project = |args: &[&std::ffi::OsStr]| {
+        let output = Command::new(&npm)
+            .args(args)
+            .current_dir(project.path())
+            .env("PATH", &path)
+            .output()
+            .expect("run npm");
+        assert!(
+            output.status.success(),
+            "npm {args:?} failed ({})\n--- stdout\n{}\n--- stderr\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    };
+    npm_in_project(&[
+        "install".as_ref(),
+        "--no-audit".as_ref(),
+        "--no-fund".as_ref(),
+        dir.as_os_str(),
+    ]);
+    let imported = Command::new(&node)
+        .args([
+            "--input-type=module",
+            "-e",
+            "const m = await import('chatmem'); console.log(typeof m.ChatmemClient)",
+        ])
+        .current_dir(project.path())
+        .output()
+        .expect("run node");
+    assert_eq!(
+        String::from_utf8_lossy(&imported.stdout).trim(),
+        "function",
+        "import('chatmem') in a project that installed the folder: {}",
+        String::from_utf8_lossy(&imported.stderr)
+    );
 }
