@@ -92,7 +92,17 @@ impl MysqlStore {
 
     /// A pooled connection within the pool wait plus the connect timeout.
     async fn conn(&self, what: &str) -> Result<Conn, StoreError> {
-        match timeout(self.timeouts.pool + self.timeouts.connect, self.pool.get_conn()).await {
+        self.conn_within(what, self.timeouts.pool + self.timeouts.connect).await
+    }
+
+    /// The builder's first connection, within the connect timeout: the pool is new, so there
+    /// is no connection to wait for, only one to open.
+    async fn first_conn(&self, what: &str) -> Result<Conn, StoreError> {
+        self.conn_within(what, self.timeouts.connect).await
+    }
+
+    async fn conn_within(&self, what: &str, bound: Duration) -> Result<Conn, StoreError> {
+        match timeout(bound, self.pool.get_conn()).await {
             Ok(Ok(conn)) => Ok(conn),
             Ok(Err(e)) => Err(db_error(e, what, &self.target)),
             Err(_) => Err(no_connection(what, &self.target)),
@@ -102,7 +112,7 @@ impl MysqlStore {
     /// Creates or upgrades the schema; run once, by the builder.
     pub(crate) async fn migrate(&self) -> Result<(), StoreError> {
         const WHAT: &str = "migrating the schema";
-        let mut conn = self.conn(WHAT).await?;
+        let mut conn = self.first_conn(WHAT).await?;
         // DDL and the lock wait may take longer than a statement: bounded by the lock wait.
         let bound = self.timeouts.statement.max(Duration::from_secs(60));
         timeout(bound, migrate::migrate(&mut conn, &self.prefix, &self.target))
@@ -113,7 +123,7 @@ impl MysqlStore {
     /// Checks that the schema is current without writing anything; run once, by the builder.
     pub(crate) async fn check_schema(&self) -> Result<(), StoreError> {
         const WHAT: &str = "checking the schema";
-        let mut conn = self.conn(WHAT).await?;
+        let mut conn = self.first_conn(WHAT).await?;
         timeout(
             self.timeouts.statement,
             migrate::check(&mut conn, &self.prefix, &self.target),

@@ -76,7 +76,7 @@ impl SqlDb for Mysql {
     const PROTOCOL: Protocol = Protocol::Mysql;
     const SHARED_NAMESPACE: &'static str = "chatmem_test_shared";
     const DEFAULT_NAMESPACE: &'static str = "chatmem";
-    const CONNECT_TIMEOUTS: u32 = 2;
+    const CONNECT_TIMEOUTS: u32 = 1;
     const PREPARES_PER_CONNECTION: bool = true;
     const RESEND_STATEMENTS: (u64, &'static str) = (2, "the first send and the resend");
     const RECENT_BY_ID_FIRST: bool = true;
