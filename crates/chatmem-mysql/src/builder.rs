@@ -120,19 +120,22 @@ impl MysqlStoreBuilder {
                     .with_reset_connection(false),
             )
             .into();
-        let store = MysqlStore {
+        let mut store = MysqlStore {
             pool: Pool::new(opts.clone()),
             opts,
             sql: Arc::new(Statements::new(&self.prefix)),
             timeouts,
             target,
             prefix: self.prefix,
+            // Until read, the smallest any server ships (MySQL 5.x's 4 MiB).
+            max_packet: 4 << 20,
         };
         if self.migrate {
             store.migrate().await?;
         } else {
             store.check_schema().await?;
         }
+        store.max_packet = store.read_max_packet().await?;
         Ok(store)
     }
 

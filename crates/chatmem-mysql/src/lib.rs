@@ -41,7 +41,11 @@
 //! therefore staged first on the same connection, in a temporary table filled one 4 MiB
 //! chunk per statement, and the call reads it from there: 4 more round trips plus one per
 //! chunk, for such batches only (an import's; a turn's messages are far below). The
-//! staging writes nothing durable; the commit is still the one atomic call.
+//! staging writes nothing durable; the commit is still the one atomic call. One message is
+//! one value: a message larger than `max_allowed_packet` as stored JSON (read when the store
+//! connects; control characters take 7 bytes each there) is refused as too large with
+//! [`StoreErrorKind::InvalidInput`](chatmem::store::StoreErrorKind::InvalidInput), before
+//! anything is sent.
 //!
 //! # Outages
 //!

@@ -32,6 +32,22 @@ pub(crate) struct CommitParams {
     pub(crate) staged: Vec<String>,
 }
 
+impl CommitParams {
+    /// The bytes of the largest packet the commit sends: the call with its parameters, or
+    /// the largest staged chunk.
+    pub(crate) fn largest_packet(&self) -> usize {
+        let call: usize = self
+            .values
+            .iter()
+            .map(|v| match v {
+                Value::Bytes(b) => b.len(),
+                _ => 8,
+            })
+            .sum();
+        self.staged.iter().map(String::len).fold(call, usize::max)
+    }
+}
+
 /// The procedure's parameters for `commit` to conversation `id`, converted before anything
 /// is sent.
 pub(crate) fn commit_params(id: &ConversationId, commit: &Commit) -> Result<CommitParams, StoreError> {
@@ -131,6 +147,20 @@ mod tests {
         assert_eq!(rows[0].0, 1);
         assert_eq!(rows[0].2.as_deref(), Some("heuristic"));
         assert_eq!(rows[0].3, commit.appended()[0].message_json().unwrap());
+    }
+
+    #[test]
+    fn the_largest_packet_is_the_call_or_a_staged_chunk() {
+        let c = CommitParams {
+            values: vec![Value::Bytes(vec![b'x'; 10]), Value::Int(1), Value::NULL],
+            staged: vec!["a".repeat(5)],
+        };
+        assert_eq!(c.largest_packet(), 26);
+        let c = CommitParams {
+            staged: vec!["a".repeat(5), "b".repeat(40)],
+            ..c
+        };
+        assert_eq!(c.largest_packet(), 40);
     }
 
     #[test]

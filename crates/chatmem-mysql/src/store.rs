@@ -51,6 +51,9 @@ pub struct MysqlStore {
     /// The server as typed, the password hidden: for errors.
     pub(crate) target: String,
     pub(crate) prefix: String,
+    /// The server's `max_allowed_packet`, read when the store connects: no packet may be
+    /// larger (the server drops the connection of one that is).
+    pub(crate) max_packet: usize,
 }
 
 impl fmt::Debug for MysqlStore {
@@ -132,6 +135,16 @@ impl MysqlStore {
         .unwrap_or_else(|_| Err(statement_timed_out(WHAT, &self.target)))
     }
 
+    /// The server's `max_allowed_packet`; run once, by the builder.
+    pub(crate) async fn read_max_packet(&self) -> Result<usize, StoreError> {
+        const WHAT: &str = "reading max_allowed_packet";
+        let rows = self.query(WHAT, "SELECT @@max_allowed_packet", Vec::new()).await?;
+        rows.first()
+            .and_then(|row| row.get::<u64, _>(0))
+            .and_then(|n| usize::try_from(n).ok())
+            .ok_or_else(|| StoreError::new(StoreErrorKind::Other, format!("{WHAT} on {}: no value", self.target)))
+    }
+
     /// Runs one prepared statement: the only way this store talks to the server, so every
     /// operation is exactly one round trip (plus the prepare, once per connection; a commit
     /// whose batch is too large for one parameter stages it first, see [`send`]).
@@ -203,6 +216,10 @@ impl MysqlStore {
         }
     }
 }
+
+/// What a statement's packet holds besides its parameters' bytes (header, statement id,
+/// parameter types, length prefixes), rounded up.
+const PACKET_OVERHEAD: usize = 1024;
 
 /// The `DATETIME` range in microseconds from the epoch: 1000-01-01 and 9999-12-31
 /// 23:59:59.999999.
@@ -298,6 +315,21 @@ impl Store for MysqlStore {
     async fn commit(&self, id: &ConversationId, commit: Commit) -> Result<u64, StoreError> {
         const WHAT: &str = "committing to a conversation";
         let params = commit_params(id, &commit)?;
+        // Refused here, with what to do, rather than sent for the server to drop the
+        // connection (which reads as an outage whose outcome is unknown).
+        let largest = params.largest_packet() + PACKET_OVERHEAD;
+        if largest > self.max_packet {
+            return Err(StoreError::new(
+                StoreErrorKind::InvalidInput,
+                format!(
+                    "{WHAT} on {}: too large for the server: a packet of {largest} bytes (the messages as \
+                     stored JSON) is over its max_allowed_packet of {} bytes; raise max_allowed_packet \
+                     or store smaller messages",
+                    self.target, self.max_packet
+                ),
+            )
+            .for_conversation(id));
+        }
         let outcome = match self
             .run(WHAT, &self.sql.commit, params.values.clone(), &params.staged)
             .await

@@ -348,3 +348,39 @@ async fn a_batch_at_the_commit_limit_lands_whole() {
     assert_eq!(all[9_999].message.text().unwrap_or_default(), format!("{n:07} {text}"));
     common::drop_prefix(&url, &prefix).await;
 }
+
+/// A message too large for the server's `max_allowed_packet` once stored as JSON (3 MiB of
+/// U+0001 is 21 MiB: each is `\\u0001` in the row's JSON text) is refused as too large before
+/// anything is sent, not sent for the server to drop the connection (an outage whose outcome
+/// is unknown); nothing is written and the store goes on.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_MYSQL_URL"]
+async fn a_message_over_max_allowed_packet_is_refused_as_too_large() {
+    let url = common::mysql_url();
+    let prefix = common::fresh_prefix("packet");
+    let store = common::store_in(&url, &prefix).await;
+    let conv = id("packet");
+    let control = "\u{1}".repeat(3 << 20);
+    let err = store
+        .commit(&conv, commit(0, vec![sm(1, &control)], 1, Retention::KeepHistory))
+        .await
+        .expect_err("over max_allowed_packet");
+    assert_eq!(err.kind(), StoreErrorKind::InvalidInput, "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("too large") && text.contains("max_allowed_packet") && !text.contains("unknown"),
+        "{text}"
+    );
+    assert!(
+        store.load(&conv).await.expect("load").messages.is_empty(),
+        "nothing written"
+    );
+    assert_eq!(
+        store
+            .commit(&conv, commit(0, vec![sm(1, "small")], 1, Retention::KeepHistory))
+            .await
+            .expect("the store goes on"),
+        1
+    );
+    common::drop_prefix(&url, &prefix).await;
+}

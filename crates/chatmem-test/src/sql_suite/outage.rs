@@ -78,7 +78,10 @@ pub async fn a_silent_server_times_out_as_unavailable<D: SqlDb>() {
     let took = start.elapsed();
     // The connect timeout, not two of them back to back (a pool wait and then a connect).
     let bound = D::CONNECT_TIMEOUTS * TIMEOUT + TIMEOUT / 2;
-    assert!(took >= TIMEOUT / 2 && took < bound, "took {took:?}, more than {bound:?}");
+    assert!(
+        took >= TIMEOUT / 2 && took < bound,
+        "took {took:?}, more than {bound:?}"
+    );
     holder.abort();
 }
 
