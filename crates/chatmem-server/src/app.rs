@@ -46,6 +46,7 @@ pub fn app(memory: ChatMemory<Arc<dyn Store>>, config: ServerConfig) -> Router {
         memory: Arc::new(memory),
         upstream: crate::upstream::pool(&config),
         config: Arc::new(config),
+        sessions: Arc::default(),
     };
     let router = Router::new()
         .route(route::HEALTHZ, get(routes::healthz))

@@ -7,6 +7,7 @@ use chatmem::{ChatMemory, Store};
 
 use crate::config::ServerConfig;
 use crate::error::ApiError;
+use crate::ui::Sessions;
 use crate::upstream::UpstreamPool;
 
 /// What the handlers share: the memory (store and policy) and the configuration.
@@ -16,6 +17,8 @@ pub struct AppState {
     pub(crate) config: Arc<ServerConfig>,
     /// The upstream's connection pool, built once, or the 503 its routes answer.
     pub(crate) upstream: Result<Arc<UpstreamPool>, ApiError>,
+    /// The inspector's signed-in browsers.
+    pub(crate) sessions: Arc<Sessions>,
 }
 
 /// The id of one request, in its extensions, its log span and its response.

@@ -9,16 +9,25 @@
 //!   requests from the server alone, with no inline script (a message's `<script>` is text,
 //!   and would not run if it were not).
 //! - With `--auth`, a browser signs in by posting a token (`POST /ui/sign-in`, JSON, which
-//!   the edge rules require anyway): it comes back as an `HttpOnly`, `SameSite=Strict` cookie
-//!   scoped to `/ui`, which only these routes read. A request with `Authorization: Bearer`
-//!   works too. Without a valid one, a page answers 401 with the sign-in form.
+//!   the edge rules require anyway) and gets a session (`session.rs`): a random id in an
+//!   `HttpOnly`, `SameSite=Strict` cookie scoped to `/ui`, which only these routes read, or,
+//!   behind TLS (`X-Forwarded-Proto: https`), a `__Host-` cookie with `Secure`, which no other
+//!   port or subdomain of the host can set. A request carrying two session cookies (one planted
+//!   with a narrower path, say) is not signed in. Signing out ends the session. A request with
+//!   `Authorization: Bearer` works too. Without either, a page answers 401 with the sign-in
+//!   form.
 //! - Deleting is `DELETE /ui/conversations/{id}` from the page's script, for a token that may
 //!   write; a page cannot be made to send it from another site (a `DELETE` needs a preflight,
 //!   and the cookie is `SameSite=Strict`).
 //! - Errors are pages holding the one error shape's status, code, message and request id.
 
 mod page;
+mod session;
 mod view;
+
+pub(crate) use session::Sessions;
+
+use std::time::Instant;
 
 use axum::Router;
 use axum::extract::{Path, State};
@@ -35,12 +44,14 @@ use crate::extract::{ApiQuery, JsonBody, key};
 use crate::route;
 use crate::state::{AppState, RequestId};
 use page::{ListRow, Paging, Viewer};
+use session::SESSION_LIFETIME;
 use view::{BudgetBar, ConversationView};
 
-/// The cookie that carries a signed-in browser's token.
-const COOKIE: &str = "chatmem_token";
-/// How long a sign-in lasts.
-const SIGN_IN_SECONDS: u32 = 12 * 3600;
+/// The cookie that carries a signed-in browser's session id over plain HTTP.
+const COOKIE: &str = "chatmem_session";
+/// The same behind TLS: a `__Host-` cookie (`Secure`, `Path=/`, no domain), which browsers
+/// accept only from the host itself over HTTPS.
+const SECURE_COOKIE: &str = "__Host-chatmem_session";
 /// Conversations on one list page.
 const LIST_PAGE: usize = 50;
 /// History messages on one conversation page: a 10,000-message conversation is 20 pages.
@@ -123,28 +134,60 @@ fn viewer(state: &AppState, headers: &HeaderMap) -> Result<Tenant, ApiError> {
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(bearer_token);
-    let token = from_header
-        .or_else(|| cookie(headers))
-        .ok_or_else(|| ApiError::unauthorized("sign in with a token"))?;
-    let tenant = auth
-        .tenant_for(token)
-        .cloned()
-        .ok_or_else(|| ApiError::unauthorized("the token is not valid"))?;
+    let tenant = match from_header {
+        Some(token) => auth
+            .tenant_for(token)
+            .cloned()
+            .ok_or_else(|| ApiError::unauthorized("the token is not valid"))?,
+        None => {
+            let id = session_cookie(headers).ok_or_else(|| ApiError::unauthorized("sign in with a token"))?;
+            state
+                .sessions
+                .tenant(id, Instant::now())
+                .ok_or_else(|| ApiError::unauthorized("the sign-in has ended: sign in again"))?
+        }
+    };
     tracing::Span::current().record("tenant", tenant.name());
     Ok(tenant)
 }
 
-/// The sign-in cookie's value, if the request has one.
-fn cookie(headers: &HeaderMap) -> Option<&str> {
-    headers
+/// The session id of the request's one session cookie: none when it has none, or more than
+/// one (a cookie another origin on the host planted beside the browser's own cannot choose
+/// the session).
+fn session_cookie(headers: &HeaderMap) -> Option<&str> {
+    let mut ids = headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
-        .map(|(_, value)| value)
-        .filter(|value| !value.is_empty())
+        .filter(|(name, _)| *name == COOKIE || *name == SECURE_COOKIE)
+        .map(|(_, value)| value);
+    match (ids.next(), ids.next()) {
+        (Some(id), None) if !id.is_empty() => Some(id),
+        _ => None,
+    }
+}
+
+/// Whether the browser reached the server over TLS, as the proxy in front of it says. A
+/// client can claim it falsely, which only makes its own cookie one its browser keeps from
+/// plain HTTP.
+fn behind_tls(headers: &HeaderMap) -> bool {
+    headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(',').next())
+        .is_some_and(|proto| proto.trim().eq_ignore_ascii_case("https"))
+}
+
+/// The `Set-Cookie` value that keeps session `id` (empty and expired: that clears it).
+fn session_cookie_header(id: &str, secure: bool, max_age: u64) -> Option<HeaderValue> {
+    let cookie = if secure {
+        format!("{SECURE_COOKIE}={id}; Path=/; Secure; HttpOnly; SameSite=Strict; Max-Age={max_age}")
+    } else {
+        format!("{COOKIE}={id}; Path=/ui; HttpOnly; SameSite=Strict; Max-Age={max_age}")
+    };
+    HeaderValue::from_str(&cookie).ok()
 }
 
 fn viewing<'a>(state: &AppState, tenant: &'a Tenant) -> Viewer<'a> {
@@ -294,36 +337,41 @@ struct SignIn {
     token: String,
 }
 
-/// `POST /ui/sign-in`: 204 with the cookie for a valid token, else 401 (JSON).
-async fn sign_in(State(state): State<AppState>, rid: RequestId, JsonBody(body): JsonBody<SignIn>) -> Response {
+/// `POST /ui/sign-in`: 204 with a new session's cookie for a valid token, else 401 (JSON).
+async fn sign_in(
+    State(state): State<AppState>,
+    rid: RequestId,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody<SignIn>,
+) -> Response {
     let result = (|| {
         let auth = state
             .config
             .auth
             .as_ref()
             .ok_or_else(|| ApiError::invalid("this server has no auth: there is nothing to sign in to"))?;
-        let token = body.token.trim();
-        auth.tenant_for(token)
+        let tenant = auth
+            .tenant_for(body.token.trim())
+            .cloned()
             .ok_or_else(|| ApiError::unauthorized("the token is not valid"))?;
-        // A token is visible ASCII without `;` and white space, or it cannot be a cookie.
-        if !token.bytes().all(|b| b.is_ascii_graphic() && b != b';' && b != b',') {
-            return Err(ApiError::invalid(
-                "this token cannot be kept in a cookie; send it as a bearer token",
-            ));
-        }
-        let cookie = format!("{COOKIE}={token}; Path=/ui; HttpOnly; SameSite=Strict; Max-Age={SIGN_IN_SECONDS}");
-        let value =
-            HeaderValue::from_str(&cookie).map_err(|_| ApiError::invalid("the token cannot be kept in a cookie"))?;
-        Ok(([(header::SET_COOKIE, value)], StatusCode::NO_CONTENT).into_response())
+        let id = state.sessions.start(tenant, Instant::now())?;
+        let cookie = session_cookie_header(&id, behind_tls(&headers), SESSION_LIFETIME.as_secs())
+            .ok_or_else(|| ApiError::invalid("the session cannot be kept in a cookie"))?;
+        Ok(([(header::SET_COOKIE, cookie)], StatusCode::NO_CONTENT).into_response())
     })();
     crate::extract::respond(&rid, result)
 }
 
-/// `POST /ui/sign-out`: 204, the cookie cleared.
-async fn sign_out() -> Response {
-    let cookie = format!("{COOKIE}=; Path=/ui; HttpOnly; SameSite=Strict; Max-Age=0");
-    match HeaderValue::from_str(&cookie) {
-        Ok(value) => ([(header::SET_COOKIE, value)], StatusCode::NO_CONTENT).into_response(),
-        Err(_) => StatusCode::NO_CONTENT.into_response(),
+/// `POST /ui/sign-out`: 204; the session ended and both cookies cleared.
+async fn sign_out(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if let Some(id) = session_cookie(&headers) {
+        state.sessions.end(id);
     }
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    for secure in [false, true] {
+        if let Some(cleared) = session_cookie_header("", secure, 0) {
+            response.headers_mut().append(header::SET_COOKIE, cleared);
+        }
+    }
+    response
 }

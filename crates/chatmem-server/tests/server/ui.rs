@@ -192,6 +192,8 @@ async fn tenants_and_read_only_tokens_hold_on_the_pages() {
     assert_eq!(page(&server, url, Some(TOKEN_A)).await.0, StatusCode::NOT_FOUND);
 }
 
+/// Signing in starts a session: its cookie holds a random id, never the token, opens the
+/// pages (not the API), and opens nothing once signed out.
 #[tokio::test]
 async fn signing_in_sets_a_strict_http_only_cookie_that_opens_the_pages() {
     let server = inspector(20, with_auth());
@@ -206,10 +208,27 @@ async fn signing_in_sets_a_strict_http_only_cookie_that_opens_the_pages() {
     let r = server.post_json("/ui/sign-in", &json!({"token": TOKEN_A})).await;
     assert_eq!(r.status, StatusCode::NO_CONTENT);
     let cookie = r.header("set-cookie").expect("a cookie").to_owned();
-    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/ui"] {
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/ui", "Max-Age=43200"] {
         assert!(cookie.contains(attribute), "{cookie}");
     }
-    let pair = cookie.split(';').next().expect("name=value");
+    assert!(
+        !cookie.contains("Secure"),
+        "over plain HTTP a Secure cookie is never sent back: {cookie}"
+    );
+    let pair = cookie.split(';').next().expect("name=value").to_owned();
+    let (name, id) = pair.split_once('=').expect("name=value");
+    assert_eq!(name, "chatmem_session");
+    assert!(
+        !id.contains(TOKEN_A) && id.len() == 64,
+        "a random id, not the token: {id}"
+    );
+    let again = server.post_json("/ui/sign-in", &json!({"token": TOKEN_A})).await;
+    assert_ne!(
+        again.header("set-cookie"),
+        Some(cookie.as_str()),
+        "each sign-in is a new session"
+    );
+    let pair = pair.as_str();
     let with_cookie = |uri: &str| {
         Request::get(uri)
             .header("cookie", pair)
@@ -228,10 +247,76 @@ async fn signing_in_sets_a_strict_http_only_cookie_that_opens_the_pages() {
         .expect("a request");
     assert_eq!(server.send(form).await.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
 
-    let r = server.post_json("/ui/sign-out", &json!({})).await;
+    let sign_out = Request::post("/ui/sign-out")
+        .header("cookie", pair)
+        .header("content-type", "application/json")
+        .body(Body::from("{}"))
+        .expect("a request");
+    let r = server.send(sign_out).await;
     assert_eq!(r.status, StatusCode::NO_CONTENT);
-    let cleared = r.header("set-cookie").unwrap_or_default();
-    assert!(cleared.contains("Max-Age=0"), "{cleared}");
+    let cleared: Vec<&str> = r
+        .headers
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    assert_eq!(cleared.len(), 2, "both cookies cleared: {cleared:?}");
+    assert!(cleared.iter().all(|c| c.contains("Max-Age=0")), "{cleared:?}");
+    // The old cookie, kept by a browser or copied by someone, opens nothing any more.
+    let r = server.send(with_cookie("/ui/conversations/order-1")).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    assert!(r.text().contains("sign"), "the sign-in form");
+}
+
+/// Behind TLS the session cookie is `__Host-` and `Secure` (no other port or subdomain of the
+/// host can set it); a request carrying two session cookies, one planted beside the browser's
+/// own with a narrower path, is not signed in as either.
+#[tokio::test]
+async fn behind_tls_the_cookie_is_host_only_and_a_planted_cookie_chooses_nothing() {
+    let server = inspector(20, with_auth());
+    seed(&server, "order-1", Some(TOKEN_A)).await;
+    let sign_in = |token: &str, tls: bool| {
+        let mut r = Request::post("/ui/sign-in").header("content-type", "application/json");
+        if tls {
+            r = r.header("x-forwarded-proto", "https");
+        }
+        r.body(Body::from(json!({"token": token}).to_string()))
+            .expect("a request")
+    };
+    let r = server.send(sign_in(TOKEN_A, true)).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    let cookie = r.header("set-cookie").expect("a cookie").to_owned();
+    assert!(cookie.starts_with("__Host-chatmem_session="), "{cookie}");
+    for attribute in ["Secure", "HttpOnly", "SameSite=Strict", "Path=/;"] {
+        assert!(cookie.contains(attribute), "{cookie}");
+    }
+    let victim = cookie.split(';').next().expect("name=value").to_owned();
+    let page = |cookies: &str| {
+        Request::get("/ui/conversations/order-1")
+            .header("cookie", cookies)
+            .body(Body::empty())
+            .expect("a request")
+    };
+    assert_eq!(server.send(page(&victim)).await.status, StatusCode::OK);
+
+    // Another tenant's session, planted by a page on another port of the host.
+    let r = server.send(sign_in(TOKEN_B, false)).await;
+    let planted = r
+        .header("set-cookie")
+        .expect("a cookie")
+        .split(';')
+        .next()
+        .expect("pair")
+        .to_owned();
+    assert_eq!(
+        server.send(page(&planted)).await.status,
+        StatusCode::NOT_FOUND,
+        "B does not see A's"
+    );
+    for both in [format!("{planted}; {victim}"), format!("{victim}; {planted}")] {
+        let r = server.send(page(&both)).await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED, "{both}");
+    }
 }
 
 #[tokio::test]
