@@ -75,6 +75,9 @@ pub(crate) async fn metrics(State(state): State<AppState>, _: Tenant, headers: H
 /// Any path no route serves. A conversation path with more segments than a route has most
 /// likely holds an id with a `/` sent as is: the message says how to send one.
 pub(crate) async fn not_found(rid: RequestId, uri: Uri) -> Response {
+    if crate::ui::is_page(uri.path()) {
+        return crate::ui::no_such_page(&rid, ApiError::not_found("no such page; the inspector starts at /ui"));
+    }
     let message = if uri.path().starts_with("/v1/conversations/") {
         "no such route; a `/` in a conversation id is sent as %2F (GET /openapi.json lists the routes)"
     } else {
@@ -84,15 +87,16 @@ pub(crate) async fn not_found(rid: RequestId, uri: Uri) -> Response {
 }
 
 /// A known route with another method: the one error shape too (axum's own 405 has no body).
-pub(crate) async fn method_not_allowed(rid: RequestId) -> Response {
-    respond(
-        &rid,
-        Err(ApiError::new(
-            StatusCode::METHOD_NOT_ALLOWED,
-            ErrorCode::MethodNotAllowed,
-            "this route does not take that method; the Allow header lists those it takes",
-        )),
-    )
+pub(crate) async fn method_not_allowed(rid: RequestId, uri: Uri) -> Response {
+    let e = ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        ErrorCode::MethodNotAllowed,
+        "this route does not take that method; the Allow header lists those it takes",
+    );
+    if crate::ui::is_page(uri.path()) {
+        return crate::ui::no_such_page(&rid, e);
+    }
+    respond(&rid, Err(e))
 }
 
 /// The 404 of a conversation that does not exist (for this tenant).

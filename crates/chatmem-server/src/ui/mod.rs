@@ -30,6 +30,7 @@ pub(crate) use session::Sessions;
 use std::time::Instant;
 
 use axum::Router;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -125,6 +126,16 @@ fn error_page(rid: &RequestId, e: ApiError) -> Response {
     )
 }
 
+/// Whether `path` is one of the inspector's: its errors are pages too.
+pub(crate) fn is_page(path: &str) -> bool {
+    path == route::UI || path.starts_with("/ui/")
+}
+
+/// The page of a path under `/ui` that no route serves, or a method it does not take.
+pub(crate) fn no_such_page(rid: &RequestId, e: ApiError) -> Response {
+    error_page(rid, e)
+}
+
 /// The tenant of a page's request: as the API's (a bearer token), or from the sign-in cookie.
 fn viewer(state: &AppState, headers: &HeaderMap) -> Result<Tenant, ApiError> {
     let Some(auth) = &state.config.auth else {
@@ -212,9 +223,12 @@ async fn list(
     State(state): State<AppState>,
     rid: RequestId,
     headers: HeaderMap,
-    query: ApiQuery<ListQuery>,
+    query: Result<ApiQuery<ListQuery>, ApiError>,
 ) -> Response {
-    let ApiQuery(ListQuery { prefix, cursor }) = query;
+    let ApiQuery(ListQuery { prefix, cursor }) = match query {
+        Ok(query) => query,
+        Err(e) => return error_page(&rid, e),
+    };
     let result = async {
         let tenant = viewer(&state, &headers)?;
         // The page's cursor holds the client's id; the store's, the stored key.
@@ -272,10 +286,19 @@ async fn conversation(
     State(state): State<AppState>,
     rid: RequestId,
     headers: HeaderMap,
-    Path(id): Path<String>,
-    query: ApiQuery<ViewQuery>,
+    id: Result<Path<String>, PathRejection>,
+    query: Result<ApiQuery<ViewQuery>, ApiError>,
 ) -> Response {
-    let ApiQuery(ViewQuery { from }) = query;
+    let (Path(id), ApiQuery(ViewQuery { from })) = match (id, query) {
+        (Ok(id), Ok(query)) => (id, query),
+        (Err(e), _) => {
+            return error_page(
+                &rid,
+                ApiError::invalid(format!("the conversation id: {}", e.body_text())),
+            );
+        }
+        (_, Err(e)) => return error_page(&rid, e),
+    };
     let result = async {
         let tenant = viewer(&state, &headers)?;
         let conversation = key(&state, &tenant, &id, "conversation id")?;

@@ -422,3 +422,34 @@ async fn the_list_is_newest_first_with_last_update_and_expiry() {
     let r = server.as_bearer(TOKEN_A).get("/ui?cursor=not-a-cursor").await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
 }
+
+/// Every answer under `/ui` a browser can reach is a page, errors included (a bad query, a
+/// path no page has, a method a page does not take), with the request id; the API's stay JSON.
+#[tokio::test]
+async fn the_inspectors_errors_are_pages() {
+    let server = inspector(20, ServerConfig::default());
+    seed(&server, "order-1", None).await;
+    for (url, status, says) in [
+        ("/ui?utm_source=newsletter", StatusCode::BAD_REQUEST, "utm_source"),
+        ("/ui/nope", StatusCode::NOT_FOUND, "no such page"),
+        ("/ui/conversations/order-1/extra", StatusCode::NOT_FOUND, "no such page"),
+        ("/ui/conversations/order-1?from=abc", StatusCode::BAD_REQUEST, "from"),
+        ("/ui/conversations/%FF", StatusCode::BAD_REQUEST, "conversation id"),
+    ] {
+        let r = server.get(url).await;
+        assert_eq!(r.status, status, "{url}: {}", r.text());
+        assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"), "{url}");
+        let request_id = r.header("x-request-id").expect("named").to_owned();
+        let html = r.text();
+        assert!(html.contains(says) && html.contains(&request_id), "{url}: {html}");
+    }
+    let put = Request::put("/ui").body(Body::empty()).expect("a request");
+    let r = server.send(put).await;
+    assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
+    assert_eq!(
+        server.get("/v1/nope").await.error_code(),
+        "not_found",
+        "the API's stay JSON"
+    );
+}
