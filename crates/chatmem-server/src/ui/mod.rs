@@ -314,7 +314,7 @@ async fn conversation(
         let view = ConversationView::new(&loaded, &policy, state.memory.counter().as_ref(), &history.messages);
         let prompt: Vec<Message> = loaded.messages();
         let prompt = chatmem_openai::passthrough::messages_json(&prompt.iter().collect::<Vec<_>>());
-        let prompt = serde_json::to_string_pretty(&prompt).unwrap_or_default();
+        let prompt = page::json_shown(&serde_json::to_string_pretty(&prompt).unwrap_or_default());
         let paging = Paging {
             first: history.messages.first().map(|m| m.seq),
             last: history.messages.last().map(|m| m.seq),

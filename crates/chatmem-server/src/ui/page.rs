@@ -2,7 +2,7 @@
 //! a message holding `<script>` is text on the page. No inline script or style (the pages'
 //! Content-Security-Policy forbids both); the budget bar is SVG, sized by attributes.
 
-use maud::{DOCTYPE, Markup, html};
+use maud::{DOCTYPE, Markup, Render, html};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
 use super::view::{BudgetBar, ConversationView, Piece, Row, Unit};
@@ -10,6 +10,77 @@ use super::view::{BudgetBar, ConversationView, Piece, Row, Unit};
 /// What stays as is in a path segment (RFC 3986's unreserved characters); the rest, `/`
 /// included, is percent-encoded, so every id is one segment.
 const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');
+
+/// Whether a page shows `c` as its escape rather than as itself: control characters (but
+/// line breaks and tabs), and characters that are invisible or reorder the text around them
+/// (`evil\u{202E}txt.exe` would read as another name), except the joiners that emoji and
+/// several scripts need.
+fn hidden(c: char) -> bool {
+    (c.is_control() && c != '\n' && c != '\t')
+        || (chatmem::printable::is_invisible_or_separator(c) && c != '\u{200C}' && c != '\u{200D}')
+}
+
+/// Text as a page shows it: escaped by maud, and each [`hidden`] character as the escape
+/// editors write (`\u{202E}`), marked.
+struct Shown<'a>(&'a str);
+
+impl Render for Shown<'_> {
+    fn render_to(&self, buffer: &mut String) {
+        let mut rest = self.0;
+        while let Some((at, c)) = rest.char_indices().find(|&(_, c)| hidden(c)) {
+            rest[..at].render_to(buffer);
+            html! {
+                span.hidden-char title="an invisible, reordering or control character" {
+                    (format!("\\u{{{:04X}}}", u32::from(c)))
+                }
+            }
+            .render_to(buffer);
+            rest = &rest[at + c.len_utf8()..];
+        }
+        rest.render_to(buffer);
+    }
+}
+
+/// A JSON text with each [`hidden`] character written as its JSON escape (`\u202e`): the
+/// same JSON when copied, and visible on the page.
+pub(crate) fn json_shown(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        if hidden(c) {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Text longer than this is folded: its start shown, the rest behind a disclosure.
+const FOLD_BYTES: usize = 16 << 10;
+/// How much of a folded text shows.
+const FOLDED_START: usize = 4 << 10;
+
+/// A message's text: [`Shown`], folded past [`FOLD_BYTES`] with its size.
+fn text_block(class: &str, text: &str) -> Markup {
+    if text.len() <= FOLD_BYTES {
+        return html! { div class=(class) { (Shown(text)) } };
+    }
+    let mut cut = FOLDED_START;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let (start, more) = text.split_at(cut);
+    html! {
+        div class=(class) { (Shown(start)) }
+        details.more {
+            summary { "…and " (more.len().div_ceil(1024)) " KiB more (" (text.len()) " bytes in all)" }
+            div class=(class) { (Shown(more)) }
+        }
+    }
+}
 
 /// The inspector's path of conversation `id`.
 pub(crate) fn conversation_path(id: &str) -> String {
@@ -197,7 +268,7 @@ pub(crate) fn conversation(
                 h2 { "Summary" span.note { " the model sees it after the system message" } }
                 div.summary {
                     p.covers { "Covers messages #1–#" (summary.upto) " · " (summary.tokens) " tokens" }
-                    div.text { (summary.text) }
+                    (text_block("text", &summary.text))
                 }
             }
         }
@@ -279,32 +350,32 @@ fn message(row: &Row, anchor: &str) -> Markup {
                 // The system message's number is where it was last set: not a place in the log.
                 @if row.role != "system" { span.seq { "#" (row.seq) } }
                 span.role { (row.role) }
-                @if let Some(name) = &row.name { span.name { (name) } }
+                @if let Some(name) = &row.name { span.name { (Shown(name)) } }
                 span.tokens { (row.tokens) " tokens" }
                 span.place { (words) }
             }
             @for piece in &row.content {
                 @match piece {
-                    Piece::Text(text) => div.text { (text) },
+                    Piece::Text(text) => (text_block("text", text)),
                     Piece::Image(url) => p.image { "image: " code { (url) } },
-                    Piece::Refusal(text) => div.text.refusal { "refusal: " (text) },
+                    Piece::Refusal(text) => { p.refusal { "refusal:" } (text_block("text refusal", text)) },
                     Piece::Other(json) => pre.part { code { (json) } },
                 }
             }
             @if !row.tool_calls.is_empty() {
                 ul.calls {
                     @for (id, name, arguments) in &row.tool_calls {
-                        li { "calls " code { (name) } " with " code { (arguments) } span.callid { " (" (id) ")" } }
+                        li { "calls " code { (Shown(name)) } " with " code { (Shown(arguments)) } span.callid { " (" (Shown(id)) ")" } }
                     }
                 }
             }
             @if let Some((id, is_error)) = &row.answers {
-                p.answers { "result of call " code { (id) } @if *is_error { strong { " (the tool failed)" } } }
+                p.answers { "result of call " code { (Shown(id)) } @if *is_error { strong { " (the tool failed)" } } }
             }
             @if let Some(reasoning) = &row.reasoning {
                 details.reasoning {
                     summary { "Reasoning, never sent to the model" }
-                    div.text { (reasoning) }
+                    (text_block("text", reasoning))
                 }
             }
         }

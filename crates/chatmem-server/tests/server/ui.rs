@@ -453,3 +453,46 @@ async fn the_inspectors_errors_are_pages() {
         "the API's stay JSON"
     );
 }
+
+/// What would hide or disguise text is shown as the escape editors use: a bidi override
+/// cannot turn `evil\u{202E}txt.exe` into another name, tag characters cannot hide text, a NUL
+/// does not reach the HTML; in the prompt view they are JSON escapes, so a copy is the same
+/// JSON. A long message is folded, with its size.
+#[tokio::test]
+async fn hidden_characters_are_shown_and_long_messages_folded() {
+    let server = inspector(20, ServerConfig::default());
+    let tagged: String = "secret"
+        .chars()
+        .map(|c| char::from_u32(0xE0000 + u32::from(c)).expect("a tag"))
+        .collect();
+    let long = format!("{}END", "长".repeat(20_000));
+    let body = json!({"messages": [
+        {"role": "user", "content": "open evil\u{202E}txt.exe please"},
+        {"role": "assistant", "content": format!("a\u{0000}b{tagged} 👨\u{200D}👩\u{200D}👧")},
+        {"role": "user", "content": long},
+    ]});
+    let r = server.post_json("/v1/conversations/hidden/messages", &body).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let (status, html) = page(&server, "/ui/conversations/hidden", None).await;
+    assert_eq!(status, StatusCode::OK);
+    for raw in ['\u{202E}', '\u{0000}', '\u{E0073}'] {
+        assert!(!html.contains(raw), "{raw:?} reached the page raw");
+    }
+    assert!(html.contains(r#"evil<span class="hidden-char""#), "marked in place");
+    for escape in [r"\u{202E}", r"\u{0000}", r"\u{E0073}"] {
+        assert!(html.contains(escape), "{escape} not shown");
+    }
+    assert!(
+        html.contains("👨\u{200D}👩\u{200D}👧"),
+        "joiners in emoji stay as they are"
+    );
+    // The prompt view: JSON escapes (a NUL is serde's \u0000 already).
+    assert!(
+        html.contains(r"evil\u202etxt.exe"),
+        "the prompt view escapes it as JSON"
+    );
+    assert!(html.contains(r"\udb40\udc73"), "a tag character as its JSON escape");
+    // Folded, with its size; the whole text is still there behind the disclosure.
+    assert!(html.contains("KiB more (60003 bytes in all)"), "folded with its size");
+    assert!(html.contains("END"));
+}
