@@ -190,7 +190,7 @@ pub(crate) fn list(viewer: Viewer<'_>, rows: &[ListRow], prefix: &str, next: Opt
                 tbody {
                     @for row in rows {
                         tr {
-                            th scope="row" data-label="Id" { a href=(conversation_path(&row.id)) { (row.id) } }
+                            th scope="row" data-label="Id" { a href=(conversation_path(&row.id)) { (Shown(&row.id)) } }
                             td data-label="Messages written" { (row.written) }
                             td data-label="In the window" { (row.window_len) }
                             td data-label="Budget used" { (row.budget.used()) " / " (row.budget.budget) " " (row.budget.unit) }
@@ -233,7 +233,7 @@ pub(crate) fn conversation(
     let path = conversation_path(id);
     let body = html! {
         nav.crumbs aria-label="Breadcrumb" { a href="/ui" { "Conversations" } " / " }
-        h1 { "Conversation " code.id { (id) } }
+        h1 { "Conversation " code.id { (Shown(id)) } }
         p.facts {
             (view.written) " messages written · " (view.window_len) " in the window"
             @if let Some(first) = view.window_first { " (from #" (first) ")" }
