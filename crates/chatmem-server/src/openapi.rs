@@ -7,6 +7,7 @@
 //! `tests/server/observability.rs` runs `openapi-spec-validator` on the document.
 
 use axum::Json;
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
@@ -24,6 +25,7 @@ use crate::routes::{ConversationPage, Health, HistoryBody, PostMessages, WindowB
 use crate::schemas::{
     ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, ChatMessage, MessageSchema, ModelList,
 };
+use crate::state::AppState;
 
 /// Declares an error answer that several routes share: a type a route's `responses(...)` lists
 /// by name, so the status and its description are written once. Each is the one
@@ -58,8 +60,36 @@ shared_error_answers! {
 /// `GET /openapi.json`: this API as OpenAPI 3.1.
 #[utoipa::path(get, operation_id = "openapi_json", path = "/openapi.json", security(()),
     responses((status = 200, description = "this document", content_type = "application/json", body = Object)))]
-pub(crate) async fn serve() -> Response {
-    Json(ApiDoc::openapi()).into_response()
+pub(crate) async fn serve(State(state): State<AppState>) -> Response {
+    Json(document(state.config.auth.is_some())).into_response()
+}
+
+/// The document as this server answers: a bearer token required only when it has `--auth`.
+pub(crate) fn document(auth: bool) -> utoipa::openapi::OpenApi {
+    let mut doc = ApiDoc::openapi();
+    if !auth {
+        doc.security = None;
+        if let Some(components) = doc.components.as_mut() {
+            components.security_schemes.clear();
+        }
+        for item in doc.paths.paths.values_mut() {
+            for op in [
+                &mut item.get,
+                &mut item.post,
+                &mut item.put,
+                &mut item.delete,
+                &mut item.patch,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                op.security = None;
+                // Without auth no request is refused for its token.
+                op.responses.responses.remove("401");
+            }
+        }
+    }
+    doc
 }
 
 /// The OpenAPI document of the server.
@@ -129,6 +159,42 @@ mod tests {
         let documented: BTreeSet<&str> = doc.paths.paths.keys().map(String::as_str).collect();
         let served: BTreeSet<&str> = route::ALL.into_iter().filter(|t| !route::PAGES.contains(t)).collect();
         assert_eq!(documented, served);
+    }
+
+    /// A bearer token is required, and a 401 documented, exactly when the server has `--auth`;
+    /// the document itself never needs one.
+    #[test]
+    fn security_follows_auth() {
+        for auth in [false, true] {
+            let doc = serde_json::to_value(document(auth)).expect("the document serializes");
+            assert_eq!(doc["security"].is_array(), auth, "{auth}: {}", doc["security"]);
+            assert_eq!(doc["components"]["securitySchemes"]["bearer"].is_object(), auth);
+            let list = &doc["paths"]["/v1/conversations"]["get"]["responses"];
+            assert_eq!(list["401"].is_object(), auth, "{auth}");
+            let itself = &doc["paths"]["/openapi.json"]["get"];
+            assert!(itself["responses"]["401"].is_null());
+        }
+    }
+
+    /// The policy's enums are declared with the names the core parses.
+    #[test]
+    fn the_policy_enums_are_the_cores_names() {
+        let doc = serde_json::to_value(ApiDoc::openapi()).expect("the document serializes");
+        for (schema, parse) in [
+            (
+                "Tokenizer",
+                (|n: &str| n.parse::<chatmem::Tokenizer>().is_ok()) as fn(&str) -> bool,
+            ),
+            ("Boundary", |n: &str| n.parse::<chatmem::TurnBoundary>().is_ok()),
+        ] {
+            let names = doc["components"]["schemas"][schema]["enum"]
+                .as_array()
+                .expect("an enum");
+            assert!(!names.is_empty());
+            for name in names {
+                assert!(parse(name.as_str().expect("a name")), "{schema}: {name}");
+            }
+        }
     }
 
     /// The documented policy has the fields of the core's `PolicySpec`, by their serde names.

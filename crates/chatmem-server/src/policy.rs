@@ -75,7 +75,29 @@ pub(crate) struct PolicySchema {
     evict_to: Option<usize>,
     /// The token counter: `cl100k` (default; or `cl100k_base`), `o200k` (or `o200k_base`) or
     /// `heuristic`.
-    tokenizer: Option<String>,
+    tokenizer: Option<TokenizerSchema>,
     /// Where the window may start: `user` (default) or `pair-safe`.
-    boundary: Option<String>,
+    boundary: Option<BoundarySchema>,
+}
+
+/// A token counter's name, as a policy takes it.
+#[derive(utoipa::ToSchema)]
+#[schema(as = Tokenizer)]
+#[allow(dead_code, non_camel_case_types)] // a schema only: the real type is chatmem::Tokenizer
+enum TokenizerSchema {
+    cl100k,
+    cl100k_base,
+    o200k,
+    o200k_base,
+    heuristic,
+}
+
+/// Where a window may start, as a policy takes it.
+#[derive(utoipa::ToSchema)]
+#[schema(as = Boundary)]
+#[serde(rename_all = "kebab-case")]
+#[allow(dead_code)] // a schema only: the real type is chatmem::TurnBoundary
+enum BoundarySchema {
+    User,
+    PairSafe,
 }
