@@ -137,6 +137,11 @@ pub async fn serve(
                 }
             },
         };
+        // A streamed answer is many small writes: with Nagle's algorithm each would wait for
+        // the client's delayed ACK of the one before (up to 40 ms on Linux).
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "TCP_NODELAY could not be set");
+        }
         let connection = connection(stream, http.clone(), router.clone(), options, graceful.watcher());
         connections.spawn(async move {
             connection.await;
