@@ -217,8 +217,14 @@ fn answer_sent_back(mut obj: Map<String, Value>) -> Result<Map<String, Value>, (
     match obj.shift_remove("refusal") {
         None | Some(Value::Null) => {}
         Some(Value::String(refusal)) => {
-            let content = obj.get("content").and_then(Value::as_str).filter(|c| !c.is_empty());
-            if content.is_some() && !refusal.is_empty() {
+            // Text or parts: either would be lost under the refusal.
+            let content = match obj.get("content") {
+                None | Some(Value::Null) => false,
+                Some(Value::String(text)) => !text.is_empty(),
+                Some(Value::Array(parts)) => !parts.is_empty(),
+                Some(_) => true,
+            };
+            if content && !refusal.is_empty() {
                 return Err((
                     "refusal",
                     "an assistant message with both content and a refusal: chatmem keeps one text".into(),
@@ -276,6 +282,11 @@ mod tests {
             {"role": "assistant", "content": "a", "audio": {"id": "x"}}]))
         .unwrap_err();
         assert_eq!(e.path, "messages[1].audio");
+        // Content parts beside a refusal are not dropped for it.
+        let e = request_messages(json!([{"role": "assistant", "refusal": "no",
+            "content": [{"type": "text", "text": "partly"}]}]))
+        .unwrap_err();
+        assert_eq!(e.path, "messages[0].refusal");
         let e = request_messages(json!([{"role": "user", "content": "q", "refusal": null}])).unwrap_err();
         assert_eq!(
             e.to_string(),
