@@ -19,6 +19,7 @@ use tracing::Instrument;
 use crate::completions;
 use crate::config::ServerConfig;
 use crate::edges::{self, Edges};
+use crate::error::ErrorCode;
 use crate::metered_store::MeteredStore;
 use crate::metrics::Metrics;
 use crate::route;
@@ -174,6 +175,11 @@ async fn observe(State(metrics): State<Metrics>, request: Request, next: Next) -
     let method = method_label(request.method());
     let response = next.run(request).await;
     metrics.request(route, method, response.status(), started.elapsed());
+    if method == "POST" && (route == route::MESSAGES || route == route::COMPLETIONS) {
+        if let Some(code) = response.extensions().get::<ErrorCode>() {
+            metrics.write_refused(route, code.as_str());
+        }
+    }
     response
 }
 

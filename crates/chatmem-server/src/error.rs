@@ -315,6 +315,9 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut response = (self.status, Json(self.body())).into_response();
+        // The code rides along for the layers outside the handler (the metrics count refused
+        // writes by it); it never reaches the wire.
+        response.extensions_mut().insert(self.code);
         if self.status == StatusCode::UNAUTHORIZED {
             // RFC 6750: a 401 says which scheme would be accepted.
             response

@@ -117,6 +117,7 @@ struct Inner {
     upstream_errors: Family<UpstreamLabels, Counter>,
     upstream: UpstreamMetrics,
     summaries: Family<SummaryLabels, Counter>,
+    writes_refused: Family<RefusedLabels, Counter>,
 }
 
 /// The upstream's answers: latency to the response head, statuses, and the tokens it reports.
@@ -166,6 +167,12 @@ struct StoreLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct UpstreamLabels {
     kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RefusedLabels {
+    route: &'static str,
+    code: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -253,6 +260,13 @@ impl Metrics {
              it lands in a later commit), timeout or error (its messages stay pending)",
             summaries.clone(),
         );
+        let writes_refused = Family::<RefusedLabels, Counter>::default();
+        registry.register(
+            "writes_refused",
+            "Requests that write messages (POST messages, chat completions) answered with an \
+             error, by route and error code: turns a client may have lost without telling its caller",
+            writes_refused.clone(),
+        );
         Self {
             inner: Arc::new(Inner {
                 registry,
@@ -264,6 +278,7 @@ impl Metrics {
                 upstream_errors,
                 upstream,
                 summaries,
+                writes_refused,
             }),
         }
     }
@@ -303,6 +318,14 @@ impl Metrics {
             .latency
             .get_or_create(&RouteLabels { route })
             .observe(took.as_secs_f64());
+    }
+
+    /// A request that writes messages answered with an error `code`.
+    pub(crate) fn write_refused(&self, route: &'static str, code: &'static str) {
+        self.inner
+            .writes_refused
+            .get_or_create(&RefusedLabels { route, code })
+            .inc();
     }
 
     pub(crate) fn commit(&self) {

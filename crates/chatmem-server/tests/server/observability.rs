@@ -155,6 +155,54 @@ async fn requests_commits_conflicts_and_store_errors_are_counted() {
     assert_eq!(sample(&text, "chatmem_version_conflicts_total"), Some(0.0), "{text}");
 }
 
+/// A write answered with an error is counted by route and code: a framework that swallows
+/// its history's errors still leaves the lost turn visible here.
+#[tokio::test]
+async fn refused_writes_are_counted_by_route_and_code() {
+    let server = server(Arc::new(InMemoryStore::new()), ServerConfig::default());
+    let url = "/v1/conversations/c1/messages";
+    let big = "x".repeat(300 << 10);
+    let r = server
+        .post_json(url, &json!({"messages": [{"role": "user", "content": big}]}))
+        .await;
+    assert_eq!(r.status, StatusCode::PAYLOAD_TOO_LARGE, "{:?}", r.json());
+    let r = server
+        .post_json(url, &json!({"messages": [{"role": "user", "content": 42}]}))
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    let r = server
+        .post_json(url, &json!({"messages": [{"role": "user", "content": "kept"}]}))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.json());
+    let r = server
+        .post_json("/v1/chat/completions", &json!({"model": "m", "messages": []}))
+        .await;
+    assert!(
+        r.status.is_client_error() || r.status.is_server_error(),
+        "{:?}",
+        r.status
+    );
+    let door_code = r.json()["error"]["code"].as_str().map(str::to_owned);
+    assert_eq!(
+        server.get("/v1/conversations/nope/messages").await.status,
+        StatusCode::NOT_FOUND
+    );
+
+    let text = metrics_text(&server).await;
+    let refused = |route: &str, code: &str| {
+        sample(
+            &text,
+            &format!(r#"chatmem_writes_refused_total{{route="{route}",code="{code}"}}"#),
+        )
+    };
+    let messages = "/v1/conversations/{id}/messages";
+    assert_eq!(refused(messages, "too_large"), Some(1.0), "{text}");
+    assert_eq!(refused(messages, "invalid_request"), Some(1.0), "{text}");
+    assert_eq!(refused(messages, "not_found"), None, "a read is no write:\n{text}");
+    let code = door_code.expect("the door answers in the one error shape");
+    assert_eq!(refused("/v1/chat/completions", &code), Some(1.0), "{text}");
+}
+
 /// With `--auth`, `/metrics` on the main listener needs a token like every route; the
 /// metrics-only router (for `--metrics-listen`) serves the same registry without one.
 #[tokio::test]
