@@ -21,7 +21,8 @@
 //!
 //! For the multi-process stress test see the [`stress`] module; for the per-turn bench every
 //! store crate runs, the [`bench`](mod@bench) module; for the fault-injecting database proxy,
-//! the [`proxy`] module; for the tests the SQL server stores share, [`sql_suite`].
+//! the [`proxy`] module; for a port that accepts and never answers, [`silent`]; for the tests
+//! the SQL server stores share, [`sql_suite`].
 //!
 //! The application crates' tests share the rest, each behind a feature so the store crates
 //! build none of it: a store that fails on demand ([`FailingStore`]); with `http`, the one
@@ -43,6 +44,7 @@ pub mod fuzz;
 #[cfg(feature = "http")]
 pub mod loopback;
 pub mod proxy;
+pub mod silent;
 pub mod sql_suite;
 pub mod stress;
 mod summary_models;

@@ -167,15 +167,8 @@ async fn url_parameters_are_read_or_refused_by_name() {
 /// builder setting wins over the URL's.
 #[tokio::test(flavor = "multi_thread")]
 async fn url_timeouts_bound_connecting_and_the_builder_wins() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let holder = tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((socket, _)) = listener.accept().await {
-            held.push(socket);
-        }
-    });
-    let silent = format!("redis://{addr}/");
+    let server = chatmem_test::silent::listen().await;
+    let silent = format!("redis://{}/", server.addr);
     for builder in [
         RedisStore::builder(&format!("{silent}?chatmem_connect_timeout_ms=300")),
         RedisStore::builder(&format!("{silent}?chatmem_timeout_ms=300&protocol=resp2")),
@@ -194,7 +187,6 @@ async fn url_timeouts_bound_connecting_and_the_builder_wins() {
             "took {took:?}, not the 300 ms asked for: {e}"
         );
     }
-    holder.abort();
 }
 
 #[test]

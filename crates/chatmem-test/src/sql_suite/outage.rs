@@ -62,16 +62,9 @@ pub async fn nothing_listening_is_unavailable_without_the_password<D: SqlDb>() {
 /// unavailable.
 pub async fn a_silent_server_times_out_as_unavailable<D: SqlDb>() {
     let _timed = super::timed().await;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let holder = tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((socket, _)) = listener.accept().await {
-            held.push(socket);
-        }
-    });
+    let server = crate::silent::listen().await;
     let start = Instant::now();
-    let err = D::connect(&D::url_at(addr), Settings::default().timeout(TIMEOUT))
+    let err = D::connect(&D::url_at(server.addr), Settings::default().timeout(TIMEOUT))
         .await
         .expect_err("a silent server");
     assert_eq!(err.kind(), StoreErrorKind::Unavailable, "{err}");
@@ -82,7 +75,6 @@ pub async fn a_silent_server_times_out_as_unavailable<D: SqlDb>() {
         took >= TIMEOUT / 2 && took < bound,
         "took {took:?}, more than {bound:?}"
     );
-    holder.abort();
 }
 
 /// Operations fail fast while the server is down or stalled, and work again after.
