@@ -11,7 +11,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
 
-import { AIMessage, ChatMessage, HumanMessage } from "@langchain/core/messages";
+import { AIMessage, FunctionMessage, HumanMessage, RemoveMessage } from "@langchain/core/messages";
 
 import { ChatmemClient, ChatmemError, type Message } from "chatmem";
 import { ChatmemChatMessageHistory, UnsupportedMessageError } from "chatmem/langchain";
@@ -96,14 +96,15 @@ for (const store of stores()) {
     test("what chatmem cannot hold is refused before sending", async () => {
       const id = uniqueId("unsupported");
       const history = new ChatmemChatMessageHistory({ conversationId: id, client });
-      const audio = new HumanMessage({ content: [{ type: "input_audio", input_audio: { data: "AAAA", format: "wav" } }] });
-      await assert.rejects(history.addMessages([new HumanMessage("first"), audio]), (e: unknown) => {
+      const call = new FunctionMessage({ content: "{}", name: "order_status" });
+      await assert.rejects(history.addMessages([new HumanMessage("first"), call]), (e: unknown) => {
         assert.ok(e instanceof UnsupportedMessageError);
-        assert.match(e.message, /messages\[1\] \(human\).*"input_audio"/);
+        assert.match(e.message, /messages\[1\] \(function\).*"function"/);
         return true;
       });
-      await assert.rejects(history.addMessages([new ChatMessage("hi", "critic")]), /chatmem cannot hold messages\[0\] \(generic\)/);
-      await assert.rejects(history.addMessages([new AIMessage({ content: [{ type: "thinking", thinking: "hmm" }] })]), UnsupportedMessageError);
+      await assert.rejects(history.addMessages([new RemoveMessage({ id: "m1" })]), /chatmem cannot hold messages\[0\] \(remove\)/);
+      const when = new AIMessage({ content: "x", additional_kwargs: { at: new Date(0) } });
+      await assert.rejects(history.addMessages([when]), /messages\[0\] \(ai\)\.additional_kwargs\.at: a Date \(JSON values only\)/);
       await assert.rejects(client.getMessages(id), serverError(404, "not_found"));
     });
 
