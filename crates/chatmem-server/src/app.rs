@@ -60,6 +60,10 @@ pub fn app(memory: ChatMemory<Arc<dyn Store>>, config: ServerConfig) -> Router {
         .route(route::HISTORY, get(routes::get_history))
         .route(route::CONVERSATION, delete(routes::delete_conversation))
         .merge(crate::ui::routes())
+        // On every route's handlers, not on the fallbacks: set before the method-not-allowed
+        // fallback, which replaces the routes' default one, so a wrong method is answered
+        // 405 without the content-type rule.
+        .route_layer(middleware::from_fn(edges::require_json))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))

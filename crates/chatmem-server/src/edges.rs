@@ -17,8 +17,10 @@
 //!   cross-site. The listed origins get CORS (tower-http's [`CorsLayer`], built by [`cors`]).
 //! - **Content type** (always): a `POST` body must be declared JSON (`application/json` or
 //!   `application/*+json`, parameters such as `charset` allowed); otherwise, or without a
-//!   `Content-Type`, 415 `unsupported_media_type`. That forces a page's write through a
-//!   preflight, which an unlisted origin fails.
+//!   `Content-Type`, 415 `unsupported_media_type`, before any handler reads it. That forces a
+//!   page's write through a preflight, which an unlisted origin fails. It is checked once the
+//!   route is known ([`require_json`]), so a method a route does not take is answered 405
+//!   whatever its body.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -88,32 +90,45 @@ impl Edges {
                 ));
             }
         }
-        if request.method() == Method::POST && !is_json(headers.get(header::CONTENT_TYPE)) {
-            return Err(ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                ErrorCode::UnsupportedMediaType,
-                "a POST body must be JSON: send Content-Type: application/json",
-            ));
-        }
         Ok(())
     }
 }
 
-/// The middleware: refuses a request that breaks a rule, in the one error shape.
+/// The middleware of the Host and Origin rules: refuses a request that breaks one, in the one
+/// error shape.
 pub(crate) async fn guard(State(edges): State<Arc<Edges>>, request: Request, next: Next) -> Response {
     match edges.check(&request) {
         Ok(()) => next.run(request).await,
-        Err(e) => {
-            tracing::debug!(
-                status = e.status().as_u16(),
-                code = e.code().as_str(),
-                "refused at the edge"
-            );
-            match request.extensions().get::<RequestId>() {
-                Some(id) => e.with_request_id(&id.0).into_response(),
-                None => e.into_response(),
-            }
-        }
+        Err(e) => refuse(&request, e),
+    }
+}
+
+/// The middleware of the content-type rule, layered on the routes' handlers (`app.rs`), so it
+/// runs only for a request a handler is about to take: a method the route does not serve is
+/// answered 405 first (by the method-not-allowed fallback, no handler), a `POST` a handler
+/// serves without a JSON `Content-Type` 415, before its handler.
+pub(crate) async fn require_json(request: Request, next: Next) -> Response {
+    if request.method() == Method::POST && !is_json(request.headers().get(header::CONTENT_TYPE)) {
+        let e = ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ErrorCode::UnsupportedMediaType,
+            "a POST body must be JSON: send Content-Type: application/json",
+        );
+        return refuse(&request, e);
+    }
+    next.run(request).await
+}
+
+/// `e` as the answer to `request`, naming its id.
+fn refuse(request: &Request, e: ApiError) -> Response {
+    tracing::debug!(
+        status = e.status().as_u16(),
+        code = e.code().as_str(),
+        "refused at the edge"
+    );
+    match request.extensions().get::<RequestId>() {
+        Some(id) => e.with_request_id(&id.0).into_response(),
+        None => e.into_response(),
     }
 }
 

@@ -296,6 +296,50 @@ async fn bad_requests_get_one_error_shape() {
     assert_eq!(server.get(url).await.status, StatusCode::NOT_FOUND);
 }
 
+/// A method a route does not take is answered 405 (with `Allow`) whatever its body's type,
+/// as for any other method; a `POST` a route takes still needs a JSON body before its handler
+/// runs (415 otherwise, nothing stored).
+#[tokio::test]
+async fn a_wrong_method_is_405_before_the_content_type_rule() {
+    let server = server(Arc::new(InMemoryStore::new()), ServerConfig::default());
+    for (uri, allow) in [
+        ("/healthz", "GET,HEAD"),
+        ("/v1/models", "GET,HEAD"),
+        ("/v1/conversations", "GET,HEAD"),
+        ("/v1/conversations/c1", "DELETE"),
+        ("/v1/conversations/c1/history", "GET,HEAD"),
+    ] {
+        for content_type in [None, Some("text/plain"), Some("application/json")] {
+            let mut r = request(Method::POST, uri, Body::from("{}"));
+            if let Some(t) = content_type {
+                r.headers_mut().insert("content-type", HeaderValue::from_static(t));
+            }
+            let r = server.send(r).await;
+            assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED, "{uri} {content_type:?}");
+            assert_eq!(r.error_code(), "method_not_allowed", "{uri} {content_type:?}");
+            assert_eq!(r.header("allow"), Some(allow), "{uri} {content_type:?}");
+        }
+    }
+    let url = "/v1/conversations/c1/messages";
+    let body = json!({"messages": [{"role": "user", "content": "hi"}]}).to_string();
+    for content_type in [None, Some("text/plain"), Some("application/x-www-form-urlencoded")] {
+        let mut r = request(Method::POST, url, Body::from(body.clone()));
+        if let Some(t) = content_type {
+            r.headers_mut().insert("content-type", HeaderValue::from_static(t));
+        }
+        let r = server.send(r).await;
+        assert_eq!(r.status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{content_type:?}");
+        assert_eq!(r.error_code(), "unsupported_media_type", "{content_type:?}");
+    }
+    assert_eq!(
+        server.get(url).await.status,
+        StatusCode::NOT_FOUND,
+        "nothing was stored"
+    );
+    let r = server.send(raw_json(Method::POST, url, body)).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+}
+
 /// An id as one path segment: everything but letters and digits percent-encoded, so a `/`
 /// is `%2F` and `.`/`..` cannot be normalised away by the client.
 fn segment(id: &str) -> String {
