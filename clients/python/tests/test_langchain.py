@@ -5,6 +5,7 @@ conversion both ways, and refusals that write nothing."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,9 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
+    FunctionMessage,
     HumanMessage,
+    RemoveMessage,
     SystemMessage,
     ToolMessage,
 )
@@ -26,7 +29,12 @@ from pydantic import Field
 
 import chatmem
 from chatmem import AsyncClient, Client, Policy
-from chatmem.langchain import ChatmemChatMessageHistory, from_chatmem, to_chatmem
+from chatmem.langchain import (
+    ChatmemChatMessageHistory,
+    UnstoredWriteError,
+    from_chatmem,
+    to_chatmem,
+)
 
 from .conftest import Server
 
@@ -91,7 +99,7 @@ def test_the_later_turn_still_sees_the_order_number(client: Client, conversation
     # every turn was stored once: the seed, then two turns of two messages
     stored = list(client.iter_history(conversation))
     assert len(stored) == 7 + 4
-    assert stored[-2:] == [
+    assert [{k: v for k, v in m.items() if k != "metadata"} for m in stored[-2:]] == [
         {"role": "user", "content": "那单能退吗？"},
         {"role": "assistant", "content": "可以退。"},
     ]
@@ -113,20 +121,32 @@ def test_conversion_round_trips(client: Client, conversation: str) -> None:
                 {"type": "text", "text": "这个包裹坏了"},
                 {"type": "image", "base64": "iVBORw0KGgo=", "mime_type": "image/png"},
                 {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
+                {"type": "audio", "base64": "UklGRg==", "mime_type": "audio/wav"},
             ],
             name="customer",
+            id="m1",
         ),
         AIMessage(
-            "",
-            tool_calls=[{"name": "order_status", "args": {"order": ORDER}, "id": "call_1"}],
-            additional_kwargs={"reasoning_content": "先查订单"},
+            [{"type": "reasoning", "reasoning": "先查订单"}],
+            tool_calls=[
+                {"name": "order_status", "args": {"order": ORDER}, "id": "call_1"},
+                {"name": "order_status", "args": {"order": "?"}, "id": None},
+            ],
+            invalid_tool_calls=[
+                {"name": "refund", "args": "{order", "id": "call_2", "error": None}
+            ],
+            usage_metadata={"input_tokens": 12, "output_tokens": 3, "total_tokens": 15},
+            response_metadata={"model_name": "gpt-4o-mini", "finish_reason": "tool_calls"},
         ),
         ToolMessage("timeout", tool_call_id="call_1", status="error", artifact={"ms": 5000}),
-        AIMessage([{"type": "text", "text": "查询"}, {"type": "text", "text": "失败"}]),
+        AIMessage([{"type": "text", "text": "查询"}, {"type": "image_url", "image_url": "x"}]),
     ]
     history = ChatmemChatMessageHistory(conversation, client=client)
     history.add_messages(messages)
-    assert list(client.iter_history(conversation)) == [
+    stored = list(client.iter_history(conversation))
+    # The bodies: what a model is sent (the valid call with an id; reasoning beside the
+    # content; the assistant's image and the call without an id only in the copy).
+    assert [{k: v for k, v in m.items() if k != "metadata"} for m in stored] == [
         {"role": "developer", "content": "售后"},
         {
             "role": "user",
@@ -134,6 +154,7 @@ def test_conversion_round_trips(client: Client, conversation: str) -> None:
                 {"type": "text", "text": "这个包裹坏了"},
                 {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
                 {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
+                {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}},
             ],
             "name": "customer",
         },
@@ -148,23 +169,15 @@ def test_conversion_round_trips(client: Client, conversation: str) -> None:
             ],
             "reasoning_content": "先查订单",
         },
-        {
-            "role": "tool",
-            "tool_call_id": "call_1",
-            "content": "timeout",
-            "is_error": True,
-            "metadata": {"langchain_artifact": {"ms": 5000}},
-        },
-        {"role": "assistant", "content": "查询失败"},
+        {"role": "tool", "tool_call_id": "call_1", "content": "timeout", "is_error": True},
+        {"role": "assistant", "content": [{"type": "text", "text": "查询"}]},
     ]
-    back = history.messages
-    assert back[0].additional_kwargs == {"__openai_role__": "developer"}
-    assert isinstance(back[2], AIMessage)
-    assert back[2].tool_calls == messages[2].tool_calls  # type: ignore[attr-defined]
-    assert back[2].additional_kwargs == {"reasoning_content": "先查订单"}
-    assert isinstance(back[3], ToolMessage)
-    assert (back[3].status, back[3].artifact) == ("error", {"ms": 5000})
-    assert [to_chatmem(m, i) for i, m in enumerate(back)] == list(client.iter_history(conversation))
+    assert all(
+        m["metadata"]["langchain"]["type"] in ("system", "human", "ai", "tool") for m in stored
+    )
+    assert [from_chatmem(m) for m in stored] == messages
+    assert [to_chatmem(m, i) for i, m in enumerate(messages)] == stored
+    assert history.messages == messages
     history.clear()
     assert history.messages == []
 
@@ -172,19 +185,20 @@ def test_conversion_round_trips(client: Client, conversation: str) -> None:
 @pytest.mark.parametrize(
     ("message", "field"),
     [
-        (
-            HumanMessage([{"type": "audio", "base64": "AAAA", "mime_type": "audio/wav"}]),
-            "messages[1].content[0].type",
-        ),
-        (
-            AIMessage([{"type": "image_url", "image_url": {"url": "https://x/a.png"}}]),
-            "messages[1].content[0]",
-        ),
-        (
-            AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": None}]),
-            "messages[1].tool_calls[0].id",
-        ),
+        (FunctionMessage(content="{}", name="f"), "messages[1].type"),
+        (RemoveMessage(id="m1"), "messages[1].type"),
+        (ToolMessage("x", tool_call_id=""), "messages[1].tool_call_id"),
         (ToolMessage("x", tool_call_id="c", artifact=object()), "messages[1].artifact"),
+        (
+            AIMessage("x", additional_kwargs={"parsed": ("a", 1)}),
+            "messages[1].additional_kwargs.parsed",
+        ),
+        (
+            AIMessage("x", response_metadata={"logprob": math.nan}),
+            "messages[1].response_metadata.logprob",
+        ),
+        (HumanMessage("x", additional_kwargs={"n": 2**64}), "messages[1].additional_kwargs.n"),
+        (HumanMessage("\ud800"), "messages[1].content"),
     ],
 )
 def test_what_chatmem_cannot_hold_is_refused_and_nothing_written(
@@ -196,6 +210,8 @@ def test_what_chatmem_cannot_hold_is_refused_and_nothing_written(
     assert isinstance(e.value, ValueError)
     assert e.value.field == field
     assert str(e.value).startswith(field)
+    with pytest.raises(UnstoredWriteError):  # the refusal is reported to the next read too
+        _ = history.messages
     assert history.messages == []
 
 
@@ -206,6 +222,9 @@ def test_an_oversized_message_raises_the_servers_error(client: Client, conversat
         history.add_messages([HumanMessage("ok"), AIMessage("x" * (256 * 1024 + 1))])
     assert (e.value.status, e.value.code) == (413, "too_large")
     assert e.value.request_id
+    with pytest.raises(UnstoredWriteError) as unstored:
+        _ = history.messages
+    assert unstored.value.error is e.value
     assert history.messages == [HumanMessage("hi"), AIMessage("hello")]
 
 
@@ -214,6 +233,8 @@ def test_a_bad_id_raises_the_servers_error(client: Client) -> None:
     with pytest.raises(chatmem.BadRequestError) as e:
         history.add_messages([HumanMessage("hi")])
     assert (e.value.status, e.value.code) == (400, "invalid_request")
+    with pytest.raises(UnstoredWriteError):
+        _ = history.messages
     with pytest.raises(chatmem.BadRequestError):
         _ = history.messages
 
