@@ -1,8 +1,12 @@
 """ChatmemChatStore with the real llama-index-core: ``ChatMemoryBuffer`` over chatmem, the
 after-sale scenario through a chat engine whose MockLLM answers with the prompt it was given,
-the store's methods, conversion, and refusals that write nothing."""
+the store's methods, conversion (the body, and the copy in metadata), and refusals that write
+nothing."""
 
 from __future__ import annotations
+
+import json
+from datetime import date
 
 import pytest
 from llama_index.core.base.llms.types import (
@@ -16,6 +20,7 @@ from llama_index.core.base.llms.types import (
 from llama_index.core.chat_engine import SimpleChatEngine
 from llama_index.core.llms import MockLLM
 from llama_index.core.memory import ChatMemoryBuffer
+from pydantic import BaseModel
 
 import chatmem
 from chatmem import AsyncClient, Client
@@ -139,32 +144,57 @@ def test_conversion_round_trips(client: Client, conversation: str) -> None:
         {"role": "assistant", "content": f"订单 {ORDER} 尚未发货。"},
     ]
     back = store.get_messages(conversation)
-    assert isinstance(back[0].blocks[1], ImageBlock)
-    assert str(back[0].blocks[1].url) == "https://example.com/a.png"
-    call = back[1].blocks[0]
-    assert isinstance(call, ToolCallBlock)
-    assert (call.tool_call_id, call.tool_name, call.tool_kwargs) == (
-        "call_1",
-        "order_status",
-        {"order": ORDER},
-    )
-    assert back[2].additional_kwargs == {"tool_call_id": "call_1"}
+    assert back == messages  # each body gives its message back: no copy in metadata
     # setting what is already there writes nothing
     store.set_messages(conversation, back)
     assert len(list(client.iter_history(conversation))) == 4
 
 
+def test_what_the_body_cannot_say_rides_in_metadata(client: Client, conversation: str) -> None:
+    store = ChatmemChatStore(client)
+    message = ChatMessage(
+        role=MessageRole.ASSISTANT,
+        blocks=[ThinkingBlock(content="先查订单", num_tokens=4), TextBlock(text="已查")],
+        additional_kwargs={"tool_call_id": "call_1", "trace": {"ids": (1, 2), "raw": b"\x00"}},
+    )
+    store.add_message(conversation, message)
+    (stored,) = client.iter_history(conversation)
+    assert {k: v for k, v in stored.items() if k != "metadata"} == {
+        "role": "assistant",
+        "content": "已查",
+        "reasoning_content": "先查订单",
+    }
+    copy = stored["metadata"]["llama_index"]
+    # what the body holds is not copied: the texts are marks, not text
+    assert "先查订单" not in json.dumps(copy, ensure_ascii=False)
+    assert "已查" not in json.dumps(copy, ensure_ascii=False)
+    assert store.get_messages(conversation) == [message]
+
+
+class _Opaque(BaseModel):
+    x: int = 1
+
+
 @pytest.mark.parametrize(
     ("message", "field"),
     [
-        (ChatMessage(role=MessageRole.FUNCTION, content="x"), "messages[0].role"),
         (
-            ChatMessage(role=MessageRole.USER, content="x", additional_kwargs={"foo": 1}),
-            "messages[0].additional_kwargs.foo",
+            ChatMessage(role=MessageRole.FUNCTION, content="x"),
+            "messages[0].additional_kwargs.tool_call_id",
         ),
         (
-            ChatMessage(role=MessageRole.ASSISTANT, blocks=[ImageBlock(url="https://x/a.png")]),
-            "messages[0].blocks[0]",
+            ChatMessage(
+                role=MessageRole.USER, content="x", additional_kwargs={"when": date(2026, 10, 6)}
+            ),
+            "messages[0].additional_kwargs.when",
+        ),
+        (
+            ChatMessage(role=MessageRole.USER, content="x", additional_kwargs={"m": {1: "x"}}),
+            "messages[0].additional_kwargs.m.1",
+        ),
+        (
+            ChatMessage(role=MessageRole.USER, content="x", additional_kwargs={"p": _Opaque()}),
+            "messages[0].additional_kwargs.p",
         ),
         (
             ChatMessage(role=MessageRole.TOOL, content="x"),
