@@ -181,10 +181,7 @@ async fn accept_failed(e: &io::Error) {
 /// deadline aborts it.
 async fn connection(stream: TcpStream, http: http1::Builder, router: Router, options: ServeOptions, watcher: Watcher) {
     let (activity, phase) = Activity::new(options);
-    let io = TokioIo::new(JsonRefusals::new(Watched {
-        stream,
-        activity: Arc::clone(&activity),
-    }));
+    let io = TokioIo::new(JsonRefusals::new(Watched::new(stream, Arc::clone(&activity))));
     let body_timeout = options.body_timeout;
     let service = hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
         let router = router.clone();
@@ -300,11 +297,28 @@ async fn expiry(mut phase: watch::Receiver<Phase>) {
     }
 }
 
+/// How long, and for how many bytes, a closing connection keeps reading what the client still
+/// sends (see [`Watched::poll_shutdown`]).
+const LINGER: Duration = Duration::from_secs(2);
+const LINGER_BYTES: usize = 16 << 20;
+
 /// The connection's socket, telling [`Activity`] when bytes arrive.
 #[derive(Debug)]
 struct Watched {
     stream: TcpStream,
     activity: Arc<Activity>,
+    /// Set once the write side is shut: until when, and how much more, it reads to drop.
+    linger: Option<(Pin<Box<Sleep>>, usize)>,
+}
+
+impl Watched {
+    fn new(stream: TcpStream, activity: Arc<Activity>) -> Self {
+        Self {
+            stream,
+            activity,
+            linger: None,
+        }
+    }
 }
 
 impl AsyncRead for Watched {
@@ -327,8 +341,35 @@ impl AsyncWrite for Watched {
         Pin::new(&mut self.stream).poll_flush(cx)
     }
 
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_shutdown(cx)
+    /// A lingering close, as web servers do: the write side is shut (the client reads the
+    /// answer and then the end), then what the client still sends is read and dropped until it
+    /// stops, for at most [`LINGER`] and [`LINGER_BYTES`]. Closing a socket with unread bytes
+    /// sends a reset instead, and a client still sending a refused body (over the size limit,
+    /// answered before it was read) then loses the answer already on its way.
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if this.linger.is_none() {
+            std::task::ready!(Pin::new(&mut this.stream).poll_shutdown(cx))?;
+            this.linger = Some((Box::pin(tokio::time::sleep(LINGER)), LINGER_BYTES));
+        }
+        let Some((until, left)) = this.linger.as_mut() else {
+            return Poll::Ready(Ok(()));
+        };
+        let mut scratch = [0u8; 8 << 10];
+        loop {
+            if until.as_mut().poll(cx).is_ready() || *left == 0 {
+                return Poll::Ready(Ok(()));
+            }
+            let mut buf = ReadBuf::new(&mut scratch);
+            match Pin::new(&mut this.stream).poll_read(cx, &mut buf) {
+                Poll::Ready(Ok(())) if !buf.filled().is_empty() => {
+                    *left = left.saturating_sub(buf.filled().len());
+                }
+                // The client's end, or its error: nothing more will come.
+                Poll::Ready(_) => return Poll::Ready(Ok(())),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
     }
 
     fn poll_write_vectored(

@@ -225,6 +225,44 @@ async fn a_content_length_over_the_limit_is_refused_before_the_body() {
     assert!(message.contains("1048576") && message.contains("2000000"), "{message}");
 }
 
+/// A client that sends its whole over-limit body before it reads (as most HTTP clients do)
+/// still gets the 413: the server stops writing, then reads and drops what is still coming
+/// before it closes, so the close is no reset that would discard the answer in flight.
+#[tokio::test]
+async fn a_body_over_the_limit_sent_whole_still_gets_its_answer() {
+    let (addr, _stop, _server) = start(chatmem_app(), patient()).await;
+    for _ in 0..3 {
+        let stream = connect(addr).await;
+        let (mut read, mut write) = stream.into_split();
+        let body = format!(
+            r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#,
+            "x".repeat(3 << 20)
+        );
+        let head = format!(
+            "POST /v1/conversations/c1/messages HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            body.len()
+        );
+        // In pieces, as an HTTP client's writes come: the answer arrives while it sends.
+        let sender = tokio::spawn(async move {
+            write.write_all(head.as_bytes()).await?;
+            for piece in body.as_bytes().chunks(64 << 10) {
+                write.write_all(piece).await?;
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            write.flush().await
+        });
+        let sent = tokio::time::timeout(BOUND, sender)
+            .await
+            .expect("sent in time")
+            .expect("the sender");
+        assert!(sent.is_ok(), "the whole body could be sent: {sent:?}");
+        let (status, answer) = tokio::time::timeout(BOUND, read_response(&mut read))
+            .await
+            .expect("an answer in time");
+        assert_eq!(error_code(status, &answer), (413, "too_large".to_owned()));
+    }
+}
+
 #[tokio::test]
 async fn an_idle_keep_alive_connection_is_closed_by_the_idle_timeout() {
     let options = ServeOptions {
