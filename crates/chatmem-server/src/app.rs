@@ -179,10 +179,11 @@ async fn observe(State(metrics): State<Metrics>, request: Request, next: Next) -
     let method = method_label(request.method());
     let response = next.run(request).await;
     metrics.request(route, method, response.status(), started.elapsed());
-    if method == "POST" && (route == route::MESSAGES || route == route::COMPLETIONS) {
-        if let Some(code) = response.extensions().get::<ErrorCode>() {
-            metrics.write_refused(route, code.as_str());
-        }
+    if method == "POST"
+        && (route == route::MESSAGES || route == route::COMPLETIONS)
+        && let Some(code) = response.extensions().get::<ErrorCode>()
+    {
+        metrics.write_refused(route, code.as_str());
     }
     response
 }

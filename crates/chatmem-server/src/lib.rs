@@ -52,6 +52,7 @@ mod extract;
 mod metered_store;
 mod metrics;
 mod openapi;
+mod openapi_schemas;
 mod policy;
 mod request_limits;
 mod route;

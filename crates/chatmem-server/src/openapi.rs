@@ -15,6 +15,7 @@ use utoipa::{Modify, OpenApi};
 // The handlers' path descriptions, listed unqualified (a qualified one would be tagged with
 // its module's path).
 use crate::completions::{__path_chat_completions, __path_models};
+use crate::config::ServerConfig;
 use crate::error::ErrorBody;
 use crate::policy::PolicySchema;
 use crate::routes::{
@@ -61,11 +62,21 @@ shared_error_answers! {
 #[utoipa::path(get, operation_id = "openapi_json", path = "/openapi.json", security(()),
     responses((status = 200, description = "this document", content_type = "application/json", body = Object)))]
 pub(crate) async fn serve(State(state): State<AppState>) -> Response {
-    Json(document(state.config.auth.is_some())).into_response()
+    Json(document(&state.config)).into_response()
 }
 
-/// The document as this server answers: a bearer token required only when it has `--auth`.
-pub(crate) fn document(auth: bool) -> utoipa::openapi::OpenApi {
+/// The document as a server of `config` answers: [`derived`], with what the derives cannot say
+/// laid over it (`openapi_schemas.rs`: ids, messages by role, policies, within this server's
+/// limits).
+pub(crate) fn document(config: &ServerConfig) -> serde_json::Value {
+    // The document is plain data: serializing it cannot fail.
+    let mut doc = serde_json::to_value(derived(config.auth.is_some())).unwrap_or_default();
+    crate::openapi_schemas::declare(&mut doc, config);
+    doc
+}
+
+/// The derived document: a bearer token required only when the server has `--auth`.
+fn derived(auth: bool) -> utoipa::openapi::OpenApi {
     let mut doc = ApiDoc::openapi();
     if !auth {
         doc.security = None;
@@ -166,7 +177,7 @@ mod tests {
     #[test]
     fn security_follows_auth() {
         for auth in [false, true] {
-            let doc = serde_json::to_value(document(auth)).expect("the document serializes");
+            let doc = serde_json::to_value(derived(auth)).expect("the document serializes");
             assert_eq!(doc["security"].is_array(), auth, "{auth}: {}", doc["security"]);
             assert_eq!(doc["components"]["securitySchemes"]["bearer"].is_object(), auth);
             let list = &doc["paths"]["/v1/conversations"]["get"]["responses"];

@@ -13,7 +13,7 @@ use crate::auth::Tenant;
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{ApiQuery, Conversation, JsonBody, key, respond};
 use crate::openapi::{ForbiddenWrite, IdTooLong, NoConversation, NotJson, StoreDown, Unauthorized};
-use crate::policy::{PolicyOverride, PolicySchema};
+use crate::policy::{PolicyOverride, PolicyQuery, PolicySchema};
 use crate::state::{AppState, RequestId};
 
 /// The answer of the message routes; written directly (not through a JSON value) so each
@@ -115,7 +115,7 @@ pub(crate) async fn get_messages(
     State(state): State<AppState>,
     rid: RequestId,
     Conversation { id, key, .. }: Conversation,
-    ApiQuery(policy): ApiQuery<PolicyOverride>,
+    ApiQuery(PolicyQuery(policy)): ApiQuery<PolicyQuery>,
 ) -> Response {
     let result = async {
         let memory = policy.apply(&state.memory, &state.config.limits, "query")?;
@@ -172,14 +172,21 @@ impl HistoryQuery {
         }
         let after = match &self.cursor {
             None => 0,
-            Some(c) => c
-                .parse::<u64>()
-                .ok()
-                .filter(|&n| n > 0)
+            Some(c) => Some(c)
+                .filter(|c| is_cursor(c))
+                .and_then(|c| c.parse::<u64>().ok())
                 .ok_or_else(|| ApiError::invalid("`cursor` is not a cursor this route gave"))?,
         };
         Ok((after, limit))
     }
+}
+
+/// Whether `c` is written as `next_cursor` writes one, and as the document's pattern
+/// ([`HISTORY_CURSOR_PATTERN`](crate::openapi_schemas::HISTORY_CURSOR_PATTERN)) says: a
+/// positive decimal of at most 19 digits, no sign, no leading zero.
+fn is_cursor(c: &str) -> bool {
+    let digits = c.as_bytes();
+    (1..=19).contains(&digits.len()) && digits[0] != b'0' && digits.iter().all(u8::is_ascii_digit)
 }
 
 /// The answer of `GET …/history`: a page, cut early once its text passes `max_bytes` (so a

@@ -27,7 +27,7 @@ use crate::metrics::{Metrics, UpstreamTokens};
 use crate::state::RequestId;
 
 /// Statuses whose error is about the client's request: passed on as they came.
-const CLIENTS: [u16; 6] = [400, 404, 409, 413, 422, 429];
+pub(crate) const CLIENTS: [u16; 6] = [400, 404, 409, 413, 422, 429];
 
 /// At most this much of an upstream's error body is read.
 const MAX_ERROR_BODY: usize = 64 << 10;

@@ -28,7 +28,8 @@ impl ChatRequest {
         let mut body: Map<String, Value> = parse_body(bytes, "chat completion request")?;
         match body.get("n") {
             None | Some(Value::Null) => {}
-            Some(n) if n.as_u64() == Some(1) => {}
+            // 1 or 1.0: JSON Schema's integer 1 either way.
+            Some(n) if n.as_f64() == Some(1.0) => {}
             Some(n) => {
                 return Err(ApiError::invalid(format!(
                     "{WHAT}: field `n` is {n}: memory stores one answer per turn, so `n` must be 1 or left out"

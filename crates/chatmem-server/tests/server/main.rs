@@ -14,6 +14,7 @@ mod completions;
 mod fuzz_smoke;
 mod http;
 mod observability;
+mod openapi;
 mod summaries;
 mod ui;
 mod ui_browser;
