@@ -170,11 +170,13 @@ function textPart(block: unknown): ContentPart | undefined {
   return undefined;
 }
 
+// An empty string counts as none in these lookups, as in the Python package's.
+
 /** The MIME type of a standard data block (`mime_type`, or `mimeType` in LangChain's v1 blocks). */
-const mimeOf = (block: Block) => str(block.mime_type) ?? str(block.mimeType);
+const mimeOf = (block: Block) => str(block.mime_type) || str(block.mimeType) || undefined;
 
 /** A standard block's base64 data (`data`, or `base64` as Python's v1 blocks name it). */
-const dataOf = (block: Block) => str(block.data) ?? str(block.base64);
+const dataOf = (block: Block) => str(block.data) || str(block.base64) || undefined;
 
 /**
  * A user message's content block as OpenAI's part: text, an image (an `image_url` block, or a
@@ -186,6 +188,7 @@ function userPart(block: unknown): ContentPart | undefined {
   const text = textPart(block);
   if (text || !isObject(block)) return text;
   const meta = isObject(block.metadata) ? block.metadata : {};
+  const extras = isObject(block.extras) ? block.extras : {};
   switch (block.type) {
     case "image_url": {
       const image = block.image_url;
@@ -197,8 +200,10 @@ function userPart(block: unknown): ContentPart | undefined {
       return undefined;
     }
     case "image": {
-      const detail = str(meta.detail) ?? str(block.detail);
-      const url = str(block.url) ?? (dataOf(block) !== undefined && mimeOf(block) ? `data:${mimeOf(block)};base64,${dataOf(block)}` : undefined);
+      const detail = str(meta.detail) || str(extras.detail) || str(block.detail) || undefined;
+      const data = dataOf(block);
+      const mime = mimeOf(block);
+      const url = str(block.url) || (data && mime ? `data:${mime};base64,${data}` : undefined);
       if (url === undefined) return undefined;
       return { type: "image_url", image_url: detail === undefined ? { url } : { url, detail } };
     }
@@ -217,12 +222,13 @@ function userPart(block: unknown): ContentPart | undefined {
     case "file": {
       if (isObject(block.file)) {
         const file: Block = {};
-        for (const key of ["file_data", "file_id", "filename"]) if (typeof block.file[key] === "string") file[key] = block.file[key];
+        for (const key of ["file_data", "file_id", "filename"]) if (str(block.file[key])) file[key] = block.file[key];
         return file.file_data !== undefined || file.file_id !== undefined ? { type: "file", file } : undefined;
       }
+      if (str(block.file_id)) return { type: "file", file: { file_id: block.file_id } };
       const data = dataOf(block);
       const mime = mimeOf(block);
-      const filename = str(meta.filename) ?? str(meta.name) ?? str(meta.title) ?? str(block.filename);
+      const filename = [block.filename, extras.filename, meta.filename].find((n): n is string => typeof n === "string");
       if (data === undefined || !mime || filename === undefined) return undefined;
       return { type: "file", file: { file_data: `data:${mime};base64,${data}`, filename } };
     }
@@ -243,6 +249,24 @@ function assistantPart(block: unknown): ContentPart | undefined {
 function projectContent(content: Content, part: (block: unknown) => ContentPart | undefined): string | ContentPart[] {
   if (typeof content === "string") return content;
   return (content as unknown[]).map(part).filter((p): p is ContentPart => p !== undefined);
+}
+
+/**
+ * An assistant's content: text or parts; none beside tool calls when empty (as OpenAI writes a
+ * tool-call message, and as another client's reads back), else "" for empty parts.
+ */
+function assistantContent(parts: string | ContentPart[], hasCalls: boolean): string | ContentPart[] | undefined {
+  if (parts.length > 0) return parts;
+  return hasCalls ? undefined : typeof parts === "string" ? parts : "";
+}
+
+/** The body's content of `role` for LangChain content `content` (undefined: none). */
+function contentFor(role: Role, content: unknown, hasCalls: boolean): string | ContentPart[] | undefined {
+  if (typeof content !== "string" && !Array.isArray(content)) return undefined;
+  const c = content as Content;
+  if (role === "user") return projectContent(c, userPart);
+  if (role === "assistant") return assistantContent(projectContent(c, assistantPart), hasCalls);
+  return projectContent(c, textPart);
 }
 
 /** An AI message's reasoning: `additional_kwargs.reasoning_content`, else its reasoning blocks' text. */
@@ -313,9 +337,8 @@ function project(message: BaseMessage, where: string): Message {
         calls.push({ id: call.id, type: "function", function: { name: call.name, arguments: JSON.stringify(call.args ?? {}) } });
       }
     }
-    // Tool calls alone have no content, as OpenAI writes them.
-    if (parts.length > 0) out.content = parts;
-    else if (calls.length === 0) out.content = typeof parts === "string" ? parts : "";
+    const content = assistantContent(parts, calls.length > 0);
+    if (content !== undefined) out.content = content;
     if (calls.length > 0) out.tool_calls = calls;
     const reasoning = reasoningOf(message);
     if (reasoning !== undefined) out.reasoning_content = reasoning;
@@ -390,13 +413,6 @@ function contentOf(message: Message): Content {
   return content.map((part) => ({ ...part })) as Content;
 }
 
-/** The text of content: its strings and text blocks, joined. */
-function textOf(content: unknown): string {
-  if (typeof content === "string") return content;
-  if (!Array.isArray(content)) return "";
-  return content.map((b: unknown) => (typeof b === "string" ? b : isObject(b) && b.type === "text" && typeof b.text === "string" ? b.text : "")).join("");
-}
-
 /** `text` as a JSON object, or undefined when it is not one. */
 function parseObject(text: string): Record<string, unknown> | undefined {
   try {
@@ -452,8 +468,9 @@ function fromCopy(message: Message, copy: LangChainCopy): BaseMessage | undefine
   const data = structuredClone(copy.data);
   const body = fromBody(message);
   const has = (field: string) => Object.prototype.hasOwnProperty.call(data, field) && data[field] !== null;
-  // The body's content wins when its text says otherwise (a summary rendered into it).
-  const content = has("content") && textOf(data.content) === textOf(body.content) ? (data.content as Content) : body.content;
+  // The body's content wins when the copy's does not project to it (a summary rendered into it).
+  const projected = has("content") ? contentFor(message.role, data.content, (message.tool_calls ?? []).length > 0) : undefined;
+  const content = has("content") && same(projected, message.content ?? undefined) ? (data.content as Content) : body.content;
   const fields = {
     content,
     name: message.name ?? str(data.name),
