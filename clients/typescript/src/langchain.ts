@@ -28,8 +28,8 @@
  *   {@link UnsupportedMessageError} naming the field); `-0` reads back as `0`.
  *
  * Reading, a message with `metadata.langchain` is rebuilt from it, what it leaves out taken from
- * the body. Where the copy's text and the body's disagree (the server renders the summary into
- * the system message's content), the body's content wins. A message without the copy (written
+ * the body. Where the copy's content does not project to the body's (the server renders the
+ * summary into the system message's content), the body's content wins. A message without the copy (written
  * by another client, or the server's system message holding the summary alone) is converted
  * from the body.
  *
