@@ -6,13 +6,14 @@
 //!   invisible character (the pattern is built from the core's own rule);
 //! - a message, one schema per role (what each role requires and refuses, as chatmem's message
 //!   codec reads it), and the door's messages (a system message only first, at least one other);
-//! - a window policy (`max_messages` or `max_tokens`, not both; within the server's caps) in a
-//!   body and in a query;
+//! - a window policy in a body (`max_messages` or `max_tokens`, not both; within the server's
+//!   caps) and in a query (within the caps);
 //! - a history cursor (the decimal a page's `next_cursor` gives).
 //!
 //! What JSON Schema cannot say is left to each schema's description and the documented 4xx:
 //! an id's limit is in bytes of UTF-8 (`maxLength` counts characters, so it is the same bound
-//! only for ASCII), and `evict_to` must be below the budget it goes with.
+//! only for ASCII), `evict_to` must be below the budget it goes with, and a query's two budgets
+//! (separate parameters) are not given together.
 
 use std::sync::LazyLock;
 
@@ -80,6 +81,14 @@ pub(crate) fn declare(doc: &mut Value, config: &ServerConfig) {
         },
     });
     upstream_refusals(doc);
+    // What a client does next with a conversation it wrote (for a generated client, and for
+    // schemathesis's stateful phase).
+    let same_id = json!({"id": "$request.path.id"});
+    doc["paths"][crate::route::MESSAGES]["post"]["responses"]["200"]["links"] = json!({
+        "GetWindow": {"operationId": "get_messages", "parameters": same_id, "description": "the window, as it is now"},
+        "GetHistory": {"operationId": "get_history", "parameters": same_id, "description": "everything stored"},
+        "DeleteConversation": {"operationId": "delete_conversation", "parameters": same_id, "description": "forget it"},
+    });
     // A streamed answer, one event at a time (what OpenAPI 3.1's `schema` of an event stream
     // describes).
     doc["paths"][crate::route::COMPLETIONS]["post"]["responses"]["200"]["content"]["text/event-stream"]["schema"] = json!({

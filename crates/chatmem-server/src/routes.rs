@@ -146,8 +146,17 @@ pub(crate) async fn get_history(
     let result = async {
         let (after, limit) = page.bounds()?;
         let page = state.memory.history_page(&key, after, limit).await?;
-        if after == 0 && page.system.is_none() && page.messages.is_empty() {
-            return Err(missing(&id));
+        if page.system.is_none() && page.messages.is_empty() {
+            // An empty page past a cursor is the end of a conversation that exists, or a
+            // conversation that does not (deleted since the cursor was given): the first page
+            // tells which.
+            let exists = after > 0 && {
+                let first = state.memory.history_page(&key, 0, 1).await?;
+                first.system.is_some() || !first.messages.is_empty()
+            };
+            if !exists {
+                return Err(missing(&id));
+            }
         }
         Ok(history_json(&id, page, state.config.limits.max_body_bytes))
     }

@@ -136,6 +136,33 @@ async fn the_history_cursors_the_document_allows_are_the_cursors_the_server_take
     }
 }
 
+/// A page past a cursor is empty at a conversation's end, and 404 once the conversation is
+/// deleted, as before the cursor (what schemathesis's stateful phase checks of a `DELETE`).
+#[tokio::test]
+async fn a_deleted_conversation_has_no_history_past_a_cursor_either() {
+    let server = server(Arc::new(InMemoryStore::new()), ServerConfig::default());
+    let batch = json!({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]});
+    let r = server.post_json("/v1/conversations/c1/messages", &batch).await;
+    assert_eq!(r.status, StatusCode::OK);
+    let past_the_end = "/v1/conversations/c1/history?cursor=99";
+    let r = server.get(past_the_end).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    assert_eq!(r.json()["messages"], json!([]));
+    assert_eq!(
+        server.delete("/v1/conversations/c1").await.status,
+        StatusCode::NO_CONTENT
+    );
+    for url in [
+        "/v1/conversations/c1/history",
+        past_the_end,
+        "/v1/conversations/c1/history?cursor=1",
+    ] {
+        let r = server.get(url).await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND, "{url}: {}", r.text());
+        assert_eq!(r.error_code(), "not_found", "{url}");
+    }
+}
+
 #[tokio::test]
 async fn the_policies_the_document_allows_are_the_policies_the_server_takes() {
     // The window is 6 messages: an `evict_to` alone must be below 6.
@@ -426,4 +453,26 @@ async fn the_doors_answers_validate_against_the_document() {
         assert!(valid(&doc, schema, event), "{event} by {schema}");
     }
     assert!(!valid(&doc, schema, &json!("data: [DONE]")), "an event is an object");
+}
+
+/// The links of a write name operations the document has, each taking the written id.
+#[tokio::test]
+async fn a_writes_links_name_documented_operations() {
+    let server = server(Arc::new(InMemoryStore::new()), ServerConfig::default());
+    let doc = server.get("/openapi.json").await.json();
+    let links = &doc["paths"]["/v1/conversations/{id}/messages"]["post"]["responses"]["200"]["links"];
+    let operations: Vec<&str> = doc["paths"]
+        .as_object()
+        .expect("paths")
+        .values()
+        .flat_map(|item| item.as_object().expect("a path item").values())
+        .filter_map(|op| op["operationId"].as_str())
+        .collect();
+    let links = links.as_object().expect("links");
+    assert_eq!(links.len(), 3, "{links:?}");
+    for (name, link) in links {
+        let id = link["operationId"].as_str().expect("an operationId");
+        assert!(operations.contains(&id), "{name}: {id} is not an operation");
+        assert_eq!(link["parameters"], json!({"id": "$request.path.id"}), "{name}");
+    }
 }
