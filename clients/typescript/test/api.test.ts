@@ -6,6 +6,7 @@
  */
 
 import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
 import { after, before, describe, test } from "node:test";
 
 import {
@@ -171,8 +172,11 @@ for (const store of stores()) {
     let client: ChatmemClient;
     before(async () => {
       upstream = await startUpstream();
-      server = await startServer(store.url, { args: ["--upstream-base-url", upstream.baseUrl] });
-      client = new ChatmemClient({ baseUrl: server.url });
+      // A tenant of its own: the listing below sees this run's conversations only, however
+      // many other runs and tests left in a shared PostgreSQL database.
+      const token = { token: `tok-${randomUUID()}`, tenant: `ts-api-${randomUUID().slice(0, 8)}` };
+      server = await startServer(store.url, { tokens: [token], args: ["--upstream-base-url", upstream.baseUrl] });
+      client = new ChatmemClient({ baseUrl: server.url, token: token.token });
     });
     after(async () => {
       await server?.stop();

@@ -189,6 +189,9 @@ for (const store of stores()) {
           const again = new ChatmemChatMessageHistory({ conversationId: uniqueId("roundtrip-again"), client, policy: { max_messages: 100 } });
           await again.addMessages(back);
           assert.deepStrictEqual((await client.getMessages(again.conversationId, { max_messages: 100 })).messages, (await client.getMessages(history.conversationId, { max_messages: 100 })).messages);
+          // Nothing left behind in a shared PostgreSQL database.
+          await history.clear();
+          await again.clear();
         }),
         { numRuns: 40 },
       );
