@@ -31,8 +31,9 @@ ORDER_NUMBER = re.compile(r"LC\d{12}")
 SYSTEM = "你是邻里仓的售后客服。"
 
 
-def aftersale(messages: list[dict[str, Any]]) -> dict[str, Any]:
+def aftersale(request: dict[str, Any]) -> dict[str, Any]:
     """Looks an order up when the question names one; refunds only an order it can see."""
+    messages = request["messages"]
     last = messages[-1]
     if last["role"] == "tool":
         return says(f"查到了：{text_of(last)}")
@@ -112,9 +113,10 @@ def test_without_chatmem_the_new_agent_asks_which_order(conversation: str) -> No
     assert answer["messages"][-1].content == "请问是哪个订单？"
 
 
-def errands(messages: list[dict[str, Any]]) -> dict[str, Any]:
+def errands(request: dict[str, Any]) -> dict[str, Any]:
     """Four lookups a turn, whatever the model sees: one, two at once, one more, then an
     answer (each step read from the last tool result)."""
+    messages = request["messages"]
     last = messages[-1]
     if last["role"] != "tool":
         return calls(("lookup", {"step": 1}))
@@ -175,8 +177,8 @@ def test_a_refused_commit_fails_the_run(server: Server, conversation: str) -> No
 def test_a_retried_model_call_stores_nothing_twice(server: Server, conversation: str) -> None:
     failures = iter([FAIL])
 
-    def flaky(messages: list[dict[str, Any]]) -> dict[str, Any]:
-        return next(failures, None) or aftersale(messages)
+    def flaky(request: dict[str, Any]) -> dict[str, Any]:
+        return next(failures, None) or aftersale(request)
 
     with scripted_model(flaky) as model, server.client() as client:
         retry = ModelRetryMiddleware(max_retries=1, initial_delay=0, jitter=False)

@@ -1,6 +1,7 @@
-"""A scripted model on loopback that speaks OpenAI's chat completions, tool calls included:
-``scripted_model(brain)`` answers each request with what ``brain(messages)`` returns (a
-message: text, or tool calls; :data:`FAIL` answers 500), and keeps every request body."""
+"""The scripted model of the agent tests, on loopback, speaking OpenAI's chat completions
+(plain and streamed, tool calls included): ``scripted_model(brain)`` answers each request with
+what ``brain(request)`` returns (a message: text, or tool calls; :data:`FAIL` answers 500), and
+keeps every request body."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-Brain = Callable[[list[dict[str, Any]]], dict[str, Any]]
+Brain = Callable[[dict[str, Any]], dict[str, Any]]
+"""What answers a request (its whole body: ``messages``, ``tools``, ``stream``...)."""
 
 
 def text_of(message: dict[str, Any]) -> str:
@@ -60,6 +62,24 @@ class ScriptedModel:
         return [r["messages"] for r in self.received]
 
 
+def _events(base: dict[str, Any], message: dict[str, Any], finish: str) -> bytes:
+    """``message`` as a stream: one delta with all of it, one with the finish, ``[DONE]``."""
+    delta: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
+    if message.get("tool_calls"):
+        delta["tool_calls"] = [{"index": i, **c} for i, c in enumerate(message["tool_calls"])]
+    chunks = [
+        {"index": 0, "delta": delta, "finish_reason": None},
+        {"index": 0, "delta": {}, "finish_reason": finish},
+    ]
+    events = b"".join(
+        b"data: "
+        + json.dumps({**base, "object": "chat.completion.chunk", "choices": [c]}).encode()
+        + b"\n\n"
+        for c in chunks
+    )
+    return events + b"data: [DONE]\n\n"
+
+
 @contextmanager
 def scripted_model(brain: Brain) -> Iterator[ScriptedModel]:
     received: list[dict[str, Any]] = []
@@ -71,30 +91,27 @@ def scripted_model(brain: Brain) -> Iterator[ScriptedModel]:
             with lock:
                 received.append(body)
                 n = len(received)
-            message = brain(body["messages"])
+            message = brain(body)
             if message is FAIL:
-                self._send(500, {"error": {"message": "scripted failure", "type": "server_error"}})
+                error = {"error": {"message": "scripted failure", "type": "server_error"}}
+                self._send(500, "application/json", json.dumps(error).encode())
+                return
+            finish = "tool_calls" if message.get("tool_calls") else "stop"
+            base = {"id": f"chatcmpl-{n}", "created": 1_700_000_000, "model": body["model"]}
+            if body.get("stream"):
+                self._send(200, "text/event-stream", _events(base, message, finish))
                 return
             answer = {
-                "id": f"chatcmpl-{n}",
+                **base,
                 "object": "chat.completion",
-                "created": 1_700_000_000,
-                "model": body["model"],
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": message,
-                        "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
-                    }
-                ],
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
                 "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
             }
-            self._send(200, answer)
+            self._send(200, "application/json", json.dumps(answer).encode())
 
-        def _send(self, status: int, answer: dict[str, Any]) -> None:
-            data = json.dumps(answer).encode()
+        def _send(self, status: int, kind: str, data: bytes) -> None:
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
