@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use chatmem::{
-    ChatMemory, ConversationId, PolicySpec, Retention, Store, Summarizer, TokenCounter, Tokenizer, TurnBoundary,
-    WindowPolicy,
+    ChatMemory, ClearSpec, ConversationId, PolicySpec, Retention, Store, Summarizer, TokenCounter, Tokenizer,
+    TurnBoundary, WindowPolicy,
 };
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -279,6 +279,25 @@ pub(crate) struct PolicyArgs {
     /// the same, so a provider's prompt cache serves it. N must be below the budget.
     #[arg(long, value_name = "N", value_parser = positive)]
     evict_to: Option<usize>,
+    /// Clear old tool results from the prompt, never from memory: each is sent as a short
+    /// placeholder naming the tool, the call and its size, except the KEEP most recent tool
+    /// uses (1 to 1000). Under --max-tokens the window then holds more turns.
+    #[arg(long, value_name = "KEEP")]
+    clear_tool_results: Option<usize>,
+    /// Clear only once the window, uncleared, would exceed N tokens [default: --max-tokens, or
+    /// 100000 under --max-messages].
+    #[arg(long, value_name = "N", requires = "clear_tool_results")]
+    clear_trigger_tokens: Option<usize>,
+    /// Clear in blocks that save at least N tokens each, so the prompt's beginning changes only
+    /// when a block is cleared [default: 0, one result at a time].
+    #[arg(long, value_name = "N", requires = "clear_tool_results")]
+    clear_at_least_tokens: Option<usize>,
+    /// Never clear the results of the tool NAME (repeat for more tools).
+    #[arg(long, value_name = "NAME", requires = "clear_tool_results")]
+    clear_exclude_tool: Vec<String>,
+    /// Also send the cleared calls' arguments as {}.
+    #[arg(long, requires = "clear_tool_results")]
+    clear_inputs: bool,
 }
 
 impl PolicyArgs {
@@ -290,6 +309,13 @@ impl PolicyArgs {
             evict_to: self.evict_to,
             tokenizer: self.tokenizer,
             boundary: self.boundary,
+            clear_tool_results: self.clear_tool_results.map(|keep| ClearSpec {
+                keep: Some(keep),
+                trigger_tokens: self.clear_trigger_tokens,
+                clear_at_least_tokens: self.clear_at_least_tokens,
+                exclude_tools: (!self.clear_exclude_tool.is_empty()).then(|| self.clear_exclude_tool.clone()),
+                clear_inputs: Some(self.clear_inputs),
+            }),
         };
         Ok(spec.build()?)
     }

@@ -217,6 +217,7 @@ mod tests {
             evict_to: Some(1),
             tokenizer: Some(chatmem::Tokenizer::Cl100k),
             boundary: Some(chatmem::TurnBoundary::User),
+            clear_tool_results: Some(chatmem::ClearSpec::default()),
         };
         let spec = serde_json::to_value(full).expect("a spec serializes");
         let spec: BTreeSet<&str> = spec

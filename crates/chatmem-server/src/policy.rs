@@ -51,6 +51,7 @@ impl<'de, const TEXT: bool> serde::de::Visitor<'de> for PolicyVisitor<TEXT> {
             evict_to: w.evict_to.map(|c| c.0),
             tokenizer: w.tokenizer,
             boundary: w.boundary,
+            clear_tool_results: None,
         }))
     }
 }

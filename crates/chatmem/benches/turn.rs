@@ -116,7 +116,7 @@ fn main() {
     );
     let mut rows = Vec::new();
     for (name, policy) in cases {
-        let mut row = rt.block_on(measure(name, policy, false));
+        let mut row = rt.block_on(measure(name, policy.clone(), false));
         row.naive_steady = rt.block_on(measure(name, policy, true)).steady;
         println!(
             "{:<16} {:>8} {:>8} {:>12.1} {:>14.1} {:>11.1} {:>18.1} {:>7.1}x",

@@ -40,7 +40,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ] {
             for summaries in [false, true] {
                 let cost = Arc::new(Cost::default());
-                let (stable, cached, total) = simulate(policy, summaries.then(|| cost.clone())).await?;
+                let (stable, cached, total) = simulate(policy.clone(), summaries.then(|| cost.clone())).await?;
                 let per_100 = |n: usize| n * 100 / TURNS;
                 let (calls, tokens_in, tokens_out) = (
                     cost.calls.load(Ordering::Relaxed),

@@ -63,9 +63,13 @@ pub use crate::model::{
     SamplingOptions, ToolCallDelta, ToolDefinition, Usage,
 };
 pub use crate::page::Page;
-pub use crate::policy::{Budget, PolicySpec, TurnBoundary, WindowPolicy};
+pub use crate::policy::{
+    Budget, ClearSpec, ClearToolResults, DEFAULT_CLEAR_KEEP, DEFAULT_CLEAR_TRIGGER_TOKENS, MAX_CLEAR_KEEP,
+    MAX_EXCLUDED_TOOLS, MAX_TOOL_NAME_BYTES, PolicySpec, TurnBoundary, WindowPolicy,
+};
 pub use crate::store::Store;
 pub use crate::summarizer::{DEFAULT_SUMMARY_MAX_TOKENS, DEFAULT_SUMMARY_PROMPT, Summarizer, SummaryOutcome};
 pub use crate::summary::{SUMMARY_HEADING, Summary, render_system};
 pub use crate::turn::{Committed, Turn, check_request};
+pub use crate::window::Cleared;
 pub use crate::window::loaded::{BlockEviction, LoadedWindow};

@@ -204,10 +204,10 @@ impl<S: Store> ChatMemory<S> {
         let policy = WindowPolicy::default();
         Self {
             store,
+            counted_by: counted_by(&policy, &Cl100k),
             policy,
             retention: Retention::default(),
             ttl: None,
-            counted_by: counted_by(&policy, &Cl100k),
             counter: Arc::new(Cl100k),
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             max_batch: BatchLimits::default(),
@@ -338,7 +338,7 @@ impl<S: Store> ChatMemory<S> {
             .load(id)
             .await
             .map_err(|source| Error::Store { id: id.clone(), source })?;
-        Ok(LoadedWindow::new(snapshot, &self.policy, self.counter.as_ref()))
+        Ok(LoadedWindow::new(snapshot, &self.policy, &self.counter))
     }
 
     /// Loads conversation `id` (one store round trip) and begins a [`Turn`] on it: the one
@@ -373,6 +373,7 @@ impl<S: Store> ChatMemory<S> {
             retention: self.retention,
             ttl: self.ttl,
             counter: &self.counted_by,
+            tokens: self.counter.as_ref(),
             keep_unsummarized: self.summarizer.is_some(),
         }
     }

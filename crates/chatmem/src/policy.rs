@@ -11,6 +11,13 @@ use std::sync::Arc;
 use crate::counter::{TokenCounter, Tokenizer};
 use crate::error::{Error, Result};
 
+mod clear_tool_results;
+
+pub use clear_tool_results::{
+    ClearSpec, ClearToolResults, DEFAULT_CLEAR_KEEP, DEFAULT_CLEAR_TRIGGER_TOKENS, MAX_CLEAR_KEEP, MAX_EXCLUDED_TOOLS,
+    MAX_TOOL_NAME_BYTES,
+};
+
 /// Serde for a type configuration names by a string: [`Display`](fmt::Display) writes it and
 /// [`FromStr`] reads it, so serde, the command line and a server's query accept the same names.
 macro_rules! serde_by_name {
@@ -104,7 +111,8 @@ pub(crate) fn unknown_name(what: &str, name: &str, expected: &[String]) -> Error
     Error::InvalidConfig(format!("unknown {what} {name:?}; expected {list}"))
 }
 
-/// A window policy: a budget and a turn boundary.
+/// A window policy: a budget, a turn boundary, block eviction, and what is
+/// [cleared](ClearToolResults) from the prompt.
 ///
 /// ```
 /// use chatmem::{Budget, TurnBoundary, WindowPolicy};
@@ -113,12 +121,14 @@ pub(crate) fn unknown_name(what: &str, name: &str, expected: &[String]) -> Error
 /// assert!(WindowPolicy::try_messages(0).is_err()); // a runtime value: an error, not a panic
 /// # Ok::<(), chatmem::Error>(())
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WindowPolicy {
     budget: Budget,
     boundary: TurnBoundary,
     /// The low-water mark of block eviction, in the budget's unit.
     evict_to: Option<usize>,
+    /// Old tool results cleared from the prompt.
+    clear: Option<ClearToolResults>,
 }
 
 impl Default for WindowPolicy {
@@ -127,6 +137,7 @@ impl Default for WindowPolicy {
             budget: Budget::Messages(DEFAULT_MAX_MESSAGES),
             boundary: TurnBoundary::User,
             evict_to: None,
+            clear: None,
         }
     }
 }
@@ -144,6 +155,7 @@ impl WindowPolicy {
             budget: Budget::Messages(max_messages),
             boundary: TurnBoundary::User,
             evict_to: None,
+            clear: None,
         }
     }
 
@@ -159,6 +171,7 @@ impl WindowPolicy {
             budget: Budget::Tokens(max_tokens),
             boundary: TurnBoundary::User,
             evict_to: None,
+            clear: None,
         }
     }
 
@@ -190,6 +203,7 @@ impl WindowPolicy {
                 budget,
                 boundary: TurnBoundary::User,
                 evict_to: None,
+                clear: None,
             }),
         }
     }
@@ -230,6 +244,38 @@ impl WindowPolicy {
         Ok(self)
     }
 
+    /// The same policy clearing old tool results from the prompt ([`ClearToolResults`]).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] naming the field: a trigger below the block or above a token
+    /// budget, a tool name empty or too long, too many tool names.
+    pub fn with_clearing(mut self, clear: ClearToolResults) -> Result<Self> {
+        clear.check(self.budget)?;
+        self.clear = Some(clear);
+        Ok(self)
+    }
+
+    /// What is cleared from the prompt, if anything.
+    pub fn clearing(&self) -> Option<&ClearToolResults> {
+        self.clear.as_ref()
+    }
+
+    /// The window block eviction moves to: the budget lowered to the low-water mark, without
+    /// block eviction, the rest the same (a trigger above it only clears less, which does not
+    /// move the start). `None` without block eviction.
+    pub(crate) fn at_low_water(&self) -> Option<Self> {
+        let low = self.evict_to?;
+        let budget = match self.budget {
+            Budget::Messages(_) => Budget::Messages(low),
+            Budget::Tokens(_) => Budget::Tokens(low),
+        };
+        Some(Self {
+            budget,
+            evict_to: None,
+            ..self.clone()
+        })
+    }
+
     /// The low-water mark of block eviction, if any.
     pub fn low_water(&self) -> Option<usize> {
         self.evict_to
@@ -245,16 +291,19 @@ impl WindowPolicy {
         self.boundary
     }
 
-    /// Whether the window needs token counts (a token budget); a message-count window does
-    /// not, so memory never tokenizes for it.
+    /// Whether the window needs token counts (a token budget, or clearing, whose trigger and
+    /// placeholders are in tokens); a plain message-count window does not, so memory never
+    /// tokenizes for it.
     ///
     /// ```
-    /// use chatmem::WindowPolicy;
+    /// use chatmem::{ClearToolResults, WindowPolicy};
     /// assert!(WindowPolicy::tokens(4000).counts_tokens());
     /// assert!(!WindowPolicy::messages(20).counts_tokens());
+    /// assert!(WindowPolicy::messages(20).with_clearing(ClearToolResults::default())?.counts_tokens());
+    /// # Ok::<(), chatmem::Error>(())
     /// ```
     pub fn counts_tokens(&self) -> bool {
-        matches!(self.budget, Budget::Tokens(_))
+        matches!(self.budget, Budget::Tokens(_)) || self.clear.is_some()
     }
 }
 
@@ -263,7 +312,7 @@ impl WindowPolicy {
 /// [`over`](PolicySpec::over) (over a configured policy). The command line's policy flags and a
 /// server request's `"policy"` object (or query) are this, with the same names: `max_messages`
 /// or `max_tokens`, `evict_to`, `tokenizer` ([`Tokenizer`]'s names), `boundary`
-/// ([`TurnBoundary`]'s names). Unknown fields are refused.
+/// ([`TurnBoundary`]'s names), `clear_tool_results` ([`ClearSpec`]). Unknown fields are refused.
 ///
 /// ```
 /// use chatmem::{PolicySpec, TurnBoundary, WindowPolicy};
@@ -278,7 +327,7 @@ impl WindowPolicy {
 /// assert!(both.build().unwrap_err().to_string().contains("not both"));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PolicySpec {
     /// At most this many messages, the system message included (at least 1).
@@ -298,6 +347,9 @@ pub struct PolicySpec {
     /// Where the window may start.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub boundary: Option<TurnBoundary>,
+    /// Old tool results cleared from the prompt ([`ClearToolResults`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clear_tool_results: Option<ClearSpec>,
 }
 
 impl PolicySpec {
@@ -324,7 +376,9 @@ impl PolicySpec {
 
     /// The spec laid over a configured policy and counter (a server's, for one request):
     /// each field absent is the base's; a new budget drops the base's `evict_to` (its unit
-    /// may differ), while `evict_to` alone keeps the base's budget.
+    /// may differ) and its clearing's `trigger_tokens` (which defaults to the budget), while
+    /// `evict_to` alone keeps the base's budget. `clear_tool_results` is laid over the base's
+    /// clearing field by field ([`ClearSpec::over`]).
     ///
     /// ```
     /// use chatmem::{PolicySpec, Tokenizer, WindowPolicy};
@@ -340,7 +394,8 @@ impl PolicySpec {
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] naming the field: both `max_messages` and `max_tokens`, a
-    /// budget of 0, an `evict_to` of 0 or not below the budget.
+    /// budget of 0, an `evict_to` of 0 or not below the budget, clearing refused by
+    /// [`ClearSpec::over`] or [`WindowPolicy::with_clearing`].
     pub fn over(
         &self,
         base: &WindowPolicy,
@@ -362,6 +417,19 @@ impl PolicySpec {
         };
         let policy = match evict_to {
             Some(n) => policy.evict_to(n)?,
+            None => policy,
+        };
+        let base_clear = match (&base.clear, budget) {
+            (Some(clear), Some(_)) => Some(clear.clone().without_trigger()),
+            (clear, None) => clear.clone(),
+            (None, _) => None,
+        };
+        let clear = match &self.clear_tool_results {
+            Some(spec) => Some(spec.over(base_clear.as_ref())?),
+            None => base_clear,
+        };
+        let policy = match clear {
+            Some(clear) => policy.with_clearing(clear)?,
             None => policy,
         };
         let counter = self.tokenizer.map_or_else(|| Arc::clone(counter), Tokenizer::counter);
@@ -431,12 +499,12 @@ mod tests {
         let counter = Tokenizer::O200k.counter();
         let over = |spec: PolicySpec| spec.over(&base, &counter).unwrap();
         let (same, kept) = over(PolicySpec::default());
-        assert_eq!((same, kept.name()), (base, "o200k_base"));
+        assert_eq!((same, kept.name()), (base.clone(), "o200k_base"));
         let user = PolicySpec {
             boundary: Some(TurnBoundary::User),
             ..PolicySpec::default()
         };
-        assert_eq!(over(user).0, base.with_boundary(TurnBoundary::User));
+        assert_eq!(over(user).0, base.clone().with_boundary(TurnBoundary::User));
         let six = PolicySpec {
             max_messages: Some(6),
             tokenizer: Some(Tokenizer::Heuristic),

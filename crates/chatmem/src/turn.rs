@@ -260,7 +260,6 @@ impl<'m, S: Store> Turn<'m, S> {
                 .as_ref(),
             None => system,
         };
-        let new = self.new.iter().filter(|(m, _)| !m.is_system()).map(|(m, _)| &**m);
         // Sized once: the prompt can be the whole window, and growing it step by step copies it.
         let mut prompt = Vec::with_capacity(1 + plan.chosen.count());
         prompt.extend(system);
@@ -268,15 +267,29 @@ impl<'m, S: Store> Turn<'m, S> {
             // A run: the loaded messages from its start on, a slice (extended in one go).
             Chosen::Run { start, .. } => {
                 prompt.extend(snapshot.messages[(*start).min(old)..].iter().map(|m| &*m.message));
+                prompt.extend(self.new.iter().filter(|(m, _)| !m.is_system()).map(|(m, _)| &**m));
             }
-            // The positions ascend, so the loaded messages' are a prefix.
+            // The positions ascend, so the loaded messages' are a prefix; a cleared message is
+            // sent as its replacement.
             Chosen::Picked(s) => {
                 let loaded = &s.indices[..s.indices.partition_point(|&i| i < old)];
-                prompt.extend(loaded.iter().map(|&i| &*snapshot.messages[i].message));
+                fn sent<'a>(s: &'a crate::window::Selection, i: usize, stored: &'a Message) -> &'a Message {
+                    s.replacement(i).unwrap_or(stored)
+                }
+                prompt.extend(loaded.iter().map(|&i| sent(s, i, &snapshot.messages[i].message)));
+                // The appended messages are numbered after the loaded ones, in the batch's
+                // order, its system message left out.
+                let appended = self.new.iter().filter(|(m, _)| !m.is_system()).map(|(m, _)| &**m);
+                prompt.extend(appended.enumerate().map(|(k, m)| sent(s, old + k, m)));
             }
         }
-        prompt.extend(new);
         prompt
+    }
+
+    /// What [`prompt`](Turn::prompt) clears (nothing without
+    /// [clearing](crate::WindowPolicy::with_clearing)).
+    pub fn cleared(&self) -> crate::Cleared {
+        self.plan().chosen.cleared()
     }
 
     /// Commits the turn to its conversation as one atomic batch: one round trip unless
@@ -424,7 +437,7 @@ impl<'m, S: Store> Turn<'m, S> {
                 .collect(),
             summary,
         };
-        LoadedWindow::new(snapshot, self.memory.policy(), self.memory.counter().as_ref())
+        LoadedWindow::new(snapshot, self.memory.policy(), self.memory.counter())
     }
 }
 
@@ -589,7 +602,7 @@ mod tests {
             .into(),
             summary: Some(Summary::new("Order LC1.", 3, &Heuristic)),
         };
-        LoadedWindow::new(snapshot, policy, &Heuristic)
+        LoadedWindow::new(snapshot, policy, &(Arc::new(Heuristic) as Arc<dyn crate::TokenCounter>))
     }
 
     fn memory(policy: WindowPolicy) -> ChatMemory {
@@ -607,7 +620,7 @@ mod tests {
     #[test]
     fn the_prompt_renders_the_system_message_in_effect_with_the_summary() {
         let policy = WindowPolicy::messages(10);
-        let memory = memory(policy);
+        let memory = memory(policy.clone());
         let mut turn = Turn::new(&memory, id(), loaded(&policy));
         turn.push(Message::user("u3"));
         let first = texts(&turn.prompt());
@@ -634,7 +647,11 @@ mod tests {
         let mut window = loaded(&policy);
         let mut snapshot = window.snapshot().clone();
         snapshot.summary = None;
-        window = LoadedWindow::new(snapshot, &policy, &Heuristic);
+        window = LoadedWindow::new(
+            snapshot,
+            &policy,
+            &(Arc::new(Heuristic) as Arc<dyn crate::TokenCounter>),
+        );
         let memory = memory(policy);
         let mut turn = Turn::new(&memory, id(), window);
         turn.push(Message::user("u3"));
@@ -736,7 +753,7 @@ mod tests {
     #[test]
     fn a_developer_message_holds_the_system_slot_and_keeps_its_role() {
         let policy = WindowPolicy::messages(10);
-        let memory = memory(policy);
+        let memory = memory(policy.clone());
         let mut turn = Turn::new(&memory, id(), loaded(&policy));
         // Same text, another role: it replaces the stored system message.
         turn.push(Message::developer("rules"));

@@ -29,6 +29,8 @@
 //!   ([`StoredMessage::count_holds_for`](crate::store::StoredMessage::count_holds_for)) and
 //!   [block eviction](crate::BlockEviction); the rule run over a loaded log and a turn's new
 //!   messages in place.
+//! - `window/clear.rs`: [clearing](crate::ClearToolResults) old tool results from the
+//!   prompt, pure: which uses a window sends as placeholders, in blocks.
 //! - `window/plan.rs`: a turn's plan, the window and the [`Commit`](crate::store::Commit)
 //!   that keeps it, made from one run of the rule.
 //!
@@ -47,12 +49,13 @@
 //!     })
 //!     .collect();
 //! // Two messages fit, but [a2, u3] would start on an answer: the window is [u3].
-//! let sel = select(&msgs, None, &WindowPolicy::messages(2));
+//! let sel = select(&msgs, None, &WindowPolicy::messages(2), &chatmem::Heuristic);
 //! assert_eq!(sel.indices, vec![4]);
 //! assert_eq!(sel.start, 4);
 //! # Ok::<(), chatmem::Error>(())
 //! ```
 
+mod clear;
 pub(crate) mod loaded;
 mod plan;
 mod select;
@@ -62,6 +65,7 @@ pub use crate::policy::DEFAULT_MAX_MESSAGES;
 use crate::policy::{Budget, TurnBoundary, WindowPolicy};
 #[cfg(doc)]
 use crate::tokens::PER_LIST;
+pub use clear::{CLEARED_ARGUMENTS, Cleared, cleared_placeholder};
 pub(crate) use loaded::{Chosen, LoadedWindow};
 pub(crate) use plan::{Plan, Settings, plan};
 pub use select::{Selection, repair, select};

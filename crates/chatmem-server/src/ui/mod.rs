@@ -246,7 +246,7 @@ async fn list(
         };
         let within = format!("{}{prefix}", tenant.prefix_str());
         let page = state.memory.recent(&within, before.as_ref(), LIST_PAGE).await?;
-        let policy = *state.memory.policy();
+        let policy = state.memory.policy().clone();
         let mut rows = Vec::with_capacity(page.conversations.len());
         for listed in &page.conversations {
             let Some(id) = tenant.client_id(&listed.id) else {
@@ -310,7 +310,7 @@ async fn conversation(
         let page_len = HISTORY_PAGE as u64;
         let from = from.unwrap_or_else(|| written.saturating_sub(page_len)).min(written);
         let history = state.memory.history_page(&conversation, from, HISTORY_PAGE).await?;
-        let policy = *state.memory.policy();
+        let policy = state.memory.policy().clone();
         let view = ConversationView::new(&loaded, &policy, state.memory.counter().as_ref(), &history.messages);
         let prompt: Vec<Message> = loaded.messages();
         let prompt = chatmem_openai::passthrough::messages_json(&prompt.iter().collect::<Vec<_>>());

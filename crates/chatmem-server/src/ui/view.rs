@@ -332,7 +332,7 @@ mod tests {
     async fn a_token_budget_bar_adds_up_to_the_windows_tokens() {
         let policy = WindowPolicy::tokens(60);
         let (loaded, history) = loaded(
-            policy,
+            policy.clone(),
             vec![
                 Message::system("be brief"),
                 Message::user("hello"),

@@ -84,7 +84,7 @@ async fn check(steps: Vec<Step>, policy: WindowPolicy, keep: bool, fails: Vec<bo
         calls: AtomicUsize::new(0),
     };
     let memory = ChatMemory::builder(store.clone())
-        .policy(policy)
+        .policy(policy.clone())
         .retention(if keep {
             Retention::KeepHistory
         } else {

@@ -1,6 +1,6 @@
 //! [`LoadedWindow`]: a conversation as loaded from its store, with the window chosen from it.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use crate::counter::TokenCounter;
 use crate::message::Message;
@@ -11,7 +11,7 @@ use crate::snapshot::Snapshot;
 use crate::stored_message::StoredMessage;
 use crate::summary::{Summary, render_system};
 use crate::window::system_slot;
-use crate::window::{Selection, is_plain, select_known, select_plain};
+use crate::window::{Cleared, Selection, is_plain, select_known, select_plain};
 
 /// A loaded conversation: the [`Snapshot`] read in one round trip and the window the policy
 /// chose from it (by the cached token counts alone).
@@ -35,6 +35,8 @@ use crate::window::{Selection, is_plain, select_known, select_plain};
 pub struct LoadedWindow {
     snapshot: Snapshot,
     policy: WindowPolicy,
+    /// The counter of the placeholders of cleared tool results.
+    counter: Arc<dyn TokenCounter>,
     /// Chosen when first asked for: a turn plans its own window, so the advisor's path
     /// (load, turn, prompt, commit) never needs this one.
     selection: OnceLock<Chosen>,
@@ -54,7 +56,7 @@ impl LoadedWindow {
     /// counted](crate::store::UNCOUNTED)) is recounted first, so the budget holds for the
     /// counter in use; a message whose counter is not recorded is taken as it is. A
     /// message-count window needs no counts.
-    pub(crate) fn new(mut snapshot: Snapshot, policy: &WindowPolicy, counter: &dyn TokenCounter) -> Self {
+    pub(crate) fn new(mut snapshot: Snapshot, policy: &WindowPolicy, counter: &Arc<dyn TokenCounter>) -> Self {
         let name = counter.name();
         let stale = |m: &StoredMessage| !m.count_holds_for(name);
         let mut recounted = 0usize;
@@ -62,7 +64,7 @@ impl LoadedWindow {
         if policy.counts_tokens() {
             let mut recount = |m: &mut StoredMessage| {
                 if stale(m) {
-                    m.tokens = m.tokens_by(counter);
+                    m.tokens = m.tokens_by(counter.as_ref());
                     m.counted_by = Some(name.into());
                     recounted += 1;
                 }
@@ -74,7 +76,7 @@ impl LoadedWindow {
             }
         }
         if let Some(summary) = &mut snapshot.summary {
-            summary.recount_for(counter);
+            summary.recount_for(counter.as_ref());
         }
         if recounted > 0 {
             tracing::debug!(
@@ -85,13 +87,15 @@ impl LoadedWindow {
         }
         Self {
             snapshot,
-            policy: *policy,
+            policy: policy.clone(),
+            counter: Arc::clone(counter),
             selection: OnceLock::new(),
         }
     }
 
     fn selection(&self) -> &Chosen {
-        self.selection.get_or_init(|| choose(&self.snapshot, &self.policy))
+        self.selection
+            .get_or_init(|| choose(&self.snapshot, &self.policy, self.counter.as_ref()))
     }
 
     /// The stored system message, if any (without the summary: see
@@ -110,9 +114,26 @@ impl LoadedWindow {
         render_system(self.system(), self.summary())
     }
 
-    /// The non-system messages in the window, oldest first.
+    /// The non-system messages in the window as the model is sent them, oldest first: a
+    /// [cleared](crate::ClearToolResults) tool result as its placeholder.
     pub fn turns(&self) -> impl Iterator<Item = &Message> + '_ {
-        self.selected().map(|s| &*s.message)
+        self.entries().map(|(stored, sent)| sent.unwrap_or(&stored.message))
+    }
+
+    /// The stored messages in the window, oldest first, each with what the model is sent
+    /// instead when that differs (a [cleared](crate::ClearToolResults) tool result, a call whose
+    /// arguments were cleared).
+    pub fn entries(&self) -> impl Iterator<Item = (&StoredMessage, Option<&Message>)> + '_ {
+        let chosen = self.selection();
+        chosen
+            .indices()
+            .map(move |i| (&self.snapshot.messages[i], chosen.replacement(i)))
+    }
+
+    /// What the window clears from the prompt (nothing without
+    /// [clearing](crate::WindowPolicy::with_clearing)).
+    pub fn cleared(&self) -> Cleared {
+        self.selection().cleared()
     }
 
     /// The stored messages in the window, oldest first.
@@ -133,7 +154,7 @@ impl LoadedWindow {
         let selection = self
             .selection
             .take()
-            .unwrap_or_else(|| choose(&self.snapshot, &self.policy));
+            .unwrap_or_else(|| choose(&self.snapshot, &self.policy, self.counter.as_ref()));
         let Snapshot {
             system,
             messages,
@@ -142,13 +163,20 @@ impl LoadedWindow {
         } = self.snapshot;
         let system = render_system(system.as_ref().map(|s| &*s.message), summary.as_ref());
         let mut slots: Vec<Option<StoredMessage>> = messages.into_iter().map(Some).collect();
-        let turns = selection
-            .indices()
-            .filter_map(|i| slots.get_mut(i).and_then(Option::take));
-        system
-            .into_iter()
-            .chain(turns.map(StoredMessage::into_message))
-            .collect()
+        let (indices, mut replaced) = match selection {
+            Chosen::Picked(s) => (s.indices, s.replaced),
+            run => (run.indices().collect(), Vec::new()),
+        };
+        // Ascending, as the indices are: taken from the front.
+        replaced.reverse();
+        let turns = indices.into_iter().filter_map(|i| {
+            let stored = slots.get_mut(i).and_then(Option::take)?;
+            match replaced.last() {
+                Some((r, _)) if *r == i => replaced.pop().map(|(_, m)| m),
+                _ => Some(stored.into_message()),
+            }
+        });
+        system.into_iter().chain(turns).collect()
     }
 
     /// The number of messages in [`messages`](LoadedWindow::messages).
@@ -162,14 +190,15 @@ impl LoadedWindow {
         self.len() == 0
     }
 
-    /// The token count of the window by the cached counts, list overhead included. Messages a
-    /// message-count window stored [uncounted](crate::store::UNCOUNTED) add 0: count
-    /// [`messages`](LoadedWindow::messages) with a [`TokenCounter`] for an exact figure.
+    /// The token count of the window as sent by the cached counts, list overhead included (a
+    /// cleared tool result costs its placeholder). Messages a message-count window stored
+    /// [uncounted](crate::store::UNCOUNTED) add 0: count [`messages`](LoadedWindow::messages)
+    /// with a [`TokenCounter`] for an exact figure.
     pub fn tokens(&self) -> u64 {
         let slot = system_slot(self.snapshot.system.as_ref(), self.snapshot.summary.as_ref());
         let system = u64::from(slot.unwrap_or(0));
         let turns: u64 = self.selected().map(|m| u64::from(m.tokens)).sum();
-        crate::tokens::PER_LIST as u64 + system + turns
+        (crate::tokens::PER_LIST as u64 + system + turns).saturating_sub(self.cleared().tokens_saved)
     }
 
     /// Lets go of the loaded messages, for a commit whose caller needs nothing back: a store
@@ -204,14 +233,20 @@ impl LoadedWindow {
     /// # }).unwrap();
     /// ```
     pub fn block_eviction(&self) -> Option<BlockEviction> {
-        let low = self.policy.low_water()?;
-        let (budget, used, to_low) = match self.policy.budget() {
-            Budget::Messages(n) => (n as u64, self.len() as u64, WindowPolicy::messages(low)),
-            Budget::Tokens(n) => (n as u64, self.tokens(), WindowPolicy::tokens(low)),
+        let to_low = self.policy.at_low_water()?;
+        let (budget, used) = match self.policy.budget() {
+            Budget::Messages(n) => (n as u64, self.len() as u64),
+            Budget::Tokens(n) => (n as u64, self.tokens()),
         };
-        let to_low = to_low.with_boundary(self.policy.boundary());
         let slot = system_slot(self.snapshot.system.as_ref(), self.snapshot.summary.as_ref());
-        let moved = select_loaded(&self.snapshot.messages, &[], slot, &to_low, false);
+        let moved = select_loaded(
+            &self.snapshot.messages,
+            &[],
+            slot,
+            &to_low,
+            self.counter.as_ref(),
+            false,
+        );
         let next_start = moved.indices().next().map(|i| self.snapshot.messages[i].seq);
         Some(BlockEviction {
             headroom: budget.saturating_sub(used),
@@ -237,9 +272,9 @@ pub struct BlockEviction {
 }
 
 /// The window `policy` chooses from `snapshot`, by its cached counts.
-fn choose(snapshot: &Snapshot, policy: &WindowPolicy) -> Chosen {
+fn choose(snapshot: &Snapshot, policy: &WindowPolicy, counter: &dyn TokenCounter) -> Chosen {
     let slot = system_slot(snapshot.system.as_ref(), snapshot.summary.as_ref());
-    select_loaded(&snapshot.messages, &[], slot, policy, false)
+    select_loaded(&snapshot.messages, &[], slot, policy, counter, false)
 }
 
 /// [`select`] over a loaded window followed by `appended` (a planned turn's new messages;
@@ -254,6 +289,7 @@ pub(crate) fn select_loaded(
     appended: &[StoredMessage],
     system_tokens: Option<u32>,
     policy: &WindowPolicy,
+    counter: &dyn TokenCounter,
     new_conversation: bool,
 ) -> Chosen {
     let opens = new_conversation || !loaded.is_empty();
@@ -274,12 +310,12 @@ pub(crate) fn select_loaded(
     let mut all: Vec<&StoredMessage> = Vec::with_capacity(n + appended.len());
     all.extend(&loaded[..]);
     all.extend(appended);
-    Chosen::Picked(select_known(&all, system_tokens, policy, false, opens))
+    Chosen::Picked(select_known(&all, system_tokens, policy, counter, false, opens))
 }
 
 /// What [`select_loaded`] chose: the positions of the messages the model sees, in the run of
 /// the loaded messages followed by the appended ones.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Chosen {
     /// Every message from `start` to the run's end, `len` (none when `start == len`): a
     /// plain run, which repair leaves whole, so no list of positions is made (it would cost
@@ -304,6 +340,22 @@ impl Chosen {
         match self {
             Chosen::Run { start, len } => len - start,
             Chosen::Picked(s) => s.indices.len(),
+        }
+    }
+
+    /// What the model is sent instead of the message at position `i`, if that differs.
+    pub(crate) fn replacement(&self, i: usize) -> Option<&Message> {
+        match self {
+            Chosen::Run { .. } => None,
+            Chosen::Picked(s) => s.replacement(i),
+        }
+    }
+
+    /// What the window clears.
+    pub(crate) fn cleared(&self) -> Cleared {
+        match self {
+            Chosen::Run { .. } => Cleared::default(),
+            Chosen::Picked(s) => s.cleared,
         }
     }
 

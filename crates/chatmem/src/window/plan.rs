@@ -12,7 +12,7 @@ use std::time::Duration;
 use super::loaded::{Chosen, select_loaded};
 use crate::commit::Retention;
 use crate::commit::{Commit, CommitBuilder};
-use crate::counter::CounterName;
+use crate::counter::{CounterName, TokenCounter};
 use crate::message::Message;
 use crate::policy::WindowPolicy;
 use crate::snapshot::Snapshot;
@@ -26,6 +26,8 @@ pub(crate) struct Settings<'a> {
     pub(crate) ttl: Option<Duration>,
     /// The name of the counter of the batch's token counts (shared: a plan runs every turn).
     pub(crate) counter: &'a CounterName,
+    /// The counter of the placeholders of cleared tool results.
+    pub(crate) tokens: &'a dyn TokenCounter,
     /// Keep evicted messages until a summary covers them (a memory that summarizes).
     pub(crate) keep_unsummarized: bool,
 }
@@ -68,7 +70,7 @@ pub(crate) fn plan(snapshot: &Snapshot, batch: &[(Arc<Message>, u32)], settings:
             builder.push(Arc::clone(message), *tokens);
         }
     }
-    let (chosen, window_start) = window_of(snapshot, builder.draft(), settings.policy);
+    let (chosen, window_start) = window_of(snapshot, builder.draft(), settings.policy, settings.tokens);
     Plan {
         builder: builder.window_start(window_start),
         system_at,
@@ -78,11 +80,18 @@ pub(crate) fn plan(snapshot: &Snapshot, batch: &[(Arc<Message>, u32)], settings:
 
 /// The window over the loaded messages followed by the appended ones, and the sequence it
 /// starts at.
-fn window_of(snapshot: &Snapshot, draft: &Commit, policy: &WindowPolicy) -> (Chosen, u64) {
+fn window_of(snapshot: &Snapshot, draft: &Commit, policy: &WindowPolicy, counter: &dyn TokenCounter) -> (Chosen, u64) {
     let system = draft.system().or(snapshot.system.as_ref());
     let slot = system_slot(system, snapshot.summary.as_ref());
     let appended = draft.appended();
-    let chosen = select_loaded(&snapshot.messages, appended, slot, policy, holds_no_turn(snapshot));
+    let chosen = select_loaded(
+        &snapshot.messages,
+        appended,
+        slot,
+        policy,
+        counter,
+        holds_no_turn(snapshot),
+    );
     let loaded = &snapshot.messages[..];
     let window_start = match chosen.start().checked_sub(loaded.len()) {
         None => loaded[chosen.start()].seq,
@@ -114,6 +123,7 @@ mod tests {
             retention: Retention::DropEvicted,
             ttl: None,
             counter,
+            tokens: &crate::Heuristic,
             keep_unsummarized: false,
         }
     }

@@ -6,6 +6,8 @@
 use std::borrow::Borrow;
 use std::collections::HashMap;
 
+use super::clear::{Clearable, Cleared};
+use crate::counter::TokenCounter;
 use crate::message::{Body, Message, Role};
 use crate::stored_message::StoredMessage;
 use crate::summary::{Summary, shown};
@@ -14,13 +16,39 @@ use crate::tokens::PER_LIST;
 use crate::policy::{Budget, TurnBoundary, WindowPolicy};
 
 /// The outcome of [`select`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Selection {
     /// Index of the first message inside the window; everything before it is evicted.
     /// Equal to the input's length when the run is empty.
     pub start: usize,
     /// Indices of the messages the model sees, in order (repaired messages left out).
     pub indices: Vec<usize>,
+    /// What the model is sent instead of the stored message at an index of `indices`
+    /// (a [cleared](crate::ClearToolResults) tool result, or a call whose arguments were
+    /// cleared), by index, ascending. Empty without clearing.
+    pub replaced: Vec<(usize, Message)>,
+    /// What the window cleared.
+    pub cleared: Cleared,
+}
+
+impl Selection {
+    /// A window of `indices` as stored, starting at `start`.
+    fn uncleared(start: usize, indices: Vec<usize>) -> Self {
+        Self {
+            start,
+            indices,
+            replaced: Vec::new(),
+            cleared: Cleared::default(),
+        }
+    }
+
+    /// What the model is sent for the message at `index`: its replacement, if it has one.
+    pub fn replacement(&self, index: usize) -> Option<&Message> {
+        self.replaced
+            .binary_search_by_key(&index, |(i, _)| *i)
+            .ok()
+            .map(|at| &self.replaced[at].1)
+    }
 }
 
 /// Marks which messages survive repair.
@@ -109,16 +137,21 @@ pub(crate) fn system_slot(system: Option<&StoredMessage>, summary: Option<&Summa
 ///
 /// With [block eviction](WindowPolicy::evict_to) `messages` must begin at the stored window
 /// start: while they all fit the budget the window keeps that start, otherwise the window is
-/// the longest valid run within the low-water mark.
+/// the longest valid run within the low-water mark. With [clearing](WindowPolicy::with_clearing)
+/// `messages` must begin there too (the blocks start at the window's first message), and
+/// `counter` counts the placeholders; it is read for nothing else.
 ///
-/// Runs in time linear in `messages.len()`, using only the cached token counts.
+/// Runs in time linear in `messages.len()`, using only the cached token counts (with
+/// clearing, linear per start tried; the first start that fits with everything clearable
+/// cleared is usually the first one tried).
 pub fn select<M: Borrow<StoredMessage>>(
     messages: &[M],
     system_tokens: Option<u32>,
     policy: &WindowPolicy,
+    counter: &dyn TokenCounter,
 ) -> Selection {
     let plain = messages.iter().all(|m| is_plain(&m.borrow().message));
-    select_known(messages, system_tokens, policy, plain, true)
+    select_known(messages, system_tokens, policy, counter, plain, true)
 }
 
 /// [`select`] when whether every message [is plain](is_plain) is already known (a loaded
@@ -128,6 +161,7 @@ pub(crate) fn select_known<M: Borrow<StoredMessage>>(
     messages: &[M],
     system_tokens: Option<u32>,
     policy: &WindowPolicy,
+    counter: &dyn TokenCounter,
     plain: bool,
     opens: bool,
 ) -> Selection {
@@ -142,28 +176,92 @@ pub(crate) fn select_known<M: Borrow<StoredMessage>>(
             policy,
             opens,
         );
-        return Selection {
-            start,
-            indices: (start..messages.len()).collect(),
-        };
+        return Selection::uncleared(start, (start..messages.len()).collect());
     }
     let keep = repair(messages);
     let mut kept: Vec<usize> = (0..messages.len()).filter(|&i| keep[i]).collect();
     let tail = tail_sums(kept.len(), |p| messages[kept[p]].borrow().tokens, policy);
-    let first = first_within(kept.len(), tail, system_tokens, policy);
-    match first_valid_start(messages, &kept, first, policy.boundary(), opens) {
-        Some(p) => {
-            // The window is `kept[p..]`: reuse `kept`'s allocation for it.
-            kept.drain(..p);
-            Selection {
-                start: kept.first().copied().unwrap_or(messages.len()),
-                indices: kept,
+    let clearable = policy
+        .clearing()
+        .map(|c| Clearable::new(messages, &kept, c, policy.budget(), counter))
+        .filter(|c| !c.is_empty());
+    let start = match &clearable {
+        Some(c) if policy.counts_tokens() && matches!(policy.budget(), Budget::Tokens(_)) => {
+            first_fitting_cleared(messages, &kept, &tail, system_tokens, policy, opens, c)
+        }
+        _ => {
+            let first = first_within(kept.len(), &tail, system_tokens, policy);
+            first_valid_start(messages, &kept, first, policy.boundary(), opens)
+        }
+    };
+    let Some(p) = start else {
+        return Selection::uncleared(messages.len(), Vec::new());
+    };
+    let (replaced, cleared) = match &clearable {
+        Some(c) => c.apply(messages, &kept, p, fixed_cost(system_tokens) + tail(p)),
+        None => (Vec::new(), Cleared::default()),
+    };
+    // The sums borrow `kept`; done with them.
+    drop(tail);
+    // The window is `kept[p..]`: reuse `kept`'s allocation for it.
+    kept.drain(..p);
+    Selection {
+        start: kept.first().copied().unwrap_or(messages.len()),
+        indices: kept,
+        replaced,
+        cleared,
+    }
+}
+
+/// What a window costs beyond its messages: the list's priming and the system slot.
+fn fixed_cost(system_tokens: Option<u32>) -> u64 {
+    PER_LIST as u64 + u64::from(system_tokens.unwrap_or(0))
+}
+
+/// The start of a window under a token budget with clearing (`c`): the first valid start whose
+/// window fits once every closed block is cleared (the window as sent, not as stored). With
+/// block eviction, the run's first valid start while its window fits the budget so, else the
+/// first that fits the low-water mark.
+fn first_fitting_cleared<M: Borrow<StoredMessage>>(
+    messages: &[M],
+    kept: &[usize],
+    tail: &impl Fn(usize) -> u64,
+    system_tokens: Option<u32>,
+    policy: &WindowPolicy,
+    opens: bool,
+    c: &Clearable,
+) -> Option<usize> {
+    let Budget::Tokens(max) = policy.budget() else {
+        return None;
+    };
+    let n = kept.len();
+    let valid = valid_starts(messages, kept, policy.boundary(), opens);
+    let fixed = fixed_cost(system_tokens);
+    let fits = |p: usize, max: u64| fixed + tail(p) - c.most_saved(p).min(tail(p)) <= max;
+    // What every clearable use saves from each position on: a window from a valid start `p`
+    // saves at most this, so no start before the first whose lower bound fits can fit.
+    let saved = c.savings_from(n);
+    let first_fitting = |max: u64| -> Option<usize> {
+        if fixed > max {
+            return None;
+        }
+        // `tail(p) - saved[p]` never grows with `p` (each position adds its cost as sent).
+        let (mut lo, mut hi) = (0, n);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if fixed + tail(mid) - saved[mid].min(tail(mid)) <= max {
+                hi = mid;
+            } else {
+                lo = mid + 1;
             }
         }
-        None => Selection {
-            start: messages.len(),
-            indices: Vec::new(),
-        },
+        (lo..n).find(|&p| valid[p] && fits(p, max))
+    };
+    let first = (0..n).find(|&p| valid[p]);
+    match (policy.low_water(), first) {
+        (Some(_), Some(q)) if fits(q, max as u64) => Some(q),
+        (Some(low), _) => first_fitting(low as u64),
+        (None, _) => first_fitting(max as u64),
     }
 }
 
@@ -276,6 +374,19 @@ fn first_valid_start<M: Borrow<StoredMessage>>(
     boundary: TurnBoundary,
     opens: bool,
 ) -> Option<usize> {
+    let valid = valid_starts(messages, kept, boundary, opens);
+    (from..kept.len()).find(|&p| valid[p])
+}
+
+/// Whether the run may start at each position of `kept`: the message suits the boundary (the
+/// first of `messages` as an opening one when `opens`) and no kept tool result at or after it
+/// answers a call before it.
+fn valid_starts<M: Borrow<StoredMessage>>(
+    messages: &[M],
+    kept: &[usize],
+    boundary: TurnBoundary,
+    opens: bool,
+) -> Vec<bool> {
     let n = kept.len();
     // Positions inside (call, result] of some pair are not valid starts: a difference array
     // marks those intervals in one pass (allocated only when a kept result answers a call).
@@ -298,10 +409,12 @@ fn first_valid_start<M: Borrow<StoredMessage>>(
         }
     }
     let mut inside = 0i64;
-    (0..n).find(|&p| {
-        inside += cuts.get(p).copied().unwrap_or(0);
-        p >= from && inside == 0 && suits(&messages[kept[p]].borrow().message, boundary, opens && kept[p] == 0)
-    })
+    (0..n)
+        .map(|p| {
+            inside += cuts.get(p).copied().unwrap_or(0);
+            inside == 0 && suits(&messages[kept[p]].borrow().message, boundary, opens && kept[p] == 0)
+        })
+        .collect()
 }
 
 /// Whether a window may start on `m` by the boundary alone. `opening`: `m` opens the
@@ -342,7 +455,7 @@ mod tests {
     }
 
     fn pick(spec: &str, sys: Option<u32>, policy: WindowPolicy) -> Vec<usize> {
-        select(&conv(spec), sys, &policy).indices
+        select(&conv(spec), sys, &policy, &crate::Heuristic).indices
     }
 
     fn msgs(n: usize) -> WindowPolicy {
@@ -368,7 +481,7 @@ mod tests {
                             earliest_within_budget(kept.len(), &|p| (kept.len() - p) as u64, None, policy.budget());
                         let general = first_valid_start(&msgs, &kept, first, boundary, opens);
                         let expected = general.map_or(msgs.len(), |p| kept[p]);
-                        let plain = select_known(&msgs, None, &policy, true, opens).start;
+                        let plain = select_known(&msgs, None, &policy, &crate::Heuristic, true, opens).start;
                         assert_eq!(plain, expected, "{spec:?} {policy:?} opens {opens}");
                     }
                 }
@@ -394,7 +507,7 @@ mod tests {
         assert_eq!(pick("U1 A1 U2 A2 U3", None, msgs(2)), vec![4]);
         // The system message alone fills the budget: nothing else fits.
         assert_eq!(pick("U1 A1", Some(1), msgs(1)), Vec::<usize>::new());
-        assert_eq!(select(&conv("U1 A1"), Some(1), &msgs(1)).start, 2);
+        assert_eq!(select(&conv("U1 A1"), Some(1), &msgs(1), &crate::Heuristic).start, 2);
     }
 
     #[test]
@@ -472,7 +585,7 @@ mod tests {
         let not_opening = |spec: &str, policy: WindowPolicy| {
             let c = conv(spec);
             let plain = c.iter().all(|m| is_plain(&m.message));
-            select_known(&c, None, &policy, plain, false).indices
+            select_known(&c, None, &policy, &crate::Heuristic, plain, false).indices
         };
         assert_eq!(not_opening("A1 A2", msgs(20)), none);
         assert_eq!(not_opening("A1 U1 A2", msgs(20)), vec![1, 2]);
@@ -486,6 +599,6 @@ mod tests {
     fn system_messages_in_the_slice_are_ignored() {
         let mut c = conv("U1 A1");
         c.insert(1, StoredMessage::new(9, 10, Message::system("s")));
-        assert_eq!(select(&c, None, &msgs(20)).indices, vec![0, 2]);
+        assert_eq!(select(&c, None, &msgs(20), &crate::Heuristic).indices, vec![0, 2]);
     }
 }

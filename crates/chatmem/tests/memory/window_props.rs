@@ -177,7 +177,7 @@ proptest! {
             prop_assert!(keep.iter().all(|k| *k), "undamaged data must survive repair");
         }
         let kept: Vec<&StoredMessage> = all.iter().zip(&keep).filter(|(_, k)| **k).map(|(m, _)| m).collect();
-        let sel = select(&all, sys, &policy);
+        let sel = select(&all, sys, &policy, &Heuristic);
         let run: Vec<&StoredMessage> = sel.indices.iter().map(|&i| &all[i]).collect();
         prop_assert!(run_ok(&run, all.first(), sys, &policy), "selected run breaks the contract: {:?}", sel);
         // The run is a suffix of the repaired messages...
@@ -212,7 +212,7 @@ proptest! {
         }
         let boundary = if pair_safe { TurnBoundary::PairSafe } else { TurnBoundary::User };
         let policy = WindowPolicy::messages(max).with_boundary(boundary);
-        let make = || ChatMemory::builder(InMemoryStore::new()).policy(policy).counter(Arc::new(Heuristic)).build().expect("valid memory settings");
+        let make = || ChatMemory::builder(InMemoryStore::new()).policy(policy.clone()).counter(Arc::new(Heuristic)).build().expect("valid memory settings");
         let id = ConversationId::new("p").unwrap();
         let (once, batched) = block_on(async {
             let a = make();
@@ -254,7 +254,7 @@ proptest! {
         let max = match policy.budget() { Budget::Messages(n) | Budget::Tokens(n) => n };
         prop_assume!(max >= 2);
         let low = (max * low_share / 100).clamp(1, max - 1);
-        let block = policy.evict_to(low).unwrap();
+        let block = policy.clone().evict_to(low).unwrap();
         let low_policy = WindowPolicy::new(match policy.budget() {
             Budget::Messages(_) => Budget::Messages(low),
             Budget::Tokens(_) => Budget::Tokens(low),
@@ -269,7 +269,7 @@ proptest! {
         let mut previous: Vec<u64> = Vec::new();
         for end in ends {
             let tail: Vec<&StoredMessage> = all[start..end].iter().collect();
-            let sel = select(&tail, sys, &block);
+            let sel = select(&tail, sys, &block, &Heuristic);
             let run: Vec<&StoredMessage> = sel.indices.iter().map(|&i| tail[i]).collect();
             prop_assert!(run_ok(&run, tail.first().copied(), sys, &block), "breaks the contract: {:?}", sel);
             let seqs: Vec<u64> = run.iter().map(|m| m.seq).collect();
@@ -313,7 +313,7 @@ proptest! {
             groups.last_mut().unwrap().push(m);
         }
         let memory = ChatMemory::builder(InMemoryStore::new())
-            .policy(policy)
+            .policy(policy.clone())
             .retention(Retention::KeepHistory)
             .counter(Heuristic)
             .build()
@@ -327,7 +327,7 @@ proptest! {
                 .enumerate()
                 .map(|(i, m)| StoredMessage::new(i as u64 + 1, count(m), m.clone()))
                 .collect();
-            select(&stored, system.map(count), &policy).indices
+            select(&stored, system.map(count), &policy, &Heuristic).indices
         };
         let mut all: Vec<Message> = Vec::new();
         let mut system: Option<Message> = None;
