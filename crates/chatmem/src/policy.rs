@@ -478,6 +478,24 @@ mod tests {
             (r#"{"max_messages": 5, "evict_to": 5}"#, "evict_to"),
             (r#"{"evict_to": 0}"#, "evict_to"),
             (r#"{"evict_to": 20}"#, "evict_to"),
+            (r#"{"clear_tool_results": {"keep": 0}}"#, "clear_tool_results.keep"),
+            (r#"{"clear_tool_results": {"keep": 1001}}"#, "clear_tool_results.keep"),
+            (
+                r#"{"max_tokens": 1000, "clear_tool_results": {"trigger_tokens": 100, "clear_at_least_tokens": 200}}"#,
+                "clear_tool_results.trigger_tokens",
+            ),
+            (
+                r#"{"max_tokens": 1000, "clear_tool_results": {"trigger_tokens": 2000}}"#,
+                "clear_tool_results.trigger_tokens",
+            ),
+            (
+                r#"{"max_tokens": 100, "clear_tool_results": {"clear_at_least_tokens": 200}}"#,
+                "clear_tool_results.trigger_tokens",
+            ),
+            (
+                r#"{"clear_tool_results": {"exclude_tools": [""]}}"#,
+                "clear_tool_results.exclude_tools",
+            ),
         ] {
             let spec: PolicySpec = serde_json::from_str(json).unwrap();
             let e = spec.build().unwrap_err();
@@ -488,6 +506,15 @@ mod tests {
         }
         let e = serde_json::from_str::<PolicySpec>(r#"{"max_message": 3}"#).unwrap_err();
         assert!(e.to_string().contains("max_message"), "{e}");
+        for json in [
+            r#"{"clear_tool_results": {"kep": 3}}"#,
+            r#"{"clear_tool_results": {"keep": -1}}"#,
+            r#"{"clear_tool_results": {"keep": 1.5}}"#,
+            r#"{"clear_tool_results": {"exclude_tools": [3]}}"#,
+            r#"{"clear_tool_results": {"clear_inputs": "yes"}}"#,
+        ] {
+            assert!(serde_json::from_str::<PolicySpec>(json).is_err(), "{json}");
+        }
     }
 
     #[test]
@@ -513,5 +540,44 @@ mod tests {
         let (policy, counter) = over(six);
         assert_eq!(policy, WindowPolicy::messages(6).with_boundary(TurnBoundary::PairSafe));
         assert_eq!(counter.name(), "heuristic");
+    }
+
+    #[test]
+    fn clearing_is_laid_over_the_bases_field_by_field() {
+        let clear = ClearToolResults::new(2)
+            .unwrap()
+            .trigger_tokens(3000)
+            .clear_at_least_tokens(500)
+            .exclude_tool("b")
+            .exclude_tool("a")
+            .exclude_tool("a");
+        assert_eq!(clear.excluded_tools(), ["a", "b"]);
+        let base = WindowPolicy::tokens(4000).with_clearing(clear.clone()).unwrap();
+        let counter = Tokenizer::Cl100k.counter();
+        let over = |json: &str| {
+            serde_json::from_str::<PolicySpec>(json)
+                .unwrap()
+                .over(&base, &counter)
+                .map(|(p, _)| p)
+        };
+        assert_eq!(over("{}").unwrap(), base);
+        let inputs = over(r#"{"clear_tool_results": {"clear_inputs": true}}"#).unwrap();
+        assert_eq!(inputs.clearing(), Some(&clear.clone().clear_inputs(true)));
+        // A new budget keeps the clearing, its trigger back to the default (the new budget).
+        let smaller = over(r#"{"max_tokens": 1000}"#).unwrap();
+        let kept = smaller.clearing().unwrap();
+        assert_eq!(
+            (kept.trigger(), kept.trigger_for(smaller.budget()), kept.keep()),
+            (None, 1000, 2)
+        );
+        let listed = over(r#"{"clear_tool_results": {"exclude_tools": ["c"]}}"#).unwrap();
+        assert_eq!(listed.clearing().unwrap().excluded_tools(), ["c"]);
+        // Under a message window the default trigger is 100,000 tokens.
+        let messages = over(r#"{"max_messages": 20, "clear_tool_results": {}}"#).unwrap();
+        assert_eq!(
+            messages.clearing().unwrap().trigger_for(messages.budget()),
+            DEFAULT_CLEAR_TRIGGER_TOKENS
+        );
+        assert!(messages.counts_tokens());
     }
 }

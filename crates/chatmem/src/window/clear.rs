@@ -5,8 +5,8 @@
 //!
 //! # The rule
 //! A *tool use* is a call and the result that answers it. The uses that may be cleared are
-//! every use but the `keep` most recent, those of an excluded tool, and those whose
-//! placeholder would save nothing. Walking them oldest first from the window's first message,
+//! every use but the `keep` most recent, those of an excluded tool, and those whose result is
+//! no longer than its placeholder. Walking them oldest first from the window's first message,
 //! they fall into *blocks*: a block closes once its uses save at least `clear_at_least_tokens`
 //! (each use is a block when that is 0); a block still open saves too little and is never
 //! cleared. The prompt clears the fewest whole blocks, oldest first, that bring the window
@@ -135,6 +135,10 @@ impl Clearable {
             let stored = at(result);
             let sent = cleared_result(&stored.message, &tool_call.name, stored.tokens);
             let result_saving = stored.tokens.saturating_sub(count(counter, &sent));
+            // A result no longer than its placeholder stays whole, and so do its call's inputs.
+            if result_saving == 0 {
+                continue;
+            }
             let mut input_saving = 0;
             if clear.clears_inputs() && tool_call.arguments != CLEARED_ARGUMENTS {
                 let room = input_room.entry(call).or_insert(assistant.tokens);
@@ -143,15 +147,13 @@ impl Clearable {
                 *room -= saving;
                 input_saving = saving;
             }
-            if result_saving > 0 || input_saving > 0 {
-                uses.push(Use {
-                    call,
-                    call_index,
-                    result,
-                    result_saving,
-                    input_saving,
-                });
-            }
+            uses.push(Use {
+                call,
+                call_index,
+                result,
+                result_saving,
+                input_saving,
+            });
         }
         Self {
             uses,

@@ -3,6 +3,7 @@
 //! input the fuzzers found.
 
 mod chat_memory;
+mod clear_props;
 mod fuzz_smoke;
 mod late_summaries;
 mod window_props;
