@@ -181,12 +181,16 @@ pub(crate) fn select_known<M: Borrow<StoredMessage>>(
     let keep = repair(messages);
     let mut kept: Vec<usize> = (0..messages.len()).filter(|&i| keep[i]).collect();
     let tail = tail_sums(kept.len(), |p| messages[kept[p]].borrow().tokens, policy);
+    // While the whole run fits the trigger (and so the budget), nothing is cleared: the uses
+    // are not even looked at.
+    let whole = fixed_cost(system_tokens) + tail(0);
     let clearable = policy
         .clearing()
+        .filter(|c| whole > c.trigger_for(policy.budget()) as u64)
         .map(|c| Clearable::new(messages, &kept, c, policy.budget(), counter))
         .filter(|c| !c.is_empty());
     let start = match &clearable {
-        Some(c) if policy.counts_tokens() && matches!(policy.budget(), Budget::Tokens(_)) => {
+        Some(c) if matches!(policy.budget(), Budget::Tokens(_)) => {
             first_fitting_cleared(messages, &kept, &tail, system_tokens, policy, opens, c)
         }
         _ => {
