@@ -118,6 +118,13 @@ struct Inner {
     upstream: UpstreamMetrics,
     summaries: Family<SummaryLabels, Counter>,
     writes_refused: Family<RefusedLabels, Counter>,
+    cleared: ClearedMetrics,
+}
+
+/// What clearing took out of the prompts the door sent upstream.
+struct ClearedMetrics {
+    results: Counter,
+    tokens_saved: Counter,
 }
 
 /// The upstream's answers: latency to the response head, statuses, and the tokens it reports.
@@ -267,6 +274,22 @@ impl Metrics {
              error, by route and error code: turns a client may have lost without telling its caller",
             writes_refused.clone(),
         );
+        let cleared = ClearedMetrics {
+            results: Counter::default(),
+            tokens_saved: Counter::default(),
+        };
+        registry.register(
+            "tool_results_cleared",
+            "Tool results sent upstream as a placeholder instead of their content (clear_tool_results), \
+             counted per prompt: a result cleared from three prompts counts three times",
+            cleared.results.clone(),
+        );
+        registry.register(
+            "tool_tokens_saved",
+            "Tokens clearing took out of the prompts sent upstream: each prompt's window uncleared, \
+             less the window as sent",
+            cleared.tokens_saved.clone(),
+        );
         Self {
             inner: Arc::new(Inner {
                 registry,
@@ -279,6 +302,7 @@ impl Metrics {
                 upstream,
                 summaries,
                 writes_refused,
+                cleared,
             }),
         }
     }
@@ -358,6 +382,13 @@ impl Metrics {
         let upstream = &self.inner.upstream;
         upstream.latency.observe(took.as_secs_f64());
         upstream.responses.get_or_create(&StatusLabels { status }).inc();
+    }
+
+    /// What clearing took out of one prompt sent upstream.
+    pub(crate) fn cleared(&self, cleared: chatmem::Cleared) {
+        let c = &self.inner.cleared;
+        c.results.inc_by(cleared.results as u64);
+        c.tokens_saved.inc_by(cleared.tokens_saved);
     }
 
     /// The tokens one upstream answer reported.

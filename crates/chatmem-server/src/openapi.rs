@@ -217,29 +217,42 @@ mod tests {
             evict_to: Some(1),
             tokenizer: Some(chatmem::Tokenizer::Cl100k),
             boundary: Some(chatmem::TurnBoundary::User),
-            clear_tool_results: Some(chatmem::ClearSpec::default()),
+            clear_tool_results: Some(chatmem::ClearSpec {
+                keep: Some(1),
+                trigger_tokens: Some(1),
+                clear_at_least_tokens: Some(1),
+                exclude_tools: Some(vec!["t".into()]),
+                clear_inputs: Some(true),
+            }),
         };
         let spec = serde_json::to_value(full).expect("a spec serializes");
-        let spec: BTreeSet<&str> = spec
-            .as_object()
-            .expect("an object")
-            .keys()
-            .map(String::as_str)
-            .collect();
-        let doc = serde_json::to_value(ApiDoc::openapi()).expect("the document serializes");
-        let schema = doc["components"]["schemas"]["Policy"]["properties"]
-            .as_object()
-            .expect("the Policy schema");
-        let documented: BTreeSet<&str> = schema.keys().map(String::as_str).collect();
-        assert_eq!(documented, spec);
-        let query = doc["paths"]["/v1/conversations/{id}/messages"]["get"]["parameters"]
-            .as_array()
-            .expect("parameters");
-        let params: BTreeSet<&str> = query
-            .iter()
-            .filter(|p| p["in"] == "query")
-            .filter_map(|p| p["name"].as_str())
-            .collect();
-        assert_eq!(params, spec);
+        let names =
+            |v: &serde_json::Value| -> BTreeSet<String> { v.as_object().expect("an object").keys().cloned().collect() };
+        let clear = names(&spec["clear_tool_results"]);
+        let spec = names(&spec);
+        for doc in [
+            serde_json::to_value(ApiDoc::openapi()).expect("the document serializes"),
+            crate::openapi::document(&crate::ServerConfig::default()),
+        ] {
+            let schemas = &doc["components"]["schemas"];
+            assert_eq!(names(&schemas["Policy"]["properties"]), spec);
+            assert_eq!(names(&schemas["ClearToolResults"]["properties"]), clear);
+            let query = doc["paths"]["/v1/conversations/{id}/messages"]["get"]["parameters"]
+                .as_array()
+                .expect("parameters");
+            let params: BTreeSet<String> = query
+                .iter()
+                .filter(|p| p["in"] == "query")
+                .filter_map(|p| p["name"].as_str().map(str::to_owned))
+                .collect();
+            // In a query clearing's fields are flat: `clear_tool_results.keep`.
+            let flat: BTreeSet<String> = spec
+                .iter()
+                .filter(|n| *n != "clear_tool_results")
+                .cloned()
+                .chain(clear.iter().map(|n| format!("clear_tool_results.{n}")))
+                .collect();
+            assert_eq!(params, flat);
+        }
     }
 }

@@ -7,7 +7,8 @@
 //! - a message, one schema per role (what each role requires and refuses, as chatmem's message
 //!   codec reads it), and the door's messages (a system message only first, at least one other);
 //! - a window policy in a body (`max_messages` or `max_tokens`, not both; within the server's
-//!   caps) and in a query (within the caps);
+//!   caps; `clear_tool_results` within the core's bounds) and in a query (within the caps;
+//!   clearing's fields flat, `clear_tool_results.keep`);
 //! - a history cursor (the decimal a page's `next_cursor` gives).
 //!
 //! What JSON Schema cannot say is left to each schema's description and the documented 4xx:
@@ -48,6 +49,7 @@ pub(crate) fn declare(doc: &mut Value, config: &ServerConfig) {
         schemas[name] = schema;
     }
     schemas["Policy"] = policy(config);
+    schemas["ClearToolResults"] = clear_tool_results();
     let messages = &mut schemas["PostMessages"]["properties"]["messages"];
     messages["maxItems"] = json!(limits.batch.messages);
     schemas["PostMessages"]["properties"]["policy"] = json!({
@@ -527,6 +529,7 @@ fn policy(config: &ServerConfig) -> Value {
             },
             "tokenizer": maybe_null(reference("Tokenizer")),
             "boundary": maybe_null(reference("Boundary")),
+            "clear_tool_results": maybe_null(reference("ClearToolResults")),
         },
         "not": {
             "required": ["max_messages", "max_tokens"],
@@ -543,6 +546,42 @@ fn policy(config: &ServerConfig) -> Value {
     }
     schema
 }
+
+/// A policy's `clear_tool_results`: the core's [`chatmem::ClearSpec`] within its bounds (that the
+/// trigger is not below the block, nor above a token budget, JSON Schema cannot say: the
+/// descriptions do, and the server answers 400).
+fn clear_tool_results() -> Value {
+    let count = |description: &str| json!({"type": ["integer", "null"], "minimum": 0, "description": description});
+    json!({
+        "type": "object",
+        "description": "Old tool results cleared from the prompt, never from memory: each is sent as a \
+            short placeholder (`[cleared: {tool} result for call {id}, {tokens} tokens]`) with its \
+            role, `tool_call_id` and place, except the `keep` most recent tool uses. Each field \
+            absent is the server's clearing's, or the default.",
+        "additionalProperties": false,
+        "properties": {
+            "keep": {
+                "type": ["integer", "null"], "minimum": 1, "maximum": chatmem::MAX_CLEAR_KEEP,
+                "description": format!("The most recent tool uses (a call and its result) kept whole (1 to {}; default {}).", chatmem::MAX_CLEAR_KEEP, chatmem::DEFAULT_CLEAR_KEEP),
+            },
+            "trigger_tokens": count(TRIGGER),
+            "clear_at_least_tokens": count(BLOCK),
+            "exclude_tools": {
+                "type": ["array", "null"],
+                "maxItems": chatmem::MAX_EXCLUDED_TOOLS,
+                "items": {"type": "string", "minLength": 1, "maxLength": chatmem::MAX_TOOL_NAME_BYTES},
+                "description": format!("Tools whose results are never cleared (at most {} names, each 1 to {} bytes of UTF-8: `maxLength` counts characters, the same bound only for ASCII).", chatmem::MAX_EXCLUDED_TOOLS, chatmem::MAX_TOOL_NAME_BYTES),
+            },
+            "clear_inputs": {"type": ["boolean", "null"], "description": "Send the cleared calls' arguments as `{}` too (default false)."},
+        },
+    })
+}
+
+const TRIGGER: &str = "Clear only once the window, uncleared, would exceed this many tokens (default: a \
+    token window's budget, else 100,000); not below `clear_at_least_tokens`, nor above `max_tokens` \
+    (400 otherwise).";
+const BLOCK: &str = "Clear in blocks that save at least this many tokens each, so the prompt's \
+    beginning changes only when a block is cleared (default 0: one result at a time).";
 
 const EVICT_TO: &str = "Block eviction: once the window outgrows the budget, evict until it fits this \
     many (in the budget's unit; below the budget, which JSON Schema cannot say: 400 otherwise).";
@@ -573,6 +612,14 @@ fn policy_query(params: &mut Vec<Value>, config: &ServerConfig) {
                 ));
             }
             Some("evict_to") => param["description"] = json!(EVICT_TO),
+            Some("clear_tool_results.keep") => param["schema"]["maximum"] = json!(chatmem::MAX_CLEAR_KEEP),
+            Some("clear_tool_results.trigger_tokens") => param["description"] = json!(TRIGGER),
+            Some("clear_tool_results.clear_at_least_tokens") => param["description"] = json!(BLOCK),
+            Some("clear_tool_results.exclude_tools") => {
+                param["schema"]["maxItems"] = json!(chatmem::MAX_EXCLUDED_TOOLS);
+                param["schema"]["items"] =
+                    json!({"type": "string", "minLength": 1, "maxLength": chatmem::MAX_TOOL_NAME_BYTES});
+            }
             _ => {}
         }
     }

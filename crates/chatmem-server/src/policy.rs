@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use chatmem::{Budget, ChatMemory, PolicySpec, Store};
+use chatmem::{Budget, ChatMemory, ClearSpec, PolicySpec, Store};
 use serde::Deserialize;
 
 use crate::config::Limits;
@@ -35,42 +35,167 @@ impl<'de> Deserialize<'de> for PolicyQuery {
     }
 }
 
-/// Reads a policy's map; `TEXT`: its counts are text (a query's).
+/// Reads a policy's map; `TEXT`: a query's (its counts text, and clearing's fields flat:
+/// `clear_tool_results.keep=3`, `clear_tool_results.exclude_tools` repeated for each tool).
 struct PolicyVisitor<const TEXT: bool>;
+
+/// [`PolicySpec`]'s fields, by the same names.
+const FIELDS: &[&str] = &[
+    "max_messages",
+    "max_tokens",
+    "evict_to",
+    "tokenizer",
+    "boundary",
+    "clear_tool_results",
+];
+
+/// The same in a query, where clearing's fields are flat.
+const QUERY_FIELDS: &[&str] = &[
+    "max_messages",
+    "max_tokens",
+    "evict_to",
+    "tokenizer",
+    "boundary",
+    "clear_tool_results.keep",
+    "clear_tool_results.trigger_tokens",
+    "clear_tool_results.clear_at_least_tokens",
+    "clear_tool_results.exclude_tools",
+    "clear_tool_results.clear_inputs",
+];
+
+/// [`ClearSpec`]'s fields, by the same names.
+const CLEAR_FIELDS: &[&str] = &[
+    "keep",
+    "trigger_tokens",
+    "clear_at_least_tokens",
+    "exclude_tools",
+    "clear_inputs",
+];
+
+/// What a query names clearing's fields by: `clear_tool_results.` and the field.
+const CLEAR_PREFIX: &str = "clear_tool_results.";
+
+/// The fields a map has given, so that one given twice is refused, as serde's derive does
+/// (null included: a field given as null is given).
+#[derive(Default)]
+struct Seen(Vec<&'static str>);
+
+impl Seen {
+    /// Sets `slot` to `value` (`None`: the field was null), the first time `name` is given.
+    fn set<T, E: serde::de::Error>(
+        &mut self,
+        slot: &mut Option<T>,
+        value: Option<T>,
+        name: &'static str,
+    ) -> Result<(), E> {
+        if self.0.contains(&name) {
+            return Err(E::duplicate_field(name));
+        }
+        self.0.push(name);
+        *slot = value;
+        Ok(())
+    }
+}
 
 impl<'de, const TEXT: bool> serde::de::Visitor<'de> for PolicyVisitor<TEXT> {
     type Value = PolicyOverride;
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("a policy object")
     }
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<PolicyOverride, A::Error> {
-        let w = WirePolicy::<TEXT>::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
-        Ok(PolicyOverride(PolicySpec {
-            max_messages: w.max_messages.map(|c| c.0),
-            max_tokens: w.max_tokens.map(|c| c.0),
-            evict_to: w.evict_to.map(|c| c.0),
-            tokenizer: w.tokenizer,
-            boundary: w.boundary,
-            clear_tool_results: None,
-        }))
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<PolicyOverride, A::Error> {
+        use serde::de::Error as _;
+        let (mut spec, mut seen) = (PolicySpec::default(), Seen::default());
+        // A query's clearing, gathered from its flat fields.
+        let (mut clear, mut clear_seen) = (None, Seen::default());
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match &*key {
+                "max_messages" => seen.set(&mut spec.max_messages, count::<A, TEXT>(&mut map)?, "max_messages")?,
+                "max_tokens" => seen.set(&mut spec.max_tokens, count::<A, TEXT>(&mut map)?, "max_tokens")?,
+                "evict_to" => seen.set(&mut spec.evict_to, count::<A, TEXT>(&mut map)?, "evict_to")?,
+                "tokenizer" => seen.set(&mut spec.tokenizer, map.next_value()?, "tokenizer")?,
+                "boundary" => seen.set(&mut spec.boundary, map.next_value()?, "boundary")?,
+                "clear_tool_results" if !TEXT => {
+                    let c = map.next_value::<Option<WireClear>>()?.map(|w| w.0);
+                    seen.set(&mut spec.clear_tool_results, c, "clear_tool_results")?;
+                }
+                field if TEXT && field.starts_with(CLEAR_PREFIX) => {
+                    let c = clear.get_or_insert_with(ClearSpec::default);
+                    clear_field::<A, TEXT>(c, &mut clear_seen, &field[CLEAR_PREFIX.len()..], &mut map)?;
+                }
+                "clear_tool_results" => {
+                    return Err(A::Error::custom(
+                        "a query gives `clear_tool_results`'s fields one by one: `clear_tool_results.keep=3`",
+                    ));
+                }
+                other if TEXT => return Err(A::Error::unknown_field(other, QUERY_FIELDS)),
+                other => return Err(A::Error::unknown_field(other, FIELDS)),
+            }
+        }
+        if clear.is_some() {
+            spec.clear_tool_results = clear;
+        }
+        Ok(PolicyOverride(spec))
     }
 }
 
-/// [`PolicySpec`]'s fields, by the same names, with counts read by [`Count`]. (Every field is
-/// optional; serde's derive does not take a const parameter with `#[serde(default)]`.)
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WirePolicy<const TEXT: bool> {
-    #[serde(default)]
-    max_messages: Option<Count<TEXT>>,
-    #[serde(default)]
-    max_tokens: Option<Count<TEXT>>,
-    #[serde(default)]
-    evict_to: Option<Count<TEXT>>,
-    #[serde(default)]
-    tokenizer: Option<chatmem::Tokenizer>,
-    #[serde(default)]
-    boundary: Option<chatmem::TurnBoundary>,
+/// Reads the value of clearing's field `field` into `spec`. In a query (`TEXT`) each
+/// `exclude_tools` value is one tool name, and the field may repeat.
+fn clear_field<'de, A: serde::de::MapAccess<'de>, const TEXT: bool>(
+    spec: &mut ClearSpec,
+    seen: &mut Seen,
+    field: &str,
+    map: &mut A,
+) -> Result<(), A::Error> {
+    use serde::de::Error as _;
+    match field {
+        "keep" => seen.set(&mut spec.keep, count::<A, TEXT>(map)?, "keep"),
+        "trigger_tokens" => seen.set(&mut spec.trigger_tokens, count::<A, TEXT>(map)?, "trigger_tokens"),
+        "clear_at_least_tokens" => seen.set(
+            &mut spec.clear_at_least_tokens,
+            count::<A, TEXT>(map)?,
+            "clear_at_least_tokens",
+        ),
+        "exclude_tools" if TEXT => {
+            let name: String = map.next_value()?;
+            spec.exclude_tools.get_or_insert_with(Vec::new).push(name);
+            Ok(())
+        }
+        "exclude_tools" => seen.set(&mut spec.exclude_tools, map.next_value()?, "exclude_tools"),
+        "clear_inputs" => seen.set(&mut spec.clear_inputs, map.next_value()?, "clear_inputs"),
+        other if TEXT => Err(A::Error::custom(format_args!(
+            "unknown field `{CLEAR_PREFIX}{other}`, expected one of `{CLEAR_PREFIX}{}`",
+            CLEAR_FIELDS.join(&format!("`, `{CLEAR_PREFIX}"))
+        ))),
+        other => Err(A::Error::unknown_field(other, CLEAR_FIELDS)),
+    }
+}
+
+/// A count's value (null: `None`).
+fn count<'de, A: serde::de::MapAccess<'de>, const TEXT: bool>(map: &mut A) -> Result<Option<usize>, A::Error> {
+    Ok(map.next_value::<Option<Count<TEXT>>>()?.map(|c| c.0))
+}
+
+/// A body's `clear_tool_results`: an object of [`ClearSpec`]'s fields, counts read by [`Count`].
+struct WireClear(ClearSpec);
+
+impl<'de> Deserialize<'de> for WireClear {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = WireClear;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object of clear_tool_results's fields")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<WireClear, A::Error> {
+                let (mut spec, mut seen) = (ClearSpec::default(), Seen::default());
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    clear_field::<A, false>(&mut spec, &mut seen, &key, &mut map)?;
+                }
+                Ok(WireClear(spec))
+            }
+        }
+        d.deserialize_map(Visit)
+    }
 }
 
 /// A count: a non-negative whole number, in JSON (`20` or `20.0`, as JSON Schema's `integer`
@@ -175,6 +300,57 @@ pub(crate) struct PolicySchema {
     tokenizer: Option<TokenizerSchema>,
     /// Where the window may start: `user` (default) or `pair-safe`.
     boundary: Option<BoundarySchema>,
+    /// Old tool results cleared from the prompt, never from memory. In a query, its fields
+    /// are flat parameters ([`ClearQuerySchema`]).
+    #[param(ignore)]
+    clear_tool_results: Option<ClearSchema>,
+}
+
+/// [`ClearSpec`] as OpenAPI shows it: the same fields, which a test holds to the spec's serde
+/// names.
+#[derive(utoipa::ToSchema)]
+#[schema(as = ClearToolResults)]
+#[allow(dead_code)] // read by utoipa's derive only
+pub(crate) struct ClearSchema {
+    /// The most recent tool uses (a call and its result) kept whole (1 to 1,000; default 3).
+    #[schema(minimum = 1, maximum = 1000)]
+    keep: Option<usize>,
+    /// Clear only once the window, uncleared, would exceed this many tokens (default: a
+    /// token window's budget, else 100,000).
+    trigger_tokens: Option<usize>,
+    /// Clear in blocks that save at least this many tokens each (default 0: one result at a
+    /// time).
+    clear_at_least_tokens: Option<usize>,
+    /// Tools whose results are never cleared.
+    exclude_tools: Option<Vec<String>>,
+    /// Send the cleared calls' arguments as `{}` too (default false).
+    clear_inputs: Option<bool>,
+}
+
+/// [`ClearSchema`]'s fields as query parameters of `GET …/messages`: flat, named
+/// `clear_tool_results.<field>` (a query has no nesting), a tool name per
+/// `clear_tool_results.exclude_tools`.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)] // read by utoipa's derive only
+pub(crate) struct ClearQuerySchema {
+    /// Clear old tool results from the window shown, keeping this many of the most recent
+    /// tool uses whole (1 to 1,000; default 3 when another `clear_tool_results.` parameter is
+    /// given).
+    #[param(rename = "clear_tool_results.keep", minimum = 1, maximum = 1000)]
+    keep: Option<usize>,
+    /// Clear only once the window, uncleared, would exceed this many tokens.
+    #[param(rename = "clear_tool_results.trigger_tokens")]
+    trigger_tokens: Option<usize>,
+    /// Clear in blocks that save at least this many tokens each.
+    #[param(rename = "clear_tool_results.clear_at_least_tokens")]
+    clear_at_least_tokens: Option<usize>,
+    /// A tool whose results are never cleared (repeat for more).
+    #[param(rename = "clear_tool_results.exclude_tools")]
+    exclude_tools: Option<Vec<String>>,
+    /// Also show the cleared calls' arguments as `{}`.
+    #[param(rename = "clear_tool_results.clear_inputs")]
+    clear_inputs: Option<bool>,
 }
 
 /// A token counter's name, as a policy takes it.

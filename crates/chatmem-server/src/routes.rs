@@ -13,7 +13,7 @@ use crate::auth::Tenant;
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{ApiQuery, Conversation, JsonBody, key, respond};
 use crate::openapi::{ForbiddenWrite, IdTooLong, NoConversation, NotJson, StoreDown, Unauthorized};
-use crate::policy::{PolicyOverride, PolicyQuery, PolicySchema};
+use crate::policy::{ClearQuerySchema, PolicyOverride, PolicyQuery, PolicySchema};
 use crate::state::{AppState, RequestId};
 
 /// The answer of the message routes; written directly (not through a JSON value) so each
@@ -107,7 +107,7 @@ fn missing(id: &str) -> ApiError {
 /// `GET /v1/conversations/{id}/messages`: the window the model sees, by the server's policy
 /// or the one the query asks for.
 #[utoipa::path(get, path = "/v1/conversations/{id}/messages",
-    params(("id" = String, Path, description = "the conversation id, one path segment: a `/` in it is sent as `%2F`"), PolicySchema),
+    params(("id" = String, Path, description = "the conversation id, one path segment: a `/` in it is sent as `%2F`"), PolicySchema, ClearQuerySchema),
     responses((status = 200, description = "the window the model sees", body = WindowBody),
               (status = 400, description = "an invalid id or policy, named", body = ErrorBody),
               Unauthorized, NoConversation, IdTooLong, StoreDown))]

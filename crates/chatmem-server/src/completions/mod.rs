@@ -188,9 +188,11 @@ async fn send(
         *slot = messages_json(&prompt);
     }
     drop(prompt);
+    let cleared = turn.cleared();
     let sent = serde_json::to_vec(&body).map_err(|e| ApiError::invalid(format!("the request cannot be sent: {e}")))?;
     drop(body);
     let deadline = tokio::time::Instant::now() + pool.timeout();
+    pool.metrics().cleared(cleared);
     let response = pool.chat(sent).await?;
     Ok((response, deadline))
 }

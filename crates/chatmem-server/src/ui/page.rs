@@ -5,7 +5,7 @@
 use maud::{DOCTYPE, Markup, Render, html};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
-use super::view::{BudgetBar, ConversationView, Piece, Row, Unit};
+use super::view::{BudgetBar, ConversationView, Piece, Row, Sent, Unit};
 
 /// What stays as is in a path segment (RFC 3986's unreserved characters); the rest, `/`
 /// included, is percent-encoded, so every id is one segment.
@@ -344,23 +344,29 @@ fn unit_markup(unit: &Unit) -> Markup {
 /// One message, its element's id `anchor` (`m<seq>`, or `system`).
 fn message(row: &Row, anchor: &str) -> Markup {
     let (class, words) = row.place.label();
+    let cleared = if row.sent.is_some() { " cleared" } else { "" };
     html! {
-        article class={ "msg " (row.role) " " (class) } id=(anchor) {
+        article class={ "msg " (row.role) " " (class) (cleared) } id=(anchor) {
             header {
                 // The system message's number is where it was last set: not a place in the log.
                 @if row.role != "system" { span.seq { "#" (row.seq) } }
                 span.role { (row.role) }
                 @if let Some(name) = &row.name { span.name { (Shown(name)) } }
                 span.tokens { (row.tokens) " tokens" }
-                span.place { (words) }
+                span.place { (words) @if row.sent.is_some() { ", cleared from the prompt" } }
             }
-            @for piece in &row.content {
-                @match piece {
-                    Piece::Text(text) => (text_block("text", text)),
-                    Piece::Image(url) => p.image { "image: " code { (url) } },
-                    Piece::Refusal(text) => { p.refusal { "refusal:" } (text_block("text refusal", text)) },
-                    Piece::Other(json) => pre.part { code { (json) } },
+            @match &row.sent {
+                Some(Sent::Placeholder(placeholder)) => {
+                    p.sent { "Cleared from the prompt: the model is sent " code { (Shown(placeholder)) } }
+                    details.original {
+                        summary { "The stored result (" (row.tokens) " tokens)" }
+                        (content(row))
+                    }
                 }
+                _ => (content(row)),
+            }
+            @if row.sent == Some(Sent::NoArguments) {
+                p.sent { "Cleared from the prompt: the calls' arguments are sent as " code { "{}" } }
             }
             @if !row.tool_calls.is_empty() {
                 ul.calls {
@@ -377,6 +383,20 @@ fn message(row: &Row, anchor: &str) -> Markup {
                     summary { "Reasoning, never sent to the model" }
                     (text_block("text", reasoning))
                 }
+            }
+        }
+    }
+}
+
+/// A message's content pieces.
+fn content(row: &Row) -> Markup {
+    html! {
+        @for piece in &row.content {
+            @match piece {
+                Piece::Text(text) => (text_block("text", text)),
+                Piece::Image(url) => p.image { "image: " code { (url) } },
+                Piece::Refusal(text) => { p.refusal { "refusal:" } (text_block("text refusal", text)) },
+                Piece::Other(json) => pre.part { code { (json) } },
             }
         }
     }

@@ -2,7 +2,7 @@
 //! (pure: no I/O, no HTML). The page (`page.rs`) only lays it out; the rules (which messages
 //! the model sees, what the summary covers, the budget) stay the core's.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use chatmem::store::StoredMessage;
 use chatmem::{BlockEviction, Body, Budget, Content, ContentPart, LoadedWindow, Message, TokenCounter, WindowPolicy};
@@ -58,12 +58,37 @@ pub(crate) struct Row {
     /// The cached token count (0 when a message-count window stored it uncounted).
     pub(crate) tokens: u32,
     pub(crate) place: Place,
+    /// In the window but cleared from the prompt (`clear_tool_results`): what the model is
+    /// sent instead, the stored message being the original.
+    pub(crate) sent: Option<Sent>,
+}
+
+/// What the model is sent instead of a message clearing changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Sent {
+    /// A tool result sent as this placeholder.
+    Placeholder(String),
+    /// An assistant's calls sent with their arguments as `{}`.
+    NoArguments,
+}
+
+impl Sent {
+    /// What `replacement`, sent instead of a stored message, is.
+    fn of(replacement: &Message) -> Self {
+        match &replacement.body {
+            Body::Tool { content, .. } => Sent::Placeholder(match content {
+                Content::Text(text) => text.clone(),
+                Content::Parts(_) => serde_json::to_string(content).unwrap_or_default(),
+            }),
+            _ => Sent::NoArguments,
+        }
+    }
 }
 
 impl Row {
     /// The row of `stored`, its tokens by `counter` as the window counts them
     /// ([`StoredMessage::tokens_by`]: a message-count window stores messages uncounted).
-    fn new(stored: &StoredMessage, place: Place, counter: &dyn TokenCounter) -> Self {
+    fn new(stored: &StoredMessage, place: Place, counter: &dyn TokenCounter, sent: Option<Sent>) -> Self {
         let message: &Message = &stored.message;
         let tokens = stored.tokens_by(counter);
         let mut row = Row {
@@ -76,6 +101,7 @@ impl Row {
             answers: None,
             tokens,
             place,
+            sent,
         };
         match &message.body {
             Body::System { content } | Body::Developer { content } | Body::User { content } => {
@@ -180,7 +206,9 @@ impl BudgetBar {
             },
             Budget::Tokens(n) => {
                 let system = snapshot.system.as_ref().map_or(0, |s| u64::from(s.tokens));
-                let window: u64 = loaded.stored_turns().map(|m| u64::from(m.tokens)).sum();
+                // As sent: a cleared result costs its placeholder.
+                let stored: u64 = loaded.stored_turns().map(|m| u64::from(m.tokens)).sum();
+                let window = stored.saturating_sub(loaded.cleared().tokens_saved);
                 let total = loaded.tokens();
                 // The summary's share is what the total holds beyond the rest.
                 let summary = loaded.summary().map_or(0, |s| u64::from(s.tokens));
@@ -253,10 +281,20 @@ impl ConversationView {
                 Place::Evicted
             }
         };
-        let rows = history.iter().map(|m| Row::new(m, place(m.seq), counter)).collect();
+        let sent: HashMap<u64, Sent> = loaded
+            .entries()
+            .filter_map(|(stored, instead)| instead.map(|m| (stored.seq, Sent::of(m))))
+            .collect();
+        let rows = history
+            .iter()
+            .map(|m| Row::new(m, place(m.seq), counter, sent.get(&m.seq).cloned()))
+            .collect();
         let snapshot = loaded.snapshot();
         Self {
-            system: snapshot.system.as_ref().map(|s| Row::new(s, Place::Window, counter)),
+            system: snapshot
+                .system
+                .as_ref()
+                .map(|s| Row::new(s, Place::Window, counter, None)),
             summary,
             units: units(rows),
             budget: BudgetBar::new(loaded, policy),

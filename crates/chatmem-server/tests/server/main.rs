@@ -10,6 +10,7 @@
 mod inspector;
 
 mod bounded_reads;
+mod clearing;
 mod completions;
 mod fuzz_smoke;
 mod http;
