@@ -110,6 +110,7 @@ fn missing(id: &str) -> ApiError {
     params(("id" = String, Path, description = "the conversation id, one path segment: a `/` in it is sent as `%2F`"), PolicySchema, ClearQuerySchema),
     responses((status = 200, description = "the window the model sees", body = WindowBody),
               (status = 400, description = "an invalid id or policy, named", body = ErrorBody),
+              (status = 414, description = "a request URI over the server's URI limit (a long `clear_tool_results.exclude_tools` list, most likely)", body = ErrorBody),
               Unauthorized, NoConversation, IdTooLong, StoreDown))]
 pub(crate) async fn get_messages(
     State(state): State<AppState>,
