@@ -216,3 +216,70 @@ async fn the_inspectors_budget_bar_matches_chatmem_get() {
     // What the page marks in the window is what get printed after the system message.
     assert_eq!(page.matches(" in-window\" id=\"m").count() + 1, window.len());
 }
+
+/// `chatmem serve` takes the window flags' clearing: its window sends old tool results as
+/// placeholders while history keeps them; a bad setting stops it at start with one line naming
+/// the field.
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_clears_old_tool_results_from_its_window_only() {
+    let record = |n: usize| {
+        let lines: Vec<Value> = (0..30)
+            .map(|i| json!({"sku": format!("SKU-{n}-{i}"), "qty": i}))
+            .collect();
+        json!({"order": n, "lines": lines}).to_string()
+    };
+    let mut messages = vec![json!({"role": "user", "content": "Where are my orders?"})];
+    for n in 1..=2 {
+        messages.push(json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": format!("call_{n}"), "type": "function", "function": {"name": "get_order", "arguments": "{}"}}
+        ]}));
+        messages.push(json!({"role": "tool", "tool_call_id": format!("call_{n}"), "content": record(n)}));
+    }
+    let server = Serve::start(
+        &words("--store memory: --retention keep-history --max-tokens 4000 --clear-tool-results 1 --clear-trigger-tokens 50"),
+        |_| {},
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let url = format!("{}/v1/conversations/agent/messages", server.base);
+    let r = http
+        .post(&url)
+        .json(&json!({"messages": messages}))
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(r.status(), 200);
+    let content = |body: &Value, i: usize| body["messages"][i]["content"].as_str().expect("text").to_owned();
+    let window: Value = http.get(&url).send().await.expect("GET").json().await.expect("JSON");
+    assert!(
+        content(&window, 2).starts_with("[cleared: get_order result for call call_1, "),
+        "{window}"
+    );
+    assert_eq!(content(&window, 4), record(2));
+    let history: Value = http
+        .get(format!("{}/v1/conversations/agent/history", server.base))
+        .send()
+        .await
+        .expect("GET")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(content(&history, 2), record(1));
+    assert!(server.stop().status.success());
+
+    for (args, needles) in [
+        (
+            "--store memory: --clear-tool-results 0",
+            &["clear_tool_results.keep"][..],
+        ),
+        (
+            "--store memory: --max-tokens 4000 --clear-tool-results 1 --clear-trigger-tokens 10 --clear-at-least-tokens 20",
+            &["clear_tool_results.trigger_tokens"][..],
+        ),
+        ("--store memory: --clear-inputs", &["--clear-tool-results"][..]),
+    ] {
+        let args = words(args);
+        let out = serve_command("127.0.0.1:0", &args).output().expect("run");
+        refused(&out, &args, needles);
+    }
+}
