@@ -307,3 +307,135 @@ fn count(counter: &dyn TokenCounter, m: &Message) -> u32 {
 fn count_text(counter: &dyn TokenCounter, text: &str) -> u32 {
     u32::try_from(counter.count_text(text)).unwrap_or(u32::MAX)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Heuristic;
+    use crate::message::ToolCall;
+    use crate::policy::WindowPolicy;
+    use crate::window::select;
+
+    /// A turn per tool: a user message, one call of the tool whose result is 400 bytes, an
+    /// answer; counted by the heuristic.
+    fn conv(tools: &[&str]) -> Vec<StoredMessage> {
+        let mut out = Vec::new();
+        for (t, tool) in tools.iter().enumerate() {
+            let id = format!("c{t}");
+            out.push(Message::user(format!("u{t}")));
+            out.push(Message::assistant_tool_calls(vec![ToolCall::new(
+                &id,
+                *tool,
+                "{\"q\":1}",
+            )]));
+            out.push(Message::tool_result(&id, "r".repeat(400)));
+            out.push(Message::assistant(format!("a{t}")));
+        }
+        out.into_iter()
+            .enumerate()
+            .map(|(i, m)| StoredMessage::new(i as u64 + 1, count(&Heuristic, &m), m))
+            .collect()
+    }
+
+    /// The window's tokens as stored.
+    fn whole(msgs: &[StoredMessage]) -> usize {
+        3 + msgs.iter().map(|m| m.tokens as usize).sum::<usize>()
+    }
+
+    fn cleared_calls(sel: &crate::window::Selection, msgs: &[StoredMessage]) -> Vec<String> {
+        sel.replaced
+            .iter()
+            .filter_map(|(i, _)| msgs[*i].message.tool_call_id().map(str::to_owned))
+            .collect()
+    }
+
+    fn saving(msgs: &[StoredMessage], result: usize, tool: &str) -> u64 {
+        let m = &msgs[result];
+        let sent = cleared_result(&m.message, tool, m.tokens);
+        u64::from(m.tokens - count(&Heuristic, &sent))
+    }
+
+    #[test]
+    fn the_fewest_whole_blocks_oldest_first_bring_the_window_within_the_trigger() {
+        let msgs = conv(&["f"; 5]);
+        let n = whole(&msgs);
+        let saving = saving(&msgs, 2, "f");
+        let policy = |trigger: usize, block: usize| {
+            let clear = ClearToolResults::new(1)
+                .unwrap()
+                .trigger_tokens(trigger)
+                .clear_at_least_tokens(block);
+            WindowPolicy::tokens(2000).with_clearing(clear).unwrap()
+        };
+        // Within the trigger: nothing.
+        let sel = select(&msgs, None, &policy(n, 0), &Heuristic);
+        assert!(sel.cleared.is_empty() && sel.replaced.is_empty());
+        // One token over: the oldest use alone.
+        let sel = select(&msgs, None, &policy(n - 1, 0), &Heuristic);
+        assert_eq!(cleared_calls(&sel, &msgs), ["c0"]);
+        assert_eq!(sel.cleared.tokens_saved, saving);
+        // Blocks of two uses: the same overflow clears the first block whole.
+        let sel = select(&msgs, None, &policy(n - 1, saving as usize + 1), &Heuristic);
+        assert_eq!(cleared_calls(&sel, &msgs), ["c0", "c1"]);
+        // The newest use (keep 1) is never cleared, nor an open block: c0..c3 make two blocks.
+        let block = saving as usize + 1;
+        let sel = select(&msgs, None, &policy(block, block), &Heuristic);
+        assert_eq!(cleared_calls(&sel, &msgs), ["c0", "c1", "c2", "c3"]);
+        let block = 3 * saving as usize;
+        let sel = select(&msgs, None, &policy(block, block), &Heuristic);
+        assert_eq!(cleared_calls(&sel, &msgs), ["c0", "c1", "c2"]);
+        assert_eq!(sel.cleared.results, 3);
+        assert_eq!(sel.indices, (0..msgs.len()).collect::<Vec<_>>(), "every message stays");
+    }
+
+    #[test]
+    fn excluded_tools_and_inputs() {
+        let msgs = conv(&["get_policy", "get_order", "get_order"]);
+        let clear = ClearToolResults::new(1)
+            .unwrap()
+            .trigger_tokens(0)
+            .exclude_tool("get_policy")
+            .clear_inputs(true);
+        let policy = WindowPolicy::tokens(2000).with_clearing(clear).unwrap();
+        let sel = select(&msgs, None, &policy, &Heuristic);
+        assert_eq!(cleared_calls(&sel, &msgs), ["c1"]);
+        // The call's copy, then the result: the assistant at 5, the result at 6.
+        let indices: Vec<usize> = sel.replaced.iter().map(|(i, _)| *i).collect();
+        assert_eq!(indices, [5, 6]);
+        assert_eq!(sel.replaced[0].1.tool_calls()[0].arguments, CLEARED_ARGUMENTS);
+        let placeholder = format!("[cleared: get_order result for call c1, {} tokens]", msgs[6].tokens);
+        assert_eq!(sel.replaced[1].1.text().as_deref(), Some(placeholder.as_str()));
+        assert_eq!(sel.cleared.inputs, 1);
+        let sent: u64 = sel
+            .indices
+            .iter()
+            .map(|&i| {
+                sel.replacement(i)
+                    .map_or(u64::from(msgs[i].tokens), |m| u64::from(count(&Heuristic, m)))
+            })
+            .sum();
+        let stored: u64 = msgs.iter().map(|m| u64::from(m.tokens)).sum();
+        // The result's placeholder and the arguments: `{"q":1}` is 2 tokens by the heuristic, `{}` 1.
+        assert_eq!(stored - sent, sel.cleared.tokens_saved);
+        assert_eq!(sel.cleared.tokens_saved, saving(&msgs, 6, "get_order") + 1);
+    }
+
+    #[test]
+    fn under_a_token_budget_the_window_grows_into_what_clearing_frees() {
+        let msgs = conv(&["f"; 6]);
+        let turn = whole(&msgs[..4]) - 3;
+        // Three turns and a half fit uncleared.
+        let budget = 3 + turn * 7 / 2;
+        let plain = select(&msgs, None, &WindowPolicy::tokens(budget), &Heuristic);
+        assert_eq!(plain.indices.len(), 12, "3 turns fit uncleared");
+        let clear = ClearToolResults::new(1).unwrap();
+        let policy = WindowPolicy::tokens(budget).with_clearing(clear).unwrap();
+        let cleared = select(&msgs, None, &policy, &Heuristic);
+        assert_eq!(cleared.indices.len(), 24, "all 6 fit with results cleared");
+        // The fewest: each saves `saving`, and 6 turns must lose 2.5 turns' tokens.
+        let over = whole(&msgs) - budget;
+        let fewest = over.div_ceil(saving(&msgs, 2, "f") as usize);
+        assert_eq!(cleared.cleared.results, fewest);
+        assert!(fewest < 5);
+    }
+}
