@@ -107,6 +107,26 @@ export interface Policy {
   evict_to?: number;
   /** Where the window may start: `user` (default) or `pair-safe`. */
   boundary?: "user" | "pair-safe";
+  /** Old tool results cleared from the prompt, never from memory. */
+  clear_tool_results?: ClearToolResults;
+}
+
+/**
+ * Old tool results cleared from the prompt, never from memory: each is sent as a placeholder
+ * naming the tool, the call and its size in tokens, except the `keep` most recent tool uses. A
+ * field left out is the server's, or the default.
+ */
+export interface ClearToolResults {
+  /** The most recent tool uses kept whole (1 to 1000; default 3). */
+  keep?: number;
+  /** Clear only once the window, uncleared, would exceed this many tokens. */
+  trigger_tokens?: number;
+  /** Clear in blocks that save at least this many tokens each (default 0: one at a time). */
+  clear_at_least_tokens?: number;
+  /** Tools whose results are never cleared. */
+  exclude_tools?: string[];
+  /** Send the cleared calls' arguments as `{}` too. */
+  clear_inputs?: boolean;
 }
 
 /** The body of `POST /v1/conversations/{id}/messages`. */
@@ -426,6 +446,27 @@ function segment(id: string): string {
 }
 
 /** `params` as a query string (`?a=1&b=x`), leaving out undefined values. */
+/**
+ * A policy as the query of `GET …/messages`: clearing's fields flat
+ * (`clear_tool_results.keep`), each excluded tool a repeated parameter.
+ */
+function policyQuery(policy: Policy | undefined): string {
+  const search = new URLSearchParams();
+  const add = (key: string, value: unknown) => {
+    if (value === undefined || value === null) return;
+    if (Array.isArray(value)) {
+      for (const v of value) search.append(key, String(v));
+    } else if (typeof value === "object") {
+      for (const [field, v] of Object.entries(value)) add(`${key}.${field}`, v);
+    } else {
+      search.set(key, String(value));
+    }
+  };
+  for (const [key, value] of Object.entries(policy ?? {})) add(key, value);
+  const text = search.toString();
+  return text === "" ? "" : `?${text}`;
+}
+
 function query(params: object | undefined): string {
   const search = new URLSearchParams();
   for (const [key, value] of Object.entries(params ?? {})) {
@@ -506,7 +547,7 @@ export class ChatmemClient {
 
   /** `GET /v1/conversations/{id}/messages`: the window the model sees. */
   getMessages(id: string, policy?: Policy, options?: CallOptions): Promise<Window> {
-    return this.#json("GET", `/v1/conversations/${segment(id)}/messages${query(policy)}`, undefined, options);
+    return this.#json("GET", `/v1/conversations/${segment(id)}/messages${policyQuery(policy)}`, undefined, options);
   }
 
   /**

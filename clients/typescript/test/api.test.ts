@@ -18,6 +18,7 @@ import {
   ChatmemClient,
   ChatmemError,
   type Choice,
+  type ClearToolResults,
   type ChunkChoice,
   type CompletionUsage,
   type ConversationPage,
@@ -73,7 +74,8 @@ const SCHEMAS = {
   ToolCall: fields<ToolCall>()(["id", "type", "function"], ["id", "type", "function"]),
   FunctionCall: fields<FunctionCall>()(["name", "arguments"], ["name", "arguments"]),
   PostMessages: fields<PostMessages>()(["messages"], ["messages", "policy"]),
-  Policy: fields<Policy>()([], ["max_messages", "max_tokens", "tokenizer", "evict_to", "boundary"]),
+  Policy: fields<Policy>()([], ["max_messages", "max_tokens", "tokenizer", "evict_to", "boundary", "clear_tool_results"]),
+  ClearToolResults: fields<ClearToolResults>()([], ["keep", "trigger_tokens", "clear_at_least_tokens", "exclude_tools", "clear_inputs"]),
   ChatMessage: fields<ChatMessage>()(["role"], ["role", "content", "name", "tool_calls", "tool_call_id"]),
   ChatCompletionRequest: fields<ChatCompletionRequest>()(
     ["model", "messages"],
@@ -113,7 +115,11 @@ const ROUTES = {
 const QUERIES = {
   "GET /v1/conversations": fields<PageParams>()([], ["cursor", "limit"]).named,
   "GET /v1/conversations/{id}/history": fields<PageParams>()([], ["cursor", "limit"]).named,
-  "GET /v1/conversations/{id}/messages": SCHEMAS.Policy.named,
+  // Clearing's fields are flat in a query: `clear_tool_results.keep`.
+  "GET /v1/conversations/{id}/messages": [
+    ...SCHEMAS.Policy.named.filter((n) => n !== "clear_tool_results"),
+    ...SCHEMAS.ClearToolResults.named.map((n) => `clear_tool_results.${n}`),
+  ],
 };
 
 const ROLES = ["system", "developer", "user", "assistant", "tool"] as const satisfies readonly Role[];
@@ -228,6 +234,30 @@ for (const store of stores()) {
       await client.deleteConversation(id);
       await assert.rejects(client.getMessages(id), { name: "ChatmemError", status: 404, code: "not_found" });
       await assert.rejects(client.deleteConversation(id), { status: 404, code: "not_found" });
+    });
+
+    test("a policy with clearing: the window sends placeholders, history the originals", async () => {
+      const id = uniqueId("agent");
+      const result = (n: number) => JSON.stringify({ order: n, lines: Array.from({ length: 30 }, (_, i) => ({ sku: `SKU-${n}-${i}`, qty: i })) });
+      const turn: Message[] = [{ role: "user", content: "Where are my orders?" }];
+      for (const n of [1, 2]) {
+        turn.push({ role: "assistant", content: null, tool_calls: [{ id: `call_${n}`, type: "function", function: { name: "get_order", arguments: "{}" } }] });
+        turn.push({ role: "tool", tool_call_id: `call_${n}`, content: result(n) });
+      }
+      const policy: Policy = { clear_tool_results: { keep: 1, trigger_tokens: 10, exclude_tools: ["other", "another"] } };
+      const window = await client.postMessages(id, turn, policy);
+      assert.match(String(window.messages[2]!.content), /^\[cleared: get_order result for call call_1, \d+ tokens\]$/);
+      assert.equal(window.messages[4]!.content, result(2));
+      const read = await client.getMessages(id, { clear_tool_results: { ...policy.clear_tool_results, clear_inputs: true } });
+      assert.equal(read.messages[1]!.tool_calls![0]!.function.arguments, "{}");
+      assert.match(String(read.messages[2]!.content), /^\[cleared: /);
+      assert.equal((await client.getMessages(id)).messages[2]!.content, result(1));
+      assert.equal((await client.getHistory(id)).messages[2]!.content, result(1));
+      await assert.rejects(client.getMessages(id, { clear_tool_results: { keep: 0 } }), (e: ChatmemError) => {
+        assert.equal(e.status, 400);
+        assert.match(e.message, /clear_tool_results\.keep/);
+        return true;
+      });
     });
 
     test("the OpenAI door: a completion and a stream, with memory", async () => {
