@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +44,46 @@ def test_routes_round_trip(client: Client, conversation: str) -> None:
         client.get_messages(conversation)
     assert (e.value.status, e.value.code) == (404, "not_found")
     assert e.value.request_id
+
+
+def test_a_policy_with_clearing_round_trips(client: Client, conversation: str) -> None:
+    # Two tool uses with results of some size: clearing keeps the most recent whole.
+    def result(n: int) -> str:
+        return json.dumps(
+            {"order": n, "lines": [{"sku": f"SKU-{n}-{i}", "qty": i} for i in range(30)]}
+        )
+
+    turn: list[Message] = [{"role": "user", "content": "Where are my orders?"}]
+    for n in (1, 2):
+        call: chatmem.ToolCall = {
+            "id": f"call_{n}",
+            "type": "function",
+            "function": {"name": "get_order", "arguments": "{}"},
+        }
+        turn.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        turn.append({"role": "tool", "tool_call_id": f"call_{n}", "content": result(n)})
+    policy: chatmem.Policy = {
+        "clear_tool_results": {"keep": 1, "trigger_tokens": 10, "exclude_tools": ["other"]}
+    }
+    window = client.add_messages(conversation, turn, policy=policy)
+    sent = [m for m in window.messages if m["role"] == "tool"]
+    assert str(sent[0]["content"]).startswith("[cleared: get_order result for call call_1, ")
+    assert sent[1]["content"] == result(2)
+    # The same policy as a query, with `clear_inputs`; without one the server's, whole.
+    read = client.get_messages(
+        conversation,
+        policy={
+            **policy,
+            "clear_tool_results": {**policy["clear_tool_results"], "clear_inputs": True},
+        },
+    )
+    assert read.messages[1]["tool_calls"][0]["function"]["arguments"] == "{}"
+    assert str(read.messages[2]["content"]).startswith("[cleared: ")
+    assert client.get_messages(conversation).messages[2]["content"] == result(1)
+    assert list(client.iter_history(conversation))[2]["content"] == result(1)
+    with pytest.raises(chatmem.BadRequestError) as e:
+        client.get_messages(conversation, policy={"clear_tool_results": {"keep": 0}})
+    assert "clear_tool_results.keep" in str(e.value)
 
 
 def test_routes_without_an_upstream_answer_503(client: Client, conversation: str) -> None:

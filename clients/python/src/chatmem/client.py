@@ -71,6 +71,19 @@ class Message(TypedDict, total=False):
     metadata: dict[str, Any]
 
 
+class ClearToolResults(TypedDict, total=False):
+    """Old tool results cleared from the prompt, never from memory (``chatmem::ClearSpec``):
+    each is sent as a placeholder naming the tool, the call and its size in tokens, except the
+    ``keep`` most recent tool uses (1 to 1000, default 3). A field left out is the server's, or
+    the default."""
+
+    keep: int
+    trigger_tokens: int
+    clear_at_least_tokens: int
+    exclude_tools: list[str]
+    clear_inputs: bool
+
+
 class Policy(TypedDict, total=False):
     """A request's own window policy (``chatmem::PolicySpec``); a field left out is the
     server's. Not stored: send it with every request that should use it."""
@@ -80,6 +93,7 @@ class Policy(TypedDict, total=False):
     tokenizer: Literal["cl100k", "o200k", "heuristic"]
     evict_to: int
     boundary: Literal["user", "pair-safe"]
+    clear_tool_results: ClearToolResults
 
 
 @dataclass(frozen=True)
@@ -118,7 +132,7 @@ class _Call(Generic[T]):
     method: str
     path: str
     parse: Callable[[httpx.Response], T]
-    params: Mapping[str, str | int] | None = None
+    params: Mapping[str, str | int | list[str]] | None = None
     body: Mapping[str, Any] | None = None
     headers: Mapping[str, str] | None = None
 
@@ -137,6 +151,30 @@ def _conversation_path(conversation: str, suffix: str = "") -> str:
 
 def _params(**values: str | int | None) -> dict[str, str | int]:
     return {k: v for k, v in values.items() if v is not None}
+
+
+def _policy_query(policy: Policy) -> dict[str, str | int | list[str]]:
+    """``policy`` as the query of ``GET …/messages``: clearing's fields flat
+    (``clear_tool_results.keep``), each excluded tool a repeated parameter."""
+    params: dict[str, str | int | list[str]] = {}
+    for key, value in policy.items():
+        if isinstance(value, dict):
+            for field, v in value.items():
+                if v is not None:
+                    params[f"{key}.{field}"] = _query_value(v)
+        elif value is not None:
+            params[key] = _query_value(value)
+    return params
+
+
+def _query_value(value: object) -> str | int | list[str]:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, str)):
+        return value
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    return str(value)
 
 
 def _window(r: httpx.Response) -> Window:
@@ -176,7 +214,7 @@ class _Routes:
 
     @staticmethod
     def get_messages(conversation: str, policy: Policy | None) -> _Call[Window]:
-        params = _params(**policy) if policy else {}
+        params = _policy_query(policy) if policy else {}
         return _Call("GET", _conversation_path(conversation, "/messages"), _window, params)
 
     @staticmethod
