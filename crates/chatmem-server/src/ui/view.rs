@@ -384,4 +384,33 @@ mod tests {
         assert!(bar.system > 0 && bar.window > 0 && bar.overhead > 0, "{bar:?}");
         assert_eq!(history.len(), 2);
     }
+    #[tokio::test]
+    async fn a_cleared_result_is_marked_and_the_bar_counts_what_is_sent() {
+        let clear = chatmem::ClearToolResults::new(1).expect("keep 1").trigger_tokens(40);
+        let policy = WindowPolicy::tokens(2_000).with_clearing(clear).expect("a policy");
+        let record = "order LC202610060018, in transit, ".repeat(20);
+        let (loaded, history) = loaded(
+            policy.clone(),
+            vec![
+                Message::user("where are my orders?"),
+                Message::assistant_tool_calls(vec![ToolCall::new("c1", "track", "{}")]),
+                Message::tool_result("c1", record.as_str()),
+                Message::assistant_tool_calls(vec![ToolCall::new("c2", "track", "{}")]),
+                Message::tool_result("c2", record.as_str()),
+            ],
+        )
+        .await;
+        let view = ConversationView::new(&loaded, &policy, &chatmem::Cl100k, &history);
+        let rows: Vec<&Row> = view.units.iter().flat_map(|u| &u.rows).collect();
+        match &rows[2].sent {
+            Some(Sent::Placeholder(p)) => assert!(p.starts_with("[cleared: track result for call c1, "), "{p}"),
+            other => panic!("not cleared: {other:?}"),
+        }
+        // The row keeps the stored original and its size.
+        assert_eq!(rows[2].content, vec![Piece::Text(record.clone())]);
+        assert!(rows[2].tokens > 100);
+        assert_eq!(rows[4].sent, None, "the most recent use is kept");
+        assert!(loaded.cleared().tokens_saved > 0);
+        assert_eq!(view.budget.used(), loaded.tokens());
+    }
 }
