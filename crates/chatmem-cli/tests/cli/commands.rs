@@ -353,3 +353,123 @@ fn every_policy_command_takes_every_policy_flag() {
         }
     }
 }
+
+/// Two turns, each with one call whose result is a big JSON record.
+fn tool_turns() -> String {
+    let record = |id: &str| format!("{{\"order\":\"{id}\",\"lines\":\"{}\"}}", "x".repeat(800));
+    json!([
+        {"role": "user", "content": "where is LC202610060018?"},
+        {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get_order", "arguments": "{\"order\":\"LC202610060018\"}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": record("LC202610060018")},
+        {"role": "assistant", "content": "Not shipped yet."},
+        {"role": "user", "content": "and LC202610060019?"},
+        {"role": "assistant", "tool_calls": [{"id": "c2", "type": "function", "function": {"name": "get_order", "arguments": "{\"order\":\"LC202610060019\"}"}}]},
+        {"role": "tool", "tool_call_id": "c2", "content": record("LC202610060019")},
+        {"role": "assistant", "content": "Shipped."},
+    ])
+    .to_string()
+}
+
+#[test]
+fn trim_and_get_send_old_tool_results_cleared_and_history_keeps_them() {
+    let input = tool_turns();
+    let flags = [
+        "--max-tokens",
+        "4000",
+        "--clear-tool-results",
+        "1",
+        "--clear-trigger-tokens",
+        "100",
+    ];
+    let trim: Vec<&str> = ["trim"].into_iter().chain(flags).collect();
+    let out = ok_json(&trim, &input);
+    let content = |v: &serde_json::Value, i: usize| v[i]["content"].as_str().unwrap_or_default().to_owned();
+    assert_eq!(out.as_array().unwrap().len(), 8, "every message stays");
+    assert!(
+        content(&out, 2).starts_with("[cleared: get_order result for call c1, "),
+        "{}",
+        content(&out, 2)
+    );
+    assert_eq!(out[2]["tool_call_id"], "c1");
+    assert!(
+        content(&out, 6).contains("LC202610060019"),
+        "the newest use stays whole"
+    );
+    // --clear-inputs sends the cleared call's arguments as {}.
+    let inputs: Vec<&str> = trim.iter().copied().chain(["--clear-inputs"]).collect();
+    let out = ok_json(&inputs, &input);
+    assert_eq!(out[1]["tool_calls"][0]["function"]["arguments"], "{}");
+    assert_eq!(
+        out[5]["tool_calls"][0]["function"]["arguments"],
+        "{\"order\":\"LC202610060019\"}"
+    );
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("sqlite:{}", dir.path().join("m.db").display());
+    let at = ["--conversation", "tools", "--store", &url];
+    let add: Vec<&str> = ["add"].into_iter().chain(at).chain(flags).collect();
+    let out = chatmem(&add, &input);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let get: Vec<&str> = ["get"].into_iter().chain(at).chain(flags).collect();
+    let got = ok_json(&get, "");
+    assert!(content(&got, 2).starts_with("[cleared: "), "{}", content(&got, 2));
+    // Without the flags the same window is sent whole: memory never changed.
+    let whole: Vec<&str> = ["get"].into_iter().chain(at).chain(["--max-tokens", "4000"]).collect();
+    assert!(content(&ok_json(&whole, ""), 2).contains("LC202610060018"));
+    let history: Vec<&str> = ["history"].into_iter().chain(at).collect();
+    let history = ok_json(&history, "");
+    let original: serde_json::Value = serde_json::from_str(&input).unwrap();
+    assert_eq!(
+        history[2]["content"], original[2]["content"],
+        "history holds the original bytes"
+    );
+}
+
+#[test]
+fn bad_clearing_settings_are_refused_naming_the_field() {
+    let input = tool_turns();
+    fails(
+        &["trim", "--clear-tool-results", "0"],
+        &input,
+        "clear_tool_results.keep",
+    );
+    fails(
+        &["trim", "--clear-tool-results", "1001"],
+        &input,
+        "clear_tool_results.keep",
+    );
+    fails(
+        &[
+            "trim",
+            "--max-tokens",
+            "4000",
+            "--clear-tool-results",
+            "3",
+            "--clear-trigger-tokens",
+            "10",
+            "--clear-at-least-tokens",
+            "20",
+        ],
+        &input,
+        "clear_tool_results.trigger_tokens",
+    );
+    fails(
+        &[
+            "trim",
+            "--max-tokens",
+            "4000",
+            "--clear-tool-results",
+            "3",
+            "--clear-trigger-tokens",
+            "5000",
+        ],
+        &input,
+        "max_tokens",
+    );
+    fails(&["trim", "--clear-inputs"], &input, "--clear-tool-results");
+    fails(
+        &["trim", "--clear-tool-results", "3", "--clear-trigger-tokens", "-1"],
+        &input,
+        "-1",
+    );
+}
