@@ -11,12 +11,14 @@ use std::time::Duration;
 
 use bench_common::in_memory::chatmem_turn as turn;
 use bench_common::{self as b, Plan};
-use chatmem::{ChatMemory, Cl100k, ConversationId, Message, Retention, Store, TokenCounter, WindowPolicy};
 use chatmem::store::{Commit, Snapshot};
+use chatmem::{ChatMemory, Cl100k, ConversationId, Message, Retention, Store, TokenCounter, WindowPolicy};
 use chatmem_postgres::PostgresStore;
 use chatmem_redis::RedisStore;
 use chatmem_sqlite::SqliteStore;
 use serde_json::json;
+
+mod tool_clearing;
 
 type Res<T> = Result<T, String>;
 const SYS: &str = "chatmem";
@@ -326,6 +328,7 @@ async fn round_trips<S: Store + Clone>(plan: &Plan, run: &str, name: &str, store
 fn main() {
     b::main("chatmem", |plan, run| async move {
         in_memory(&plan).await?;
+        tool_clearing::run(&plan, &run).await?;
         stores(&plan, &run).await
     });
 }
