@@ -11,7 +11,10 @@
 # --quick; not built when CHATMEM_BIN names one), runs the three sides in
 # turn for each workload, then writes results.json, tables.md and the PNG plots.
 # The Python side's participants can be narrowed with BENCH_PARTICIPANTS and W3's histories with
-# BENCH_HISTORIES (bench/python/peers.py says how).
+# BENCH_HISTORIES (bench/python/peers.py says how). BENCH_OUT names another results folder.
+# TC (clearing old tool results) replays one transcript, written first by bench/python/clearing.py
+# into a temporary folder, through chatmem's side and LangChain (clearing.py again); nothing in
+# it is timed, so --quick gives the same figures (the full run adds its settings sweep).
 # PostgreSQL and Redis come from CHATMEM_TEST_PG_URL / CHATMEM_TEST_REDIS_URL (defaults: the
 # loopback servers .ci/run uses); a store whose server does not answer is skipped.
 set -euo pipefail
@@ -33,8 +36,11 @@ if ! redis-cli -u "$CHATMEM_TEST_REDIS_URL" ping 2>/dev/null | grep -q PONG; the
   unset CHATMEM_TEST_REDIS_URL
 fi
 
+# TC's transcript, made once per run (below), goes at exit too.
+tc_dir=""
 # The peers keep their rows and keys (chatmem's side clears its own): remove them at exit.
 cleanup() {
+  if [ -n "$tc_dir" ]; then rm -rf "$tc_dir"; fi
   if [ -n "${CHATMEM_TEST_PG_URL:-}" ]; then
     psql -q "$CHATMEM_TEST_PG_URL" -c "DELETE FROM langchain_message_history WHERE session_id LIKE 'bench-%'" \
       -c "DROP TABLE IF EXISTS bench_chat_history" >/dev/null 2>&1 || true
@@ -88,7 +94,7 @@ if runs python && [ -z "${CHATMEM_BIN:-}" ]; then
   fi
 fi
 
-out="$here/results/$mode"
+out="${BENCH_OUT:-$here/results/$mode}"
 mkdir -p "$out"
 rm -f "$out"/*.jsonl
 py="$here/.venv/bin/python"
@@ -124,18 +130,37 @@ rounds=${BENCH_ROUNDS:-3}
 w1_rounds=${BENCH_ROUNDS_W1:-5}
 if [ "$mode" = quick ]; then rounds=1; w1_rounds=1; fi
 schedule=()
-for w in $(echo "${BENCH_ONLY:-W1,W2,W2L,W3,W4,RT}" | tr , ' '); do
+for w in $(echo "${BENCH_ONLY:-W1,W2,W2L,W3,W4,RT,TC}" | tr , ' '); do
   case "$w" in
     W1) for ((r = 0; r < w1_rounds; r++)); do schedule+=("$w"); done ;;
     W2|W2L) for ((r = 0; r < rounds; r++)); do schedule+=("$w"); done ;;
     *) schedule+=("$w") ;;
   esac
 done
+# TC: every side replays the same bytes, written here once (chatmem's side reads the file
+# BENCH_TC_TRANSCRIPT names).
+if [[ " ${schedule[*]} " == *" TC "* ]]; then
+  tc_dir="$(mktemp -d)"
+  export BENCH_TC_TRANSCRIPT="$tc_dir/transcript.json"
+  "$py" "$here/python/clearing.py" transcript "$BENCH_TC_TRANSCRIPT"
+fi
 # The in-memory workloads (W1, W2, W2L) need no database, so the Rust peers' binary runs
 # chatmem's cases beside its own, in one process taking turns in blocks of 50 turns: the VM's
 # speed also switches within milliseconds, which no two processes can pair out
 # (bench/common/src/in_memory.rs). chatmem's side runs them alone only when the Rust peers don't.
 for w in "${schedule[@]}"; do
+  if [ "$w" = TC ]; then
+    # No Rust peer clears tool results; LangChain's arms are clearing.py's, not peers.py's.
+    if runs chatmem; then
+      echo "bench: TC, chatmem side" >&2
+      BENCH_ONLY=TC nice -n 10 "$chatmem_side" "${args[@]}" >> "$out/chatmem.jsonl"
+    fi
+    if runs python; then
+      echo "bench: TC, LangChain" >&2
+      nice -n 10 "$py" -u "$here/python/clearing.py" run "$BENCH_TC_TRANSCRIPT" >> "$out/python.jsonl"
+    fi
+    continue
+  fi
   beside_peers=false
   case "$w" in W1|W2|W2L) runs rust && beside_peers=true ;; esac
   if runs chatmem && [ "$beside_peers" = false ]; then

@@ -49,10 +49,40 @@ for r in rows:
     pick["round_medians_us"] = [g["median_us"] for g in group]
     merged.append(pick)
 rows = merged
+def tc_summary(r):
+    """A TC row's per-call figures summed up: what the tables and the targets read. Turns held
+    and its minimum are also given from turn TC_FULL_FROM on (by then every arm's window is
+    full; before, the turns held are the conversation's)."""
+    c = r["calls"]
+    n = len(c["tokens"])
+    late = [k for k in range(n) if c["turn"][k] >= TC_FULL_FROM]
+    out = {k: v for k, v in r.items() if k != "calls"}
+    out.update(
+        calls=n,
+        tokens_mean=statistics.fmean(c["tokens"]),
+        tokens_median=statistics.median(c["tokens"]),
+        tokens_max=max(c["tokens"]),
+        uncleared_mean=statistics.fmean(c["uncleared"]),
+        # Per call: 1 - sent / what the same messages cost uncleared, then the mean.
+        fewer_than_uncleared=statistics.fmean(1 - t / u for t, u in zip(c["tokens"], c["uncleared"])),
+        fewer_than_uncleared_total=1 - sum(c["tokens"]) / sum(c["uncleared"]),
+        turns_mean=statistics.fmean(c["turns"]),
+        turns_mean_full=statistics.fmean(c["turns"][k] for k in late),
+        turns_min_full=min(c["turns"][k] for k in late),
+        # The first call has no previous prompt.
+        prefix_share=sum(c["prefix"][1:]) / (n - 1),
+        cached_share=sum(c["cached"]) / sum(c["tokens"]),
+    )
+    return out
+
+
+TC_FULL_FROM = 50
 meta_path = os.path.join(out, "machine.json")
 meta = json.load(open(meta_path)) if os.path.exists(meta_path) else {}
 with open(os.path.join(out, "results.json"), "w") as f:
-    json.dump({"machine": meta, "results": rows}, f, indent=1, ensure_ascii=False)
+    # TC's rows carry every call's figures (750-odd per arm), kept in the JSON lines; here each
+    # is its summary (tc_summary, below) so the file stays readable.
+    json.dump({"machine": meta, "results": [tc_summary(r) if r["workload"] == "TC" else r for r in rows]}, f, indent=1, ensure_ascii=False)
 
 CHATMEM = "chatmem"
 # Issue 27's participants (bench/python/peers.py): chatmem serve through the Python adapter and
@@ -270,6 +300,7 @@ if rt:
         md.append(f"| {r['store']} | {r['system']} | {r['round_trips_per_turn']:.1f} | {r['bytes_read_per_turn']:,.0f} |")
     md.append("")
 
+targets_at = len(md)
 md.append("### The issue's targets, from this run\n")
 md.append("| target | chatmem | fastest peer | ratio | met |")
 md.append("|---|---:|---:|---:|:---:|")
@@ -342,7 +373,10 @@ for r in sorted(shared, key=lambda r: r["store"]):
 for r in sorted(rt, key=lambda r: r["store"]):
     if r["system"] == CHATMEM:
         row(f"Round trips {r['store']}: ≤ 2 per turn", f"{r['round_trips_per_turn']:.1f}", "—", "—", r["round_trips_per_turn"] <= 2.0)
-md.append("")
+if len(md) == targets_at + 3:
+    del md[targets_at:]  # no target was measured (a run of other workloads)
+else:
+    md.append("")
 
 
 
@@ -433,6 +467,135 @@ def serve_section():
 
 
 serve_section()
+
+
+def tc_settings(s):
+    parts = []
+    if "keep" in s:
+        parts.append(f"keep {s['keep']}, trigger {s.get('trigger_tokens', s.get('trigger')):,}")
+        at_least = s.get("clear_at_least_tokens", s.get("clear_at_least"))
+        parts.append(f"clear_at_least {at_least:,}")
+    if s.get("evict_to"):
+        parts.append(f"evict_to {s['evict_to']:,}")
+    return ", ".join(parts) or "—"
+
+
+def tc_section():
+    """TC: every model call of the tool-heavy transcript, per arm: what is sent, the turns it
+    holds, whether it begins with the previous prompt, and the issue's targets."""
+    tc = [tc_summary(r) for r in rows if r["workload"] == "TC"]
+    if not tc:
+        return
+    tc.sort(key=lambda r: (r["system"] != CHATMEM, r["system"]))
+    md.append("## TC: old tool results cleared from the prompt\n")
+    facts = {(r["transcript_sha256"], r["transcript_messages"], r["transcript_tokens"]) for r in tc}
+    if len(facts) == 1:
+        sha, msgs, toks = facts.pop()
+        md.append(f"Every arm replayed the same transcript (SHA-256 {sha[:16]}…, {msgs:,} messages, {toks:,} tokens counted alike by both sides), budget {tc[0]['budget']:,} tokens a prompt; {tc[0]['calls']} model calls.\n")
+    else:
+        md.append(f"**The arms did not replay the same transcript, or did not count it alike**: {sorted(facts)}.\n")
+    base = next((r for r in tc if r["system"] == CHATMEM and "keep" not in r["settings"] and "evict_to" not in r["settings"]), None)
+    md.append(f"Turns held: the user messages in a prompt (the mean over every call, and the mean and least from turn {TC_FULL_FROM + 1} on, when every window is full). Uncleared: what the same messages cost with every result whole. Prefix-stable: the prompt begins with the previous call's, message for message; cacheable: the share of all tokens sent that are such a common beginning.\n")
+    md.append("| side | arm | settings | tokens per call: mean / median / max | same turns uncleared (mean) | fewer than uncleared (per call, mean) | turns held: mean / from turn 51 / least | turns ÷ window alone | prefix-stable | cacheable | breaks: evicted / cleared / other | orphans / calls without result | over budget |")
+    md.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
+    for r in tc:
+        b = r["breaks"]
+        ratio = f"{r['turns_mean'] / base['turns_mean']:.2f}" if base else "—"
+        md.append(
+            f"| {r['system']} | {r['variant']} | {tc_settings(r['settings'])} | {r['tokens_mean']:,.0f} / {r['tokens_median']:,.0f} / {r['tokens_max']:,} | {r['uncleared_mean']:,.0f} | {r['fewer_than_uncleared']:.1%} | "
+            f"{r['turns_mean']:.1f} / {r['turns_mean_full']:.1f} / {r['turns_min_full']} | {ratio} | {r['prefix_share']:.1%} | {r['cached_share']:.1%} | "
+            f"{b.get('evicted', 0)} / {b.get('cleared', 0)} / {b.get('other', 0)} | {r['orphans']} / {r['missing_results']} | {r['over_budget']} |"
+        )
+    md.append("")
+    mismatched = [r for r in tc if r.get("cleared_report_mismatches")]
+    if mismatched:
+        md.append("**`Turn::cleared()` disagreed with the prompt** (results cleared or tokens saved) in: " + "; ".join(f"{r['variant']} ({r['cleared_report_mismatches']} calls)" for r in mismatched) + ".\n")
+    lc = [r for r in tc if r["system"] == LANGCHAIN_PY and "keep" in r["settings"]]
+    lc_best = max(lc, key=lambda r: r["prefix_share"]) if lc else None
+    arms = [r for r in tc if r["system"] == CHATMEM and "keep" in r["settings"]]
+    if base and arms:
+        md.append("### TC: the issue's targets\n")
+        md.append("| chatmem arm | turns ÷ window alone (≥ 3) | fewer tokens than the same turns uncleared (≥ 60%) | prompts beginning with the previous (≥ 80%) | LangChain's, same transcript | orphans, calls without result (0) | all met |")
+        md.append("|---|---:|---:|---:|---:|---:|:---:|")
+        for r in arms:
+            turns = r["turns_mean"] / base["turns_mean"]
+            met = [turns >= 3, r["fewer_than_uncleared"] >= 0.6, r["prefix_share"] >= 0.8, r["orphans"] + r["missing_results"] == 0]
+            yn = lambda ok: "" if ok else " (**no**)"
+            lcs = ", ".join(f"{x['prefix_share']:.1%} ({x['variant'].split('(')[-1].rstrip(')')})" for x in lc) or "—"
+            md.append(
+                f"| {r['variant']} ({tc_settings(r['settings'])}) | {turns:.2f}{yn(met[0])} | {r['fewer_than_uncleared']:.1%}{yn(met[1])} | {r['prefix_share']:.1%}{yn(met[2])} | {lcs} | "
+                f"{r['orphans']}, {r['missing_results']}{yn(met[3])} | {'yes' if all(met) else '**no**'} |"
+            )
+        md.append("")
+    sweep = [r for r in rows if r["workload"] == "TC-sweep"]
+    if sweep and base:
+        md.append("### TC: chatmem's clearing settings swept (keep 3)\n")
+        md.append("| clear_at_least | evict_to | trigger | tokens per call (mean) | fewer than uncleared (all calls' sums) | turns held (mean) | ÷ window alone | prefix-stable | breaks: evicted / cleared | orphans |")
+        md.append("|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+        for r in sorted(sweep, key=lambda r: (r["settings"]["clear_at_least_tokens"], r["settings"].get("evict_to") or 10**9)):
+            s_, b = r["settings"], r["breaks"]
+            turns = r["mean_turns"] / base["turns_mean"]
+            both = turns >= 3 and r["prefix_share"] >= 0.8
+            md.append(
+                f"| {s_['clear_at_least_tokens']:,} | {s_['evict_to'] or '—':,} | {s_['trigger_tokens']:,} | {r['mean_tokens']:,.0f} | {1 - r['mean_tokens'] / r['mean_uncleared']:.1%} | {r['mean_turns']:.1f} | {turns:.2f} | "
+                f"{'**' if both else ''}{r['prefix_share']:.1%}{'**' if both else ''} | {b.get('evicted', 0)} / {b.get('cleared', 0)} | {r['orphans']} |"
+                if isinstance(s_.get("evict_to"), int) else
+                f"| {s_['clear_at_least_tokens']:,} | — | {s_['trigger_tokens']:,} | {r['mean_tokens']:,.0f} | {1 - r['mean_tokens'] / r['mean_uncleared']:.1%} | {r['mean_turns']:.1f} | {turns:.2f} | "
+                f"{'**' if both else ''}{r['prefix_share']:.1%}{'**' if both else ''} | {b.get('evicted', 0)} / {b.get('cleared', 0)} | {r['orphans']} |"
+            )
+        held = [r for r in sweep if r["mean_turns"] / base["turns_mean"] >= 3]
+        if held:
+            best = max(held, key=lambda r: r["prefix_share"])
+            md.append(f"\nOf the settings holding ≥ 3× the window alone's turns, the most prompts beginning with the previous: {best['prefix_share']:.1%} ({tc_settings(best['settings'])}).\n")
+        else:
+            md.append("")
+    # The plot: per 10 turns, the mean tokens sent (and what the same turns cost uncleared) and
+    # the mean turns held; then every call of 20 turns, each prompt that does not begin with the
+    # previous one marked.
+    shown = [r for r in rows if r["workload"] == "TC" and (r["system"] == CHATMEM or r["settings"].get("clear_at_least") == 0)]
+    shown.sort(key=lambda r: (r["system"] != CHATMEM, "keep" in r["settings"], r["variant"]))
+    fig, (a, b, z) = plt.subplots(3, 1, figsize=(9, 10))
+    k = 10
+    lo, hi = 150, 170
+    for r in shown:
+        c = r["calls"]
+        name = ("LangChain: ClearToolUsesEdit + trim_messages" if r["system"] == LANGCHAIN_PY else "chatmem: " + r["variant"])
+        turns = max(c["turn"]) + 1
+        buckets = [[i for i, t in enumerate(c["turn"]) if lo_ <= t < lo_ + k] for lo_ in range(0, turns, k)]
+        xs = [lo_ + (k + 1) / 2 for lo_ in range(0, turns, k)]
+        mean = lambda key: [statistics.fmean(c[key][i] for i in ix) for ix in buckets]
+        lw = 1.8 if "keep" in r["settings"] else 1.0
+        line, = a.plot(xs, mean("tokens"), linewidth=lw, label=name)
+        if "keep" in r["settings"]:
+            a.plot(xs, mean("uncleared"), linewidth=0.8, linestyle="--", color=line.get_color())
+        b.plot(xs, mean("turns"), linewidth=lw, color=line.get_color(), label=name)
+        ix = [i for i, t in enumerate(c["turn"]) if lo <= t < hi]
+        if r["system"] == LANGCHAIN_PY or r["variant"] in ("token window 20,000", "clearing, turns first", "clearing, prefix first"):
+            per = {}
+            xz = []
+            for i in ix:
+                t = c["turn"][i]
+                xz.append(t + 1 + per.get(t, 0) / c["turn"].count(t))
+                per[t] = per.get(t, 0) + 1
+            z.plot(xz, [c["tokens"][i] for i in ix], linewidth=lw, color=line.get_color(), label=name)
+            broke = [(x, c["tokens"][i]) for x, i in zip(xz, ix) if not c["prefix"][i]]
+            z.plot([p[0] for p in broke], [p[1] for p in broke], "x", color=line.get_color(), markersize=5)
+    a.set_yscale("log")
+    a.set_ylabel("tokens per call (mean of 10 turns, log)")
+    a.set_title(f"TC: input tokens per model call, budget {tc[0]['budget']:,}; dashed: the same turns uncleared")
+    b.set_ylabel("turns held (mean of 10 turns)")
+    b.set_xlabel("turn")
+    z.set_ylabel("input tokens")
+    z.set_xlabel(f"turn (every call of turns {lo + 1}–{hi}; x: a prompt that does not begin with the previous one)")
+    z.set_ylim(0, tc[0]["budget"] * 1.05)
+    handles, labels = a.get_legend_handles_labels()
+    z.legend([h for h, l in zip(handles, labels)], labels, fontsize=7, loc="lower left", ncol=2)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "tc_calls.png"), dpi=80)
+    plt.close(fig)
+
+
+tc_section()
 
 with open(os.path.join(out, "tables.md"), "w") as f:
     f.write("\n".join(md) + "\n")
