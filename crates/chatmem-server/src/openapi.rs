@@ -20,9 +20,11 @@ use crate::error::ErrorBody;
 use crate::policy::PolicySchema;
 use crate::routes::{
     __path_delete_conversation, __path_get_history, __path_get_messages, __path_healthz, __path_list, __path_metrics,
-    __path_post_messages,
+    __path_post_messages, __path_post_prompt,
 };
-use crate::routes::{ConversationPage, Health, HistoryBody, PostMessages, WindowBody};
+use crate::routes::{
+    ClearedBody, ConversationPage, Health, HistoryBody, PostMessages, PromptBody, PromptRequest, WindowBody,
+};
 use crate::schemas::{
     ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, ChatMessage, MessageSchema, ModelList,
 };
@@ -117,6 +119,7 @@ fn derived(auth: bool) -> utoipa::openapi::OpenApi {
         list,
         get_messages,
         post_messages,
+        post_prompt,
         get_history,
         delete_conversation,
         chat_completions,
@@ -130,6 +133,9 @@ fn derived(auth: bool) -> utoipa::openapi::OpenApi {
         ConversationPage,
         Health,
         PostMessages,
+        PromptRequest,
+        PromptBody,
+        ClearedBody,
         PolicySchema,
         ChatCompletionRequest,
         ChatMessage,

@@ -50,12 +50,15 @@ pub(crate) fn declare(doc: &mut Value, config: &ServerConfig) {
     }
     schemas["Policy"] = policy(config);
     schemas["ClearToolResults"] = clear_tool_results();
-    let messages = &mut schemas["PostMessages"]["properties"]["messages"];
-    messages["maxItems"] = json!(limits.batch.messages);
-    schemas["PostMessages"]["properties"]["policy"] = json!({
-        "description": "A window policy for this request instead of the server's (null: the server's).",
-        "oneOf": [{"$ref": "#/components/schemas/Policy"}, {"type": "null"}],
-    });
+    // The dry run takes what a write takes.
+    for body in ["PostMessages", "PromptRequest"] {
+        let messages = &mut schemas[body]["properties"]["messages"];
+        messages["maxItems"] = json!(limits.batch.messages);
+        schemas[body]["properties"]["policy"] = json!({
+            "description": "A window policy for this request instead of the server's (null: the server's).",
+            "oneOf": [{"$ref": "#/components/schemas/Policy"}, {"type": "null"}],
+        });
+    }
     schemas["ChatCompletionRequest"]["properties"]["messages"] = json!({
         "type": "array",
         "description": "The turn's new messages: a system (or developer) message only first, and \

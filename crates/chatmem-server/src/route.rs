@@ -12,6 +12,8 @@ pub(crate) const CONVERSATIONS: &str = "/v1/conversations";
 pub(crate) const CONVERSATION: &str = "/v1/conversations/{id}";
 pub(crate) const MESSAGES: &str = "/v1/conversations/{id}/messages";
 pub(crate) const HISTORY: &str = "/v1/conversations/{id}/history";
+/// The prompt dry run: what the next model call would be sent.
+pub(crate) const PROMPT: &str = "/v1/conversations/{id}/prompt";
 /// The memory inspector's pages (`ui/`).
 pub(crate) const UI: &str = "/ui";
 pub(crate) const UI_CONVERSATION: &str = "/ui/conversations/{id}";
@@ -23,7 +25,7 @@ pub(crate) const UI_SCRIPT: &str = "/ui/assets/ui.js";
 #[cfg(test)]
 pub(crate) const PAGES: [&str; 6] = [UI, UI_CONVERSATION, UI_SIGN_IN, UI_SIGN_OUT, UI_STYLE, UI_SCRIPT];
 /// Every template the router serves.
-pub(crate) const ALL: [&str; 15] = [
+pub(crate) const ALL: [&str; 16] = [
     HEALTHZ,
     METRICS,
     OPENAPI,
@@ -33,6 +35,7 @@ pub(crate) const ALL: [&str; 15] = [
     CONVERSATION,
     MESSAGES,
     HISTORY,
+    PROMPT,
     UI,
     UI_CONVERSATION,
     UI_SIGN_IN,

@@ -6,7 +6,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use chatmem::Message;
+use chatmem::{Message, TokenCounter};
 use serde::Deserialize;
 
 use crate::auth::Tenant;
@@ -281,6 +281,104 @@ pub(crate) async fn post_messages(
         let after = turn.commit_window().await?;
         tracing::debug!("messages committed");
         Ok(window_json(&id, &after.into_messages()))
+    }
+    .await;
+    respond(&rid, result)
+}
+
+/// The body of `POST …/prompt`: what `POST …/messages` takes, read the same way.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PromptRequest {
+    /// The messages to say next, as `POST …/messages` takes them (or a whole conversation
+    /// resent: what memory already holds is left out, as the OpenAI door does). Empty: the
+    /// prompt as it stands.
+    #[schema(value_type = Vec<crate::schemas::MessageSchema>)]
+    messages: Vec<Message>,
+    /// A window policy for this request instead of the server's.
+    #[serde(default)]
+    #[schema(value_type = Option<crate::policy::PolicySchema>, nullable = false)]
+    policy: Option<PolicyOverride>,
+}
+
+/// The answer of `POST …/prompt`.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[schema(as = Prompt)]
+pub(crate) struct PromptBody<'a> {
+    /// The conversation id, as the client gave it.
+    conversation: &'a str,
+    /// What the next model call is sent, as the OpenAI door sends it: the system message
+    /// (with the summary), the window, the new messages; old tool results cleared as the
+    /// policy says; never `reasoning_content`, `metadata` or `is_error`.
+    #[schema(value_type = Vec<crate::schemas::MessageSchema>)]
+    messages: serde_json::Value,
+    /// The prompt's tokens, by the memory's counter (the policy's tokenizer), the list's
+    /// overhead included.
+    tokens: usize,
+    /// Of the request's messages, how many memory already holds (left out of the prompt's
+    /// new messages).
+    already_stored: usize,
+    /// What clearing old tool results took out of the prompt.
+    cleared: ClearedBody,
+}
+
+/// What clearing took out of a prompt (`chatmem::Cleared`).
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[schema(as = Cleared)]
+pub(crate) struct ClearedBody {
+    /// Tool results sent as placeholders.
+    results: usize,
+    /// Calls sent with their arguments cleared (`{}`).
+    inputs: usize,
+    /// The tokens the window would cost uncleared, less what it costs as sent.
+    tokens_saved: u64,
+}
+
+/// `POST /v1/conversations/{id}/prompt`: a dry run. What the next model call would be sent if
+/// these messages were said now, as the OpenAI door would send it; nothing is committed. A
+/// conversation that does not exist yet is no error: its prompt is the new messages.
+#[utoipa::path(post, path = "/v1/conversations/{id}/prompt",
+    params(("id" = String, Path, description = "the conversation id, one path segment: a `/` in it is sent as `%2F`")),
+    request_body = PromptRequest,
+    responses((status = 200, description = "the prompt the next model call would be sent; nothing was committed", body = PromptBody),
+              (status = 400, description = "an invalid id, body or policy; the message names the field", body = ErrorBody),
+              (status = 403, description = "a Host or Origin the server does not answer to", body = ErrorBody),
+              (status = 408, description = "the body did not arrive within the body timeout", body = ErrorBody),
+              (status = 413, description = "over a limit (body, messages per request, text per message, id)", body = ErrorBody),
+              Unauthorized, NotJson, StoreDown))]
+pub(crate) async fn post_prompt(
+    State(state): State<AppState>,
+    rid: RequestId,
+    Conversation { id, key, .. }: Conversation,
+    JsonBody(PromptRequest { messages, policy }): JsonBody<PromptRequest>,
+) -> Response {
+    let result = async {
+        state.config.limits.batch.check(&messages)?;
+        let memory = policy
+            .unwrap_or_default()
+            .apply(&state.memory, &state.config.limits, "policy")?;
+        // Begun as a write is, given the messages as the door gives them, then dropped
+        // uncommitted.
+        let mut turn = memory.begin(&key).await?;
+        let already_stored = turn.push_unstored(messages);
+        let prompt = turn.prompt();
+        let chatmem::Cleared {
+            results,
+            inputs,
+            tokens_saved,
+        } = turn.cleared();
+        Ok(Json(PromptBody {
+            conversation: &id,
+            messages: chatmem_openai::passthrough::messages_json(&prompt),
+            tokens: memory.counter().count_messages(&prompt),
+            already_stored,
+            cleared: ClearedBody {
+                results,
+                inputs,
+                tokens_saved,
+            },
+        })
+        .into_response())
     }
     .await;
     respond(&rid, result)

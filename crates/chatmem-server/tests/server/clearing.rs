@@ -14,7 +14,7 @@ use chatmem_test::upstream::{self as upstream, MockUpstream, text};
 use serde_json::{Value, json};
 
 /// A tool result of some size: an order record, as JSON text.
-fn order_record(n: usize) -> String {
+pub(super) fn order_record(n: usize) -> String {
     let lines: Vec<Value> = (0..40)
         .map(|i| json!({"sku": format!("SKU-{n}-{i:03}"), "qty": i % 3 + 1, "note": "boxed, ships from Hangzhou"}))
         .collect();
@@ -23,7 +23,7 @@ fn order_record(n: usize) -> String {
 
 /// Three tool uses (`get_order` for calls 1 and 2, `get_policy` for call 3), each answered,
 /// then a closing answer.
-fn tool_turns() -> Vec<Value> {
+pub(super) fn tool_turns() -> Vec<Value> {
     let mut messages = vec![json!({"role": "user", "content": "Where are my orders?"})];
     for (n, tool) in [(1, "get_order"), (2, "get_order"), (3, "get_policy")] {
         messages.push(json!({"role": "assistant", "content": null, "tool_calls": [
@@ -36,7 +36,7 @@ fn tool_turns() -> Vec<Value> {
 }
 
 /// The content of the tool result answering `call` in a list of messages.
-fn result_of<'a>(messages: &'a Value, call: &str) -> &'a str {
+pub(super) fn result_of<'a>(messages: &'a Value, call: &str) -> &'a str {
     messages
         .as_array()
         .expect("messages")
@@ -60,7 +60,7 @@ fn arguments_of<'a>(messages: &'a Value, call: &str) -> &'a str {
         .expect("arguments")
 }
 
-fn is_placeholder(content: &str, tool: &str, call: &str) -> bool {
+pub(super) fn is_placeholder(content: &str, tool: &str, call: &str) -> bool {
     let start = format!("[cleared: {tool} result for call {call}, ");
     content
         .strip_prefix(&start)
@@ -69,7 +69,7 @@ fn is_placeholder(content: &str, tool: &str, call: &str) -> bool {
 }
 
 /// A server over a memory keeping history with `policy`.
-fn server(policy: WindowPolicy, config: ServerConfig) -> App {
+pub(super) fn server(policy: WindowPolicy, config: ServerConfig) -> App {
     let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let memory = ChatMemory::builder(store)
         .policy(policy)

@@ -16,6 +16,7 @@ mod fuzz_smoke;
 mod http;
 mod observability;
 mod openapi;
+mod prompt;
 mod summaries;
 mod ui;
 mod ui_browser;

@@ -258,6 +258,7 @@ async fn the_openapi_document_matches_the_router_and_the_error_shape() {
         ("GET", "/v1/conversations/{id}/messages"),
         ("POST", "/v1/conversations/{id}/messages"),
         ("GET", "/v1/conversations/{id}/history"),
+        ("POST", "/v1/conversations/{id}/prompt"),
         ("DELETE", "/v1/conversations/{id}"),
     ]
     .into_iter()
