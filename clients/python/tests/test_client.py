@@ -86,6 +86,64 @@ def test_a_policy_with_clearing_round_trips(client: Client, conversation: str) -
     assert "clear_tool_results.keep" in str(e.value)
 
 
+def test_a_prompt_dry_run_commits_nothing(client: Client, conversation: str) -> None:
+    stored = client.add_messages(conversation, [{"role": "system", "content": "售后"}, *TURN])
+    ask: Message = {"role": "user", "content": "那单能退吗？"}
+    prompt = client.prompt(conversation, [ask])
+    assert prompt.conversation == conversation
+    assert prompt.messages == [*stored.messages, ask]
+    assert prompt.already_stored == 0
+    assert prompt.tokens > 0
+    assert prompt.cleared == chatmem.Cleared(results=0, inputs=0, tokens_saved=0)
+    # Resent whole, the stored messages are left out; a request's own policy applies.
+    resent = client.prompt(conversation, [*stored.messages, ask], policy={"max_messages": 2})
+    assert resent.already_stored == 2
+    assert resent.messages == [stored.messages[0], ask]
+    assert client.get_messages(conversation).messages == stored.messages
+    assert list(client.iter_history(conversation)) == stored.messages
+    # A conversation that does not exist yet: the prompt is the new messages, nothing written.
+    fresh = f"{conversation}-new"
+    assert client.prompt(fresh, [ask]).messages == [ask]
+    with pytest.raises(chatmem.NotFoundError):
+        client.get_messages(fresh)
+    with pytest.raises(chatmem.BadRequestError) as e:
+        client.prompt(conversation, [{"role": "wizard", "content": "x"}])  # type: ignore[typeddict-item]
+    assert "messages[0].role" in e.value.message
+
+
+def test_a_prompt_shows_what_clearing_takes_out(proxy: Proxy, conversation: str) -> None:
+    def result(n: int) -> str:
+        return json.dumps(
+            {"order": n, "lines": [{"sku": f"SKU-{n}-{i}", "qty": i} for i in range(30)]}
+        )
+
+    turn: list[Message] = [{"role": "user", "content": "Where are my orders?"}]
+    for n in (1, 2):
+        call: chatmem.ToolCall = {
+            "id": f"call_{n}",
+            "type": "function",
+            "function": {"name": "get_order", "arguments": "{}"},
+        }
+        turn.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        turn.append({"role": "tool", "tool_call_id": f"call_{n}", "content": result(n)})
+    turn.append({"role": "assistant", "content": "Both ship today."})
+    ask: Message = {"role": "user", "content": "And the first one?"}
+    policy: chatmem.Policy = {"clear_tool_results": {"keep": 1, "trigger_tokens": 10}}
+    with proxy.server.client() as c:
+        c.add_messages(conversation, turn)
+        plain = c.prompt(conversation, [ask])
+        prompt = c.prompt(conversation, [ask], policy=policy)
+        assert prompt.cleared.results == 1
+        assert prompt.cleared.tokens_saved > 0
+        assert prompt.tokens < plain.tokens
+        assert str(prompt.messages[2]["content"]).startswith("[cleared: get_order result for ")
+        assert prompt.messages[4]["content"] == result(2)
+        assert list(c.iter_history(conversation))[2]["content"] == result(1)
+        # Without a policy, the prompt is what the door then sends upstream.
+        c.chat_completion(conversation, {"model": "fake-model", "messages": [ask]})
+        assert proxy.received[-1]["messages"] == plain.messages
+
+
 def test_routes_without_an_upstream_answer_503(client: Client, conversation: str) -> None:
     with pytest.raises(chatmem.ServerError) as e:
         client.models()
@@ -263,6 +321,9 @@ async def test_async_client(server: Server, conversation: str) -> None:
         await c.add_messages(conversation, TURN[:1])
         window = await c.add_messages(conversation, TURN[1:])
         assert window.messages == TURN
+        assert (await c.get_messages(conversation)).messages == TURN
+        prompt = await c.prompt(conversation, [TURN[0]])
+        assert (prompt.messages, prompt.already_stored) == ([*TURN, TURN[0]], 0)
         assert (await c.get_messages(conversation)).messages == TURN
         assert [m async for m in c.iter_history(conversation, limit=1)] == TURN
         assert conversation in [i async for i in c.iter_conversations(limit=2)]

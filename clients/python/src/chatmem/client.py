@@ -22,11 +22,13 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "DEFAULT_URL",
     "AsyncClient",
+    "Cleared",
     "Client",
     "ConversationPage",
     "HistoryPage",
     "Message",
     "Policy",
+    "Prompt",
     "ToolCall",
     "Window",
 ]
@@ -106,6 +108,33 @@ class Window:
 
 
 @dataclass(frozen=True)
+class Cleared:
+    """What clearing old tool results took out of a prompt."""
+
+    results: int
+    """Tool results sent as placeholders."""
+    inputs: int
+    """Calls sent with their arguments cleared (``{}``)."""
+    tokens_saved: int
+    """The tokens the window would cost uncleared, less what it costs as sent."""
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """What ``POST …/prompt`` answers: the messages the next model call would be sent (the
+    system message with the summary, the window, the new messages), as the OpenAI door sends
+    them; nothing was committed."""
+
+    conversation: str
+    messages: list[Message]
+    tokens: int
+    """The prompt's tokens, by the server's counter (or the policy's tokenizer)."""
+    already_stored: int
+    """Of the messages given, how many the conversation already holds (left out)."""
+    cleared: Cleared
+
+
+@dataclass(frozen=True)
 class HistoryPage:
     """One page of everything stored for a conversation, oldest first."""
 
@@ -182,6 +211,18 @@ def _window(r: httpx.Response) -> Window:
     return Window(conversation=body["conversation"], messages=body["messages"])
 
 
+def _prompt(r: httpx.Response) -> Prompt:
+    body = r.json()
+    cleared = body["cleared"]
+    return Prompt(
+        conversation=body["conversation"],
+        messages=body["messages"],
+        tokens=body["tokens"],
+        already_stored=body["already_stored"],
+        cleared=Cleared(cleared["results"], cleared["inputs"], cleared["tokens_saved"]),
+    )
+
+
 def _history(r: httpx.Response) -> HistoryPage:
     body = r.json()
     return HistoryPage(body["conversation"], body["messages"], body.get("next_cursor"))
@@ -227,6 +268,15 @@ class _Routes:
         if policy:
             body["policy"] = dict(policy)
         return _Call("POST", _conversation_path(conversation, "/messages"), _window, body=body)
+
+    @staticmethod
+    def prompt(
+        conversation: str, messages: Sequence[Message], policy: Policy | None
+    ) -> _Call[Prompt]:
+        body: dict[str, Any] = {"messages": list(messages)}
+        if policy:
+            body["policy"] = dict(policy)
+        return _Call("POST", _conversation_path(conversation, "/prompt"), _prompt, body=body)
 
     @staticmethod
     def history(conversation: str, limit: int | None, cursor: str | None) -> _Call[HistoryPage]:
@@ -355,6 +405,15 @@ class Client:
         """``POST /v1/conversations/{id}/messages``: one atomic commit; the window after it."""
         return self._send(_Routes.add_messages(conversation, messages, policy))
 
+    def prompt(
+        self, conversation: str, messages: Sequence[Message], *, policy: Policy | None = None
+    ) -> Prompt:
+        """``POST /v1/conversations/{id}/prompt``: a dry run, committing nothing. The messages
+        the next model call would be sent if ``messages`` were said now (empty: the prompt as
+        it stands), as the OpenAI door sends them, with their tokens and what clearing took
+        out. A conversation that does not exist yet is no error: its prompt is ``messages``."""
+        return self._send(_Routes.prompt(conversation, messages, policy))
+
     def history(
         self, conversation: str, *, limit: int | None = None, cursor: str | None = None
     ) -> HistoryPage:
@@ -455,6 +514,15 @@ class AsyncClient:
     ) -> Window:
         """``POST /v1/conversations/{id}/messages``: one atomic commit; the window after it."""
         return await self._send(_Routes.add_messages(conversation, messages, policy))
+
+    async def prompt(
+        self, conversation: str, messages: Sequence[Message], *, policy: Policy | None = None
+    ) -> Prompt:
+        """``POST /v1/conversations/{id}/prompt``: a dry run, committing nothing. The messages
+        the next model call would be sent if ``messages`` were said now (empty: the prompt as
+        it stands), as the OpenAI door sends them, with their tokens and what clearing took
+        out. A conversation that does not exist yet is no error: its prompt is ``messages``."""
+        return await self._send(_Routes.prompt(conversation, messages, policy))
 
     async def history(
         self, conversation: str, *, limit: int | None = None, cursor: str | None = None
