@@ -137,6 +137,41 @@ export interface PostMessages {
   policy?: Policy;
 }
 
+/** The body of `POST /v1/conversations/{id}/prompt`: what `POST …/messages` takes. */
+export interface PromptRequest {
+  /** The messages to say next (or the whole conversation resent); empty: the prompt as it stands. */
+  messages: Message[];
+  /** A window policy for this request. */
+  policy?: Policy;
+}
+
+/** What clearing old tool results took out of a prompt. */
+export interface Cleared {
+  /** Tool results sent as placeholders. */
+  results: number;
+  /** Calls sent with their arguments cleared (`{}`). */
+  inputs: number;
+  /** The tokens the window would cost uncleared, less what it costs as sent. */
+  tokens_saved: number;
+}
+
+/**
+ * The answer of `POST /v1/conversations/{id}/prompt`: what the next model call would be sent,
+ * as the OpenAI door sends it; nothing was committed.
+ */
+export interface Prompt {
+  /** The conversation id, as the client gave it. */
+  conversation: string;
+  /** The system message (with the summary), the window, the new messages. */
+  messages: Message[];
+  /** The prompt's tokens, by the server's counter (or the policy's tokenizer). */
+  tokens: number;
+  /** Of the messages given, how many the conversation already holds (left out). */
+  already_stored: number;
+  /** What clearing took out. */
+  cleared: Cleared;
+}
+
 /** The answer of the message routes: a conversation's window. */
 export interface Window {
   /** The conversation id, as the client gave it. */
@@ -557,6 +592,17 @@ export class ChatmemClient {
   postMessages(id: string, messages: Message[], policy?: Policy, options?: CallOptions): Promise<Window> {
     const body: PostMessages = policy === undefined ? { messages } : { messages, policy };
     return this.#json("POST", `/v1/conversations/${segment(id)}/messages`, body, options);
+  }
+
+  /**
+   * `POST /v1/conversations/{id}/prompt`: a dry run, committing nothing. What the next model
+   * call would be sent if `messages` were said now (empty: the prompt as it stands), as the
+   * OpenAI door sends it, with its tokens and what clearing took out. A conversation that does
+   * not exist yet is no error: its prompt is `messages`.
+   */
+  prompt(id: string, messages: Message[], policy?: Policy, options?: CallOptions): Promise<Prompt> {
+    const body: PromptRequest = policy === undefined ? { messages } : { messages, policy };
+    return this.#json("POST", `/v1/conversations/${segment(id)}/prompt`, body, options);
   }
 
   /** `GET /v1/conversations/{id}/history`: one page of everything stored, oldest first. */

@@ -18,6 +18,7 @@ import {
   ChatmemClient,
   ChatmemError,
   type Choice,
+  type Cleared,
   type ClearToolResults,
   type ChunkChoice,
   type CompletionUsage,
@@ -33,6 +34,8 @@ import {
   type PageParams,
   type Policy,
   type PostMessages,
+  type Prompt,
+  type PromptRequest,
   type Role,
   type ToolCall,
   type Window,
@@ -74,6 +77,12 @@ const SCHEMAS = {
   ToolCall: fields<ToolCall>()(["id", "type", "function"], ["id", "type", "function"]),
   FunctionCall: fields<FunctionCall>()(["name", "arguments"], ["name", "arguments"]),
   PostMessages: fields<PostMessages>()(["messages"], ["messages", "policy"]),
+  PromptRequest: fields<PromptRequest>()(["messages"], ["messages", "policy"]),
+  Prompt: fields<Prompt>()(
+    ["conversation", "messages", "tokens", "already_stored", "cleared"],
+    ["conversation", "messages", "tokens", "already_stored", "cleared"],
+  ),
+  Cleared: fields<Cleared>()(["results", "inputs", "tokens_saved"], ["results", "inputs", "tokens_saved"]),
   Policy: fields<Policy>()([], ["max_messages", "max_tokens", "tokenizer", "evict_to", "boundary", "clear_tool_results"]),
   ClearToolResults: fields<ClearToolResults>()([], ["keep", "trigger_tokens", "clear_at_least_tokens", "exclude_tools", "clear_inputs"]),
   ChatMessage: fields<ChatMessage>()(["role"], ["role", "content", "name", "tool_calls", "tool_call_id"]),
@@ -106,6 +115,7 @@ const ROUTES = {
   "DELETE /v1/conversations/{id}": "deleteConversation",
   "GET /v1/conversations/{id}/messages": "getMessages",
   "POST /v1/conversations/{id}/messages": "postMessages",
+  "POST /v1/conversations/{id}/prompt": "prompt",
   "GET /v1/conversations/{id}/history": "getHistory",
   "POST /v1/chat/completions": "chatCompletion",
   "GET /v1/models": "models",
@@ -256,6 +266,43 @@ for (const store of stores()) {
       await assert.rejects(client.getMessages(id, { clear_tool_results: { keep: 0 } }), (e: ChatmemError) => {
         assert.equal(e.status, 400);
         assert.match(e.message, /clear_tool_results\.keep/);
+        return true;
+      });
+    });
+
+    test("the prompt dry run: what the door sends, clearing shown, nothing committed", async () => {
+      const id = uniqueId("dry/run");
+      const result = (n: number) => JSON.stringify({ order: n, lines: Array.from({ length: 30 }, (_, i) => ({ sku: `SKU-${n}-${i}`, qty: i })) });
+      const turn: Message[] = [{ role: "system", content: "You track orders." }, { role: "user", content: "Where are my orders?" }];
+      for (const n of [1, 2]) {
+        turn.push({ role: "assistant", content: null, tool_calls: [{ id: `call_${n}`, type: "function", function: { name: "get_order", arguments: "{}" } }] });
+        turn.push({ role: "tool", tool_call_id: `call_${n}`, content: result(n) });
+      }
+      turn.push({ role: "assistant", content: "Both ship today.", reasoning_content: "looked them up" });
+      await client.postMessages(id, turn);
+      const ask: Message = { role: "user", content: "And the first one?" };
+      const plain = await client.prompt(id, [ask]);
+      assert.equal(plain.conversation, id);
+      assert.deepEqual(plain.messages.at(-1), ask);
+      assert.equal(plain.messages.length, turn.length + 1);
+      assert.ok(plain.messages.every((m) => m.reasoning_content === undefined), "never reasoning text");
+      assert.deepEqual(plain.cleared, { results: 0, inputs: 0, tokens_saved: 0 });
+      assert.equal(plain.already_stored, 0);
+      const cleared = await client.prompt(id, [...turn, ask], { clear_tool_results: { keep: 1, trigger_tokens: 10 } });
+      assert.equal(cleared.already_stored, turn.length - 1, "the stored messages resent are left out");
+      assert.equal(cleared.cleared.results, 1);
+      assert.ok(cleared.cleared.tokens_saved > 0 && cleared.tokens < plain.tokens);
+      assert.match(String(cleared.messages[3]!.content), /^\[cleared: get_order result for call call_1, \d+ tokens\]$/);
+      assert.equal((await client.getHistory(id)).messages.length, turn.length, "nothing committed");
+      assert.equal((await client.getHistory(id)).messages[3]!.content, result(1));
+      // The door then sends what the dry run showed.
+      await client.chatCompletion(id, { model: "fake-model", messages: [ask] });
+      assert.deepEqual(upstream.requests.at(-1)!.messages, plain.messages);
+      // A conversation that does not exist yet: the prompt is the new messages.
+      assert.deepEqual((await client.prompt(uniqueId("nobody"), [ask])).messages, [ask]);
+      await assert.rejects(client.prompt(id, [{ role: "wizard" as unknown as Role, content: "x" }]), (e: ChatmemError) => {
+        assert.equal(e.status, 400);
+        assert.match(e.message, /messages\[0\]\.role/);
         return true;
       });
     });
