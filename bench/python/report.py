@@ -536,12 +536,11 @@ def tc_section():
             s_, b = r["settings"], r["breaks"]
             turns = r["mean_turns"] / base["turns_mean"]
             both = turns >= 3 and r["prefix_share"] >= 0.8
+            low = f"{s_['evict_to']:,}" if s_.get("evict_to") else "—"
+            mark = "**" if both else ""
             md.append(
-                f"| {s_['clear_at_least_tokens']:,} | {s_['evict_to'] or '—':,} | {s_['trigger_tokens']:,} | {r['mean_tokens']:,.0f} | {1 - r['mean_tokens'] / r['mean_uncleared']:.1%} | {r['mean_turns']:.1f} | {turns:.2f} | "
-                f"{'**' if both else ''}{r['prefix_share']:.1%}{'**' if both else ''} | {b.get('evicted', 0)} / {b.get('cleared', 0)} | {r['orphans']} |"
-                if isinstance(s_.get("evict_to"), int) else
-                f"| {s_['clear_at_least_tokens']:,} | — | {s_['trigger_tokens']:,} | {r['mean_tokens']:,.0f} | {1 - r['mean_tokens'] / r['mean_uncleared']:.1%} | {r['mean_turns']:.1f} | {turns:.2f} | "
-                f"{'**' if both else ''}{r['prefix_share']:.1%}{'**' if both else ''} | {b.get('evicted', 0)} / {b.get('cleared', 0)} | {r['orphans']} |"
+                f"| {s_['clear_at_least_tokens']:,} | {low} | {s_['trigger_tokens']:,} | {r['mean_tokens']:,.0f} | {1 - r['mean_tokens'] / r['mean_uncleared']:.1%} | {r['mean_turns']:.1f} | {turns:.2f} | "
+                f"{mark}{r['prefix_share']:.1%}{mark} | {b.get('evicted', 0)} / {b.get('cleared', 0)} | {r['orphans']} |"
             )
         held = [r for r in sweep if r["mean_turns"] / base["turns_mean"] >= 3]
         if held:
