@@ -38,9 +38,9 @@ SEED = 34
 TURNS = 300
 BUDGET = 20_000
 # The clearing settings LangChain's arms share with chatmem's tuned clearing arms (keep them in
-# step with bench/chatmem-side/src/tool_clearing.rs): keep, the trigger, and the block of
-# chatmem's "turns first" arm for the second LangChain arm.
-KEEP = 3
+# step with bench/chatmem-side/src/tool_clearing.rs): the trigger, keep 3 (the default of both)
+# and the tuned arm's keep 1, and the block of chatmem's tuned keep-3 arm for the third arm.
+KEEP = 1
 TRIGGER = 10_000
 BLOCK = 6_000
 SYSTEM = (
@@ -356,12 +356,13 @@ def run(path):
     ]
     # clear_at_least as given (LangChain's default 0: every result but the newest `keep`), and
     # chatmem's block.
-    for at_least in (0, BLOCK):
-        edit = ClearToolUsesEdit(trigger=TRIGGER, keep=KEEP, clear_at_least=at_least)
+    for keep, at_least in ((3, 0), (KEEP, 0), (3, BLOCK)):
+        edit = ClearToolUsesEdit(trigger=TRIGGER, keep=keep, clear_at_least=at_least)
         system = SystemMessage(t["system"])
         mw = ContextEditingMiddleware(edits=[edit], token_counter=lambda ms, s=system: count([s, *ms]))
-        settings = {"max_tokens": budget, "keep": KEEP, "trigger": TRIGGER, "clear_at_least": at_least, "placeholder": edit.placeholder}
-        arms.append((f"ClearToolUsesEdit + trim_messages 20,000 (clear_at_least {at_least:,})", settings, edited_then_trimmed(mw, budget)))
+        settings = {"max_tokens": budget, "keep": keep, "trigger": TRIGGER, "clear_at_least": at_least, "placeholder": edit.placeholder}
+        name = f"ClearToolUsesEdit + trim_messages 20,000 (keep {keep}, clear_at_least {at_least:,})"
+        arms.append((name, settings, edited_then_trimmed(mw, budget)))
     for variant, settings, prompt_for in arms:
         started = time.perf_counter()
         r = replay(t, prompt_for)

@@ -529,25 +529,25 @@ def tc_section():
         md.append("")
     sweep = [r for r in rows if r["workload"] == "TC-sweep"]
     if sweep and base:
-        md.append("### TC: chatmem's clearing settings swept (keep 3)\n")
-        md.append("| clear_at_least | evict_to | trigger | tokens per call (mean) | fewer than uncleared (all calls' sums) | turns held (mean) | ÷ window alone | prefix-stable | breaks: evicted / cleared | orphans |")
-        md.append("|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
-        for r in sorted(sweep, key=lambda r: (r["settings"]["clear_at_least_tokens"], r["settings"].get("evict_to") or 10**9)):
+        md.append("### TC: chatmem's clearing settings swept\n")
+        md.append("| keep | clear_at_least | evict_to | trigger | tokens per call (mean) | fewer than uncleared (all calls' sums) | turns held (mean) | ÷ window alone | prefix-stable | breaks: evicted / cleared | orphans |")
+        md.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+        for r in sorted(sweep, key=lambda r: (r["settings"]["keep"], r["settings"]["clear_at_least_tokens"], r["settings"].get("evict_to") or 10**9)):
             s_, b = r["settings"], r["breaks"]
             turns = r["mean_turns"] / base["turns_mean"]
             both = turns >= 3 and r["prefix_share"] >= 0.8
             low = f"{s_['evict_to']:,}" if s_.get("evict_to") else "—"
             mark = "**" if both else ""
             md.append(
-                f"| {s_['clear_at_least_tokens']:,} | {low} | {s_['trigger_tokens']:,} | {r['mean_tokens']:,.0f} | {1 - r['mean_tokens'] / r['mean_uncleared']:.1%} | {r['mean_turns']:.1f} | {turns:.2f} | "
+                f"| {s_['keep']} | {s_['clear_at_least_tokens']:,} | {low} | {s_['trigger_tokens']:,} | {r['mean_tokens']:,.0f} | {1 - r['mean_tokens'] / r['mean_uncleared']:.1%} | {r['mean_turns']:.1f} | {turns:.2f} | "
                 f"{mark}{r['prefix_share']:.1%}{mark} | {b.get('evicted', 0)} / {b.get('cleared', 0)} | {r['orphans']} |"
             )
-        held = [r for r in sweep if r["mean_turns"] / base["turns_mean"] >= 3]
-        if held:
-            best = max(held, key=lambda r: r["prefix_share"])
-            md.append(f"\nOf the settings holding ≥ 3× the window alone's turns, the most prompts beginning with the previous: {best['prefix_share']:.1%} ({tc_settings(best['settings'])}).\n")
-        else:
-            md.append("")
+        md.append("")
+        for keep in sorted({r["settings"]["keep"] for r in sweep}):
+            held = [r for r in sweep if r["settings"]["keep"] == keep and r["mean_turns"] / base["turns_mean"] >= 3]
+            if held:
+                best = max(held, key=lambda r: r["prefix_share"])
+                md.append(f"Of the settings at keep {keep} holding ≥ 3× the window alone's turns, the most prompts beginning with the previous: {best['prefix_share']:.1%} ({tc_settings(best['settings'])}).\n")
     # The plot: per 10 turns, the mean tokens sent (and what the same turns cost uncleared) and
     # the mean turns held; then every call of 20 turns, each prompt that does not begin with the
     # previous one marked.
