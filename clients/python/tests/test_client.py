@@ -46,13 +46,13 @@ def test_routes_round_trip(client: Client, conversation: str) -> None:
     assert e.value.request_id
 
 
-def test_a_policy_with_clearing_round_trips(client: Client, conversation: str) -> None:
-    # Two tool uses with results of some size: clearing keeps the most recent whole.
-    def result(n: int) -> str:
-        return json.dumps(
-            {"order": n, "lines": [{"sku": f"SKU-{n}-{i}", "qty": i} for i in range(30)]}
-        )
+def order_record(n: int) -> str:
+    """A tool result of some size: order `n`'s record, as JSON text."""
+    return json.dumps({"order": n, "lines": [{"sku": f"SKU-{n}-{i}", "qty": i} for i in range(30)]})
 
+
+def tool_turn() -> list[Message]:
+    """A question and two `get_order` uses (calls 1 and 2) answered with their records."""
     turn: list[Message] = [{"role": "user", "content": "Where are my orders?"}]
     for n in (1, 2):
         call: chatmem.ToolCall = {
@@ -61,14 +61,20 @@ def test_a_policy_with_clearing_round_trips(client: Client, conversation: str) -
             "function": {"name": "get_order", "arguments": "{}"},
         }
         turn.append({"role": "assistant", "content": None, "tool_calls": [call]})
-        turn.append({"role": "tool", "tool_call_id": f"call_{n}", "content": result(n)})
+        turn.append({"role": "tool", "tool_call_id": f"call_{n}", "content": order_record(n)})
+    return turn
+
+
+def test_a_policy_with_clearing_round_trips(client: Client, conversation: str) -> None:
+    # Two tool uses with results of some size: clearing keeps the most recent whole.
+    turn = tool_turn()
     policy: chatmem.Policy = {
         "clear_tool_results": {"keep": 1, "trigger_tokens": 10, "exclude_tools": ["other"]}
     }
     window = client.add_messages(conversation, turn, policy=policy)
     sent = [m for m in window.messages if m["role"] == "tool"]
     assert str(sent[0]["content"]).startswith("[cleared: get_order result for call call_1, ")
-    assert sent[1]["content"] == result(2)
+    assert sent[1]["content"] == order_record(2)
     # The same policy as a query, with `clear_inputs`; without one the server's, whole.
     read = client.get_messages(
         conversation,
@@ -79,8 +85,8 @@ def test_a_policy_with_clearing_round_trips(client: Client, conversation: str) -
     )
     assert read.messages[1]["tool_calls"][0]["function"]["arguments"] == "{}"
     assert str(read.messages[2]["content"]).startswith("[cleared: ")
-    assert client.get_messages(conversation).messages[2]["content"] == result(1)
-    assert list(client.iter_history(conversation))[2]["content"] == result(1)
+    assert client.get_messages(conversation).messages[2]["content"] == order_record(1)
+    assert list(client.iter_history(conversation))[2]["content"] == order_record(1)
     with pytest.raises(chatmem.BadRequestError) as e:
         client.get_messages(conversation, policy={"clear_tool_results": {"keep": 0}})
     assert "clear_tool_results.keep" in str(e.value)
@@ -112,20 +118,7 @@ def test_a_prompt_dry_run_commits_nothing(client: Client, conversation: str) -> 
 
 
 def test_a_prompt_shows_what_clearing_takes_out(proxy: Proxy, conversation: str) -> None:
-    def result(n: int) -> str:
-        return json.dumps(
-            {"order": n, "lines": [{"sku": f"SKU-{n}-{i}", "qty": i} for i in range(30)]}
-        )
-
-    turn: list[Message] = [{"role": "user", "content": "Where are my orders?"}]
-    for n in (1, 2):
-        call: chatmem.ToolCall = {
-            "id": f"call_{n}",
-            "type": "function",
-            "function": {"name": "get_order", "arguments": "{}"},
-        }
-        turn.append({"role": "assistant", "content": None, "tool_calls": [call]})
-        turn.append({"role": "tool", "tool_call_id": f"call_{n}", "content": result(n)})
+    turn = tool_turn()
     turn.append({"role": "assistant", "content": "Both ship today."})
     ask: Message = {"role": "user", "content": "And the first one?"}
     policy: chatmem.Policy = {"clear_tool_results": {"keep": 1, "trigger_tokens": 10}}
@@ -137,8 +130,8 @@ def test_a_prompt_shows_what_clearing_takes_out(proxy: Proxy, conversation: str)
         assert prompt.cleared.tokens_saved > 0
         assert prompt.tokens < plain.tokens
         assert str(prompt.messages[2]["content"]).startswith("[cleared: get_order result for ")
-        assert prompt.messages[4]["content"] == result(2)
-        assert list(c.iter_history(conversation))[2]["content"] == result(1)
+        assert prompt.messages[4]["content"] == order_record(2)
+        assert list(c.iter_history(conversation))[2]["content"] == order_record(1)
         # Without a policy, the prompt is what the door then sends upstream.
         c.chat_completion(conversation, {"model": "fake-model", "messages": [ask]})
         assert proxy.received[-1]["messages"] == plain.messages

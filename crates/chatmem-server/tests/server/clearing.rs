@@ -13,6 +13,8 @@ use chatmem_test::app::{App, json_request};
 use chatmem_test::upstream::{self as upstream, MockUpstream, text};
 use serde_json::{Value, json};
 
+use super::ui::article;
+
 /// A tool result of some size: an order record, as JSON text.
 pub(super) fn order_record(n: usize) -> String {
     let lines: Vec<Value> = (0..40)
@@ -66,6 +68,17 @@ pub(super) fn is_placeholder(content: &str, tool: &str, call: &str) -> bool {
         .strip_prefix(&start)
         .and_then(|rest| rest.strip_suffix(" tokens]"))
         .is_some_and(|n| n.parse::<u32>().is_ok_and(|n| n > 100))
+}
+
+/// The settings calling the mock `upstream` with its key.
+pub(super) fn door_config(upstream: &MockUpstream) -> ServerConfig {
+    ServerConfig {
+        upstream: Some(Upstream {
+            base_url: upstream.base_url.clone(),
+            api_key: Some(upstream::TEST_KEY.into()),
+        }),
+        ..ServerConfig::default()
+    }
 }
 
 /// A server over a memory keeping history with `policy`.
@@ -259,13 +272,7 @@ async fn bad_clearing_is_a_400_naming_the_field() {
 #[tokio::test]
 async fn the_door_sends_placeholders_while_history_keeps_the_originals() {
     let upstream = MockUpstream::start(Vec::new()).await;
-    let config = ServerConfig {
-        upstream: Some(Upstream {
-            base_url: upstream.base_url.clone(),
-            api_key: Some(upstream::TEST_KEY.into()),
-        }),
-        ..ServerConfig::default()
-    };
+    let config = door_config(&upstream);
     let metrics = config.metrics.clone();
     let clearing = ClearToolResults::new(1).expect("keep 1").trigger_tokens(300);
     let policy = WindowPolicy::tokens(4_000).with_clearing(clearing).expect("a policy");
@@ -378,14 +385,4 @@ async fn the_door_sends_placeholders_while_history_keeps_the_originals() {
     assert!(call_3.contains("SKU-3-039"), "{call_3}");
     // The prompt shown is the one sent.
     assert!(html.contains("[cleared: get_order result for call call_2, "));
-}
-
-/// The `<article>` of message `anchor` (`m3`): its opening tag and content.
-fn article<'a>(html: &'a str, anchor: &str) -> &'a str {
-    let at = html
-        .find(&format!("id=\"{anchor}\""))
-        .unwrap_or_else(|| panic!("no message {anchor}"));
-    let start = html[..at].rfind("<article").expect("an article");
-    let end = at + html[at..].find("</article>").expect("its end");
-    &html[start..end]
 }

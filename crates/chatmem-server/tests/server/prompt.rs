@@ -12,9 +12,9 @@ use chatmem::{
     ChatMemory, ChatModel, ChatRequest, ChatResponse, ClearToolResults, ConversationId, InMemoryStore, Message,
     ModelError, Retention, Store, Summarizer, WindowPolicy,
 };
-use chatmem_server::{Auth, ServerConfig, Upstream, app};
+use chatmem_server::{Auth, ServerConfig, app};
 use chatmem_test::app::{App, json_request, request};
-use chatmem_test::upstream::{self as upstream, MockUpstream, text};
+use chatmem_test::upstream::{MockUpstream, text};
 use serde_json::{Value, json};
 
 use super::clearing::{is_placeholder, order_record, result_of, server, tool_turns};
@@ -248,13 +248,7 @@ async fn the_dry_run_shows_what_clearing_takes_out() {
 #[tokio::test]
 async fn the_dry_run_equals_what_the_door_sends() {
     let upstream = MockUpstream::start(Vec::new()).await;
-    let config = ServerConfig {
-        upstream: Some(Upstream {
-            base_url: upstream.base_url.clone(),
-            api_key: Some(upstream::TEST_KEY.into()),
-        }),
-        ..ServerConfig::default()
-    };
+    let config = super::clearing::door_config(&upstream);
     let clearing = ClearToolResults::new(1).expect("keep 1").trigger_tokens(300);
     let policy = WindowPolicy::tokens(4_000).with_clearing(clearing).expect("a policy");
     let server = server(policy, config);

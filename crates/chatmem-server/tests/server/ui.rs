@@ -58,7 +58,7 @@ async fn page(server: &App, url: &str, token: Option<&str>) -> (StatusCode, Stri
 }
 
 /// The `<article>` of message `anchor` (`m3`, `system`): its opening tag and content.
-fn article<'a>(html: &'a str, anchor: &str) -> &'a str {
+pub(super) fn article<'a>(html: &'a str, anchor: &str) -> &'a str {
     let at = html
         .find(&format!("id=\"{anchor}\""))
         .unwrap_or_else(|| panic!("no message {anchor}"));
