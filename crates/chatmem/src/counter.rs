@@ -13,7 +13,10 @@ use std::sync::{Arc, LazyLock};
 use crate::message::{Body, Content, ContentPart, Message};
 use crate::tokens::{PER_IMAGE, PER_LIST, PER_MESSAGE, PER_NAME};
 
+mod memo;
 mod pieces;
+
+pub(crate) use memo::{Memo, TextCounts};
 
 use pieces::Vocabulary;
 

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::commit::Retention;
-use crate::counter::{Cl100k, CounterName, TokenCounter};
+use crate::counter::{Cl100k, CounterName, Memo, TextCounts, TokenCounter};
 use crate::error::{Error, Result};
 use crate::id::ConversationId;
 use crate::in_memory_store::InMemoryStore;
@@ -62,6 +62,8 @@ pub struct ChatMemory<S = InMemoryStore> {
     retention: Retention,
     ttl: Option<Duration>,
     counter: Arc<dyn TokenCounter>,
+    /// What prompts count again every turn (the placeholders of cleared tool results), kept.
+    text_counts: Arc<TextCounts>,
     /// The counter name stored with new messages, made once (see [`counted_by`]).
     counted_by: CounterName,
     max_attempts: u32,
@@ -209,6 +211,7 @@ impl<S: Store> ChatMemory<S> {
             retention: Retention::default(),
             ttl: None,
             counter: Arc::new(Cl100k),
+            text_counts: Arc::default(),
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             max_batch: BatchLimits::default(),
             summarizer: None,
@@ -291,6 +294,7 @@ impl<S: Store> ChatMemory<S> {
             retention: self.retention,
             ttl: self.ttl,
             counter: self.counter,
+            text_counts: self.text_counts,
             counted_by: self.counted_by,
             max_attempts: self.max_attempts,
             max_batch: self.max_batch,
@@ -338,7 +342,7 @@ impl<S: Store> ChatMemory<S> {
             .load(id)
             .await
             .map_err(|source| Error::Store { id: id.clone(), source })?;
-        Ok(LoadedWindow::new(snapshot, &self.policy, &self.counter))
+        Ok(self.window(snapshot))
     }
 
     /// Loads conversation `id` (one store round trip) and begins a [`Turn`] on it: the one
@@ -366,6 +370,11 @@ impl<S: Store> ChatMemory<S> {
         turn.commit().await.map(drop)
     }
 
+    /// The window of `snapshot` under this memory's policy and counter.
+    pub(crate) fn window(&self, snapshot: crate::snapshot::Snapshot) -> LoadedWindow {
+        LoadedWindow::new(snapshot, &self.policy, &self.counter, &self.text_counts)
+    }
+
     /// The settings a turn's plan writes with.
     pub(crate) fn settings(&self) -> Settings<'_> {
         Settings {
@@ -373,7 +382,10 @@ impl<S: Store> ChatMemory<S> {
             retention: self.retention,
             ttl: self.ttl,
             counter: &self.counted_by,
-            tokens: self.counter.as_ref(),
+            tokens: Memo {
+                inner: self.counter.as_ref(),
+                counts: &self.text_counts,
+            },
             keep_unsummarized: self.summarizer.is_some(),
         }
     }

@@ -437,7 +437,7 @@ impl<'m, S: Store> Turn<'m, S> {
                 .collect(),
             summary,
         };
-        LoadedWindow::new(snapshot, self.memory.policy(), self.memory.counter())
+        self.memory.window(snapshot)
     }
 }
 
@@ -602,7 +602,12 @@ mod tests {
             .into(),
             summary: Some(Summary::new("Order LC1.", 3, &Heuristic)),
         };
-        LoadedWindow::new(snapshot, policy, &(Arc::new(Heuristic) as Arc<dyn crate::TokenCounter>))
+        LoadedWindow::new(
+            snapshot,
+            policy,
+            &(Arc::new(Heuristic) as Arc<dyn crate::TokenCounter>),
+            &Arc::default(),
+        )
     }
 
     fn memory(policy: WindowPolicy) -> ChatMemory {
@@ -651,6 +656,7 @@ mod tests {
             snapshot,
             &policy,
             &(Arc::new(Heuristic) as Arc<dyn crate::TokenCounter>),
+            &Arc::default(),
         );
         let memory = memory(policy);
         let mut turn = Turn::new(&memory, id(), window);

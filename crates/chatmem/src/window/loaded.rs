@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use crate::counter::TokenCounter;
+use crate::counter::{Memo, TextCounts, TokenCounter};
 use crate::message::Message;
 use crate::policy::Budget;
 use crate::policy::WindowPolicy;
@@ -35,8 +35,9 @@ use crate::window::{Cleared, Selection, is_plain, select_known, select_plain};
 pub struct LoadedWindow {
     snapshot: Snapshot,
     policy: WindowPolicy,
-    /// The counter of the placeholders of cleared tool results.
+    /// The counter of the placeholders of cleared tool results, and the counts it keeps.
     counter: Arc<dyn TokenCounter>,
+    counts: Arc<TextCounts>,
     /// Chosen when first asked for: a turn plans its own window, so the advisor's path
     /// (load, turn, prompt, commit) never needs this one.
     selection: OnceLock<Chosen>,
@@ -56,7 +57,12 @@ impl LoadedWindow {
     /// counted](crate::store::UNCOUNTED)) is recounted first, so the budget holds for the
     /// counter in use; a message whose counter is not recorded is taken as it is. A
     /// message-count window needs no counts.
-    pub(crate) fn new(mut snapshot: Snapshot, policy: &WindowPolicy, counter: &Arc<dyn TokenCounter>) -> Self {
+    pub(crate) fn new(
+        mut snapshot: Snapshot,
+        policy: &WindowPolicy,
+        counter: &Arc<dyn TokenCounter>,
+        counts: &Arc<TextCounts>,
+    ) -> Self {
         let name = counter.name();
         let stale = |m: &StoredMessage| !m.count_holds_for(name);
         let mut recounted = 0usize;
@@ -89,13 +95,22 @@ impl LoadedWindow {
             snapshot,
             policy: policy.clone(),
             counter: Arc::clone(counter),
+            counts: Arc::clone(counts),
             selection: OnceLock::new(),
         }
     }
 
     fn selection(&self) -> &Chosen {
         self.selection
-            .get_or_init(|| choose(&self.snapshot, &self.policy, self.counter.as_ref()))
+            .get_or_init(|| choose(&self.snapshot, &self.policy, &self.placeholders()))
+    }
+
+    /// The counter of placeholders: the memory's, keeping what it counts.
+    fn placeholders(&self) -> Memo<'_> {
+        Memo {
+            inner: self.counter.as_ref(),
+            counts: &self.counts,
+        }
     }
 
     /// The stored system message, if any (without the summary: see
@@ -154,7 +169,7 @@ impl LoadedWindow {
         let selection = self
             .selection
             .take()
-            .unwrap_or_else(|| choose(&self.snapshot, &self.policy, self.counter.as_ref()));
+            .unwrap_or_else(|| choose(&self.snapshot, &self.policy, &self.placeholders()));
         let Snapshot {
             system,
             messages,
@@ -239,14 +254,7 @@ impl LoadedWindow {
             Budget::Tokens(n) => (n as u64, self.tokens()),
         };
         let slot = system_slot(self.snapshot.system.as_ref(), self.snapshot.summary.as_ref());
-        let moved = select_loaded(
-            &self.snapshot.messages,
-            &[],
-            slot,
-            &to_low,
-            self.counter.as_ref(),
-            false,
-        );
+        let moved = select_loaded(&self.snapshot.messages, &[], slot, &to_low, &self.placeholders(), false);
         let next_start = moved.indices().next().map(|i| self.snapshot.messages[i].seq);
         Some(BlockEviction {
             headroom: budget.saturating_sub(used),

@@ -12,7 +12,7 @@ use std::time::Duration;
 use super::loaded::{Chosen, select_loaded};
 use crate::commit::Retention;
 use crate::commit::{Commit, CommitBuilder};
-use crate::counter::{CounterName, TokenCounter};
+use crate::counter::{CounterName, Memo, TokenCounter};
 use crate::message::Message;
 use crate::policy::WindowPolicy;
 use crate::snapshot::Snapshot;
@@ -27,7 +27,7 @@ pub(crate) struct Settings<'a> {
     /// The name of the counter of the batch's token counts (shared: a plan runs every turn).
     pub(crate) counter: &'a CounterName,
     /// The counter of the placeholders of cleared tool results.
-    pub(crate) tokens: &'a dyn TokenCounter,
+    pub(crate) tokens: Memo<'a>,
     /// Keep evicted messages until a summary covers them (a memory that summarizes).
     pub(crate) keep_unsummarized: bool,
 }
@@ -70,7 +70,7 @@ pub(crate) fn plan(snapshot: &Snapshot, batch: &[(Arc<Message>, u32)], settings:
             builder.push(Arc::clone(message), *tokens);
         }
     }
-    let (chosen, window_start) = window_of(snapshot, builder.draft(), settings.policy, settings.tokens);
+    let (chosen, window_start) = window_of(snapshot, builder.draft(), settings.policy, &settings.tokens);
     Plan {
         builder: builder.window_start(window_start),
         system_at,
@@ -117,13 +117,19 @@ mod tests {
         messages.into_iter().map(|m| (Arc::new(m), 1)).collect()
     }
 
+    static COUNTS: std::sync::LazyLock<crate::counter::TextCounts> = std::sync::LazyLock::new(Default::default);
+
     fn settings<'a>(policy: &'a WindowPolicy, counter: &'a CounterName) -> Settings<'a> {
+        let counts = &*COUNTS;
         Settings {
             policy,
             retention: Retention::DropEvicted,
             ttl: None,
             counter,
-            tokens: &crate::Heuristic,
+            tokens: Memo {
+                inner: &crate::Heuristic,
+                counts,
+            },
             keep_unsummarized: false,
         }
     }
