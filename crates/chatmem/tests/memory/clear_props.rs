@@ -9,7 +9,7 @@ use chatmem::store::StoredMessage;
 use chatmem::window::{CLEARED_ARGUMENTS, cleared_placeholder, select};
 use chatmem::{
     Budget, ChatMemory, ClearToolResults, ConversationId, Heuristic, InMemoryStore, Message, Retention, Role,
-    TokenCounter, ToolCall, WindowPolicy,
+    TokenCounter, ToolCall, TurnBoundary, WindowPolicy,
 };
 use proptest::prelude::*;
 
@@ -63,19 +63,25 @@ fn messages(turns: &[GenTurn]) -> Vec<Vec<Message>> {
         .collect()
 }
 
-fn clearing() -> impl Strategy<Value = (usize, usize, Option<usize>, bool, bool)> {
+/// Clearing's settings: keep, the block, the trigger as a share of the budget, whether a tool is
+/// excluded, whether inputs are cleared, whether the window may start on any message but a
+/// tool result (pair-safe) rather than on a user message.
+type Clearing = (usize, usize, Option<usize>, bool, bool, bool);
+
+fn clearing() -> impl Strategy<Value = Clearing> {
     (
         1usize..5,
         0usize..600,
         prop::option::of(0usize..100),
         any::<bool>(),
         any::<bool>(),
+        prop::bool::weighted(0.3),
     )
 }
 
 /// A token policy with clearing, or `None` when the generated settings are refused.
-fn policy(budget: usize, evict: Option<usize>, c: (usize, usize, Option<usize>, bool, bool)) -> Option<WindowPolicy> {
-    let (keep, block, trigger_share, exclude, inputs) = c;
+fn policy(budget: usize, evict: Option<usize>, c: Clearing) -> Option<WindowPolicy> {
+    let (keep, block, trigger_share, exclude, inputs, pair_safe) = c;
     let mut clear = ClearToolResults::new(keep)
         .ok()?
         .clear_at_least_tokens(block)
@@ -86,7 +92,12 @@ fn policy(budget: usize, evict: Option<usize>, c: (usize, usize, Option<usize>, 
     if exclude {
         clear = clear.exclude_tool("get_policy");
     }
-    let mut policy = WindowPolicy::try_tokens(budget).ok()?;
+    let boundary = if pair_safe {
+        TurnBoundary::PairSafe
+    } else {
+        TurnBoundary::User
+    };
+    let mut policy = WindowPolicy::try_tokens(budget).ok()?.with_boundary(boundary);
     if let Some(share) = evict {
         policy = policy.evict_to((budget * share / 100).clamp(1, budget - 1)).ok()?;
     }
@@ -274,7 +285,8 @@ proptest! {
             })
             .collect();
         let sel = select(&stored, system, &policy, &Heuristic);
-        let plain = select(&stored, system, &WindowPolicy::tokens(budget), &Heuristic);
+        let plain = WindowPolicy::tokens(budget).with_boundary(policy.boundary());
+        let plain = select(&stored, system, &plain, &Heuristic);
         prop_assert!(sel.start <= plain.start, "clearing held fewer messages");
         let sent: Vec<&Message> = sel.indices.iter().map(|&i| sel.replacement(i).unwrap_or(&stored[i].message)).collect();
         let as_stored: u64 = sel.indices.iter().map(|&i| u64::from(stored[i].tokens)).sum();
