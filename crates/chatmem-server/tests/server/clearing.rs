@@ -70,6 +70,18 @@ pub(super) fn is_placeholder(content: &str, tool: &str, call: &str) -> bool {
         .is_some_and(|n| n.parse::<u32>().is_ok_and(|n| n > 100))
 }
 
+/// `messages` (a window or a prompt of [`tool_turns`], keep 1) sends calls 1 and 2 cleared and
+/// the excluded-or-newest call 3 whole.
+pub(super) fn assert_first_two_cleared(messages: &Value, context: &str) {
+    for call in ["call_1", "call_2"] {
+        assert!(
+            is_placeholder(result_of(messages, call), "get_order", call),
+            "{context}: {messages}"
+        );
+    }
+    assert_eq!(result_of(messages, "call_3"), order_record(3), "{context}");
+}
+
 /// The settings calling the mock `upstream` with its key.
 pub(super) fn door_config(upstream: &MockUpstream) -> ServerConfig {
     ServerConfig {
@@ -108,15 +120,7 @@ async fn a_requests_policy_clears_old_results_from_the_window_never_from_history
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
     let window = r.json()["messages"].clone();
     // Call 3 is the one kept; calls 1 and 2 are cleared, in place and with their ids.
-    assert!(
-        is_placeholder(result_of(&window, "call_1"), "get_order", "call_1"),
-        "{window}"
-    );
-    assert!(
-        is_placeholder(result_of(&window, "call_2"), "get_order", "call_2"),
-        "{window}"
-    );
-    assert_eq!(result_of(&window, "call_3"), order_record(3));
+    assert_first_two_cleared(&window, "the body's policy");
     assert_eq!(arguments_of(&window, "call_1"), "{\"id\":1}");
 
     // The same in a query, with the excluded tool the most recent use kept.
@@ -125,15 +129,7 @@ async fn a_requests_policy_clears_old_results_from_the_window_never_from_history
         "clear_tool_results.keep=1&clear_tool_results.trigger_tokens=10&clear_tool_results.exclude_tools=get_policy&clear_tool_results.exclude_tools=other",
     ] {
         let window = server.get(&format!("{url}?{query}")).await.json()["messages"].clone();
-        assert!(
-            is_placeholder(result_of(&window, "call_1"), "get_order", "call_1"),
-            "{query}"
-        );
-        assert!(
-            is_placeholder(result_of(&window, "call_2"), "get_order", "call_2"),
-            "{query}"
-        );
-        assert_eq!(result_of(&window, "call_3"), order_record(3), "{query}");
+        assert_first_two_cleared(&window, query);
     }
     // Excluding `get_order` leaves only call 3 (the kept one) for clearing: nothing is.
     let window = server
@@ -300,19 +296,7 @@ async fn the_door_sends_placeholders_while_history_keeps_the_originals() {
 
     let sent = upstream.last_request();
     let messages = &sent["messages"];
-    assert!(
-        is_placeholder(result_of(messages, "call_1"), "get_order", "call_1"),
-        "{messages}"
-    );
-    assert!(
-        is_placeholder(result_of(messages, "call_2"), "get_order", "call_2"),
-        "{messages}"
-    );
-    assert_eq!(
-        result_of(messages, "call_3"),
-        order_record(3),
-        "the most recent use is whole"
-    );
+    assert_first_two_cleared(messages, "what the upstream received");
     // Each cleared result keeps its place: right after the call it answers.
     let roles: Vec<&str> = messages
         .as_array()

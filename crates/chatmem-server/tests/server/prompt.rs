@@ -17,7 +17,7 @@ use chatmem_test::app::{App, json_request, request};
 use chatmem_test::upstream::{MockUpstream, text};
 use serde_json::{Value, json};
 
-use super::clearing::{is_placeholder, order_record, result_of, server, tool_turns};
+use super::clearing::{assert_first_two_cleared, is_placeholder, order_record, result_of, server, tool_turns};
 
 const AFTERSALE: &str = "/v1/conversations/aftersale/prompt";
 
@@ -199,15 +199,7 @@ async fn the_dry_run_shows_what_clearing_takes_out() {
     let ask = json!({"messages": [{"role": "user", "content": "And the first one?"}]});
     let body = server.post_json("/v1/conversations/agent-1/prompt", &ask).await.json();
     let messages = &body["messages"];
-    assert!(
-        is_placeholder(result_of(messages, "call_1"), "get_order", "call_1"),
-        "{messages}"
-    );
-    assert!(
-        is_placeholder(result_of(messages, "call_2"), "get_order", "call_2"),
-        "{messages}"
-    );
-    assert_eq!(result_of(messages, "call_3"), order_record(3));
+    assert_first_two_cleared(messages, "the dry run");
     assert_eq!(body["cleared"]["results"], 2, "{body}");
     assert_eq!(body["cleared"]["inputs"], 0, "{body}");
     let saved = body["cleared"]["tokens_saved"].as_u64().expect("tokens saved");
