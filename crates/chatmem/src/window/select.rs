@@ -348,7 +348,7 @@ fn earliest_within_budget(
             len.saturating_sub(room)
         }
         Budget::Tokens(max) => {
-            let fixed = PER_LIST as u64 + u64::from(system_tokens.unwrap_or(0));
+            let fixed = fixed_cost(system_tokens);
             let max = max as u64;
             if fixed > max {
                 return len;
