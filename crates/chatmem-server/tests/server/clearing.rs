@@ -95,7 +95,11 @@ pub(super) fn door_config(upstream: &MockUpstream) -> ServerConfig {
 
 /// A server over a memory keeping history with `policy`.
 pub(super) fn server(policy: WindowPolicy, config: ServerConfig) -> App {
-    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
+    over(Arc::new(InMemoryStore::new()), policy, config)
+}
+
+/// A server over `store`, keeping history, with `policy` and `config`.
+pub(super) fn over(store: Arc<dyn Store>, policy: WindowPolicy, config: ServerConfig) -> App {
     let memory = ChatMemory::builder(store)
         .policy(policy)
         .retention(Retention::KeepHistory)

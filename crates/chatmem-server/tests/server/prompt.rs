@@ -10,14 +10,14 @@ use axum::body::Body;
 use axum::http::{HeaderValue, Method, StatusCode};
 use chatmem::{
     ChatMemory, ChatModel, ChatRequest, ChatResponse, ClearToolResults, ConversationId, InMemoryStore, Message,
-    ModelError, Retention, Store, Summarizer, WindowPolicy,
+    ModelError, Store, Summarizer, WindowPolicy,
 };
 use chatmem_server::{Auth, ServerConfig, app};
 use chatmem_test::app::{App, json_request, request};
 use chatmem_test::upstream::{MockUpstream, text};
 use serde_json::{Value, json};
 
-use super::clearing::{assert_first_two_cleared, is_placeholder, order_record, result_of, server, tool_turns};
+use super::clearing::{assert_first_two_cleared, is_placeholder, order_record, over, result_of, server, tool_turns};
 
 const AFTERSALE: &str = "/v1/conversations/aftersale/prompt";
 
@@ -30,16 +30,6 @@ fn aftersale() -> Value {
         {"role": "user", "content": "什么时候发？"},
         {"role": "assistant", "content": "明天。"},
     ]})
-}
-
-/// A server over `store`, keeping history, with `policy` and `config`.
-fn over(store: Arc<dyn Store>, policy: WindowPolicy, config: ServerConfig) -> App {
-    let memory = ChatMemory::builder(store)
-        .policy(policy)
-        .retention(Retention::KeepHistory)
-        .build()
-        .expect("valid memory settings");
-    App::new(app(memory, config))
 }
 
 fn roles(messages: &Value) -> Vec<&str> {
