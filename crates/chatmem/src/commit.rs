@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::counter::CounterName;
 use crate::error::{StoreError, StoreErrorKind};
 use crate::message::Message;
+use crate::recall::{IndexEntry, IndexTerms};
 use crate::snapshot::Snapshot;
 use crate::stored_message::StoredMessage;
 use crate::summary::Summary;
@@ -66,6 +67,10 @@ pub struct Commit {
     delete_below: Option<u64>,
     summary: Option<Summary>,
     ttl: Option<Duration>,
+    /// The appended messages' index entries, when the commit is made with recall on.
+    index: Vec<IndexEntry>,
+    /// Kept for [`Commit::then`]: whether the commit was made with recall on.
+    indexes: bool,
 }
 
 /// A commit token: random, never 0 (0 reads as "no token" in stores).
@@ -83,6 +88,8 @@ pub struct CommitBuilder {
     loaded_covered: u64,
     keep_unsummarized: bool,
     counted_by: Option<CounterName>,
+    /// Whether the built commit carries index entries for recall.
+    index: bool,
     /// Why [`build`](CommitBuilder::build) must fail, found while adding stored messages.
     misplaced: Option<String>,
 }
@@ -104,6 +111,8 @@ impl Commit {
                 delete_below: None,
                 summary: None,
                 ttl: None,
+                index: Vec::new(),
+                indexes: false,
             },
             loaded_window_start: loaded.window_start,
             retention: Retention::default(),
@@ -111,6 +120,7 @@ impl Commit {
             // A conversation with a summary keeps what waits for one, whoever writes to it.
             keep_unsummarized: loaded.summary.is_some(),
             counted_by: None,
+            index: false,
             misplaced: None,
         }
     }
@@ -168,6 +178,7 @@ impl Commit {
         })
         .retention(self.retention)
         .ttl(self.ttl)
+        .index(self.indexes)
     }
 
     /// The version the writer loaded; the commit fails with a conflict if it changed.
@@ -226,6 +237,13 @@ impl Commit {
         self.ttl
     }
 
+    /// The appended messages' index entries, in their order, when the commit was made with
+    /// recall on ([`CommitBuilder::index`]); empty otherwise. A store that
+    /// [searches](crate::Store::searches) writes them in the same atomic commit.
+    pub fn index(&self) -> &[IndexEntry] {
+        &self.index
+    }
+
     /// Takes the commit apart: the replacement system message and the appended messages.
     pub fn into_messages(self) -> (Option<StoredMessage>, Vec<StoredMessage>) {
         (self.system, self.append)
@@ -237,6 +255,22 @@ impl CommitBuilder {
     /// counter named `counter` (see [`StoredMessage::counted_by`]).
     pub fn counted_by(mut self, counter: impl Into<CounterName>) -> Self {
         self.counted_by = Some(counter.into());
+        self
+    }
+
+    /// Makes the commit carry index entries for its appended messages ([`Commit::index`]),
+    /// for recall: the terms are found when the commit is built.
+    ///
+    /// ```
+    /// use chatmem::Message;
+    /// use chatmem::store::{Commit, Snapshot};
+    /// let commit = Commit::on(&Snapshot::empty()).index(true).append(Message::user("Order LC2026"), 3).build()?;
+    /// let terms: Vec<&str> = commit.index()[0].terms.terms.iter().map(|(t, _)| t.as_str()).collect();
+    /// assert_eq!((commit.index()[0].seq, terms), (1, vec!["order", "lc2026"]));
+    /// # Ok::<(), chatmem::store::StoreError>(())
+    /// ```
+    pub fn index(mut self, on: bool) -> Self {
+        self.index = on;
         self
     }
 
@@ -416,6 +450,17 @@ impl CommitBuilder {
             ));
         }
         let mut c = c;
+        c.indexes = self.index;
+        if self.index {
+            c.index = c
+                .append
+                .iter()
+                .map(|m| IndexEntry {
+                    seq: m.seq,
+                    terms: IndexTerms::of(&m.message),
+                })
+                .collect();
+        }
         c.retention = self.retention;
         c.delete_below = match self.retention {
             Retention::KeepHistory => None,

@@ -10,6 +10,7 @@ use crate::commit::Commit;
 use crate::error::StoreError;
 use crate::id::ConversationId;
 use crate::page::Page;
+use crate::recall::{MemoryIndex, SearchQuery, SearchResult};
 use crate::shared_messages::SharedMessages;
 use crate::snapshot::Snapshot;
 use crate::store::{RecentConversation, RecentPage, RecentQuery, Store, now_micros};
@@ -62,6 +63,8 @@ struct Conversation {
     /// [`Store::recent`].
     updated_micros: i64,
     expires_micros: Option<i64>,
+    /// The lexical index of the messages committed with recall on.
+    index: MemoryIndex,
 }
 
 impl Conversation {
@@ -80,7 +83,15 @@ impl Conversation {
         while self.history.front().is_some_and(|m| m.seq < keep_from) {
             self.history.pop_front();
         }
+        self.index.delete_below(keep_from);
         self.window_start = start;
+    }
+
+    /// The kept message at `seq`, if any.
+    fn message(&self, seq: u64) -> Option<StoredMessage> {
+        let find = |ms: &[StoredMessage]| ms.binary_search_by_key(&seq, |m| m.seq).ok().map(|i| ms[i].clone());
+        let (a, b) = self.history.as_slices();
+        find(a).or_else(|| find(b)).or_else(|| find(&self.window))
     }
 }
 
@@ -153,6 +164,7 @@ impl Store for InMemoryStore {
             expires_at: None,
             updated_micros: 0,
             expires_micros: None,
+            index: MemoryIndex::new(),
         });
         c.next_seq = commit.next_seq();
         let (start, delete_below, ttl, token) = (
@@ -164,6 +176,8 @@ impl Store for InMemoryStore {
         if let Some(summary) = commit.summary() {
             c.summary = Some(summary.clone());
         }
+        let now = now_micros();
+        c.index.add(commit.index(), now);
         let (system, appended) = commit.into_messages();
         c.window.extend(appended);
         if let Some(system) = system {
@@ -172,7 +186,7 @@ impl Store for InMemoryStore {
         c.split(start, delete_below);
         // A TTL too long to represent never expires (rather than overflowing).
         c.expires_at = ttl.and_then(|ttl| Instant::now().checked_add(ttl));
-        c.updated_micros = now_micros();
+        c.updated_micros = now;
         c.expires_micros = c.expires_at.and_then(|_| {
             let ttl = i64::try_from(ttl?.as_micros()).ok()?;
             c.updated_micros.checked_add(ttl)
@@ -245,6 +259,18 @@ impl Store for InMemoryStore {
         let before = map.len();
         map.retain(|_, c| !c.expired(now));
         Ok((before - map.len()) as u64)
+    }
+
+    fn searches(&self) -> bool {
+        true
+    }
+
+    async fn search(&self, id: &ConversationId, query: &SearchQuery) -> Result<SearchResult, StoreError> {
+        let mut map = self.lock();
+        Ok(
+            Self::live(&mut map, id)
+                .map_or_else(SearchResult::default, |c| c.index.search(query, |seq| c.message(seq))),
+        )
     }
 }
 

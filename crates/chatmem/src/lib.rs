@@ -38,6 +38,7 @@ mod model;
 mod page;
 mod policy;
 pub mod printable;
+pub mod recall;
 mod redact;
 mod shared_messages;
 mod snapshot;
@@ -67,6 +68,7 @@ pub use crate::policy::{
     Budget, ClearSpec, ClearToolResults, DEFAULT_CLEAR_KEEP, DEFAULT_CLEAR_TRIGGER_TOKENS, MAX_CLEAR_KEEP,
     MAX_EXCLUDED_TOOLS, MAX_TOOL_NAME_BYTES, PolicySpec, TurnBoundary, WindowPolicy,
 };
+pub use crate::recall::{Recall, Recalled};
 pub use crate::store::Store;
 pub use crate::summarizer::{DEFAULT_SUMMARY_MAX_TOKENS, DEFAULT_SUMMARY_PROMPT, Summarizer, SummaryOutcome};
 pub use crate::summary::{SUMMARY_HEADING, Summary, render_system};

@@ -12,6 +12,7 @@ use crate::limits::BatchLimits;
 use crate::message::Message;
 use crate::page::Page;
 use crate::policy::WindowPolicy;
+use crate::recall::Recall;
 use crate::store::{RecentCursor, RecentPage, RecentQuery, Store};
 use crate::stored_message::StoredMessage;
 use crate::summarizer::Summarizer;
@@ -69,6 +70,7 @@ pub struct ChatMemory<S = InMemoryStore> {
     max_attempts: u32,
     max_batch: BatchLimits,
     summarizer: Option<Summarizer>,
+    recall: Option<Recall>,
 }
 
 /// The counter name stored with messages added under `policy`: the counter's, or
@@ -166,12 +168,56 @@ impl<S: Store> ChatMemoryBuilder<S> {
         self
     }
 
+    /// Recalls messages that left the window when a turn's new user message needs them (see
+    /// [`recall`](crate::recall)); default: no recall. Recall searches the evicted messages,
+    /// so it keeps them: the retention becomes [`Retention::KeepHistory`] (a later
+    /// [`retention`](ChatMemoryBuilder::retention) of `DropEvicted` makes
+    /// [`build`](ChatMemoryBuilder::build) fail), and every commit indexes what it writes.
+    ///
+    /// ```
+    /// use chatmem::{ChatMemory, ConversationId, InMemoryStore, Message, Recall, Retention, WindowPolicy};
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let memory = ChatMemory::builder(InMemoryStore::new())
+    ///     .policy(WindowPolicy::messages(2))
+    ///     .recall(Recall::new(3)?)
+    ///     .build()?;
+    /// assert_eq!(memory.retention(), Retention::KeepHistory);
+    /// let id = ConversationId::new("c1")?;
+    /// memory.add(&id, [Message::user("我的订单是 LC202610060018，还没发货。"), Message::assistant("已为您催促发货。")]).await?;
+    /// memory.add(&id, [Message::user("谢谢"), Message::assistant("不客气")]).await?;
+    /// let mut turn = memory.begin(&id).await?;
+    /// turn.push(Message::user("LC202610060018 能退吗？"));
+    /// turn.recall().await?;
+    /// let prompt = turn.prompt();
+    /// assert!(prompt[prompt.len() - 2].text().unwrap().contains("#1 user"));
+    /// # Ok::<(), chatmem::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn recall(mut self, recall: Recall) -> Self {
+        self.inner.recall = Some(recall);
+        self.inner.retention = Retention::KeepHistory;
+        self
+    }
+
     /// The memory.
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] naming the setting when `max_attempts` or `max_batch` is 0, the
-    /// TTL is zero, or the summarizer's bounds are zero.
+    /// TTL is zero, the summarizer's bounds are zero, or recall is asked of a memory that drops
+    /// evicted messages or of a store that does not [search](Store::searches).
     pub fn build(self) -> Result<ChatMemory<S>> {
+        if self.inner.recall.is_some() {
+            if self.inner.retention == Retention::DropEvicted {
+                return Err(Error::InvalidConfig(
+                    "recall searches the messages that left the window, so it keeps them: it cannot be combined with dropping evicted messages".into(),
+                ));
+            }
+            if !self.inner.store.searches() {
+                return Err(Error::InvalidConfig(
+                    "recall needs a store that indexes and searches its messages; this store does not".into(),
+                ));
+            }
+        }
         if let Some(summarizer) = &self.inner.summarizer {
             summarizer.validate().map_err(Error::InvalidConfig)?;
         }
@@ -215,6 +261,7 @@ impl<S: Store> ChatMemory<S> {
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             max_batch: BatchLimits::default(),
             summarizer: None,
+            recall: None,
         }
     }
 
@@ -299,6 +346,7 @@ impl<S: Store> ChatMemory<S> {
             max_attempts: self.max_attempts,
             max_batch: self.max_batch,
             summarizer: self.summarizer,
+            recall: self.recall,
         }
     }
 
@@ -320,6 +368,19 @@ impl<S: Store> ChatMemory<S> {
     /// The summarizer, if this memory summarizes.
     pub fn summarizer(&self) -> Option<&Summarizer> {
         self.summarizer.as_ref()
+    }
+
+    /// The recall settings, if this memory recalls.
+    pub fn recall_settings(&self) -> Option<&Recall> {
+        self.recall.as_ref()
+    }
+
+    /// The same memory with other recall settings (`None`: no recall), every other setting
+    /// kept: for one request that asks for its own `k`. Recall on a memory built without it
+    /// searches only what was committed with recall on.
+    pub fn with_recall(mut self, recall: Option<Recall>) -> Self {
+        self.recall = recall;
+        self
     }
 
     /// What the model sees for conversation `id`: the system message first, then the
@@ -387,6 +448,7 @@ impl<S: Store> ChatMemory<S> {
                 counts: &self.text_counts,
             },
             keep_unsummarized: self.summarizer.is_some(),
+            index: self.recall.is_some(),
         }
     }
 

@@ -19,6 +19,7 @@ use std::sync::Arc;
 pub use crate::commit::{Commit, CommitBuilder};
 pub use crate::counter::{CounterName, UNCOUNTED};
 pub use crate::error::{StoreError, StoreErrorKind};
+pub use crate::recall::{IndexEntry, IndexTerms, LexicalHit, SearchQuery, SearchResult};
 pub use crate::redact::{HIDDEN_URL, SecretUrl, redact_url};
 pub use crate::shared_messages::SharedMessages;
 pub use crate::snapshot::Snapshot;
@@ -72,6 +73,17 @@ use crate::{commit::Retention, summary::Summary};
 ///   more follow. A commit records its time by the store's clock.
 /// - [`purge_expired`](Store::purge_expired) deletes expired conversations now and returns
 ///   how many; backends that expire data by themselves keep the default.
+/// - **Recall** (optional: [`searches`](Store::searches) says whether a store does it). A
+///   store that searches writes a commit's [`Commit::index`] entries in the same atomic
+///   commit as the messages, with the commit's time; [`search`](Store::search) then finds
+///   them at once. It answers a [`SearchQuery`] with, over the conversation's indexed
+///   messages, how many there are, their total length, each query term's document
+///   frequency, and up to `limit` indexed messages with `seq < before` holding a query term,
+///   best first by [`bm25`](crate::recall::bm25) rounded to
+///   [`SCORE_DECIMALS`](crate::recall::SCORE_DECIMALS) decimals, ties by `seq` descending,
+///   each with its time, length and term frequencies ([`LexicalHit`]). Index entries go
+///   wherever their messages go (cleared, expired, deleted below a start). Terms are
+///   compared as exact strings: a store never parses them as a query language.
 /// - Errors are [`StoreError`]s whose [`kind`](StoreError::kind) says what happened: a lost
 ///   version check is `Conflict`, an unreachable backend `Unavailable`, unreadable data
 ///   `Corrupt` (use [`StoreError::corrupt`] and [`StoredMessage::from_json`]).
@@ -201,6 +213,22 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn purge_expired(&self) -> Result<u64, StoreError> {
         Ok(0)
     }
+
+    /// Whether the store indexes commits for recall and answers [`search`](Store::search).
+    /// The default is `false`: a memory with recall refuses such a store when it is built.
+    fn searches(&self) -> bool {
+        false
+    }
+
+    /// The best indexed messages of the conversation for `query` (see the contract above).
+    /// The default, for stores that do not search, fails with `InvalidInput`.
+    async fn search(&self, id: &ConversationId, query: &SearchQuery) -> Result<SearchResult, StoreError> {
+        let _ = (id, query);
+        Err(StoreError::new(
+            crate::error::StoreErrorKind::InvalidInput,
+            "this store does not search (recall needs a store that does)",
+        ))
+    }
 }
 
 macro_rules! forward_store {
@@ -227,6 +255,12 @@ macro_rules! forward_store {
             }
             async fn purge_expired(&self) -> Result<u64, StoreError> {
                 (**self).purge_expired().await
+            }
+            fn searches(&self) -> bool {
+                (**self).searches()
+            }
+            async fn search(&self, id: &ConversationId, query: &SearchQuery) -> Result<SearchResult, StoreError> {
+                (**self).search(id, query).await
             }
         }
     )*};

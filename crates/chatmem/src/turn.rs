@@ -17,7 +17,8 @@ use crate::error::{Error, Result};
 use crate::id::ConversationId;
 use crate::in_memory_store::InMemoryStore;
 use crate::memory::ChatMemory;
-use crate::message::Message;
+use crate::message::{Message, Role};
+use crate::recall::{Recall, Recalled, SearchQuery, SearchResult};
 use crate::snapshot::Snapshot;
 use crate::store::Store;
 use crate::stored_message::StoredMessage;
@@ -76,6 +77,9 @@ pub struct Turn<'m, S = InMemoryStore> {
     /// The system message with the summary after it, made when a prompt first needs it
     /// (the prompt borrows it); cleared when a system message joins the turn.
     rendered: OnceLock<Option<Message>>,
+    /// What [`recall`](Turn::recall) found for the turn's user message; dropped when another
+    /// user message joins.
+    recalled: Option<Recalled>,
 }
 
 impl<S> fmt::Debug for Turn<'_, S> {
@@ -134,6 +138,7 @@ impl<'m, S: Store> Turn<'m, S> {
             #[cfg(test)]
             plans: AtomicU32::new(0),
             rendered: OnceLock::new(),
+            recalled: None,
         }
     }
 
@@ -164,6 +169,9 @@ impl<'m, S: Store> Turn<'m, S> {
         };
         if message.is_system() {
             self.rendered = OnceLock::new();
+        }
+        if message.role() == Role::User {
+            self.recalled = None;
         }
         self.plan = OnceLock::new();
         self.new.push((Arc::new(message), tokens));
@@ -283,7 +291,121 @@ impl<'m, S: Store> Turn<'m, S> {
                 prompt.extend(appended.enumerate().map(|(k, m)| sent(s, old + k, m)));
             }
         }
+        // Recalled messages go just before the user message they answer: after the system
+        // message, the summary and the window, whose place is unchanged.
+        if let Some(recalled) = self.recalled.as_ref().and_then(|r| r.message.as_ref())
+            && let Some(at) = prompt.iter().rposition(|m| m.role() == Role::User)
+        {
+            prompt.insert(at, recalled);
+        }
         prompt
+    }
+
+    /// Searches what left the window for the turn's last user message (the one the model is
+    /// about to answer) and keeps what is relevant for [`prompt`](Turn::prompt), which sends
+    /// it, under [`RECALL_HEADING`](crate::recall::RECALL_HEADING), just before that message.
+    /// One store round trip; nothing without [recall](crate::ChatMemoryBuilder::recall) or
+    /// without a user message. Call it once the turn's messages are in (a user message that
+    /// joins later drops what was recalled); recalling changes nothing that is stored.
+    ///
+    /// Under a token window the recalled messages fit in what the prompt leaves of the
+    /// budget (and in the recall's own token budget), so the prompt never passes it.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the search fails.
+    pub async fn recall(&mut self) -> Result<&Recalled> {
+        let found = match self.memory.recall_settings() {
+            Some(recall) => {
+                let recall = *recall;
+                match self.search(&recall).await? {
+                    Some((found, budget)) => {
+                        crate::recall::choose(&found, &recall, budget, self.memory.counter().as_ref())
+                    }
+                    None => Recalled::default(),
+                }
+            }
+            None => Recalled::default(),
+        };
+        Ok(self.recalled.insert(found))
+    }
+
+    /// What [`recall`](Turn::recall) found, if it ran since the last user message joined.
+    pub fn recalled(&self) -> Option<&Recalled> {
+        self.recalled.as_ref()
+    }
+
+    /// The store's hits for the last user message of the prompt, before the window the turn
+    /// plans, and the tokens they may take; `None` when there is nothing to search for.
+    async fn search(&self, recall: &Recall) -> Result<Option<(SearchResult, usize)>> {
+        let prompt = self.prompt_without_recall();
+        let Some(text) = prompt
+            .iter()
+            .rev()
+            .find(|m| m.role() == Role::User)
+            .and_then(|m| m.text())
+        else {
+            return Ok(None);
+        };
+        let terms = crate::recall::query_terms(&text);
+        if terms.is_empty() {
+            return Ok(None);
+        }
+        let before = self.plan().draft().window_start();
+        let query = SearchQuery::new(terms, before, crate::recall::search_limit(recall.k()));
+        let found = self
+            .memory
+            .store()
+            .search(&self.id, &query)
+            .await
+            .map_err(|source| Error::Store {
+                id: self.id.clone(),
+                source,
+            })?;
+        let budget = match self.memory.policy().budget() {
+            crate::policy::Budget::Tokens(max) => {
+                usize::try_from((max as u64).saturating_sub(self.planned_tokens())).unwrap_or(usize::MAX)
+            }
+            crate::policy::Budget::Messages(_) => usize::MAX,
+        };
+        Ok(Some((found, budget)))
+    }
+
+    /// The prompt as it is without recalled messages.
+    fn prompt_without_recall(&self) -> Vec<&Message> {
+        let mut prompt = self.prompt();
+        if let Some(recalled) = self.recalled.as_ref().and_then(|r| r.message.as_ref()) {
+            prompt.retain(|m| !std::ptr::eq(*m, recalled));
+        }
+        prompt
+    }
+
+    /// The tokens of the planned prompt (before recall), from the counts made when the
+    /// messages joined.
+    fn planned_tokens(&self) -> u64 {
+        let snapshot = self.loaded.snapshot();
+        let plan = self.plan();
+        let old = snapshot.messages.len();
+        let appended: Vec<u32> = self
+            .new
+            .iter()
+            .filter(|(m, _)| !m.is_system())
+            .map(|(_, t)| *t)
+            .collect();
+        let turns: u64 = plan
+            .chosen
+            .indices()
+            .map(|i| match i.checked_sub(old) {
+                None => u64::from(snapshot.messages[i].tokens),
+                Some(k) => appended.get(k).copied().map_or(0, u64::from),
+            })
+            .sum();
+        let system = match plan.system_at {
+            Some(i) => Some(self.new[i].1),
+            None => snapshot.system.as_ref().map(|s| s.tokens),
+        };
+        let summary = shown(snapshot.summary.as_ref()).map_or(0, |s| u64::from(s.tokens));
+        (crate::tokens::PER_LIST as u64 + u64::from(system.unwrap_or(0)) + summary + turns)
+            .saturating_sub(plan.chosen.cleared().tokens_saved)
     }
 
     /// What [`prompt`](Turn::prompt) clears (nothing without

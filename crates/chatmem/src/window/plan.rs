@@ -30,6 +30,8 @@ pub(crate) struct Settings<'a> {
     pub(crate) tokens: Memo<'a>,
     /// Keep evicted messages until a summary covers them (a memory that summarizes).
     pub(crate) keep_unsummarized: bool,
+    /// Index the appended messages for recall.
+    pub(crate) index: bool,
 }
 
 /// A batch planned on a snapshot.
@@ -57,7 +59,8 @@ pub(crate) fn plan(snapshot: &Snapshot, batch: &[(Arc<Message>, u32)], settings:
     let mut builder = Commit::on(snapshot)
         .retention(settings.retention)
         .ttl(settings.ttl)
-        .counted_by(settings.counter.clone());
+        .counted_by(settings.counter.clone())
+        .index(settings.index);
     if settings.keep_unsummarized {
         builder = builder.keep_unsummarized();
     }
@@ -131,6 +134,7 @@ mod tests {
                 counts,
             },
             keep_unsummarized: false,
+            index: false,
         }
     }
 

@@ -6,6 +6,7 @@ mod chat_memory;
 mod clear_props;
 mod fuzz_smoke;
 mod late_summaries;
+mod recall;
 mod window_props;
 
 // proptest keeps the failures it saves for a module here in

@@ -1,0 +1,202 @@
+//! Which of a search's hits are recalled into a prompt, and how they are written: a pure
+//! function of the hits, the [`Recall`] settings, the token budget and the counter.
+
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+
+use crate::counter::TokenCounter;
+use crate::message::{Message, Role};
+
+use super::search::{SearchResult, bm25, relevance, rounded};
+use super::spec::Recall;
+
+/// The first line of the message recalled messages are sent in: fixed, so a model (and a
+/// reader of the prompt) can tell recalled text from what is being said now.
+pub const RECALL_HEADING: &str = "Recalled from earlier in this conversation (oldest first):";
+
+/// What became of a message a search found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// Recalled into the prompt.
+    Injected,
+    /// Less relevant than the [floor](Recall::relevance_floor).
+    BelowThreshold,
+    /// Relevant, but `k` more relevant messages were recalled.
+    PastK,
+    /// Relevant, but it did not fit in the token budget.
+    OverBudget,
+    /// A tool result whose call was not found with it: a result comes with its call or not
+    /// at all.
+    WithoutItsCall,
+}
+
+impl Outcome {
+    /// The outcome as the REST API and the inspector name it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Injected => "injected",
+            Outcome::BelowThreshold => "below_threshold",
+            Outcome::PastK => "past_k",
+            Outcome::OverBudget => "over_budget",
+            Outcome::WithoutItsCall => "without_its_call",
+        }
+    }
+}
+
+/// A message a search found, ranked, with what became of it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Considered {
+    /// Its sequence number.
+    pub seq: u64,
+    /// The message.
+    pub message: Arc<Message>,
+    /// When the commit that wrote it landed, in Unix microseconds.
+    pub at_micros: i64,
+    /// Its place among the hits by lexical score, from 1.
+    pub lexical_rank: usize,
+    /// Its BM25 score.
+    pub score: f64,
+    /// Its [relevance](super::relevance), what the floor applies to.
+    pub relevance: f64,
+    /// What became of it.
+    pub outcome: Outcome,
+}
+
+/// What recall adds to one model call: the messages it considered, best first, and the one
+/// message the recalled ones are sent in (`None`: nothing recalled, the prompt is as without
+/// recall).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Recalled {
+    /// Every hit, best first, with its outcome.
+    pub considered: Vec<Considered>,
+    /// The recalled messages under [`RECALL_HEADING`], oldest first, as one user message.
+    pub message: Option<Message>,
+    /// The tokens of [`message`](Recalled::message) by the memory's counter (0 without one).
+    pub tokens: usize,
+}
+
+impl Recalled {
+    /// The recalled messages, oldest first.
+    pub fn injected(&self) -> impl Iterator<Item = &Considered> + '_ {
+        let mut injected: Vec<&Considered> = self
+            .considered
+            .iter()
+            .filter(|c| c.outcome == Outcome::Injected)
+            .collect();
+        injected.sort_by_key(|c| c.seq);
+        injected.into_iter()
+    }
+}
+
+/// Chooses what to recall from `found`: the hits ranked by relevance (ties: the newer
+/// first); those at least as relevant as the floor, up to `k`, each tool result with its
+/// call (found among the relevant hits) or not at all; each while it fits in `budget` tokens
+/// (counted by `counter` as it is written, the heading included); written oldest first.
+pub fn choose(found: &SearchResult, recall: &Recall, budget: usize, counter: &dyn TokenCounter) -> Recalled {
+    let terms = found.df.len();
+    let mut considered: Vec<Considered> = found
+        .hits
+        .iter()
+        .map(|hit| {
+            let score = bm25(found.docs, found.total_len, &found.df, hit.len, &hit.tf);
+            Considered {
+                seq: hit.message.seq,
+                message: Arc::clone(&hit.message.message),
+                at_micros: hit.at_micros,
+                lexical_rank: 0,
+                score,
+                relevance: relevance(found.docs, terms, score),
+                outcome: Outcome::BelowThreshold,
+            }
+        })
+        .collect();
+    considered.sort_by(|a, b| rounded(b.score).total_cmp(&rounded(a.score)).then(b.seq.cmp(&a.seq)));
+    for (i, c) in considered.iter_mut().enumerate() {
+        c.lexical_rank = i + 1;
+    }
+    let floor = recall.relevance_floor();
+    let eligible = |c: &Considered| c.relevance >= floor && c.relevance > 0.0;
+    let heading = counter.count_text(RECALL_HEADING);
+    let budget = budget.min(recall.token_budget());
+    let mut spent = heading;
+    let mut count = 0;
+    for i in 0..considered.len() {
+        if !eligible(&considered[i]) || considered[i].outcome == Outcome::Injected {
+            continue;
+        }
+        // The unit that goes in or stays out whole: a tool result and its call.
+        let mut unit = vec![i];
+        if let Some(call_id) = considered[i].message.tool_call_id() {
+            let call = considered
+                .iter()
+                .position(|c| eligible(c) && c.message.tool_calls().iter().any(|t| t.id == call_id));
+            match call {
+                Some(j) if considered[j].outcome == Outcome::Injected => {}
+                Some(j) => unit.insert(0, j),
+                None => {
+                    considered[i].outcome = Outcome::WithoutItsCall;
+                    continue;
+                }
+            }
+        }
+        if count + unit.len() > recall.k() {
+            considered[i].outcome = Outcome::PastK;
+            continue;
+        }
+        let cost: usize = unit
+            .iter()
+            .map(|&u| counter.count_text(&line(&considered[u])) + 1)
+            .sum();
+        if spent + cost > budget {
+            considered[i].outcome = Outcome::OverBudget;
+            continue;
+        }
+        spent += cost;
+        count += unit.len();
+        for u in unit {
+            considered[u].outcome = Outcome::Injected;
+        }
+    }
+    let mut recalled = Recalled {
+        considered,
+        message: None,
+        tokens: 0,
+    };
+    let lines: Vec<String> = recalled.injected().map(line).collect();
+    if !lines.is_empty() {
+        let text = format!("{RECALL_HEADING}\n{}", lines.join("\n"));
+        let message = Message::user(text);
+        recalled.tokens = counter.count_message(&message);
+        recalled.message = Some(message);
+    }
+    recalled
+}
+
+/// One recalled message as it is written: `[#12 user, 2026-10-06T10:00:00Z] text`; an
+/// assistant's tool calls follow its text as `→ name(arguments)`, a tool result names its call.
+fn line(c: &Considered) -> String {
+    let m = &c.message;
+    let role = match m.role() {
+        Role::Tool => format!("tool result for {}", m.tool_call_id().unwrap_or_default()),
+        role => role.as_str().to_string(),
+    };
+    let mut out = match u64::try_from(c.at_micros) {
+        Ok(micros) if micros > 0 => {
+            let at = UNIX_EPOCH + Duration::from_micros(micros);
+            format!("[#{} {role}, {}] ", c.seq, humantime::format_rfc3339_seconds(at))
+        }
+        _ => format!("[#{} {role}] ", c.seq),
+    };
+    if let Some(text) = m.text() {
+        out.push_str(&text);
+    }
+    for call in m.tool_calls() {
+        if !out.ends_with(' ') {
+            out.push(' ');
+        }
+        out.push_str(&format!("→ {}({}) [{}]", call.name, call.arguments, call.id));
+    }
+    out.trim_end().to_string()
+}

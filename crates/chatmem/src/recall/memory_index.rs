@@ -1,0 +1,93 @@
+//! [`MemoryIndex`]: a conversation's lexical index held in memory, the reference every other
+//! store's search is checked against (the in-memory store keeps one per conversation).
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::stored_message::StoredMessage;
+
+use super::search::{IndexEntry, LexicalHit, SearchQuery, SearchResult, bm25, rounded};
+
+/// One conversation's index: each term's postings (seq → count), each message's length and
+/// time.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryIndex {
+    postings: HashMap<String, BTreeMap<u64, u32>>,
+    docs: BTreeMap<u64, (u32, i64)>,
+    total_len: u64,
+}
+
+impl MemoryIndex {
+    /// An empty index.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Indexes a commit's entries, written at `at_micros`.
+    pub fn add(&mut self, entries: &[IndexEntry], at_micros: i64) {
+        for entry in entries {
+            if self.docs.insert(entry.seq, (entry.terms.len, at_micros)).is_some() {
+                continue;
+            }
+            self.total_len += u64::from(entry.terms.len);
+            for (term, tf) in &entry.terms.terms {
+                self.postings.entry(term.clone()).or_default().insert(entry.seq, *tf);
+            }
+        }
+    }
+
+    /// Forgets the messages below `seq`.
+    pub fn delete_below(&mut self, seq: u64) {
+        if self.docs.first_key_value().is_none_or(|(&first, _)| first >= seq) {
+            return;
+        }
+        let kept = self.docs.split_off(&seq);
+        for (len, _) in std::mem::replace(&mut self.docs, kept).into_values() {
+            self.total_len -= u64::from(len);
+        }
+        self.postings.retain(|_, seqs| {
+            *seqs = seqs.split_off(&seq);
+            !seqs.is_empty()
+        });
+    }
+
+    /// How many messages are indexed.
+    pub fn len(&self) -> usize {
+        self.docs.len()
+    }
+
+    /// Whether nothing is indexed.
+    pub fn is_empty(&self) -> bool {
+        self.docs.is_empty()
+    }
+
+    /// Answers `query` as the [`Store::search`](crate::Store::search) contract says, the
+    /// messages looked up by `message` (a hit whose message is gone is left out).
+    pub fn search(&self, query: &SearchQuery, message: impl Fn(u64) -> Option<StoredMessage>) -> SearchResult {
+        let docs = self.docs.len() as u64;
+        let lists: Vec<Option<&BTreeMap<u64, u32>>> = query.terms.iter().map(|t| self.postings.get(t)).collect();
+        let df: Vec<u64> = lists.iter().map(|l| l.map_or(0, |l| l.len() as u64)).collect();
+        let mut tfs: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
+        for (i, list) in lists.iter().enumerate() {
+            for (&seq, &tf) in list.iter().flat_map(|l| l.range(..query.before)) {
+                tfs.entry(seq).or_insert_with(|| vec![0; lists.len()])[i] = tf;
+            }
+        }
+        let mut scored: Vec<(f64, u64, Vec<u32>)> = tfs
+            .into_iter()
+            .map(|(seq, tf)| {
+                let len = self.docs.get(&seq).map_or(0, |d| d.0);
+                (rounded(bm25(docs, self.total_len, &df, len, &tf)), seq, tf)
+            })
+            .collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
+        let hits = scored
+            .into_iter()
+            .filter_map(|(_, seq, tf)| {
+                let (len, at) = *self.docs.get(&seq)?;
+                Some(LexicalHit::new(message(seq)?, at, len, tf))
+            })
+            .take(query.limit)
+            .collect();
+        SearchResult::new(docs, self.total_len, df, hits)
+    }
+}
