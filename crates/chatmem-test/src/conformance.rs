@@ -10,6 +10,7 @@ mod harness;
 mod ids;
 mod lifecycle;
 mod paging;
+mod recall;
 mod recent;
 mod round_trip;
 mod summary;
@@ -51,6 +52,19 @@ pub(crate) async fn run(store: Arc<dyn Store>) {
     step("list_paging", paging::list_paging(&run)).await;
     step("recent", recent::recent(&run)).await;
     step("awkward_ids", ids::awkward_ids(&run)).await;
+    step("recall_index", recall::recall_index(&run)).await;
+    step(
+        "recall_terms_are_plain_strings",
+        recall::recall_terms_are_plain_strings(&run),
+    )
+    .await;
+    step("recall_isolation", recall::recall_isolation(&run)).await;
+    step(
+        "recall_forgets_with_its_messages",
+        recall::recall_forgets_with_its_messages(&run),
+    )
+    .await;
+    step("recall_through_memory", recall::recall_through_memory(&run)).await;
     step("ttl", lifecycle::ttl(&run)).await;
     step("concurrency_one_conversation", concurrency::one_conversation(&run)).await;
     step("concurrency_many_conversations", concurrency::many_conversations(&run)).await;

@@ -91,6 +91,14 @@ impl Run {
     }
 }
 
+/// A memory over the run's store that recalls (`recall`), with a window of `max_messages`.
+pub(super) fn recalling(run: &Run, max_messages: usize, recall: chatmem::Recall) -> Mem {
+    crate::stress::contended(run.store.clone(), max_messages, Retention::KeepHistory)
+        .recall(recall)
+        .build()
+        .expect("a store that searches takes recall")
+}
+
 /// The value of a store call's `result`; panics naming the call, the id, the error and its
 /// source, so a failing store says where.
 fn expect_ok<T>(call: &str, id: &ConversationId, result: Result<T, StoreError>) -> T {
