@@ -42,7 +42,10 @@ pub enum WriteMode {
 ///    replaces the stored one if its text differs (committed with the turn);
 /// 2. sends the system message, then the window, then the turn's new messages. The window
 ///    is the one memory will hold once the new messages are added, so the model never sees
-///    more than the policy allows; new messages equal to the end of memory are not repeated;
+///    more than the policy allows; new messages equal to the end of memory are not repeated.
+///    With [recall](chatmem::ChatMemoryBuilder::recall), what the store finds for the new
+///    user message among the messages that left the window (one more round trip) is sent
+///    just before that message;
 /// 3. calls the model, running the tool loop if a [`ToolExecutor`] is set (the memory is
 ///    prepended once; each round appends the tool calls and results);
 /// 4. on success commits the whole turn — new messages, tool calls and results, answer —
@@ -192,6 +195,8 @@ impl<M: ChatModel, S: Store> MemoryAdvisor<M, S> {
         chatmem::check_request(&messages).map_err(|e| Error::InvalidRequest(e.to_string()))?;
         let mut turn = self.memory.begin(id).await.map_err(Error::Load)?;
         let skipped = turn.push_unstored(messages);
+        // Before the eager write: a failed search leaves memory as it was.
+        let recalled = turn.recall().await.map_err(Error::Load)?.injected().count();
         let new: Vec<Message> = turn.messages().filter(|m| !m.is_system()).cloned().collect();
         // No conversation id in these lines: ids are the application's data (a server logs
         // them for every tenant); the caller's span says which request this is.
@@ -199,6 +204,7 @@ impl<M: ChatModel, S: Store> MemoryAdvisor<M, S> {
             loaded = turn.loaded().snapshot().messages.len(),
             new = new.len(),
             already_stored = skipped,
+            recalled,
             "turn prepared"
         );
         if self.write_mode == WriteMode::Eager && !turn.is_empty() {

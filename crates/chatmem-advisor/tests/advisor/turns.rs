@@ -160,6 +160,46 @@ async fn a_window_of_two_drops_the_first_turn_but_keeps_the_system_message() {
 }
 
 #[tokio::test]
+async fn under_a_window_of_two_the_order_number_is_recalled_into_the_request() {
+    for mode in [WriteMode::AfterSuccess, WriteMode::Eager] {
+        let server = MockUpstream::start(vec![text(ANSWER1), text("好的"), text(ANSWER2)]).await;
+        let memory = ChatMemory::builder(InMemoryStore::new())
+            .policy(WindowPolicy::messages(2))
+            .recall(chatmem::Recall::new(3).unwrap())
+            .build()
+            .unwrap();
+        let advisor = MemoryAdvisor::new(server.model(), memory).with_write_mode(mode);
+        let conv = id("app-user-42-aftersale");
+        advisor.call(&conv, turn(TURN1)).await.unwrap();
+        advisor.call(&conv, turn("谢谢")).await.unwrap();
+        advisor.call(&conv, turn("LC202610060018 能退吗？")).await.unwrap();
+        let sent = roles_and_texts(&server.requests()[2]);
+        assert_eq!(sent.len(), 3, "{mode:?}: {sent:?}");
+        assert_eq!(sent[0], ("system".to_string(), SYSTEM.to_string()));
+        assert_eq!(sent[1].0, "user");
+        assert!(
+            sent[1].1.starts_with(chatmem::recall::RECALL_HEADING),
+            "{mode:?}: {}",
+            sent[1].1
+        );
+        assert!(
+            sent[1].1.contains("[#1 user, ") && sent[1].1.contains(TURN1),
+            "{mode:?}: {}",
+            sent[1].1
+        );
+        assert_eq!(sent[2], ("user".to_string(), "LC202610060018 能退吗？".to_string()));
+        // Memory holds what was said, nothing recalled.
+        let history = advisor.memory().history(&conv).await.unwrap();
+        assert_eq!(history.len(), 7, "{mode:?}");
+        assert!(
+            history
+                .iter()
+                .all(|m| !m.text().unwrap_or_default().contains(chatmem::recall::RECALL_HEADING))
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_failed_call_leaves_memory_unchanged_and_a_retry_sends_the_question_once() {
     let server = MockUpstream::start(vec![text(ANSWER1), Reply::Status(500), text(ANSWER2)]).await;
     let advisor = MemoryAdvisor::new(server.model(), memory(6));
