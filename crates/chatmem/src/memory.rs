@@ -375,6 +375,53 @@ impl<S: Store> ChatMemory<S> {
         self.recall.as_ref()
     }
 
+    /// What recall finds for `query` among the messages that left conversation `id`'s window,
+    /// ranked, with what a turn would do with each (the floor and token budget of this
+    /// memory's recall settings, or the defaults, with `k` as given): for a person or a tool
+    /// asking why something was or was not recalled. `None` when the conversation does not
+    /// exist. Two store round trips (a load for the window start, the search).
+    ///
+    /// ```
+    /// use chatmem::{ChatMemory, ConversationId, InMemoryStore, Message, Recall, WindowPolicy};
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let memory = ChatMemory::builder(InMemoryStore::new()).policy(WindowPolicy::messages(2)).recall(Recall::new(3)?).build()?;
+    /// let id = ConversationId::new("c1")?;
+    /// memory.add(&id, [Message::user("我的订单是 LC202610060018"), Message::assistant("收到")]).await?;
+    /// memory.add(&id, [Message::user("谢谢"), Message::assistant("不客气")]).await?;
+    /// let found = memory.recall(&id, "订单", 5).await?.expect("the conversation exists");
+    /// assert_eq!(found.considered[0].seq, 1);
+    /// assert!(memory.recall(&ConversationId::new("nobody")?, "订单", 5).await?.is_none());
+    /// # Ok::<(), chatmem::Error>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when `k` is outside 1 to [`MAX_RECALL_K`](crate::recall::MAX_RECALL_K);
+    /// [`Error::Store`] when the store fails.
+    pub async fn recall(&self, id: &ConversationId, query: &str, k: usize) -> Result<Option<crate::recall::Recalled>> {
+        let settings = match self.recall {
+            Some(r) => r.with_k(k)?,
+            None => Recall::new(k)?,
+        };
+        let store_err = |source| Error::Store { id: id.clone(), source };
+        let snapshot = self.store.load(id).await.map_err(store_err)?;
+        if !snapshot.exists() {
+            return Ok(None);
+        }
+        let terms = crate::recall::query_terms(query);
+        if terms.is_empty() {
+            return Ok(Some(crate::recall::Recalled::default()));
+        }
+        let search = crate::recall::SearchQuery::new(terms, snapshot.window_start, crate::recall::search_limit(k));
+        let found = self.store.search(id, &search).await.map_err(store_err)?;
+        Ok(Some(crate::recall::choose(
+            &found,
+            &settings,
+            usize::MAX,
+            self.counter.as_ref(),
+        )))
+    }
+
     /// The same memory with other recall settings (`None`: no recall), every other setting
     /// kept: for one request that asks for its own `k`. Recall on a memory built without it
     /// searches only what was committed with recall on.

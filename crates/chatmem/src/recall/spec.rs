@@ -53,6 +53,17 @@ impl Recall {
         })
     }
 
+    /// The same settings recalling up to `k` messages.
+    ///
+    /// # Errors
+    /// As [`Recall::new`].
+    pub fn with_k(self, k: usize) -> Result<Self> {
+        Ok(Self {
+            k: Recall::new(k)?.k,
+            ..self
+        })
+    }
+
     /// Sets the least relevance of a recalled message.
     ///
     /// # Errors
