@@ -1,14 +1,17 @@
 //! The one failing [`Store`] of the tests: an [`InMemoryStore`] whose loads and commits fail
-//! on the test's word, to see what a server or a client makes of a store error.
+//! (and searches) fail on the test's word, to see what a server or a client makes of a store
+//! error.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use async_trait::async_trait;
-use chatmem::store::{Commit, RecentPage, RecentQuery, Snapshot, StoreError, StoreErrorKind, StoredMessage};
+use chatmem::store::{
+    Commit, RecentPage, RecentQuery, SearchQuery, SearchResult, Snapshot, StoreError, StoreErrorKind, StoredMessage,
+};
 use chatmem::{ConversationId, InMemoryStore, Page, Store};
 
 /// An in-memory store that fails on demand: its next [`lose_commits`](Self::lose_commits)
-/// commits lose a version check, its loads fail as unavailable while it is
+/// commits lose a version check, its loads and searches fail as unavailable while it is
 /// [`down`](Self::set_down), and a [`broken`](Self::broken) one fails every load.
 #[derive(Debug, Default)]
 pub struct FailingStore {
@@ -38,7 +41,7 @@ impl FailingStore {
         self.conflicts.store(n, Ordering::SeqCst);
     }
 
-    /// While `down`, every load fails as unavailable.
+    /// While `down`, every load and every search fails as unavailable.
     pub fn set_down(&self, down: bool) {
         self.down.store(down, Ordering::SeqCst);
     }
@@ -80,5 +83,14 @@ impl Store for FailingStore {
     }
     async fn recent(&self, query: &RecentQuery) -> Result<RecentPage, StoreError> {
         self.inner.recent(query).await
+    }
+    fn searches(&self) -> bool {
+        true
+    }
+    async fn search(&self, id: &ConversationId, query: &SearchQuery) -> Result<SearchResult, StoreError> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(StoreError::new(StoreErrorKind::Unavailable, "the test took it down"));
+        }
+        self.inner.search(id, query).await
     }
 }

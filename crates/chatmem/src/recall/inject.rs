@@ -118,10 +118,12 @@ pub fn choose(found: &SearchResult, recall: &Recall, budget: usize, counter: &dy
     }
     let floor = recall.relevance_floor();
     let eligible = |c: &Considered| c.relevance >= floor && c.relevance > 0.0;
-    let heading = counter.count_text(RECALL_HEADING);
     let budget = budget.min(recall.token_budget());
-    let mut spent = heading;
+    // What each line costs is estimated as it is added (its own count and a newline); the
+    // message as written is counted once at the end and trimmed if the estimate fell short.
+    let mut spent = counter.count_text(RECALL_HEADING);
     let mut count = 0;
+    let mut units: Vec<Vec<usize>> = Vec::new();
     for i in 0..considered.len() {
         if !eligible(&considered[i]) || considered[i].outcome == Outcome::Injected {
             continue;
@@ -155,23 +157,37 @@ pub fn choose(found: &SearchResult, recall: &Recall, budget: usize, counter: &dy
         }
         spent += cost;
         count += unit.len();
-        for u in unit {
+        for &u in &unit {
             considered[u].outcome = Outcome::Injected;
         }
+        units.push(unit);
     }
     let mut recalled = Recalled {
         considered,
         message: None,
         tokens: 0,
     };
-    let lines: Vec<String> = recalled.injected().map(line).collect();
-    if !lines.is_empty() {
-        let text = format!("{RECALL_HEADING}\n{}", lines.join("\n"));
-        let message = Message::user(text);
-        recalled.tokens = counter.count_message(&message);
-        recalled.message = Some(message);
+    loop {
+        let lines: Vec<String> = recalled.injected().map(line).collect();
+        if lines.is_empty() {
+            return recalled;
+        }
+        let message = Message::user(format!("{RECALL_HEADING}\n{}", lines.join("\n")));
+        let tokens = counter.count_message(&message);
+        match units.pop() {
+            // The least relevant unit leaves until the message as written fits.
+            Some(unit) if tokens > budget => {
+                for u in unit {
+                    recalled.considered[u].outcome = Outcome::OverBudget;
+                }
+            }
+            _ => {
+                recalled.tokens = tokens;
+                recalled.message = Some(message);
+                return recalled;
+            }
+        }
     }
-    recalled
 }
 
 /// One recalled message as it is written: `[#12 user, 2026-10-06T10:00:00Z] text`; an

@@ -7,6 +7,7 @@ mod clear_props;
 mod fuzz_smoke;
 mod late_summaries;
 mod recall;
+mod recall_props;
 mod window_props;
 
 // proptest keeps the failures it saves for a module here in
