@@ -9,14 +9,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use chatmem::{
     ChatMemory, ClearSpec, ConversationId, PolicySpec, Retention, Store, Summarizer, TokenCounter, Tokenizer,
     TurnBoundary, WindowPolicy,
 };
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::cmd::{chat, serve};
+use crate::cmd::{chat, recall as recall_cmd, serve};
+use crate::recall::{self, RecallArgs};
 use crate::stores::{self, Access};
 use crate::summarize;
 
@@ -27,7 +28,7 @@ use crate::summarize;
     name = "chatmem",
     version,
     about = "Conversation memory for LLM applications: trim and count messages; add, get, history, \
-             list, clear and purge stored conversations; chat, serve, export and import",
+             recall, list, clear and purge stored conversations; chat, serve, export and import",
     long_about = "Conversation memory for LLM applications.
 
 Without a store, `trim` applies a window policy to a JSON array of messages on stdin and
@@ -35,12 +36,13 @@ Without a store, `trim` applies a window policy to a JSON array of messages on s
 
 With a store (--store URL, or CHATMEM_STORE; an SQLite file in the user's data directory by
 default): `add` appends messages to a conversation, `get` prints its window, `history`
-everything stored for it, `list` the conversation ids, `clear` deletes a conversation and
-`purge` the expired ones; `chat` talks to a model through the memory, `serve` offers the
-memory over HTTP, `export` and `import` move conversations between stores as JSON Lines.
+everything stored for it, `recall` what recall finds in it for a question, `list` the
+conversation ids, `clear` deletes a conversation and `purge` the expired ones; `chat` talks to
+a model through the memory, `serve` offers the memory over HTTP, `export` and `import` move
+conversations between stores as JSON Lines.
 
-`get`, `history`, `list` and `export` only read: they open an existing store and never
-create one."
+`get`, `history`, `recall`, `list` and `export` only read: they open an existing store and
+never create one."
 )]
 pub(crate) struct Cli {
     #[command(subcommand)]
@@ -59,6 +61,9 @@ pub(crate) enum Command {
     Get(MemoryArgs),
     /// Print everything stored for a conversation as a JSON array.
     History(ConversationArgs),
+    /// Print, as JSON, the messages recall finds for a question among those that left a
+    /// conversation's window, best first, each with what a turn would do with it.
+    Recall(recall_cmd::RecallCommand),
     /// Print the conversation ids, one per line.
     List(StoreArgs),
     /// Delete a conversation.
@@ -153,6 +158,8 @@ pub(crate) struct ModelMemoryArgs {
 impl ModelMemoryArgs {
     /// The memory over the store, opened for writing (created if missing), with `summarizer`.
     pub(crate) async fn open(&self, summarizer: Option<Summarizer>) -> anyhow::Result<ChatMemory<Arc<dyn Store>>> {
+        // Flags that contradict each other are refused before the store is created.
+        self.options.retention()?;
         self.options.memory(self.store.open(Access::Write).await?, summarizer)
     }
 }
@@ -206,40 +213,63 @@ impl MemoryArgs {
     /// The conversation id, and a memory with the flags' settings over the store.
     pub(crate) async fn memory(&self, access: Access) -> anyhow::Result<(ChatMemory<Arc<dyn Store>>, ConversationId)> {
         let id = ConversationId::new(self.target.conversation.as_str()).context("--conversation")?;
+        self.options.retention()?;
         let store = self.target.store.open(access).await?;
         Ok((self.options.memory(store, None)?, id))
     }
 }
 
-/// How memory is kept: window policy, retention, TTL.
+/// How memory is kept: window policy, retention, TTL, recall.
 #[derive(Args, Debug)]
 pub(crate) struct MemoryOptions {
     #[command(flatten)]
     pub(crate) policy: PolicyArgs,
-    /// Whether evicted messages are deleted or kept as history.
-    #[arg(long, value_enum, default_value_t = RetentionArg::DropEvicted)]
-    retention: RetentionArg,
+    /// Whether evicted messages are deleted or kept as history [default: drop-evicted;
+    /// keep-history with --recall].
+    #[arg(long, value_enum)]
+    retention: Option<RetentionArg>,
     /// Expire the conversation this long after its last write (e.g. 30m, 12h, 7days).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     ttl: Option<Duration>,
+    #[command(flatten)]
+    pub(crate) recall: RecallArgs,
 }
 
 impl MemoryOptions {
+    /// The retention the flags ask for: `--retention`, else keep-history with `--recall` (it
+    /// searches what left the window) and drop-evicted without.
+    ///
+    /// # Errors
+    /// `--recall` with `--retention drop-evicted`.
+    pub(crate) fn retention(&self) -> anyhow::Result<Retention> {
+        Ok(match (self.retention, self.recall.enabled()) {
+            (Some(RetentionArg::DropEvicted), true) => bail!(
+                "--recall searches the messages that left the window, so it keeps them: it cannot be combined with --retention drop-evicted (leave --retention out, or give keep-history)"
+            ),
+            (Some(RetentionArg::DropEvicted), false) | (None, false) => Retention::DropEvicted,
+            (Some(RetentionArg::KeepHistory), _) | (None, true) => Retention::KeepHistory,
+        })
+    }
+
     /// A memory over `store` with these settings (and `summarizer`, if any).
     pub(crate) fn memory(
         &self,
         store: Arc<dyn Store>,
         summarizer: Option<Summarizer>,
     ) -> anyhow::Result<ChatMemory<Arc<dyn Store>>> {
-        let retention = match self.retention {
-            RetentionArg::DropEvicted => Retention::DropEvicted,
-            RetentionArg::KeepHistory => Retention::KeepHistory,
-        };
+        let retention = self.retention()?;
+        let recall = self.recall.settings()?;
+        if recall.is_some() {
+            recall::check_store(store.as_ref(), "--recall")?;
+        }
         let (policy, counter) = self.policy.build()?;
         let mut builder = ChatMemory::builder(store)
             .policy(policy)
             .counter(counter)
             .retention(retention);
+        if let Some(recall) = recall {
+            builder = builder.recall(recall);
+        }
         if let Some(ttl) = self.ttl {
             builder = builder.ttl(ttl);
         }

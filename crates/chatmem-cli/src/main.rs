@@ -2,11 +2,11 @@
 //!
 //! Without a store, `trim` applies a window policy to a JSON array of messages and `count`
 //! counts its tokens. With a store (`--store URL`, `CHATMEM_STORE`, or an SQLite file in the
-//! user's data directory): `add`, `get`, `history`, `list`, `clear` and `purge` inspect and
-//! edit conversations, `chat` talks to a model through the memory, `serve` offers the memory
-//! over HTTP (crate `chatmem-server`), and `export` / `import` move conversations between
-//! stores as JSON Lines. `get`, `history`, `list` and `export` only read: they open an
-//! existing store and never create one.
+//! user's data directory): `add`, `get`, `history`, `recall`, `list`, `clear` and `purge`
+//! inspect and edit conversations, `chat` talks to a model through the memory, `serve` offers
+//! the memory over HTTP (crate `chatmem-server`), and `export` / `import` move conversations
+//! between stores as JSON Lines. `get`, `history`, `recall`, `list` and `export` only read:
+//! they open an existing store and never create one.
 //!
 //! Layout: `args.rs` is the command line, `cmd/` holds one module per command, `stores.rs`
 //! opens a store from its URL; this file only parses, starts the runtime and dispatches.
@@ -17,6 +17,7 @@ mod cmd;
 mod line_format;
 mod logs;
 mod progress;
+mod recall;
 mod report;
 mod stdio;
 mod stores;
@@ -92,6 +93,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Add(args) => cmd::add::run(args).await,
         Command::Get(args) => cmd::get::run(args).await,
         Command::History(args) => cmd::history::run(args).await,
+        Command::Recall(args) => cmd::recall::run(args).await,
         Command::List(args) => cmd::list::run(args).await,
         Command::Clear(args) => cmd::clear::run(args).await,
         Command::Purge(args) => cmd::purge::run(args).await,

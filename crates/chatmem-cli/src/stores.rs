@@ -17,8 +17,8 @@ pub(crate) const STORE_ENV: &str = "CHATMEM_STORE";
 /// What a command does with its store, which decides whether opening may create it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Access {
-    /// Only reads (`get`, `history`, `list`, `export`): the store must exist and is opened
-    /// without a write: SQLite read-only, PostgreSQL and MySQL without migrations.
+    /// Only reads (`get`, `history`, `recall`, `list`, `export`): the store must exist and is
+    /// opened without a write: SQLite read-only, PostgreSQL and MySQL without migrations.
     Read,
     /// Deletes (`clear`, `purge`): the store must exist, as for [`Access::Read`] (a missing
     /// one holds nothing to delete), and is opened for writing, without migrations.

@@ -11,5 +11,6 @@ pub(crate) mod history;
 pub(crate) mod import;
 pub(crate) mod list;
 pub(crate) mod purge;
+pub(crate) mod recall;
 pub(crate) mod serve;
 pub(crate) mod trim;

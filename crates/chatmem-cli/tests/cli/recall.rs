@@ -1,0 +1,208 @@
+//! `--recall K` and `chatmem recall`, run as a user would: an order number that left a
+//! two-message window comes back just before the question that names it, `chatmem recall` shows
+//! what it finds and why, and the flags that contradict recall are refused at start.
+
+use std::process::Stdio;
+
+use chatmem::recall::RECALL_HEADING;
+use chatmem_test::upstream::{MockUpstream, roles_and_texts, text};
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+
+use crate::support::{Serve, chatmem, fails, ok_json, refused, serve_command, words};
+
+const ORDER: &str = "我的订单是 LC202610060018，还没发货。";
+const FILLER: &str = "谢谢，辛苦了。";
+const QUESTION: &str = "LC202610060018 能退吗？";
+
+/// `chatmem chat --base-url … --store store args…` with `lines` on stdin, one user message a
+/// line.
+async fn chat(server: &MockUpstream, store: &str, lines: &[&str], args: &[&str]) -> std::process::Output {
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_chatmem"))
+        .arg("chat")
+        .args(args)
+        .args([
+            "--base-url",
+            &server.base_url,
+            "--model",
+            "mock-model",
+            "--store",
+            store,
+        ])
+        .env_remove("CHATMEM_STORE")
+        .env("OPENAI_API_KEY", "test-key")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn chatmem chat");
+    let mut stdin = child.stdin.take().expect("stdin");
+    for line in lines {
+        stdin.write_all(format!("{line}\n").as_bytes()).await.expect("write");
+    }
+    drop(stdin);
+    child.wait_with_output().await.expect("wait")
+}
+
+/// The three turns in one `chatmem chat` process over `store` with `args`; the prompt of the
+/// last model call.
+async fn seed(store: &str, args: &[&str]) -> Vec<(String, String)> {
+    let server = MockUpstream::start(vec![text("已为您催促发货。"), text("不客气。"), text("可以退。")]).await;
+    let out = chat(&server, store, &[ORDER, FILLER, QUESTION], args).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 3);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    roles_and_texts(&requests[2])
+}
+
+/// Seed: under a window of 2 the order message has left it by the third turn; with `--recall 3`
+/// the model gets it back, under the recall heading, in the user message just before the
+/// question; without, it does not see it at all.
+#[tokio::test(flavor = "multi_thread")]
+async fn chat_recalls_the_order_that_left_a_two_message_window_just_before_the_question() {
+    let window = ["--conversation", "app-user-42-aftersale", "--max-messages", "2"];
+    let prompt = seed("memory:", &[&window[..], &["--recall", "3"]].concat()).await;
+    let n = prompt.len();
+    assert!(n >= 2, "{prompt:?}");
+    assert_eq!((prompt[n - 1].0.as_str(), prompt[n - 1].1.as_str()), ("user", QUESTION));
+    let (role, recalled) = (&prompt[n - 2].0, &prompt[n - 2].1);
+    assert_eq!(role, "user", "{prompt:?}");
+    assert!(recalled.starts_with(&format!("{RECALL_HEADING}\n")), "{recalled}");
+    assert!(recalled.contains("#1 user"), "{recalled}");
+    assert!(recalled.contains(ORDER), "{recalled}");
+    // The window itself no longer holds it: only the recall brings it back.
+    assert!(
+        prompt[..n - 2].iter().all(|(_, t)| !t.contains("还没发货")),
+        "{prompt:?}"
+    );
+
+    let prompt = seed("memory:", &window).await;
+    assert_eq!(prompt.last().map(|(_, t)| t.as_str()), Some(QUESTION));
+    assert!(
+        prompt
+            .iter()
+            .all(|(_, t)| !t.contains("还没发货") && !t.starts_with(RECALL_HEADING)),
+        "{prompt:?}"
+    );
+}
+
+#[test]
+fn recall_of_a_conversation_that_does_not_exist_prints_no_hits_as_history_prints_nothing() {
+    assert_eq!(
+        ok_json(&words("history --conversation nobody --store memory:"), ""),
+        json!([])
+    );
+    assert_eq!(
+        ok_json(
+            &words("recall --conversation nobody --k 3 --store memory: LC202610060018"),
+            ""
+        ),
+        json!({"hits": []})
+    );
+    // An id the others refuse, refused the same way.
+    fails(
+        &["recall", "--conversation", "", "--k", "3", "--store", "memory:", "x"],
+        "",
+        "conversation id is empty",
+    );
+}
+
+#[test]
+fn a_bad_k_floor_or_budget_is_refused_naming_its_flag() {
+    for k in ["0", "101", "x", "-1"] {
+        fails(
+            &["add", "--conversation", "c", "--store", "memory:", "--recall", k],
+            "[]",
+            "--recall <K>",
+        );
+        fails(
+            &["recall", "--conversation", "c", "--store", "memory:", "--k", k, "q"],
+            "",
+            "--k <K>",
+        );
+    }
+    fails(
+        &words("add --conversation c --store memory: --recall 3 --recall-min-relevance 1.5"),
+        "[]",
+        "--recall-min-relevance",
+    );
+    fails(
+        &words("add --conversation c --store memory: --recall 3 --recall-min-relevance -0.5"),
+        "[]",
+        "--recall-min-relevance",
+    );
+    fails(
+        &words("add --conversation c --store memory: --recall 3 --recall-max-tokens 0"),
+        "[]",
+        "--recall-max-tokens",
+    );
+    // The floor and the budget mean nothing without --recall.
+    fails(
+        &words("add --conversation c --store memory: --recall-min-relevance 0.5"),
+        "[]",
+        "--recall <K>",
+    );
+    fails(
+        &words("recall --conversation c --store memory: --k 3 --recall-min-relevance 2 q"),
+        "",
+        "--recall-min-relevance",
+    );
+    fails(&words("recall --conversation c --store memory: --k 3"), "", "<QUERY>");
+    fails(&words("recall --conversation c --store memory: q"), "", "--k <K>");
+}
+
+/// `--recall` keeps what leaves the window: `--retention drop-evicted` with it is refused at
+/// start by every command that takes it, in one line, before a store is created.
+#[test]
+fn recall_with_drop_evicted_is_refused_at_start_and_creates_no_store() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("never.db");
+    let store = format!("sqlite:{}", path.display());
+    let contradiction = ["--recall", "3", "--retention", "drop-evicted", "--store", &store];
+    let said = "--recall searches the messages that left the window, so it keeps them: it cannot be combined with --retention drop-evicted";
+    for command in [
+        &["add", "--conversation", "c"][..],
+        &["get", "--conversation", "c"],
+        &["chat", "--conversation", "c", "--provider", "ollama"],
+    ] {
+        let args = [command, &contradiction[..]].concat();
+        refused(&chatmem(&args, "[]"), &args, &[said]);
+    }
+    let out = serve_command("127.0.0.1:0", &contradiction)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run chatmem serve");
+    refused(&out, &["serve"], &[said]);
+    assert!(!path.exists(), "a refused start created {}", path.display());
+}
+
+/// `serve --recall` keeps what leaves the window (and indexes it) without `--retention`.
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_with_recall_keeps_evicted_messages_as_history() {
+    let mut kept = Vec::new();
+    for extra in ["", "--recall 3"] {
+        let args = [words("--store memory: --max-messages 2"), words(extra)].concat();
+        let server = Serve::start(&args, |_| {}).await;
+        let http = reqwest::Client::new();
+        let url = format!("{}/v1/conversations/c/messages", server.base);
+        let body = json!({"messages": [
+            {"role": "user", "content": ORDER}, {"role": "assistant", "content": "已为您催促发货。"},
+            {"role": "user", "content": FILLER}, {"role": "assistant", "content": "不客气。"}
+        ]});
+        let r = http.post(&url).json(&body).send().await.expect("post");
+        assert_eq!(r.status(), 200);
+        let history: Value = http
+            .get(format!("{}/v1/conversations/c/history", server.base))
+            .send()
+            .await
+            .expect("history")
+            .json()
+            .await
+            .expect("JSON");
+        kept.push(history["messages"].as_array().map(Vec::len));
+        let out = server.stop();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    assert_eq!(kept, [Some(2), Some(4)], "without --recall, then with");
+}
