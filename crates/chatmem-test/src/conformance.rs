@@ -58,6 +58,7 @@ pub(crate) async fn run(store: Arc<dyn Store>) {
         recall::recall_terms_are_plain_strings(&run),
     )
     .await;
+    step("recall_caps_common_terms", recall::recall_caps_common_terms(&run)).await;
     step("recall_isolation", recall::recall_isolation(&run)).await;
     step(
         "recall_forgets_with_its_messages",

@@ -44,6 +44,7 @@ pub mod fuzz;
 #[cfg(feature = "http")]
 pub mod loopback;
 pub mod proxy;
+pub mod recall_bench;
 pub mod silent;
 pub mod sql_suite;
 pub mod stress;

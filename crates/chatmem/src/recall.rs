@@ -22,7 +22,8 @@ pub use analysis::{IndexTerms, MAX_TERM_BYTES, MAX_TERMS_PER_MESSAGE, query_term
 pub use inject::{Considered, Outcome, RECALL_HEADING, Recalled, choose};
 pub use memory_index::MemoryIndex;
 pub use search::{
-    BM25_B, BM25_K1, IndexEntry, LexicalHit, SCORE_DECIMALS, SearchQuery, SearchResult, bm25, idf, relevance, rounded,
+    BM25_B, BM25_K1, IndexEntry, LexicalHit, MAX_POSTINGS_PER_TERM, SCORE_DECIMALS, SearchQuery, SearchResult, bm25,
+    idf, relevance, rounded,
 };
 pub use spec::{DEFAULT_MIN_RELEVANCE, DEFAULT_RECALL_MAX_TOKENS, MAX_RECALL_K, Recall};
 

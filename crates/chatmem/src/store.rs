@@ -78,8 +78,9 @@ use crate::{commit::Retention, summary::Summary};
 ///   commit as the messages, with the commit's time; [`search`](Store::search) then finds
 ///   them at once. It answers a [`SearchQuery`] with, over the conversation's indexed
 ///   messages, how many there are, their total length, each query term's document
-///   frequency, and up to `limit` indexed messages with `seq < before` holding a query term,
-///   best first by [`bm25`](crate::recall::bm25) rounded to
+///   frequency, and up to `limit` indexed messages with `seq < before` among each query term's
+///   [`MAX_POSTINGS_PER_TERM`](crate::recall::MAX_POSTINGS_PER_TERM) most recent postings
+///   before `before`, best first by [`bm25`](crate::recall::bm25) rounded to
 ///   [`SCORE_DECIMALS`](crate::recall::SCORE_DECIMALS) decimals, ties by `seq` descending,
 ///   each with its time, length and term frequencies ([`LexicalHit`]). Index entries go
 ///   wherever their messages go (cleared, expired, deleted below a start). Terms are

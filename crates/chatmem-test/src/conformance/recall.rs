@@ -230,6 +230,46 @@ pub(super) async fn recall_terms_are_plain_strings(run: &Run) {
     assert!(search(run, &id, &[long.as_str()], u64::MAX, 10).await.hits.is_empty());
 }
 
+pub(super) async fn recall_caps_common_terms(run: &Run) {
+    if !run.store.searches() {
+        return;
+    }
+    use chatmem::recall::MAX_POSTINGS_PER_TERM;
+    let id = run.id("recall/common");
+    let n = MAX_POSTINGS_PER_TERM as u64 + 100;
+    let texts: Vec<String> = (1..=n)
+        .map(|seq| match seq {
+            5 => "common rare".to_string(),
+            s if s % 7 == 0 => format!("common common filler{s}"),
+            s => format!("common filler{s}"),
+        })
+        .collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let first = indexed(&Snapshot::empty(), &refs, 1, Retention::KeepHistory);
+    let mut reference = MemoryIndex::new();
+    reference.add(first.index(), 0);
+    run.commit(&id, first).await;
+    let history = run.history(&id, 0, n as usize + 1).await;
+    for (terms, before, limit) in [
+        (vec!["common"], u64::MAX, 10),
+        (vec!["common"], n - 50, 600),
+        (vec!["common", "rare"], u64::MAX, 10),
+        (vec!["rare", "common", "filler3"], 300, 5),
+    ] {
+        let query = SearchQuery::new(terms.iter().map(|t| (*t).to_string()).collect(), before, limit);
+        let found = run
+            .store
+            .search(&id, &query)
+            .await
+            .unwrap_or_else(|e| panic!("search {terms:?}: {e}"));
+        agrees(&found, &reference, &history, &query);
+    }
+    // The old message with the rare term is found, its common term past the cap not counted.
+    let found = search(run, &id, &["common", "rare"], u64::MAX, 1).await;
+    assert_eq!((seqs(&found), found.hits[0].tf.clone()), (vec![5], vec![0, 1]));
+    assert_eq!(found.df, [n, 1], "document frequencies are exact");
+}
+
 pub(super) async fn recall_isolation(run: &Run) {
     if !run.store.searches() {
         return;

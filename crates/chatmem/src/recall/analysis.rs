@@ -37,7 +37,12 @@ pub fn terms(text: &str) -> Vec<String> {
 
 /// Calls `emit` with each term of `text`, in order.
 fn each_term(text: &str, mut emit: impl FnMut(String)) {
-    let normalized: String = text.nfkc().collect();
+    // ASCII is its own NFKC form: most text skips the copy.
+    let normalized: std::borrow::Cow<'_, str> = if text.is_ascii() {
+        std::borrow::Cow::Borrowed(text)
+    } else {
+        std::borrow::Cow::Owned(text.nfkc().collect())
+    };
     // The characters of the current run of CJK words (adjacent, nothing between them).
     let mut run: Vec<char> = Vec::new();
     let mut run_end = 0;
@@ -54,7 +59,7 @@ fn each_term(text: &str, mut emit: impl FnMut(String)) {
         run.clear();
     };
     for (at, word) in normalized.split_word_bound_indices() {
-        if word.chars().all(is_cjk) {
+        if !word.is_ascii() && word.chars().all(is_cjk) {
             if at != run_end {
                 flush(&mut run, &mut emit);
             }
@@ -66,7 +71,11 @@ fn each_term(text: &str, mut emit: impl FnMut(String)) {
         if !word.chars().any(char::is_alphanumeric) {
             continue;
         }
-        let mut folded = word.to_lowercase();
+        let mut folded = if word.is_ascii() {
+            word.to_ascii_lowercase()
+        } else {
+            word.to_lowercase()
+        };
         if folded.len() > MAX_TERM_BYTES {
             let mut cut = MAX_TERM_BYTES;
             while !folded.is_char_boundary(cut) {

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::stored_message::StoredMessage;
 
-use super::search::{IndexEntry, LexicalHit, SearchQuery, SearchResult, bm25, rounded};
+use super::search::{IndexEntry, LexicalHit, MAX_POSTINGS_PER_TERM, SearchQuery, SearchResult, bm25, rounded};
 
 /// One conversation's index: each term's postings (seq → count), each message's length and
 /// time.
@@ -68,7 +68,10 @@ impl MemoryIndex {
         let df: Vec<u64> = lists.iter().map(|l| l.map_or(0, |l| l.len() as u64)).collect();
         let mut tfs: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
         for (i, list) in lists.iter().enumerate() {
-            for (&seq, &tf) in list.iter().flat_map(|l| l.range(..query.before)) {
+            let recent = list
+                .iter()
+                .flat_map(|l| l.range(..query.before).rev().take(MAX_POSTINGS_PER_TERM));
+            for (&seq, &tf) in recent {
                 tfs.entry(seq).or_insert_with(|| vec![0; lists.len()])[i] = tf;
             }
         }
