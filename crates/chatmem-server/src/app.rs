@@ -59,6 +59,7 @@ pub fn app(memory: ChatMemory<Arc<dyn Store>>, config: ServerConfig) -> Router {
         .route(route::MESSAGES, get(routes::get_messages).post(routes::post_messages))
         .route(route::HISTORY, get(routes::get_history))
         .route(route::PROMPT, post(routes::post_prompt))
+        .route(route::RECALL, get(crate::recall::get_recall))
         .route(route::CONVERSATION, delete(routes::delete_conversation))
         .merge(crate::ui::routes())
         // On every route's handlers, not on the fallbacks: set before the method-not-allowed

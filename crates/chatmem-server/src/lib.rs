@@ -18,6 +18,8 @@
 //! | `POST /v1/conversations/{id}/messages` with `{"messages": [...]}` (and optionally `"policy": {"max_messages": N}` or `{"max_tokens": N, "tokenizer": "cl100k"}`, with `"evict_to"` and `"boundary"`: a `chatmem::PolicySpec`) | the batch committed atomically; `{"conversation", "messages"}` with the window after it |
 //! | `GET /v1/conversations/{id}/messages` (optionally `?max_messages=N`, `?max_tokens=N&tokenizer=…`, `&evict_to=N`, `&boundary=pair-safe`) | the window the model sees (404 for an unknown conversation) |
 //! | `GET /v1/conversations/{id}/history?cursor=…&limit=…` | a page of everything stored, `{"conversation", "messages", "next_cursor"}` (404 for an unknown conversation) |
+//! | `POST /v1/conversations/{id}/prompt` with `{"messages": [...]}` | a dry run: what the next model call would be sent, as the door sends it (recalled messages included), `{"conversation", "messages", "tokens", "already_stored", "cleared", "recalled"}`; nothing committed |
+//! | `GET /v1/conversations/{id}/recall?q=…&k=N` | what recall finds for the question among the messages that left the window, `{"conversation", "enabled", "k", "hits", "injected", "injected_tokens"}`, each hit with its score, relevance, rank and outcome (404 for an unknown conversation) |
 //! | `DELETE /v1/conversations/{id}` | 204, or 404 |
 //! | `GET /v1/conversations?cursor=…&limit=…` | `{"conversations": [...], "next_cursor"}` |
 //! | `GET /healthz` | 200 when the store answers, 503 otherwise |
@@ -54,6 +56,7 @@ mod metrics;
 mod openapi;
 mod openapi_schemas;
 mod policy;
+mod recall;
 mod request_limits;
 mod route;
 mod routes;

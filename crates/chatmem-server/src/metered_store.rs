@@ -2,13 +2,15 @@
 //! passes here (through [`chatmem::ChatMemory`], whose retries are invisible from outside), so
 //! commits, lost version checks and store errors are counted where they happen, and each call
 //! is bounded by the store timeout: the timeout bounds store calls only, never a summary or
-//! model call made between them.
+//! model call made between them. Every call of the [`Store`] trait is forwarded, recall's
+//! `searches` and `search` included: a default left in place would turn recall off silently.
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use chatmem::recall::{SearchQuery, SearchResult};
 use chatmem::store::{Commit, RecentPage, RecentQuery, Snapshot, StoreError, StoreErrorKind, StoredMessage};
 use chatmem::{ConversationId, Page, Store};
 
@@ -94,5 +96,13 @@ impl Store for MeteredStore {
 
     async fn purge_expired(&self) -> Result<u64, StoreError> {
         self.count("purge", self.inner.purge_expired()).await
+    }
+
+    fn searches(&self) -> bool {
+        self.inner.searches()
+    }
+
+    async fn search(&self, id: &ConversationId, query: &SearchQuery) -> Result<SearchResult, StoreError> {
+        self.count("search", self.inner.search(id, query)).await
     }
 }

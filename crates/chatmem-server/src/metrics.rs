@@ -119,6 +119,14 @@ struct Inner {
     summaries: Family<SummaryLabels, Counter>,
     writes_refused: Family<RefusedLabels, Counter>,
     cleared: ClearedMetrics,
+    recalled: RecallMetrics,
+}
+
+/// What recall put in the prompts the door sent upstream.
+struct RecallMetrics {
+    searches: Counter,
+    injected: Counter,
+    tokens: Counter,
 }
 
 /// What clearing took out of the prompts the door sent upstream.
@@ -290,6 +298,27 @@ impl Metrics {
              less the window as sent",
             cleared.tokens_saved.clone(),
         );
+        let recalled = RecallMetrics {
+            searches: Counter::default(),
+            injected: Counter::default(),
+            tokens: Counter::default(),
+        };
+        registry.register(
+            "recalls",
+            "Turns through the door whose recall searched the store (the server recalls and the new \
+             user message has words to search for)",
+            recalled.searches.clone(),
+        );
+        registry.register(
+            "recall_hits_injected",
+            "Messages recalled into the prompts sent upstream, counted per prompt",
+            recalled.injected.clone(),
+        );
+        registry.register(
+            "recall_tokens_added",
+            "Tokens recall added to the prompts sent upstream: each prompt's recalled message",
+            recalled.tokens.clone(),
+        );
         Self {
             inner: Arc::new(Inner {
                 registry,
@@ -303,6 +332,7 @@ impl Metrics {
                 summaries,
                 writes_refused,
                 cleared,
+                recalled,
             }),
         }
     }
@@ -389,6 +419,16 @@ impl Metrics {
         let c = &self.inner.cleared;
         c.results.inc_by(cleared.results as u64);
         c.tokens_saved.inc_by(cleared.tokens_saved);
+    }
+
+    /// What recall put in one prompt sent upstream.
+    pub(crate) fn recalled(&self, recalled: &crate::recall::TurnRecall) {
+        let r = &self.inner.recalled;
+        if recalled.searched {
+            r.searches.inc();
+        }
+        r.injected.inc_by(recalled.seqs.len() as u64);
+        r.tokens.inc_by(recalled.tokens as u64);
     }
 
     /// The tokens one upstream answer reported.

@@ -18,12 +18,14 @@ use crate::completions::{__path_chat_completions, __path_models};
 use crate::config::ServerConfig;
 use crate::error::ErrorBody;
 use crate::policy::PolicySchema;
+use crate::recall::{__path_get_recall, HitBody, OutcomeSchema, RecallBody};
 use crate::routes::{
     __path_delete_conversation, __path_get_history, __path_get_messages, __path_healthz, __path_list, __path_metrics,
     __path_post_messages, __path_post_prompt,
 };
 use crate::routes::{
-    ClearedBody, ConversationPage, Health, HistoryBody, PostMessages, PromptBody, PromptRequest, WindowBody,
+    ClearedBody, ConversationPage, Health, HistoryBody, PostMessages, PromptBody, PromptRequest, RecalledBody,
+    WindowBody,
 };
 use crate::schemas::{
     ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, ChatMessage, MessageSchema, ModelList,
@@ -120,6 +122,7 @@ fn derived(auth: bool) -> utoipa::openapi::OpenApi {
         get_messages,
         post_messages,
         post_prompt,
+        get_recall,
         get_history,
         delete_conversation,
         chat_completions,
@@ -136,6 +139,10 @@ fn derived(auth: bool) -> utoipa::openapi::OpenApi {
         PromptRequest,
         PromptBody,
         ClearedBody,
+        RecalledBody,
+        RecallBody,
+        HitBody,
+        OutcomeSchema,
         PolicySchema,
         ChatCompletionRequest,
         ChatMessage,

@@ -14,6 +14,8 @@ pub(crate) const MESSAGES: &str = "/v1/conversations/{id}/messages";
 pub(crate) const HISTORY: &str = "/v1/conversations/{id}/history";
 /// The prompt dry run: what the next model call would be sent.
 pub(crate) const PROMPT: &str = "/v1/conversations/{id}/prompt";
+/// What recall finds for a question, and why.
+pub(crate) const RECALL: &str = "/v1/conversations/{id}/recall";
 /// The memory inspector's pages (`ui/`).
 pub(crate) const UI: &str = "/ui";
 pub(crate) const UI_CONVERSATION: &str = "/ui/conversations/{id}";
@@ -25,7 +27,7 @@ pub(crate) const UI_SCRIPT: &str = "/ui/assets/ui.js";
 #[cfg(test)]
 pub(crate) const PAGES: [&str; 6] = [UI, UI_CONVERSATION, UI_SIGN_IN, UI_SIGN_OUT, UI_STYLE, UI_SCRIPT];
 /// Every template the router serves.
-pub(crate) const ALL: [&str; 16] = [
+pub(crate) const ALL: [&str; 17] = [
     HEALTHZ,
     METRICS,
     OPENAPI,
@@ -36,6 +38,7 @@ pub(crate) const ALL: [&str; 16] = [
     MESSAGES,
     HISTORY,
     PROMPT,
+    RECALL,
     UI,
     UI_CONVERSATION,
     UI_SIGN_IN,

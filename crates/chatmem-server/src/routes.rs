@@ -65,7 +65,7 @@ pub(crate) async fn healthz(State(state): State<AppState>, rid: RequestId) -> Re
 /// `GET /metrics`: the server's metrics in the format the `Accept` header asks for, for the same callers as every other route (a bearer token when the server
 /// has `--auth`; a scraper without one uses `chatmem serve --metrics-listen`).
 #[utoipa::path(get, path = "/metrics",
-    responses((status = 200, description = "requests by route template, method and status, latency histograms, commits, version conflicts, store and upstream errors, summaries; as OpenMetrics 1.0.0 when the `Accept` header prefers `application/openmetrics-text` (as Prometheus's does), otherwise (no `Accept`, `*/*`, `text/plain`) as Prometheus's text format 0.0.4 (`Vary: Accept`)",
+    responses((status = 200, description = "requests by route template, method and status, latency histograms, commits, version conflicts, store and upstream errors, summaries, what clearing and recall did to the prompts sent upstream; as OpenMetrics 1.0.0 when the `Accept` header prefers `application/openmetrics-text` (as Prometheus's does), otherwise (no `Accept`, `*/*`, `text/plain`) as Prometheus's text format 0.0.4 (`Vary: Accept`)",
                content((String = "text/plain"), (String = "application/openmetrics-text"))),
               (status = 401, description = "with `--auth`, no valid bearer token (a scraper without one uses `--metrics-listen`)", body = ErrorBody)))]
 pub(crate) async fn metrics(State(state): State<AppState>, _: Tenant, headers: HeaderMap) -> Response {
@@ -320,6 +320,20 @@ pub(crate) struct PromptBody<'a> {
     already_stored: usize,
     /// What clearing old tool results took out of the prompt.
     cleared: ClearedBody,
+    /// What recall put in the prompt (nothing when the server does not recall).
+    recalled: RecalledBody,
+}
+
+/// What recall put in a prompt: the messages that left the window and came back for the new
+/// user message, sent in one user message just before it.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[schema(as = Recalled)]
+pub(crate) struct RecalledBody {
+    /// The recalled messages' sequence numbers (as in `…/history`), oldest first; empty when
+    /// nothing was recalled.
+    seqs: Vec<u64>,
+    /// The tokens of the message they are sent in (0 when nothing was recalled).
+    tokens: usize,
 }
 
 /// What clearing took out of a prompt (`chatmem::Cleared`).
@@ -335,8 +349,9 @@ pub(crate) struct ClearedBody {
 }
 
 /// `POST /v1/conversations/{id}/prompt`: a dry run. What the next model call would be sent if
-/// these messages were said now, as the OpenAI door would send it; nothing is committed. A
-/// conversation that does not exist yet is no error: its prompt is the new messages.
+/// these messages were said now, as the OpenAI door would send it (with what recall finds for
+/// the new user message, when the server recalls); nothing is committed. A conversation that
+/// does not exist yet is no error: its prompt is the new messages.
 #[utoipa::path(post, path = "/v1/conversations/{id}/prompt",
     params(("id" = String, Path, description = "the conversation id, one path segment: a `/` in it is sent as `%2F`")),
     request_body = PromptRequest,
@@ -361,6 +376,8 @@ pub(crate) async fn post_prompt(
         // uncommitted.
         let mut turn = memory.begin(&key).await?;
         let already_stored = turn.push_unstored(messages);
+        // As the door does: the search, then the prompt with what it found.
+        let recalled = crate::recall::recall_for(&mut turn, memory.recall_settings().is_some()).await?;
         let prompt = turn.prompt();
         let chatmem::Cleared {
             results,
@@ -376,6 +393,10 @@ pub(crate) async fn post_prompt(
                 results,
                 inputs,
                 tokens_saved,
+            },
+            recalled: RecalledBody {
+                seqs: recalled.seqs,
+                tokens: recalled.tokens,
             },
         })
         .into_response())

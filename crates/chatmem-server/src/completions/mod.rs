@@ -139,7 +139,8 @@ impl Exchange {
                     return;
                 }
             };
-            let (response, deadline) = match send(&pool, &mut turn, body, messages, &span).await {
+            let recalls = memory.recall_settings().is_some();
+            let (response, deadline) = match send(&pool, &mut turn, recalls, body, messages, &span).await {
                 Ok(sent) => sent,
                 Err(Failure::Api(e)) => {
                     yield Err(e);
@@ -164,22 +165,25 @@ impl Exchange {
     }
 }
 
-/// Gives the turn the request's new messages, puts its prompt in the request in place of the
-/// client's `messages`, and sends it upstream: the 2xx response head and the deadline of a
-/// whole answer.
+/// Gives the turn the request's new messages and, when the memory `recalls`, what recall finds
+/// for them; puts its prompt in the request in place of the client's `messages`, and sends it
+/// upstream: the 2xx response head and the deadline of a whole answer.
 async fn send(
     pool: &UpstreamPool,
     turn: &mut Turn<'_, Arc<dyn Store>>,
+    recalls: bool,
     mut body: serde_json::Map<String, Value>,
     messages: Vec<chatmem::Message>,
     span: &tracing::Span,
 ) -> Result<(reqwest::Response, tokio::time::Instant), Failure> {
     let skipped = turn.push_unstored(messages);
+    let recalled = crate::recall::recall_for(turn, recalls).await.map_err(ApiError::from)?;
     let prompt = turn.prompt();
     span.in_scope(|| {
         tracing::debug!(
             loaded = turn.loaded().snapshot().messages.len(),
             already_stored = skipped,
+            recalled = recalled.seqs.len(),
             prompt = prompt.len(),
             "turn prepared"
         )
@@ -193,6 +197,7 @@ async fn send(
     drop(body);
     let deadline = tokio::time::Instant::now() + pool.timeout();
     pool.metrics().cleared(cleared);
+    pool.metrics().recalled(&recalled);
     let response = pool.chat(sent).await?;
     Ok((response, deadline))
 }

@@ -35,8 +35,8 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use chatmem::Message;
 use chatmem::store::{RecentCursor, now_micros};
+use chatmem::{ConversationId, Message};
 use serde::Deserialize;
 
 use crate::auth::{Tenant, bearer_token};
@@ -44,7 +44,7 @@ use crate::error::ApiError;
 use crate::extract::{ApiQuery, JsonBody, key};
 use crate::route;
 use crate::state::{AppState, RequestId};
-use page::{ListRow, Paging, Viewer};
+use page::{ListRow, Paging, RecallPanel, Viewer};
 use session::SESSION_LIFETIME;
 use view::{BudgetBar, ConversationView};
 
@@ -279,6 +279,9 @@ async fn list(
 struct ViewQuery {
     /// The history page starts after this sequence number (default: the last page).
     from: Option<u64>,
+    /// A question to show what recall would find for (empty: none asked).
+    #[serde(default)]
+    q: String,
 }
 
 /// `GET /ui/conversations/{id}`: one conversation (404 when the tenant has none by that id).
@@ -289,7 +292,7 @@ async fn conversation(
     id: Result<Path<String>, PathRejection>,
     query: Result<ApiQuery<ViewQuery>, ApiError>,
 ) -> Response {
-    let (Path(id), ApiQuery(ViewQuery { from })) = match (id, query) {
+    let (Path(id), ApiQuery(ViewQuery { from, q })) = match (id, query) {
         (Ok(id), Ok(query)) => (id, query),
         (Err(e), _) => {
             return error_page(
@@ -307,6 +310,7 @@ async fn conversation(
             return Err(ApiError::not_found(format!("no conversation {id:?}")));
         }
         let written = loaded.snapshot().next_seq.saturating_sub(1);
+        let asked_from = from;
         let page_len = HISTORY_PAGE as u64;
         let from = from.unwrap_or_else(|| written.saturating_sub(page_len)).min(written);
         let history = state.memory.history_page(&conversation, from, HISTORY_PAGE).await?;
@@ -315,6 +319,8 @@ async fn conversation(
         let prompt: Vec<Message> = loaded.messages();
         let prompt = chatmem_openai::passthrough::messages_json(&prompt.iter().collect::<Vec<_>>());
         let prompt = page::json_shown(&serde_json::to_string_pretty(&prompt).unwrap_or_default());
+        let mut recall = recall_panel(&state, &conversation, q).await?;
+        recall.from = asked_from;
         let paging = Paging {
             first: history.messages.first().map(|m| m.seq),
             last: history.messages.last().map(|m| m.seq),
@@ -327,6 +333,7 @@ async fn conversation(
             &id,
             &view,
             &prompt,
+            &recall,
             paging,
             tenant.can_write(),
         );
@@ -334,6 +341,34 @@ async fn conversation(
     }
     .await;
     result.unwrap_or_else(|e| error_page(&rid, e))
+}
+
+/// The page's recall panel: the server's settings, and what recall finds for `q` when a
+/// question was asked (as `GET …/recall` finds it, with the server's `k`).
+async fn recall_panel(state: &AppState, conversation: &ConversationId, q: String) -> Result<RecallPanel, ApiError> {
+    let k = crate::recall::default_k(&state.memory);
+    let settings = state.memory.recall_settings().copied();
+    let (floor, budget) = settings.map_or(
+        (
+            chatmem::recall::DEFAULT_MIN_RELEVANCE,
+            chatmem::recall::DEFAULT_RECALL_MAX_TOKENS,
+        ),
+        |r| (r.relevance_floor(), r.token_budget()),
+    );
+    let found = if q.is_empty() {
+        None
+    } else {
+        crate::recall::find(&state.memory, conversation, &q, k).await?
+    };
+    Ok(RecallPanel {
+        enabled: settings.is_some(),
+        k,
+        floor,
+        budget,
+        q,
+        found,
+        from: None,
+    })
 }
 
 /// `DELETE /ui/conversations/{id}`: the page's delete button; 204, or the API's error JSON

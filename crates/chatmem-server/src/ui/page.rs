@@ -5,6 +5,8 @@
 use maud::{DOCTYPE, Markup, Render, html};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
+use chatmem::recall::{Considered, Outcome, Recalled};
+
 use super::view::{BudgetBar, ConversationView, Piece, Row, Sent, Unit};
 
 /// What stays as is in a path segment (RFC 3986's unreserved characters); the rest, `/`
@@ -220,13 +222,35 @@ pub(crate) struct Paging {
     pub(crate) later: Option<u64>,
 }
 
+/// The conversation page's recall panel: the server's recall settings (the defaults when it
+/// does not recall), the question asked and what recall found for it.
+#[derive(Debug)]
+pub(crate) struct RecallPanel {
+    /// Whether the server's turns recall.
+    pub(crate) enabled: bool,
+    pub(crate) k: usize,
+    pub(crate) floor: f64,
+    pub(crate) budget: usize,
+    /// The question ("": none asked).
+    pub(crate) q: String,
+    /// What recall found for it (`None`: nothing asked).
+    pub(crate) found: Option<Recalled>,
+    /// The history page the question was asked from, kept when it is asked again.
+    pub(crate) from: Option<u64>,
+}
+
+/// How much of a hit's text the recall table shows.
+const HIT_TEXT_CHARS: usize = 160;
+
 /// One conversation: the system message pinned, the summary where the model sees it, the
-/// budget, the prompt, and a page of history with the window marked.
+/// budget, the prompt, what recall finds for a question, and a page of history with the
+/// window marked.
 pub(crate) fn conversation(
     viewer: Viewer<'_>,
     id: &str,
     view: &ConversationView,
     prompt: &str,
+    recall: &RecallPanel,
     paging: Paging,
     can_write: bool,
 ) -> Markup {
@@ -254,6 +278,7 @@ pub(crate) fn conversation(
             button type="button" data-copy="prompt-json" { "Copy" }
             pre #prompt-json { code { (prompt) } }
         }
+        (recall_section(&path, recall, paging))
         @if can_write {
             p.actions {
                 button.danger type="button" data-delete=(path) data-id=(id) { "Delete this conversation…" }
@@ -283,6 +308,100 @@ pub(crate) fn conversation(
         }
     };
     layout(&format!("Conversation {id}"), Some(viewer), body)
+}
+
+/// What recall would bring back for a question, and why each message found was or was not.
+fn recall_section(path: &str, panel: &RecallPanel, paging: Paging) -> Markup {
+    let on_page = |seq: u64| paging.first.is_some_and(|f| f <= seq) && paging.last.is_some_and(|l| seq <= l);
+    html! {
+        section.recall aria-labelledby="recall-title" {
+            h2 #recall-title { "Recall" }
+            p.note {
+                @if panel.enabled {
+                    "Each turn searches the messages that left the window for its new user message and sends the relevant ones just before it: up to "
+                    (panel.k) ", at least " (format!("{:.2}", panel.floor)) " relevant, within " (panel.budget) " tokens."
+                } @else {
+                    "This server's turns do not recall (" code { "chatmem serve --recall K" } " turns it on): a question finds only messages committed while recall was on."
+                }
+            }
+            form.filter method="get" action=(path) role="search" {
+                label for="recall-q" { "Question" }
+                input #recall-q type="search" name="q" value=(panel.q) autocomplete="off" required;
+                @if let Some(from) = panel.from { input type="hidden" name="from" value=(from); }
+                button type="submit" { "Show what recall finds" }
+            }
+            @if let Some(found) = &panel.found {
+                @let recalled = found.injected().count();
+                p.facts #recall-summary {
+                    (found.considered.len()) " found · " (recalled) " recalled"
+                    @if found.message.is_some() { " · " (found.tokens) " tokens" }
+                }
+                @if !found.considered.is_empty() {
+                    table.recall {
+                        caption.visually-hidden { "The messages the search found, the best first" }
+                        thead { tr {
+                            th scope="col" { "#" } th scope="col" { "Role" } th scope="col" { "Text" }
+                            th scope="col" { "Rank" } th scope="col" { "Score" } th scope="col" { "Relevance" } th scope="col" { "Outcome" }
+                        } }
+                        tbody {
+                            @for hit in &found.considered {
+                                tr class={ "hit " (hit.outcome.as_str()) } {
+                                    td data-label="#" {
+                                        @if on_page(hit.seq) { a href={ "#m" (hit.seq) } { "#" (hit.seq) } } @else { "#" (hit.seq) }
+                                    }
+                                    td data-label="Role" { (hit.message.role().as_str()) }
+                                    td data-label="Text" { (Shown(&hit_text(hit))) }
+                                    td data-label="Rank" { (hit.lexical_rank) }
+                                    td data-label="Score" { (format!("{:.3}", hit.score)) }
+                                    td data-label="Relevance" { (format!("{:.2}", hit.relevance)) }
+                                    td data-label="Outcome" { code { (hit.outcome.as_str()) } " " (outcome_words(hit.outcome, panel)) }
+                                }
+                            }
+                        }
+                    }
+                }
+                @match &found.message {
+                    Some(message) => {
+                        details.recalled open {
+                            summary { "What the model would be sent, just before the question (" (found.tokens) " tokens)" }
+                            (text_block("text", &message.text().unwrap_or_default()))
+                        }
+                    }
+                    None => p.empty { "Nothing would be recalled: the prompt is what it is without recall." },
+                }
+            }
+        }
+    }
+}
+
+/// A hit's text, cut to [`HIT_TEXT_CHARS`]; an assistant's calls when it has no text.
+fn hit_text(hit: &Considered) -> String {
+    let text = match hit.message.text() {
+        Some(text) => text.into_owned(),
+        None => hit
+            .message
+            .tool_calls()
+            .iter()
+            .map(|c| format!("calls {}({})", c.name, c.arguments))
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
+    match text.char_indices().nth(HIT_TEXT_CHARS) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
+    }
+}
+
+/// Why a hit was or was not recalled, in words, with the setting that decided it.
+fn outcome_words(outcome: Outcome, panel: &RecallPanel) -> String {
+    match outcome {
+        Outcome::Injected => "recalled".to_owned(),
+        Outcome::BelowThreshold => format!("cut: less relevant than the floor ({:.2})", panel.floor),
+        Outcome::PastK => format!("cut: k ({}) more relevant messages recalled", panel.k),
+        Outcome::OverBudget => format!("cut: over the token budget ({})", panel.budget),
+        Outcome::WithoutItsCall => "cut: a tool result whose call was not found with it".to_owned(),
+        _ => "cut".to_owned(),
+    }
 }
 
 fn pages(path: &str, paging: Paging) -> Markup {

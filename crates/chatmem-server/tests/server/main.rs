@@ -1,5 +1,5 @@
 //! The server's tests, one binary: the REST API, the OpenAI door, the inspector (in a page and
-//! in headless Chromium), metrics and OpenAPI, the web-page rules, bounded reads, summaries and
+//! in headless Chromium), recall, metrics and OpenAPI, the web-page rules, bounded reads, summaries and
 //! the fuzz target's check.
 //!
 //! Two suites stay binaries of their own, for process isolation: `logs.rs` sets a tracing
@@ -17,6 +17,7 @@ mod http;
 mod observability;
 mod openapi;
 mod prompt;
+mod recall;
 mod summaries;
 mod ui;
 mod ui_browser;

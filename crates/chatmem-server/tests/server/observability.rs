@@ -259,6 +259,7 @@ async fn the_openapi_document_matches_the_router_and_the_error_shape() {
         ("POST", "/v1/conversations/{id}/messages"),
         ("GET", "/v1/conversations/{id}/history"),
         ("POST", "/v1/conversations/{id}/prompt"),
+        ("GET", "/v1/conversations/{id}/recall"),
         ("DELETE", "/v1/conversations/{id}"),
     ]
     .into_iter()
