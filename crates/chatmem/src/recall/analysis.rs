@@ -7,8 +7,9 @@
 //! character stays itself), so a query with `订单` finds `我的订单是 LC202610060018` without a
 //! dictionary. Terms longer than [`MAX_TERM_BYTES`] are cut to it (at a character boundary).
 
-use std::collections::HashMap;
+use std::hash::BuildHasher;
 
+use hashbrown::HashTable;
 use unicode_normalization::UnicodeNormalization;
 use unicode_segmentation::UnicodeSegmentation;
 
@@ -116,15 +117,18 @@ impl IndexTerms {
     /// tool calls' names and arguments. Reasoning text and metadata, which are never sent to a
     /// model, are not indexed.
     pub fn of(message: &Message) -> Self {
-        let mut counts: HashMap<String, usize> = HashMap::new();
+        // Positions in `terms` by the term's hash: each term is kept once, never copied.
+        let hasher = hashbrown::DefaultHashBuilder::default();
+        let mut seen: HashTable<usize> = HashTable::new();
         let mut terms: Vec<(String, u32)> = Vec::new();
         let mut len: u32 = 0;
         let mut add = |t: String| {
             len = len.saturating_add(1);
-            if let Some(&i) = counts.get(&t) {
+            let hash = hasher.hash_one(&t);
+            if let Some(&i) = seen.find(hash, |&i| terms[i].0 == t) {
                 terms[i].1 = terms[i].1.saturating_add(1);
             } else if terms.len() < MAX_TERMS_PER_MESSAGE {
-                counts.insert(t.clone(), terms.len());
+                seen.insert_unique(hash, terms.len(), |&i| hasher.hash_one(&terms[i].0));
                 terms.push((t, 1));
             }
         };

@@ -30,7 +30,15 @@ impl MemoryIndex {
             }
             self.total_len += u64::from(entry.terms.len);
             for (term, tf) in &entry.terms.terms {
-                self.postings.entry(term.clone()).or_default().insert(entry.seq, *tf);
+                // Looked up before it is copied: most terms of a message are already known.
+                match self.postings.get_mut(term.as_str()) {
+                    Some(seqs) => {
+                        seqs.insert(entry.seq, *tf);
+                    }
+                    None => {
+                        self.postings.insert(term.clone(), BTreeMap::from([(entry.seq, *tf)]));
+                    }
+                }
             }
         }
     }
