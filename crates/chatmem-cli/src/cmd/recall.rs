@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use chatmem::recall::{Considered, DEFAULT_MIN_RELEVANCE, DEFAULT_RECALL_MAX_TOKENS, rounded};
-use chatmem::{ChatMemory, ConversationId, Store};
+use chatmem::{ChatMemory, ConversationId, Message, Store};
 use serde::Serialize;
 
 use crate::args::{ConversationArgs, positive};
@@ -41,13 +41,15 @@ struct Hits {
     hits: Vec<Hit>,
 }
 
-/// One message the search found.
+/// One message the search found, as the REST API's `GET …/recall` writes it.
 #[derive(Debug, Serialize)]
 struct Hit {
     seq: u64,
     role: &'static str,
     /// Its text; null when it has none (an assistant's tool calls alone).
     content: Option<String>,
+    /// The whole message, as `history` prints it.
+    message: Arc<Message>,
     /// BM25, rounded as stores order by it.
     score: f64,
     relevance: f64,
@@ -80,6 +82,7 @@ fn hit(c: &Considered) -> Hit {
         seq: c.seq,
         role: c.message.role().as_str(),
         content: c.message.text().map(|t| t.into_owned()),
+        message: Arc::clone(&c.message),
         score: rounded(c.score),
         relevance: c.relevance,
         lexical_rank: c.lexical_rank,
@@ -93,7 +96,7 @@ fn hit(c: &Considered) -> Hit {
 
 #[cfg(test)]
 mod tests {
-    use chatmem::{InMemoryStore, Message, Recall, WindowPolicy};
+    use chatmem::{InMemoryStore, Recall, WindowPolicy};
     use serde_json::Value;
 
     use super::*;
@@ -131,6 +134,7 @@ mod tests {
         let hit = &hits[0];
         assert_eq!((hit["seq"].as_u64(), hit["role"].as_str()), (Some(1), Some("user")));
         assert_eq!(hit["content"], ORDER);
+        assert_eq!(hit["message"], serde_json::json!({"role": "user", "content": ORDER}));
         assert_eq!(
             (hit["lexical_rank"].as_u64(), hit["outcome"].as_str()),
             (Some(1), Some("injected"))
@@ -152,6 +156,7 @@ mod tests {
                 "at",
                 "content",
                 "lexical_rank",
+                "message",
                 "outcome",
                 "relevance",
                 "role",

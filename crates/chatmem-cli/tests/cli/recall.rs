@@ -177,23 +177,30 @@ fn recall_with_drop_evicted_is_refused_at_start_and_creates_no_store() {
     assert!(!path.exists(), "a refused start created {}", path.display());
 }
 
-/// `serve --recall` keeps what leaves the window (and indexes it) without `--retention`.
+/// `serve --recall` keeps what leaves the window without `--retention`, and its turns recall:
+/// the prompt dry run sends the order message back just before the question.
 #[tokio::test(flavor = "multi_thread")]
-async fn serve_with_recall_keeps_evicted_messages_as_history() {
+async fn serve_with_recall_keeps_evicted_messages_and_recalls_them_into_the_prompt() {
     let mut kept = Vec::new();
+    let mut prompts = Vec::new();
     for extra in ["", "--recall 3"] {
         let args = [words("--store memory: --max-messages 2"), words(extra)].concat();
         let server = Serve::start(&args, |_| {}).await;
         let http = reqwest::Client::new();
-        let url = format!("{}/v1/conversations/c/messages", server.base);
+        let conversation = format!("{}/v1/conversations/c", server.base);
         let body = json!({"messages": [
             {"role": "user", "content": ORDER}, {"role": "assistant", "content": "已为您催促发货。"},
             {"role": "user", "content": FILLER}, {"role": "assistant", "content": "不客气。"}
         ]});
-        let r = http.post(&url).json(&body).send().await.expect("post");
+        let r = http
+            .post(format!("{conversation}/messages"))
+            .json(&body)
+            .send()
+            .await
+            .expect("post");
         assert_eq!(r.status(), 200);
         let history: Value = http
-            .get(format!("{}/v1/conversations/c/history", server.base))
+            .get(format!("{conversation}/history"))
             .send()
             .await
             .expect("history")
@@ -201,8 +208,27 @@ async fn serve_with_recall_keeps_evicted_messages_as_history() {
             .await
             .expect("JSON");
         kept.push(history["messages"].as_array().map(Vec::len));
+        let prompt: Value = http
+            .post(format!("{conversation}/prompt"))
+            .json(&json!({"messages": [{"role": "user", "content": QUESTION}]}))
+            .send()
+            .await
+            .expect("prompt")
+            .json()
+            .await
+            .expect("JSON");
+        prompts.push(prompt);
         let out = server.stop();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     }
     assert_eq!(kept, [Some(2), Some(4)], "without --recall, then with");
+    assert_eq!(prompts[0]["recalled"]["seqs"], json!([]), "{}", prompts[0]);
+    assert_eq!(prompts[1]["recalled"]["seqs"], json!([1]), "{}", prompts[1]);
+    let messages = roles_and_texts(&prompts[1]);
+    let n = messages.len();
+    assert_eq!(messages[n - 1].1, QUESTION);
+    assert!(
+        messages[n - 2].1.starts_with(RECALL_HEADING) && messages[n - 2].1.contains(ORDER),
+        "{messages:?}"
+    );
 }
