@@ -92,6 +92,7 @@ pub(crate) fn declare(doc: &mut Value, config: &ServerConfig) {
     doc["paths"][crate::route::MESSAGES]["post"]["responses"]["200"]["links"] = json!({
         "GetWindow": {"operationId": "get_messages", "parameters": same_id, "description": "the window, as it is now"},
         "GetHistory": {"operationId": "get_history", "parameters": same_id, "description": "everything stored"},
+        "Recall": {"operationId": "get_recall", "parameters": same_id, "description": "what recall finds for a question, and why"},
         "DeleteConversation": {"operationId": "delete_conversation", "parameters": same_id, "description": "forget it"},
     });
     // A streamed answer, one event at a time (what OpenAPI 3.1's `schema` of an event stream

@@ -14,6 +14,8 @@ token budget, and a tool name is at most 256 bytes of UTF-8 (`maxLength` counts 
 a trigger over the budget is lowered to it, a block over the trigger lowered to it, and a long
 name cut to 256 bytes. A query's `clear_tool_results.exclude_tools` list is cut to the names
 that fit in 2 KiB of query, so that the URI stays within the server's limit (over it, 414).
+A recall question (`GET …/recall?q=`) is cut to what fits in 2 KiB of query for the same reason
+(its documented bound is the body limit, which the URI limit meets first).
 """
 
 from typing import Any
@@ -27,6 +29,8 @@ DEFAULT_TRIGGER = 100_000
 MAX_TOOL_NAME_BYTES = 256
 # How much of a query the excluded tool names may take (the server's URI limit is 8 KiB).
 QUERY_NAMES_BYTES = 2048
+# How much of a query a recall question may take, percent-encoded.
+QUERY_QUESTION_BYTES = 2048
 CLEAR = "clear_tool_results"
 # Clearing's fields in a query: `clear_tool_results.keep=3`.
 CLEAR_FIELDS = ("keep", "trigger_tokens", "clear_at_least_tokens", "exclude_tools", "clear_inputs")
@@ -119,6 +123,20 @@ def _fit_query_clear(query: dict) -> dict:
     return {**rest, **{prefix + k: v for k, v in fitted.items()}}
 
 
+def _fit_question(query: dict) -> dict:
+    """A recall question cut to what fits in QUERY_QUESTION_BYTES once percent-encoded (at
+    most 3 bytes per byte of UTF-8), on a character boundary, never to nothing."""
+    question = query.get("q")
+    if not isinstance(question, str):
+        return query
+    data = question.encode("utf-8", "surrogatepass")
+    most = QUERY_QUESTION_BYTES // 3
+    if len(data) <= most:
+        return query
+    cut = data[:most].decode("utf-8", "ignore") or question[:1]
+    return {**query, "q": cut}
+
+
 def _as_whole(value: Any) -> int | None:
     """A whole number of at least 0 (as `_as_count`), or None."""
     if isinstance(value, str) and value.isascii() and value.isdigit():
@@ -154,5 +172,5 @@ def map_case(ctx: Any, case: Any) -> Any:
         if isinstance(case.query.get("policy"), dict):
             case.query = {**case.query, "policy": _fit(case.query["policy"])}
         else:
-            case.query = _fit_query_clear(_fit(_one_budget(case.query)))
+            case.query = _fit_question(_fit_query_clear(_fit(_one_budget(case.query))))
     return case

@@ -163,6 +163,57 @@ async fn a_deleted_conversation_has_no_history_past_a_cursor_either() {
     }
 }
 
+/// A recall question and `k` the document allows are what the server takes (the URI limit's
+/// 414 aside, which the document also lists).
+#[tokio::test]
+async fn the_recall_parameters_the_document_allows_are_the_ones_the_server_takes() {
+    let server = server(Arc::new(InMemoryStore::new()), ServerConfig::default());
+    let batch = json!({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]});
+    assert_eq!(
+        server.post_json("/v1/conversations/c1/messages", &batch).await.status,
+        StatusCode::OK
+    );
+    let doc = server.get("/openapi.json").await.json();
+    let path = "/v1/conversations/{id}/recall";
+    let q_schema = parameter(&doc, path, "get", "q");
+    let k_schema = parameter(&doc, path, "get", "k");
+    let required: Vec<&str> = doc["paths"][path]["get"]["parameters"]
+        .as_array()
+        .expect("parameters")
+        .iter()
+        .filter(|p| p["required"] == true)
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert_eq!(required, ["id", "q"]);
+    for q in ["order", "订单 LC202610060018", " ", "?!", "a&b=c", "\u{0}", ""] {
+        let documented = valid(&doc, &q_schema, &json!(q));
+        let r = server
+            .get(&format!("/v1/conversations/c1/recall?q={}", segment(q)))
+            .await;
+        assert_eq!(
+            documented,
+            r.status == StatusCode::OK,
+            "q {q:?}: {} {}",
+            r.status,
+            r.text()
+        );
+    }
+    for k in ["1", "5", "100", "0", "101", "-1", "1.5", "abc", ""] {
+        let value = k.parse::<i64>().map_or_else(|_| json!(k), |n| json!(n));
+        let documented = valid(&doc, &k_schema, &value);
+        let r = server
+            .get(&format!("/v1/conversations/c1/recall?q=a&k={}", segment(k)))
+            .await;
+        assert_eq!(
+            documented,
+            r.status == StatusCode::OK,
+            "k {k:?}: {} {}",
+            r.status,
+            r.text()
+        );
+    }
+}
+
 #[tokio::test]
 async fn the_policies_the_document_allows_are_the_policies_the_server_takes() {
     // The window is 6 messages: an `evict_to` alone must be below 6.
@@ -469,7 +520,7 @@ async fn a_writes_links_name_documented_operations() {
         .filter_map(|op| op["operationId"].as_str())
         .collect();
     let links = links.as_object().expect("links");
-    assert_eq!(links.len(), 3, "{links:?}");
+    assert_eq!(links.len(), 4, "{links:?}");
     for (name, link) in links {
         let id = link["operationId"].as_str().expect("an operationId");
         assert!(operations.contains(&id), "{name}: {id} is not an operation");
