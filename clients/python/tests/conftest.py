@@ -203,9 +203,9 @@ class Proxy:
     received: list[dict[str, Any]]
 
 
-@pytest.fixture(scope="session")
-def proxy() -> Iterator[Proxy]:
-    """``chatmem serve --upstream-base-url`` (in-memory store) before a loopback model."""
+def _proxy(*extra: str) -> Iterator[Proxy]:
+    """``chatmem serve --upstream-base-url`` (in-memory store, ``extra`` flags) before a
+    loopback model."""
     upstream = ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
     threading.Thread(target=upstream.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{upstream.server_address[1]}/v1"
@@ -214,10 +214,22 @@ def proxy() -> Iterator[Proxy]:
         auth = Path(tmp, "tokens.toml")
         auth.write_text(f'[[token]]\ntoken = "{token}"\ntenant = "proxy"\n')
         log = Path(tmp, "serve.log")
-        proc, url = _start("memory:", auth, log, "--upstream-base-url", base)
+        proc, url = _start("memory:", auth, log, "--upstream-base-url", base, *extra)
         try:
             yield Proxy(Server("memory", url, token, token), _Upstream.received)
         finally:
             proc.terminate()
             proc.wait(timeout=30)
             upstream.shutdown()
+
+
+@pytest.fixture(scope="session")
+def proxy() -> Iterator[Proxy]:
+    """``chatmem serve --upstream-base-url`` (in-memory store) before a loopback model."""
+    yield from _proxy()
+
+
+@pytest.fixture(scope="session")
+def recalling() -> Iterator[Proxy]:
+    """:func:`proxy` recalling up to 3 messages, with a window of 2."""
+    yield from _proxy("--recall", "3", "--max-messages", "2")

@@ -29,6 +29,10 @@ __all__ = [
     "Message",
     "Policy",
     "Prompt",
+    "Recall",
+    "RecallHit",
+    "RecallOutcome",
+    "Recalled",
     "ToolCall",
     "Window",
 ]
@@ -120,10 +124,21 @@ class Cleared:
 
 
 @dataclass(frozen=True)
+class Recalled:
+    """What recall put in a prompt: the messages that left the window and came back for the
+    new user message, sent in one user message just before it."""
+
+    seqs: list[int]
+    """The recalled messages' sequence numbers, oldest first (empty: nothing recalled)."""
+    tokens: int
+    """The tokens of the message they are sent in (0 when nothing was recalled)."""
+
+
+@dataclass(frozen=True)
 class Prompt:
     """What ``POST …/prompt`` answers: the messages the next model call would be sent (the
-    system message with the summary, the window, the new messages), as the OpenAI door sends
-    them; nothing was committed."""
+    system message with the summary, the window, what recall found, the new messages), as the
+    OpenAI door sends them; nothing was committed."""
 
     conversation: str
     messages: list[Message]
@@ -132,6 +147,57 @@ class Prompt:
     already_stored: int
     """Of the messages given, how many the conversation already holds (left out)."""
     cleared: Cleared
+    recalled: Recalled
+    """What recall put in the prompt (nothing when the server does not recall)."""
+
+
+RecallOutcome = Literal["injected", "below_threshold", "past_k", "over_budget", "without_its_call"]
+"""What became of a message recall found: recalled (``injected``), or cut by the relevance floor,
+by ``k``, by the token budget, or as a tool result found without its call."""
+
+
+@dataclass(frozen=True)
+class RecallHit:
+    """One message a recall search found, with what a turn asking the question would do with it."""
+
+    seq: int
+    """Its sequence number (as in the history)."""
+    role: str
+    content: str | None
+    """Its text (every text part), ``None`` when it has none (an assistant's tool calls alone)."""
+    message: Message
+    """The message, as the other routes return messages."""
+    score: float
+    """Its BM25 score for the question."""
+    relevance: float
+    """Its score made comparable across questions, 0 to 1: what the relevance floor applies to."""
+    lexical_rank: int
+    """Its place among the hits by score, from 1."""
+    at: str | None
+    """When it was written, RFC 3339 (``None`` when the store did not record it)."""
+    outcome: RecallOutcome
+
+
+@dataclass(frozen=True)
+class Recall:
+    """What ``GET …/recall`` answers: every message recall found for a question among those
+    that left the window, best first, and the message a turn would be sent."""
+
+    conversation: str
+    enabled: bool
+    """Whether the server's turns recall (``chatmem serve --recall K``)."""
+    k: int
+    """At most this many messages are recalled."""
+    hits: list[RecallHit]
+    injected: Message | None
+    """The user message the recalled ones are sent in, just before the question (``None``:
+    nothing would be recalled)."""
+    injected_tokens: int
+
+    @property
+    def recalled(self) -> list[RecallHit]:
+        """The hits a turn would send, oldest first."""
+        return sorted((h for h in self.hits if h.outcome == "injected"), key=lambda h: h.seq)
 
 
 @dataclass(frozen=True)
@@ -214,12 +280,41 @@ def _window(r: httpx.Response) -> Window:
 def _prompt(r: httpx.Response) -> Prompt:
     body = r.json()
     cleared = body["cleared"]
+    # A server from before recall sends no `recalled`: it recalled nothing.
+    recalled = body.get("recalled") or {"seqs": [], "tokens": 0}
     return Prompt(
         conversation=body["conversation"],
         messages=body["messages"],
         tokens=body["tokens"],
         already_stored=body["already_stored"],
         cleared=Cleared(cleared["results"], cleared["inputs"], cleared["tokens_saved"]),
+        recalled=Recalled(list(recalled["seqs"]), recalled["tokens"]),
+    )
+
+
+def _recall(r: httpx.Response) -> Recall:
+    body = r.json()
+    hits = [
+        RecallHit(
+            seq=h["seq"],
+            role=h["role"],
+            content=h.get("content"),
+            message=h["message"],
+            score=h["score"],
+            relevance=h["relevance"],
+            lexical_rank=h["lexical_rank"],
+            at=h.get("at"),
+            outcome=h["outcome"],
+        )
+        for h in body["hits"]
+    ]
+    return Recall(
+        conversation=body["conversation"],
+        enabled=body["enabled"],
+        k=body["k"],
+        hits=hits,
+        injected=body.get("injected"),
+        injected_tokens=body["injected_tokens"],
     )
 
 
@@ -277,6 +372,15 @@ class _Routes:
         if policy:
             body["policy"] = dict(policy)
         return _Call("POST", _conversation_path(conversation, "/prompt"), _prompt, body=body)
+
+    @staticmethod
+    def recall(conversation: str, q: str, k: int | None) -> _Call[Recall]:
+        if not isinstance(q, str):
+            raise TypeError(f"a recall question is a str, not {type(q).__name__}")
+        if not q:
+            raise ValueError("q is empty: give the question to recall for")
+        params = _params(q=q, k=k)
+        return _Call("GET", _conversation_path(conversation, "/recall"), _recall, params)
 
     @staticmethod
     def history(conversation: str, limit: int | None, cursor: str | None) -> _Call[HistoryPage]:
@@ -414,6 +518,14 @@ class Client:
         out. A conversation that does not exist yet is no error: its prompt is ``messages``."""
         return self._send(_Routes.prompt(conversation, messages, policy))
 
+    def recall(self, conversation: str, q: str, k: int | None = None) -> Recall:
+        """``GET /v1/conversations/{id}/recall``: what recall finds for the question ``q``
+        among the messages that left the window, best first, each with what a turn asking it
+        would do (``injected``, or why not), and the message it would be sent. At most ``k``
+        recalled (1 to 100; default: the server's ``--recall K``, else 5). Reads only; 404 for
+        a conversation that does not exist."""
+        return self._send(_Routes.recall(conversation, q, k))
+
     def history(
         self, conversation: str, *, limit: int | None = None, cursor: str | None = None
     ) -> HistoryPage:
@@ -523,6 +635,14 @@ class AsyncClient:
         it stands), as the OpenAI door sends them, with their tokens and what clearing took
         out. A conversation that does not exist yet is no error: its prompt is ``messages``."""
         return await self._send(_Routes.prompt(conversation, messages, policy))
+
+    async def recall(self, conversation: str, q: str, k: int | None = None) -> Recall:
+        """``GET /v1/conversations/{id}/recall``: what recall finds for the question ``q``
+        among the messages that left the window, best first, each with what a turn asking it
+        would do (``injected``, or why not), and the message it would be sent. At most ``k``
+        recalled (1 to 100; default: the server's ``--recall K``, else 5). Reads only; 404 for
+        a conversation that does not exist."""
+        return await self._send(_Routes.recall(conversation, q, k))
 
     async def history(
         self, conversation: str, *, limit: int | None = None, cursor: str | None = None
