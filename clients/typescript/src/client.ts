@@ -156,13 +156,24 @@ export interface Cleared {
 }
 
 /**
+ * What recall put in a prompt: the messages that left the window and came back for the new
+ * user message, sent in one user message just before it.
+ */
+export interface Recalled {
+  /** The recalled messages' sequence numbers, oldest first (empty: nothing recalled). */
+  seqs: number[];
+  /** The tokens of the message they are sent in (0 when nothing was recalled). */
+  tokens: number;
+}
+
+/**
  * The answer of `POST /v1/conversations/{id}/prompt`: what the next model call would be sent,
  * as the OpenAI door sends it; nothing was committed.
  */
 export interface Prompt {
   /** The conversation id, as the client gave it. */
   conversation: string;
-  /** The system message (with the summary), the window, the new messages. */
+  /** The system message (with the summary), the window, what recall found, the new messages. */
   messages: Message[];
   /** The prompt's tokens, by the server's counter (or the policy's tokenizer). */
   tokens: number;
@@ -170,6 +181,55 @@ export interface Prompt {
   already_stored: number;
   /** What clearing took out. */
   cleared: Cleared;
+  /** What recall put in (nothing when the server does not recall). */
+  recalled: Recalled;
+}
+
+/**
+ * What became of a message recall found: recalled (`injected`), or cut by the relevance floor,
+ * by `k`, by the token budget, or as a tool result found without its call.
+ */
+export type RecallOutcome = "injected" | "below_threshold" | "past_k" | "over_budget" | "without_its_call";
+
+/** One message a recall search found, with what a turn asking the question would do with it. */
+export interface RecallHit {
+  /** Its sequence number (as in the history). */
+  seq: number;
+  /** Its role. */
+  role: Role;
+  /** Its text (every text part); null when it has none (an assistant's tool calls alone). */
+  content?: string | null;
+  /** The message, as the other routes return messages. */
+  message: Message;
+  /** Its BM25 score for the question. */
+  score: number;
+  /** Its score made comparable across questions, 0 to 1: what the relevance floor applies to. */
+  relevance: number;
+  /** Its place among the hits by score, from 1. */
+  lexical_rank: number;
+  /** When it was written, RFC 3339 (null when the store did not record it). */
+  at?: string | null;
+  /** What a turn would do with it. */
+  outcome: RecallOutcome;
+}
+
+/**
+ * The answer of `GET /v1/conversations/{id}/recall`: every message recall found for a question
+ * among those that left the window, best first, and the message a turn would be sent.
+ */
+export interface Recall {
+  /** The conversation id, as the client gave it. */
+  conversation: string;
+  /** Whether the server's turns recall (`chatmem serve --recall K`). */
+  enabled: boolean;
+  /** At most this many messages are recalled. */
+  k: number;
+  /** Every message found, best first. */
+  hits: RecallHit[];
+  /** The user message the recalled ones are sent in, just before the question; null: nothing. */
+  injected?: Message | null;
+  /** The tokens of `injected` (0 when nothing would be recalled). */
+  injected_tokens: number;
 }
 
 /** The answer of the message routes: a conversation's window. */
@@ -603,6 +663,20 @@ export class ChatmemClient {
   prompt(id: string, messages: Message[], policy?: Policy, options?: CallOptions): Promise<Prompt> {
     const body: PromptRequest = policy === undefined ? { messages } : { messages, policy };
     return this.#json("POST", `/v1/conversations/${segment(id)}/prompt`, body, options);
+  }
+
+  /**
+   * `GET /v1/conversations/{id}/recall`: what recall finds for the question `q` among the
+   * messages that left the window, best first, each with what a turn asking it would do
+   * (`injected`, or why not), and the message it would be sent. At most `k` recalled (1 to
+   * 100; default: the server's `--recall K`, else 5). Reads only; 404 for a conversation that
+   * does not exist.
+   */
+  async recall(id: string, q: string, k?: number, options?: CallOptions): Promise<Recall> {
+    if (typeof q !== "string" || q === "") {
+      throw new ChatmemError(0, { code: "invalid_request", message: "q is empty: give the question to recall for" });
+    }
+    return await this.#json("GET", `/v1/conversations/${segment(id)}/recall${query({ q, k })}`, undefined, options);
   }
 
   /** `GET /v1/conversations/{id}/history`: one page of everything stored, oldest first. */

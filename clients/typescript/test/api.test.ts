@@ -36,6 +36,10 @@ import {
   type PostMessages,
   type Prompt,
   type PromptRequest,
+  type Recall,
+  type Recalled,
+  type RecallHit,
+  type RecallOutcome,
   type Role,
   type ToolCall,
   type Window,
@@ -79,8 +83,17 @@ const SCHEMAS = {
   PostMessages: fields<PostMessages>()(["messages"], ["messages", "policy"]),
   PromptRequest: fields<PromptRequest>()(["messages"], ["messages", "policy"]),
   Prompt: fields<Prompt>()(
-    ["conversation", "messages", "tokens", "already_stored", "cleared"],
-    ["conversation", "messages", "tokens", "already_stored", "cleared"],
+    ["conversation", "messages", "tokens", "already_stored", "cleared", "recalled"],
+    ["conversation", "messages", "tokens", "already_stored", "cleared", "recalled"],
+  ),
+  Recalled: fields<Recalled>()(["seqs", "tokens"], ["seqs", "tokens"]),
+  Recall: fields<Recall>()(
+    ["conversation", "enabled", "k", "hits", "injected_tokens"],
+    ["conversation", "enabled", "k", "hits", "injected", "injected_tokens"],
+  ),
+  RecallHit: fields<RecallHit>()(
+    ["seq", "role", "message", "score", "relevance", "lexical_rank", "outcome"],
+    ["seq", "role", "content", "message", "score", "relevance", "lexical_rank", "at", "outcome"],
   ),
   Cleared: fields<Cleared>()(["results", "inputs", "tokens_saved"], ["results", "inputs", "tokens_saved"]),
   Policy: fields<Policy>()([], ["max_messages", "max_tokens", "tokenizer", "evict_to", "boundary", "clear_tool_results"]),
@@ -116,6 +129,7 @@ const ROUTES = {
   "GET /v1/conversations/{id}/messages": "getMessages",
   "POST /v1/conversations/{id}/messages": "postMessages",
   "POST /v1/conversations/{id}/prompt": "prompt",
+  "GET /v1/conversations/{id}/recall": "recall",
   "GET /v1/conversations/{id}/history": "getHistory",
   "POST /v1/chat/completions": "chatCompletion",
   "GET /v1/models": "models",
@@ -125,6 +139,8 @@ const ROUTES = {
 const QUERIES = {
   "GET /v1/conversations": fields<PageParams>()([], ["cursor", "limit"]).named,
   "GET /v1/conversations/{id}/history": fields<PageParams>()([], ["cursor", "limit"]).named,
+  // `recall(id, q, k?)`.
+  "GET /v1/conversations/{id}/recall": ["q", "k"],
   // Clearing's fields are flat in a query: `clear_tool_results.keep`.
   "GET /v1/conversations/{id}/messages": [
     ...SCHEMAS.Policy.named.filter((n) => n !== "clear_tool_results"),
@@ -133,6 +149,7 @@ const QUERIES = {
 };
 
 const ROLES = ["system", "developer", "user", "assistant", "tool"] as const satisfies readonly Role[];
+const OUTCOMES = ["injected", "below_threshold", "past_k", "over_budget", "without_its_call"] as const satisfies readonly RecallOutcome[];
 
 // ---------------------------------------------------------------------------------------------
 
@@ -178,6 +195,7 @@ describe("the client against /openapi.json", () => {
       assert.deepEqual(unknown, [], `${name}: fields the schema does not have`);
     }
     assert.deepEqual(spec.components.schemas.Role!.enum, [...ROLES]);
+    assert.deepEqual(spec.components.schemas.RecallOutcome!.enum, [...OUTCOMES]);
   });
 });
 
