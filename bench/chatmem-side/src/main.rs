@@ -18,6 +18,7 @@ use chatmem_redis::RedisStore;
 use chatmem_sqlite::SqliteStore;
 use serde_json::json;
 
+mod recall_locomo;
 mod tool_clearing;
 
 type Res<T> = Result<T, String>;
@@ -329,6 +330,7 @@ fn main() {
     b::main("chatmem", |plan, run| async move {
         in_memory(&plan).await?;
         tool_clearing::run(&plan, &run).await?;
+        recall_locomo::run(&plan, &run).await?;
         stores(&plan, &run).await
     });
 }
