@@ -346,14 +346,14 @@ fn recall_section(path: &str, panel: &RecallPanel, paging: Paging) -> Markup {
                         tbody {
                             @for hit in &found.considered {
                                 tr class={ "hit " (hit.outcome.as_str()) } {
-                                    td data-label="#" {
+                                    td.num data-label="#" {
                                         @if on_page(hit.seq) { a href={ "#m" (hit.seq) } { "#" (hit.seq) } } @else { "#" (hit.seq) }
                                     }
-                                    td data-label="Role" { (hit.message.role().as_str()) }
+                                    td.num data-label="Role" { (hit.message.role().as_str()) }
                                     td data-label="Text" { (Shown(&hit_text(hit))) }
-                                    td data-label="Rank" { (hit.lexical_rank) }
-                                    td data-label="Score" { (format!("{:.3}", hit.score)) }
-                                    td data-label="Relevance" { (format!("{:.2}", hit.relevance)) }
+                                    td.num data-label="Rank" { (hit.lexical_rank) }
+                                    td.num data-label="Score" { (format!("{:.3}", hit.score)) }
+                                    td.num data-label="Relevance" { (format!("{:.2}", hit.relevance)) }
                                     td data-label="Outcome" { code { (hit.outcome.as_str()) } " " (outcome_words(hit.outcome, panel)) }
                                 }
                             }
@@ -395,7 +395,7 @@ fn hit_text(hit: &Considered) -> String {
 /// Why a hit was or was not recalled, in words, with the setting that decided it.
 fn outcome_words(outcome: Outcome, panel: &RecallPanel) -> String {
     match outcome {
-        Outcome::Injected => "recalled".to_owned(),
+        Outcome::Injected => "sent just before the question".to_owned(),
         Outcome::BelowThreshold => format!("cut: less relevant than the floor ({:.2})", panel.floor),
         Outcome::PastK => format!("cut: k ({}) more relevant messages recalled", panel.k),
         Outcome::OverBudget => format!("cut: over the token budget ({})", panel.budget),

@@ -627,12 +627,15 @@ async fn the_inspector_shows_what_recall_would_inject_and_why() {
         let seq = hit["seq"].as_u64().expect("a seq");
         assert!(
             table.contains(&format!(
-                "<tr class=\"hit {outcome}\"><td data-label=\"#\"><a href=\"#m{seq}\">#{seq}</a>"
+                "<tr class=\"hit {outcome}\"><td class=\"num\" data-label=\"#\"><a href=\"#m{seq}\">#{seq}</a>"
             )),
             "{seq} {outcome}: {table}"
         );
     }
-    assert!(table.contains("<code>injected</code> recalled"), "{table}");
+    assert!(
+        table.contains("<code>injected</code> sent just before the question"),
+        "{table}"
+    );
     assert!(table.contains("past_k") || table.contains("below_threshold"), "{table}");
     assert!(
         html.contains(&format!("value=\"{QUESTION}\"")),
