@@ -5,7 +5,8 @@
 //! write is one `BEGIN IMMEDIATE` transaction with a version check. It is not for several
 //! machines sharing a network file system (SQLite's locking is unreliable there): use the
 //! PostgreSQL or Redis store for that. It keeps data only; the window logic lives in
-//! [`chatmem::ChatMemory`].
+//! [`chatmem::ChatMemory`]. It [searches](chatmem::Store::search), so it serves
+//! [recall](chatmem::Recall) (see [Recall](#recall)).
 //!
 //! ```no_run
 //! use chatmem::{ChatMemory, ConversationId, Message, Retention};
@@ -27,14 +28,17 @@
 //!   row to its messages with `seq >= window_start` (a range scan of the primary key), so
 //!   its cost depends on the window, not on how much history is kept.
 //! - **commit** = 1 transaction: `BEGIN IMMEDIATE`, 1 `SELECT` of the version, one execution
-//!   of a cached `INSERT` per appended message, 1 upsert of the conversation row (which
-//!   also stamps `updated_at`, the commit's time), 1
+//!   of a cached `INSERT` per appended message (with its index entry, when recall is on), 1
+//!   upsert of the conversation row (which also stamps `updated_at`, the commit's time), 1
 //!   `DELETE` of evicted messages (only under [`Retention::DropEvicted`](chatmem::Retention)),
-//!   `COMMIT`: 6 statements for a user + assistant turn that keeps history.
+//!   `COMMIT`: 6 statements for a user + assistant turn that keeps history, with recall or
+//!   without. Now and then a commit with recall also writes a segment of the index (below).
+//! - **search** = 1 read transaction: the conversation's totals, the newest indexed messages
+//!   (at most a few hundred rows), one statement per query term, one lookup per hit.
 //! - **history** = 1 statement; **list** = 1 statement; **recent** = 1 statement (a walk
 //!   of the index `conversations_updated_at` from the cursor, newest first, that stops after
-//!   a page); **clear** = 1 transaction of 4 statements; **purge_expired** = 1 transaction
-//!   of 4 statements.
+//!   a page); **clear** = 1 transaction of 6 statements; **purge_expired** = 1 transaction
+//!   of 6 statements.
 //!
 //! # Durability and concurrency
 //! `journal_mode=WAL`, `synchronous=NORMAL`: a commit survives the process being killed at
@@ -43,39 +47,69 @@
 //! processes wait on SQLite's lock for up to the timeout (`busy_timeout`), then the call
 //! fails with [`StoreErrorKind::Unavailable`](chatmem::store::StoreErrorKind).
 //!
+//! # Recall
+//! Every commit made with recall on writes its messages' index entries in its own
+//! transaction, so a search finds them the moment the commit returns, and a commit that
+//! fails leaves neither messages nor entries. An entry (the message's length in terms, its
+//! distinct terms with their counts, and the commit's time) is kept in the message's own row:
+//! indexing adds no row to a commit. The newest indexed messages of a conversation (up to 128)
+//! are searched from those rows; the commit that brings them to 128 writes them as a
+//! *segment*, one row per term holding that term's postings (newest first), and segments of
+//! one size are merged four into one, so a long conversation has a handful of segments and a
+//! term's postings are a few rows. Such a commit takes a few milliseconds (a merge of large
+//! segments longer); the others cost what they cost without recall.
+//!
+//! A search reads the conversation's totals (kept by the commits: nothing is counted), the
+//! newest messages' entries, and for each query term its rows in the segments, at most
+//! [`MAX_POSTINGS_PER_TERM`](chatmem::recall::MAX_POSTINGS_PER_TERM) postings of it, then
+//! scores the candidates with [`bm25`](chatmem::recall::bm25): its answers are the in-memory
+//! reference's ([`chatmem::recall::MemoryIndex`]). Terms are bound as parameters and compared
+//! as exact strings; there is no full-text query syntax anywhere. Index entries and segments
+//! go with their messages: cleared, expired (an expired conversation finds nothing and a new
+//! one of the same id starts empty), purged, or deleted below a window start. A read-only
+//! store searches too.
+//!
 //! # Schema
-//! Schema version 4 ([`SCHEMA_VERSION`]):
+//! Schema version 5 ([`SCHEMA_VERSION`]):
 //!
 //! - `chatmem_schema(id INTEGER PRIMARY KEY CHECK (id = 1), version)`: the version;
 //! - `conversations(id TEXT PRIMARY KEY, version, system_json, system_tokens, system_seq,
 //!   system_counted_by, commit_token, summary, window_start, next_seq, expires_at,
-//!   updated_at)`;
-//! - `messages(conversation_id, seq, tokens, json, counted_by, PRIMARY KEY (conversation_id,
-//!   seq))`;
+//!   updated_at, recall_docs, recall_len, recall_tail, recall_merged)`;
+//! - `messages(conversation_id, seq, tokens, recall_len, recall_at, recall_terms, json,
+//!   counted_by, PRIMARY KEY (conversation_id, seq))`;
+//! - `recall_segments(conversation_id, segment, last_seq, docs, PRIMARY KEY
+//!   (conversation_id, segment))` and `recall_postings(conversation_id, segment, term, df,
+//!   head, rest, PRIMARY KEY (conversation_id, segment, term))`: the recall index's segments;
 //!
-//! `conversations` and `messages` are `WITHOUT ROWID`, an index on
+//! Every table is `WITHOUT ROWID`, an index on
 //! `conversations(expires_at)` covers the rows that expire, and
 //! `conversations_updated_at(updated_at DESC, id DESC, expires_at)` serves
 //! [`recent`](chatmem::Store::recent) without a sort or a table lookup. Messages (and the system message)
 //! are stored as the JSON chatmem writes, `summary` as [`chatmem::Summary`]'s JSON;
 //! `counted_by` and `system_counted_by` name the token counter of each count (NULL: not
 //! recorded), `commit_token` is the token of the last commit (a resent commit is answered as
-//! applied). `updated_at` is when the last commit landed, in Unix microseconds by the clock
+//! applied). A message's `recall_*` columns are its index entry (NULL: committed without
+//! recall); a conversation's `recall_docs` and `recall_len` count its indexed messages and
+//! their length, `recall_merged` is where its newest, not yet segmented, indexed messages
+//! start and `recall_tail` how many they are. `updated_at` is when the last commit landed, in Unix microseconds by the clock
 //! of the process that made it (0: last written before schema 4, until its next commit);
 //! [`recent`](chatmem::Store::recent) matches its prefix as a range of ids (`id >= prefix AND
 //! id < end`, in the bytes' order), so `%` and `_` are plain characters. `expires_at` is Unix
 //! time in milliseconds (listed as microseconds); expired conversations read as absent
 //! until [`purge_expired`](chatmem::Store::purge_expired) deletes them. Created on first open,
 //! unless [`SqliteStoreBuilder::create_if_missing`] is off or the store is read-only: then a
-//! missing file is a [`MissingDatabase`] error and nothing is created. A file of schema 1, 2
-//! or 3 is upgraded in place (columns added with constant defaults, nothing rewritten; the
-//! upgrade to 4 builds the recency index, one pass over the conversations); a file written by
+//! missing file is a [`MissingDatabase`] error and nothing is created. A file of schema 1 to
+//! 4 is upgraded in place (columns added with constant defaults, nothing rewritten; the
+//! upgrade to 4 builds the recency index, one pass over the conversations; the upgrade to 5
+//! adds the empty recall index: messages written before are not indexed); a file written by
 //! a newer schema is refused with [`StoreErrorKind::SchemaTooNew`](chatmem::store::StoreErrorKind).
 
 mod error;
 mod migrate;
 mod params;
 mod pragmas;
+mod recall;
 mod rows;
 mod sql;
 mod store;

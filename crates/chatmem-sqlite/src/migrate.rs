@@ -10,8 +10,9 @@ use crate::error::db_error;
 /// 2 added which token counter made each count (`counted_by`) and the token of the last
 /// commit (`commit_token`); 3 the conversation's summary (`summary`, the JSON of
 /// [`chatmem::Summary`]); 4 when the last commit landed (`updated_at`) and the index that
-/// lists conversations by it.
-pub(crate) const SCHEMA_VERSION: i64 = 4;
+/// lists conversations by it; 5 the lexical index for recall (`messages.recall_*`,
+/// `conversations.recall_*`, `recall_segments`, `recall_postings`).
+pub(crate) const SCHEMA_VERSION: i64 = 5;
 
 const CREATE: &str = "
 CREATE TABLE IF NOT EXISTS conversations (
@@ -26,12 +27,19 @@ CREATE TABLE IF NOT EXISTS conversations (
     window_start INTEGER NOT NULL,
     next_seq INTEGER NOT NULL,
     expires_at INTEGER,
-    updated_at INTEGER NOT NULL DEFAULT 0
+    updated_at INTEGER NOT NULL DEFAULT 0,
+    recall_docs INTEGER NOT NULL DEFAULT 0,
+    recall_len INTEGER NOT NULL DEFAULT 0,
+    recall_tail INTEGER NOT NULL DEFAULT 0,
+    recall_merged INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS messages (
     conversation_id TEXT NOT NULL,
     seq INTEGER NOT NULL,
     tokens INTEGER NOT NULL,
+    recall_len INTEGER,
+    recall_at INTEGER,
+    recall_terms BLOB,
     json TEXT NOT NULL,
     counted_by TEXT,
     PRIMARY KEY (conversation_id, seq)
@@ -45,6 +53,33 @@ CREATE INDEX IF NOT EXISTS conversations_expires_at ON conversations (expires_at
 /// and by the upgrade to 4.
 const RECENT_INDEX: &str = "
 CREATE INDEX IF NOT EXISTS conversations_updated_at ON conversations (updated_at DESC, id DESC, expires_at);
+";
+
+/// The lexical index for recall (see `crate::recall`), created for a new file and by the
+/// upgrade to 5: the segments of each conversation (`segment` is the seq of its oldest
+/// message when it was made, so segments sort by age; `last_seq` its newest; `docs` how many
+/// messages it holds) and each segment's postings of each term (how many of its messages hold
+/// the term, and their seqs, counts and lengths, newest first, `crate::recall::encode_postings`:
+/// as many as a search takes of a term in `head`, the older ones, if any, in `rest`, so that a
+/// search reads no more than it takes).
+/// The messages' own index columns are `messages.recall_*`.
+const RECALL_TABLES: &str = "
+CREATE TABLE IF NOT EXISTS recall_segments (
+    conversation_id TEXT NOT NULL,
+    segment INTEGER NOT NULL,
+    last_seq INTEGER NOT NULL,
+    docs INTEGER NOT NULL,
+    PRIMARY KEY (conversation_id, segment)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS recall_postings (
+    conversation_id TEXT NOT NULL,
+    segment INTEGER NOT NULL,
+    term TEXT NOT NULL,
+    df INTEGER NOT NULL,
+    head BLOB NOT NULL,
+    rest BLOB,
+    PRIMARY KEY (conversation_id, segment, term)
+) WITHOUT ROWID;
 ";
 
 /// From schema 1 to 2: the counter columns (rows written before read back as `None`) and the
@@ -65,6 +100,21 @@ ALTER TABLE conversations ADD COLUMN summary TEXT;
 /// until their next commit.
 const UPGRADE_3_TO_4: &str = "
 ALTER TABLE conversations ADD COLUMN updated_at INTEGER NOT NULL DEFAULT 0;
+";
+
+/// From schema 4 to 5: each message's index entry and each conversation's index totals (the
+/// tables are `RECALL_TABLES`). Constant defaults again, nothing rewritten: nothing written
+/// before is indexed, so every conversation starts with an empty index that its next indexed
+/// commits fill. (A new file has the messages' index columns before `json`, so that reading
+/// them never reads a long message; here they come after it.)
+const UPGRADE_4_TO_5: &str = "
+ALTER TABLE conversations ADD COLUMN recall_docs INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE conversations ADD COLUMN recall_len INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE conversations ADD COLUMN recall_tail INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE conversations ADD COLUMN recall_merged INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE messages ADD COLUMN recall_len INTEGER;
+ALTER TABLE messages ADD COLUMN recall_at INTEGER;
+ALTER TABLE messages ADD COLUMN recall_terms BLOB;
 ";
 
 /// Creates the schema if absent, in one IMMEDIATE transaction so processes opening the same
@@ -91,7 +141,7 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
         Some(v) if v > SCHEMA_VERSION => return Err(schema_too_new(v)),
         Some(v) if v == SCHEMA_VERSION => {}
         found => {
-            if let Some(from @ (1..=3)) = found {
+            if let Some(from @ (1..=4)) = found {
                 if from == 1 {
                     tx.execute_batch(UPGRADE_1_TO_2)
                         .map_err(|e| db_error("upgrading the schema from version 1", e))?;
@@ -100,8 +150,12 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
                     tx.execute_batch(UPGRADE_2_TO_3)
                         .map_err(|e| db_error("upgrading the schema to version 3", e))?;
                 }
-                tx.execute_batch(UPGRADE_3_TO_4)
-                    .map_err(|e| db_error("upgrading the schema to version 4", e))?;
+                if from <= 3 {
+                    tx.execute_batch(UPGRADE_3_TO_4)
+                        .map_err(|e| db_error("upgrading the schema to version 4", e))?;
+                }
+                tx.execute_batch(UPGRADE_4_TO_5)
+                    .map_err(|e| db_error("upgrading the schema to version 5", e))?;
             } else {
                 // Nothing (or something older than the first version): the current schema.
                 tx.execute_batch(CREATE)
@@ -109,6 +163,8 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
             }
             tx.execute_batch(RECENT_INDEX)
                 .map_err(|e| db_error("creating the index of recent conversations", e))?;
+            tx.execute_batch(RECALL_TABLES)
+                .map_err(|e| db_error("creating the recall index", e))?;
             tx.execute(
                 "INSERT INTO chatmem_schema (id, version) VALUES (1, ?1)
                  ON CONFLICT (id) DO UPDATE SET version = excluded.version",

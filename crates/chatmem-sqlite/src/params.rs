@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use chatmem::Summary;
-use chatmem::store::{Commit, StoreError, StoreErrorKind, StoredMessage};
+use chatmem::store::{Commit, IndexEntry, StoreError, StoreErrorKind, StoredMessage};
 
 /// One message as the `messages` columns (and the conversation row's `system_*` columns)
 /// hold it.
@@ -16,15 +16,20 @@ pub(crate) struct MessageRow<'a> {
     pub(crate) tokens: i64,
     pub(crate) json: String,
     pub(crate) counted_by: Option<&'a str>,
+    /// Its index entry, when the commit was made with recall on: its length in terms and
+    /// its terms with their counts as `messages.recall_terms` keeps them
+    /// ([`crate::recall::encode_doc`]).
+    pub(crate) recall: Option<(i64, Vec<u8>)>,
 }
 
 impl<'a> MessageRow<'a> {
-    fn new(m: &'a StoredMessage) -> Result<Self, StoreError> {
+    fn new(m: &'a StoredMessage, entry: Option<&IndexEntry>) -> Result<Self, StoreError> {
         Ok(Self {
             seq: to_i64(m.seq, "sequence")?,
             tokens: i64::from(m.tokens),
             json: m.message_json()?,
             counted_by: m.counted_by.as_deref(),
+            recall: entry.map(|e| (i64::from(e.terms.len), crate::recall::encode_doc(&e.terms.terms))),
         })
     }
 }
@@ -40,18 +45,28 @@ pub(crate) struct CommitParams<'a> {
     pub(crate) next_seq: i64,
     pub(crate) expires_at: Option<i64>,
     pub(crate) delete_below: Option<i64>,
+    /// How many appended messages are indexed, and their total length.
+    pub(crate) indexed: (i64, i64),
 }
 
 impl<'a> CommitParams<'a> {
     /// The parameters of `commit` made at `now` (Unix milliseconds).
     pub(crate) fn new(commit: &'a Commit, now: i64) -> Result<Self, StoreError> {
+        // One entry per appended message, in their order, when the commit indexes.
+        let mut entries = commit.index().iter().peekable();
+        let append: Vec<MessageRow<'a>> = commit
+            .appended()
+            .iter()
+            .map(|m| MessageRow::new(m, entries.next_if(|e| e.seq == m.seq)))
+            .collect::<Result<_, _>>()?;
+        let indexed = append
+            .iter()
+            .filter_map(|m| m.recall.as_ref())
+            .fold((0, 0), |(n, len), (l, _)| (n + 1, len + l));
         Ok(Self {
-            append: commit
-                .appended()
-                .iter()
-                .map(MessageRow::new)
-                .collect::<Result<_, _>>()?,
-            system: commit.system().map(MessageRow::new).transpose()?,
+            append,
+            indexed,
+            system: commit.system().map(|m| MessageRow::new(m, None)).transpose()?,
             summary: commit.summary().map(Summary::to_json),
             token: i64::from_ne_bytes(commit.token().to_ne_bytes()),
             window_start: to_i64(commit.window_start(), "window_start")?,

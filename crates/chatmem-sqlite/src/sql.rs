@@ -10,6 +10,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use crate::error::db_error;
 use crate::params::{CommitParams, to_i64};
+use crate::recall::{self, Totals};
 use crate::rows;
 
 /// Unix time in milliseconds, as `expires_at` holds it.
@@ -42,7 +43,9 @@ pub(crate) fn load(conn: &Connection, id: &ConversationId) -> Result<Snapshot, S
     rows::snapshot(rows, id, WHAT)
 }
 
-/// One IMMEDIATE transaction: version check, appends, conversation row, eviction.
+/// One IMMEDIATE transaction: version check, appends (each with its index entry, in its row),
+/// conversation row, eviction (of the index too), and now and then the index's upkeep
+/// (`recall::flush_tail`).
 pub(crate) fn commit(conn: &mut Connection, id: &ConversationId, commit: &Commit) -> Result<u64, StoreError> {
     let err = |e| db_error("committing to a conversation", e);
     // One reading of the clock for both times, so a listing shows the expiry exactly the TTL
@@ -54,15 +57,28 @@ pub(crate) fn commit(conn: &mut Connection, id: &ConversationId, commit: &Commit
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(err)?;
-    let row: Option<(i64, Option<i64>, Option<i64>)> = tx
-        .prepare_cached("SELECT version, expires_at, commit_token FROM conversations WHERE id = ?1")
+    let row: Option<(i64, Option<i64>, Option<i64>, Totals)> = tx
+        .prepare_cached(
+            "SELECT version, expires_at, commit_token, recall_docs, recall_len, recall_tail, recall_merged
+             FROM conversations WHERE id = ?1",
+        )
         .and_then(|mut s| {
-            s.query_row([id.as_str()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-                .optional()
+            s.query_row([id.as_str()], |r| {
+                let totals = Totals {
+                    docs: r.get(3)?,
+                    len: r.get(4)?,
+                    tail: r.get(5)?,
+                    merged: r.get(6)?,
+                };
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, totals))
+            })
+            .optional()
         })
         .map_err(err)?;
+    let mut totals = Totals::default();
     let (current, stored_token) = match row {
-        Some((version, expires, stored)) if expires.is_none_or(|at| at > now) => {
+        Some((version, expires, stored, found)) if expires.is_none_or(|at| at > now) => {
+            totals = found;
             (rows::to_u64(id, version, "version")?, stored)
         }
         Some(_) => {
@@ -74,6 +90,7 @@ pub(crate) fn commit(conn: &mut Connection, id: &ConversationId, commit: &Commit
                 tx.prepare_cached("DELETE FROM messages WHERE conversation_id = ?1")
                     .and_then(|mut s| s.execute([id.as_str()]))
                     .map_err(err)?;
+                recall::delete_all(&tx, id.as_str())?;
             }
             (0, None)
         }
@@ -90,14 +107,43 @@ pub(crate) fn commit(conn: &mut Connection, id: &ConversationId, commit: &Commit
     {
         let mut insert = tx
             .prepare_cached(
-                "INSERT INTO messages (conversation_id, seq, tokens, json, counted_by) VALUES (?1, ?2, ?3, ?4, ?5)",
+                "INSERT INTO messages (conversation_id, seq, tokens, json, counted_by, recall_len, recall_at, recall_terms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             )
             .map_err(err)?;
         for m in &p.append {
+            let (len, at, terms) = match &m.recall {
+                Some((len, terms)) => (Some(*len), Some(now_us), Some(terms.as_slice())),
+                None => (None, None, None),
+            };
             insert
-                .execute(params![id.as_str(), m.seq, m.tokens, m.json, m.counted_by])
+                .execute(params![
+                    id.as_str(),
+                    m.seq,
+                    m.tokens,
+                    m.json,
+                    m.counted_by,
+                    len,
+                    at,
+                    terms
+                ])
                 .map_err(err)?;
         }
+    }
+    // The index: the new entries join the tail; those below the delete bound leave (counted
+    // before their messages go); a full tail becomes a segment once the messages are final.
+    totals.docs += p.indexed.0;
+    totals.len += p.indexed.1;
+    totals.tail += p.indexed.0;
+    if let Some(below) = p.delete_below
+        && totals.docs > 0
+    {
+        recall::forget_below(&tx, id, below, &mut totals)?;
+    }
+    let tail_from = totals.merged;
+    let flush = totals.tail_is_full(p.next_seq);
+    if flush || totals.tail == 0 {
+        (totals.tail, totals.merged) = (0, p.next_seq);
     }
     let new_version = current + 1;
     let new_version_i = to_i64(new_version, "version")?;
@@ -108,8 +154,9 @@ pub(crate) fn commit(conn: &mut Connection, id: &ConversationId, commit: &Commit
     // A new system message replaces all four system columns; without one they stay.
     tx.prepare_cached(
         "INSERT INTO conversations (id, version, system_json, system_tokens, system_seq, window_start, next_seq, expires_at,
-                                    system_counted_by, commit_token, summary, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+                                    system_counted_by, commit_token, summary, updated_at,
+                                    recall_docs, recall_len, recall_tail, recall_merged)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
          ON CONFLICT (id) DO UPDATE SET
              version = excluded.version,
              commit_token = excluded.commit_token,
@@ -122,7 +169,11 @@ pub(crate) fn commit(conn: &mut Connection, id: &ConversationId, commit: &Commit
              next_seq = excluded.next_seq,
              expires_at = excluded.expires_at,
              summary = coalesce(excluded.summary, summary),
-             updated_at = excluded.updated_at",
+             updated_at = excluded.updated_at,
+             recall_docs = excluded.recall_docs,
+             recall_len = excluded.recall_len,
+             recall_tail = excluded.recall_tail,
+             recall_merged = excluded.recall_merged",
     )
     .and_then(|mut s| {
         s.execute(params![
@@ -138,6 +189,10 @@ pub(crate) fn commit(conn: &mut Connection, id: &ConversationId, commit: &Commit
             p.token,
             p.summary.as_deref(),
             now_us,
+            totals.docs,
+            totals.len,
+            totals.tail,
+            totals.merged,
         ])
     })
     .map_err(err)?;
@@ -145,6 +200,9 @@ pub(crate) fn commit(conn: &mut Connection, id: &ConversationId, commit: &Commit
         tx.prepare_cached("DELETE FROM messages WHERE conversation_id = ?1 AND seq < ?2")
             .and_then(|mut s| s.execute(params![id.as_str(), below]))
             .map_err(err)?;
+    }
+    if flush {
+        recall::flush_tail(&tx, id, tail_from)?;
     }
     tx.commit().map_err(err)?;
     Ok(new_version)
@@ -184,7 +242,8 @@ pub(crate) fn history(
     Ok(out)
 }
 
-/// One transaction: delete the row (reporting whether it was live) and its messages.
+/// One transaction: delete the row (reporting whether it was live), its messages and its
+/// recall index.
 pub(crate) fn clear(conn: &mut Connection, id: &ConversationId) -> Result<bool, StoreError> {
     let err = |e| db_error("clearing a conversation", e);
     let now = now_ms();
@@ -198,6 +257,7 @@ pub(crate) fn clear(conn: &mut Connection, id: &ConversationId) -> Result<bool, 
     tx.prepare_cached("DELETE FROM messages WHERE conversation_id = ?1")
         .and_then(|mut s| s.execute([id.as_str()]))
         .map_err(err)?;
+    recall::delete_all(&tx, id.as_str())?;
     tx.commit().map_err(err)?;
     Ok(matches!(expires, Some(e) if e.is_none_or(|at| at > now)))
 }
@@ -283,7 +343,7 @@ pub(crate) fn recent(
     Ok(RecentPage::from_overfetch(found, limit))
 }
 
-/// One transaction: delete expired conversations and their messages.
+/// One transaction: delete expired conversations, their messages and their recall indexes.
 pub(crate) fn purge_expired(conn: &mut Connection) -> Result<u64, StoreError> {
     let err = |e| db_error("purging expired conversations", e);
     let now = now_ms();
@@ -296,6 +356,7 @@ pub(crate) fn purge_expired(conn: &mut Connection) -> Result<u64, StoreError> {
     )
     .and_then(|mut s| s.execute([now]))
     .map_err(err)?;
+    recall::delete_expired(&tx, now)?;
     let n = tx
         .prepare_cached("DELETE FROM conversations WHERE expires_at IS NOT NULL AND expires_at <= ?1")
         .and_then(|mut s| s.execute([now]))

@@ -7,13 +7,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chatmem::store::{Commit, RecentPage, RecentQuery, Snapshot, StoreError, StoreErrorKind, StoredMessage};
+use chatmem::store::{
+    Commit, RecentPage, RecentQuery, SearchQuery, SearchResult, Snapshot, StoreError, StoreErrorKind, StoredMessage,
+};
 use chatmem::{ConversationId, Page, Store};
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{Mutex as AsyncMutex, Semaphore};
 use tokio::time::Instant;
 
-use crate::{error, migrate, pragmas, sql};
+use crate::{error, migrate, pragmas, recall, sql};
 
 /// How long an operation may wait for a connection or for another process's write lock
 /// before failing with [`StoreErrorKind::Unavailable`].
@@ -25,7 +27,14 @@ pub const DEFAULT_POOL_SIZE: usize = 4;
 /// The schema version this crate writes; a file with a higher one is refused.
 pub const SCHEMA_VERSION: i64 = migrate::SCHEMA_VERSION;
 
+/// Prepared statements kept per connection.
+const STATEMENT_CACHE: usize = 64;
+
 /// A [`Store`] in one SQLite file.
+///
+/// It [searches](Store::search): a commit made with recall on writes its messages' lexical
+/// index entries in its own transaction, and a search answers from them as the in-memory
+/// reference does (see the crate docs, "Recall").
 ///
 /// Cheap to clone (clones share the connections). Each operation borrows one connection
 /// from a small pool and runs on tokio's blocking thread pool
@@ -144,8 +153,8 @@ impl SqliteStoreBuilder {
         self
     }
 
-    /// Opens the file read-only (default: read-write): loads, history and listing work on a
-    /// file this process cannot write; writes fail with [`StoreErrorKind::InvalidInput`].
+    /// Opens the file read-only (default: read-write): loads, history, listing and search work
+    /// on a file this process cannot write; writes fail with [`StoreErrorKind::InvalidInput`].
     /// The file must exist with a current schema (a missing one is [`MissingDatabase`]).
     /// `sqlite:PATH?mode=ro` sets this.
     pub fn read_only(mut self, read_only: bool) -> Self {
@@ -282,6 +291,9 @@ fn open_connection(
         }),
     )
     .map_err(|e| error::db_error("installing the statement counter", e))?;
+    // Room for every statement the store runs (rusqlite keeps 16 by default; a commit with
+    // recall and a search use a dozen between them), so none is prepared again.
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     pragmas::configure(&conn, timeout, mode.read_only)?;
     Ok(conn)
 }
@@ -510,6 +522,18 @@ impl Store for SqliteStore {
 
     async fn purge_expired(&self) -> Result<u64, StoreError> {
         self.with_conn("purge_expired", true, sql::purge_expired).await
+    }
+
+    /// Always: every commit writes its index entries, and a read-only store searches what
+    /// others wrote.
+    fn searches(&self) -> bool {
+        true
+    }
+
+    async fn search(&self, id: &ConversationId, query: &SearchQuery) -> Result<SearchResult, StoreError> {
+        let (id, query) = (id.clone(), query.clone());
+        self.with_conn("search", false, move |c| recall::search(c, &id, &query))
+            .await
     }
 }
 

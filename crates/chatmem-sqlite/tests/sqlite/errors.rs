@@ -231,10 +231,50 @@ async fn statement_counts() {
     assert_eq!(count(before), 1, "recent = 1 statement");
     let before = store.statements_executed();
     store.purge_expired().await.expect("purge");
-    assert_eq!(count(before), 4, "purge = 1 transaction of 4 statements");
+    assert_eq!(
+        count(before),
+        6,
+        "purge = 1 transaction of 6 statements (2 for the recall index)"
+    );
     let before = store.statements_executed();
     assert!(store.clear(&id).await.expect("clear"));
-    assert_eq!(count(before), 4, "clear = 1 transaction of 4 statements");
+    assert_eq!(
+        count(before),
+        6,
+        "clear = 1 transaction of 6 statements (2 for the recall index)"
+    );
+
+    // With recall on, a turn's commit writes each message's index entry in its row: the
+    // same statements.
+    let recalling = ChatMemory::builder(store.clone())
+        .retention(Retention::KeepHistory)
+        .counter(Arc::new(Heuristic))
+        .recall(chatmem::Recall::new(3).expect("k"))
+        .build()
+        .expect("valid memory settings");
+    let id = chatmem_test::unique_id("count-recall");
+    recalling.add(&id, turn(0)).await.expect("add");
+    let mut window = recalling.begin(&id).await.expect("load");
+    let before = store.statements_executed();
+    window.extend(turn(1));
+    window.commit().await.expect("commit");
+    assert_eq!(count(before), 6, "commit of a turn with recall = 6 statements");
+    let query = chatmem::store::SearchQuery::new(vec!["u0".into(), "a1".into(), "absent".into()], 100, 10);
+    let before = store.statements_executed();
+    let found = store.search(&id, &query).await.expect("search");
+    assert_eq!(found.hits.len(), 2);
+    // BEGIN, the totals, the newest messages (all four), 2 hits, COMMIT.
+    assert_eq!(count(before), 6, "search = 1 read transaction");
+    // A commit that fills the newest messages' part of the index makes them a segment;
+    // then a search reads each query term's rows in the segments with one statement.
+    let mut window = recalling.begin(&id).await.expect("load");
+    window.extend((0..130).map(|n| chatmem::Message::user(format!("filler {n}"))));
+    window.commit().await.expect("commit");
+    let before = store.statements_executed();
+    let found = store.search(&id, &query).await.expect("search");
+    assert_eq!(found.hits.len(), 2);
+    // BEGIN, the totals, 3 terms' rows, 2 hits, COMMIT.
+    assert_eq!(count(before), 8, "search = 1 read transaction");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -333,6 +373,10 @@ async fn a_version_1_file_is_upgraded_and_keeps_its_data() {
     mem.add(&id, turn(1)).await.expect("write after the upgrade");
     assert_eq!(mem.get(&id).await.expect("get").len(), 5);
     assert_eq!(file_version(&path), chatmem_sqlite::SCHEMA_VERSION);
+    // Upgraded through every version to the recall index: searchable, nothing indexed yet.
+    let query = chatmem::store::SearchQuery::new(vec!["u1".into()], u64::MAX, 10);
+    let found = store.search(&id, &query).await.expect("search");
+    assert_eq!((found.docs, found.hits.len()), (0, 0));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -392,6 +436,66 @@ async fn a_version_2_file_is_upgraded_and_then_keeps_a_summary_and_commit_times(
     let updated = listed.conversations[0].updated_micros;
     assert!((started..=now_micros()).contains(&updated), "{listed:?}");
     assert_eq!(file_version(&path), chatmem_sqlite::SCHEMA_VERSION);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_version_4_file_is_upgraded_keeps_its_data_and_then_indexes_new_commits() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("v4.db");
+    // The schema chatmem-sqlite 4 wrote (no recall index), with one conversation.
+    file_at_version(
+        &path,
+        4,
+        r#"
+            CREATE TABLE conversations (id TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL, system_json TEXT,
+                system_tokens INTEGER, system_seq INTEGER, system_counted_by TEXT, commit_token INTEGER,
+                summary TEXT, window_start INTEGER NOT NULL, next_seq INTEGER NOT NULL, expires_at INTEGER,
+                updated_at INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
+            CREATE TABLE messages (conversation_id TEXT NOT NULL, seq INTEGER NOT NULL, tokens INTEGER NOT NULL,
+                json TEXT NOT NULL, counted_by TEXT, PRIMARY KEY (conversation_id, seq)) WITHOUT ROWID;
+            CREATE INDEX conversations_expires_at ON conversations (expires_at) WHERE expires_at IS NOT NULL;
+            CREATE INDEX conversations_updated_at ON conversations (updated_at DESC, id DESC, expires_at);
+            INSERT INTO conversations VALUES ('old', 1, NULL, NULL, NULL, NULL, 7, NULL, 1, 3, NULL, 1700000000000000);
+            INSERT INTO messages VALUES ('old', 1, 6, '{"role":"user","content":"walrus u1"}', 'heuristic');
+            INSERT INTO messages VALUES ('old', 2, 6, '{"role":"assistant","content":"walrus a1"}', 'heuristic');
+            "#,
+    );
+    let store = SqliteStore::open(&path).await.expect("open upgrades");
+    assert_eq!(file_version(&path), chatmem_sqlite::SCHEMA_VERSION);
+    let id = chatmem::ConversationId::new("old").unwrap();
+    let snap = store.load(&id).await.expect("load");
+    assert_eq!((snap.version, snap.next_seq, snap.messages.len()), (1, 3, 2));
+    let listed = store
+        .recent(&chatmem::store::RecentQuery::new("", None, 10))
+        .await
+        .expect("recent");
+    assert_eq!(listed.conversations[0].updated_micros, 1_700_000_000_000_000);
+    // Messages written before the upgrade are not indexed: the index starts empty.
+    let query = |terms: &[&str]| {
+        chatmem::store::SearchQuery::new(terms.iter().map(|t| (*t).to_string()).collect(), u64::MAX, 10)
+    };
+    let found = store.search(&id, &query(&["walrus"])).await.expect("search");
+    assert_eq!((found.docs, found.df.clone(), found.hits.len()), (0, vec![0], 0));
+    // The next commits are indexed, beside the old messages.
+    let commit = chatmem::store::Commit::on(&snap)
+        .index(true)
+        .retention(Retention::KeepHistory)
+        .append(Message::user("walrus u3"), 6)
+        .append(Message::assistant("walrus a3"), 6)
+        .build()
+        .expect("commit");
+    store.commit(&id, commit).await.expect("commit after the upgrade");
+    let found = store.search(&id, &query(&["walrus", "u3"])).await.expect("search");
+    assert_eq!((found.docs, found.df.clone()), (2, vec![2, 1]));
+    let hits: Vec<u64> = found.hits.iter().map(|h| h.message.seq).collect();
+    assert_eq!(hits, [3, 4]);
+    assert_eq!(*found.hits[0].message.message, Message::user("walrus u3"));
+    assert_eq!(store.history(&id, 0, 10).await.expect("history").len(), 4);
+    // Reopening the upgraded file changes nothing.
+    drop(store);
+    let store = SqliteStore::open(&path).await.expect("reopen");
+    let again = store.search(&id, &query(&["walrus", "u3"])).await.expect("search");
+    assert_eq!(again, found);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -1,5 +1,6 @@
 //! The SQLite store's integration tests, one binary: the conformance suite, crash and
-//! restart durability, errors, and many processes writing one database file.
+//! restart durability, errors, the recall index, and many processes writing one database
+//! file.
 //!
 //! The tests across processes re-run this binary with an exact filter naming their child
 //! test by its module path (e.g. `stress::stress_child`).
@@ -7,4 +8,5 @@
 mod conformance;
 mod durability;
 mod errors;
+mod recall;
 mod stress;
