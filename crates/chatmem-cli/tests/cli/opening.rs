@@ -37,10 +37,11 @@ fn contents(dir: &Path) -> Vec<String> {
 }
 
 /// The commands that only read or delete, with `store` as their store.
-fn reads(store: &str) -> [Vec<&str>; 7] {
+fn reads(store: &str) -> [Vec<&str>; 8] {
     [
         vec!["get", "--conversation", "c"],
         vec!["history", "--conversation", "c"],
+        vec!["recall", "--conversation", "c", "--k", "3", "hello"],
         vec!["list"],
         vec!["export"],
         vec!["export", "--conversation", "c", "--output", "out.jsonl"],

@@ -44,40 +44,62 @@ async fn chat(server: &MockUpstream, store: &str, lines: &[&str], args: &[&str])
     child.wait_with_output().await.expect("wait")
 }
 
-/// The three turns in one `chatmem chat` process over `store` with `args`; the prompt of the
-/// last model call.
+/// The three turns through `chatmem chat` over `store` with `args`: in one process for
+/// `memory:` (gone with it), one process a turn otherwise (the index outlives each). The prompt
+/// of the last model call.
 async fn seed(store: &str, args: &[&str]) -> Vec<(String, String)> {
     let server = MockUpstream::start(vec![text("已为您催促发货。"), text("不客气。"), text("可以退。")]).await;
-    let out = chat(&server, store, &[ORDER, FILLER, QUESTION], args).await;
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 3);
+    let turns = [ORDER, FILLER, QUESTION];
+    let runs: Vec<&[&str]> = match store {
+        "memory:" => vec![&turns[..]],
+        _ => turns.chunks(1).collect(),
+    };
+    for lines in runs {
+        let out = chat(&server, store, lines, args).await;
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), lines.len());
+    }
     let requests = server.requests();
     assert_eq!(requests.len(), 3);
     roles_and_texts(&requests[2])
 }
 
+/// The conversation of the seed, and its window of 2.
+const SEED: [&str; 4] = ["--conversation", "app-user-42-aftersale", "--max-messages", "2"];
+
+/// An SQLite store in `dir`.
+fn sqlite(dir: &tempfile::TempDir) -> String {
+    format!("sqlite:{}", dir.path().join("recall.db").display())
+}
+
 /// Seed: under a window of 2 the order message has left it by the third turn; with `--recall 3`
 /// the model gets it back, under the recall heading, in the user message just before the
-/// question; without, it does not see it at all.
+/// question, in one process or across three over SQLite; without, it does not see it at all.
 #[tokio::test(flavor = "multi_thread")]
 async fn chat_recalls_the_order_that_left_a_two_message_window_just_before_the_question() {
-    let window = ["--conversation", "app-user-42-aftersale", "--max-messages", "2"];
-    let prompt = seed("memory:", &[&window[..], &["--recall", "3"]].concat()).await;
-    let n = prompt.len();
-    assert!(n >= 2, "{prompt:?}");
-    assert_eq!((prompt[n - 1].0.as_str(), prompt[n - 1].1.as_str()), ("user", QUESTION));
-    let (role, recalled) = (&prompt[n - 2].0, &prompt[n - 2].1);
-    assert_eq!(role, "user", "{prompt:?}");
-    assert!(recalled.starts_with(&format!("{RECALL_HEADING}\n")), "{recalled}");
-    assert!(recalled.contains("#1 user"), "{recalled}");
-    assert!(recalled.contains(ORDER), "{recalled}");
-    // The window itself no longer holds it: only the recall brings it back.
-    assert!(
-        prompt[..n - 2].iter().all(|(_, t)| !t.contains("还没发货")),
-        "{prompt:?}"
-    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    for store in ["memory:".to_owned(), sqlite(&dir)] {
+        let prompt = seed(&store, &[&SEED[..], &["--recall", "3"]].concat()).await;
+        let n = prompt.len();
+        assert!(n >= 2, "{store}: {prompt:?}");
+        assert_eq!((prompt[n - 1].0.as_str(), prompt[n - 1].1.as_str()), ("user", QUESTION));
+        let (role, recalled) = (&prompt[n - 2].0, &prompt[n - 2].1);
+        assert_eq!(role, "user", "{store}: {prompt:?}");
+        assert!(
+            recalled.starts_with(&format!("{RECALL_HEADING}\n")),
+            "{store}: {recalled}"
+        );
+        assert!(recalled.contains("#1 user"), "{store}: {recalled}");
+        assert!(recalled.contains(ORDER), "{store}: {recalled}");
+        // The window itself no longer holds it: only the recall brings it back.
+        assert!(
+            prompt[..n - 2].iter().all(|(_, t)| !t.contains("还没发货")),
+            "{store}: {prompt:?}"
+        );
+    }
 
-    let prompt = seed("memory:", &window).await;
+    let without = ["--conversation", "without-recall", "--max-messages", "2"];
+    let prompt = seed(&sqlite(&dir), &without).await;
     assert_eq!(prompt.last().map(|(_, t)| t.as_str()), Some(QUESTION));
     assert!(
         prompt
@@ -85,6 +107,82 @@ async fn chat_recalls_the_order_that_left_a_two_message_window_just_before_the_q
             .all(|(_, t)| !t.contains("还没发货") && !t.starts_with(RECALL_HEADING)),
         "{prompt:?}"
     );
+}
+
+/// What the SQLite store in `dir` holds: each file with its bytes, but the `-shm` index and
+/// an empty WAL, which a read-only reader may leave behind and which hold no data.
+fn files(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let mut found: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .expect("read dir")
+        .map(|e| {
+            let path = e.expect("dir entry").path();
+            let bytes = std::fs::read(&path).expect("read");
+            (path.display().to_string(), bytes)
+        })
+        .filter(|(path, bytes)| !(path.ends_with("-shm") || path.ends_with("-wal") && bytes.is_empty()))
+        .collect();
+    found.sort();
+    found
+}
+
+/// After the seed over SQLite, `chatmem recall` prints the order message as recalled, with
+/// its score and why, exactly as the server's `GET …/recall` over the same file; it writes
+/// nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn chatmem_recall_prints_what_the_chat_recalled_as_the_server_does_and_writes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = sqlite(&dir);
+    seed(&store, &[&SEED[..], &["--recall", "3"]].concat()).await;
+    let before = files(dir.path());
+    let recall = [
+        "recall",
+        "--conversation",
+        SEED[1],
+        "--k",
+        "3",
+        "--store",
+        &store,
+        QUESTION,
+    ];
+    let found = ok_json(&recall, "");
+    let hits = found["hits"].as_array().expect("hits");
+    assert_eq!(hits.len(), 1, "{found}");
+    let hit = &hits[0];
+    assert_eq!(
+        (hit["seq"].as_u64(), hit["role"].as_str()),
+        (Some(1), Some("user")),
+        "{hit}"
+    );
+    assert_eq!(hit["content"], ORDER);
+    assert_eq!(
+        (hit["lexical_rank"].as_u64(), hit["outcome"].as_str()),
+        (Some(1), Some("injected"))
+    );
+    assert!(hit["score"].as_f64().is_some_and(|s| s > 0.0), "{hit}");
+    // The words of the question may come separately; the floor decides.
+    let strict = [
+        &recall[..7],
+        &["--recall-min-relevance", "1", "LC202610060018", "能退吗？"],
+    ]
+    .concat();
+    assert_eq!(ok_json(&strict, "")["hits"][0]["outcome"], "below_threshold");
+    let after = files(dir.path());
+    assert!(
+        !after.is_empty() && after == before,
+        "chatmem recall wrote to the store"
+    );
+
+    let server = Serve::start(&words(&format!("--store {store} --recall 3")), |_| {}).await;
+    let api: Value = reqwest::Client::new()
+        .get(format!("{}/v1/conversations/{}/recall", server.base, SEED[1]))
+        .query(&[("q", QUESTION), ("k", "3")])
+        .send()
+        .await
+        .expect("GET recall")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(api["hits"], found["hits"], "the server's answer: {api}");
 }
 
 #[test]
