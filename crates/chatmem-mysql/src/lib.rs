@@ -167,6 +167,7 @@ mod error;
 mod migrate;
 mod params;
 mod rows;
+mod search;
 mod sql;
 mod store;
 mod url;

@@ -17,13 +17,14 @@ use crate::sql::fill;
 const MIGRATIONS: &[(i32, &str)] = &[
     (1, include_str!("../migrations/0001_init.sql")),
     (2, include_str!("../migrations/0002_updated_at.sql")),
+    (3, include_str!("../migrations/0003_recall.sql")),
 ];
 
 /// The line between two statements of a migration file (a procedure body holds `;`).
 const SPLIT: &str = "-- next statement\n";
 
 /// The schema version this code writes and reads.
-pub(crate) const LATEST: i32 = 2;
+pub(crate) const LATEST: i32 = 3;
 
 /// This crate and [`LATEST`], for the version checks' errors.
 const VERSIONS: SchemaVersion = SchemaVersion {

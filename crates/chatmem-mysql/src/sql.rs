@@ -41,10 +41,11 @@ WHERE c.id = ? AND ",
 ORDER BY kind, seq"
 );
 
-/// The commit procedure (as `migrations/0002_updated_at.sql` re-created it): `?` id, expected
+/// The commit procedure (as `migrations/0003_recall.sql` created it): `?` id, expected
 /// version, system seq, tokens, json, counted_by, window start, next seq, delete below, TTL in
-/// µs, token, summary, the appended messages as one JSON array.
-const COMMIT: &str = "CALL {p}_commit(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+/// µs, token, summary, the appended messages as one JSON array, their index entries as one
+/// JSON array, how many entries and their total length.
+const COMMIT: &str = "CALL {p}_commit_v3(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 /// A batch too large for one parameter is staged first, on the connection that then calls
 /// the commit: its temporary table made afresh (two statements, no multi-statement text)…
@@ -63,6 +64,15 @@ FROM JSON_TABLE(?, '$[*]' COLUMNS (
     tokens BIGINT PATH '$[1]',
     counted_by VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[2]',
     json LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[3]')) AS m";
+
+/// Index entries too large for one parameter are staged the same way, in a table of their
+/// own: made afresh, then filled one chunk (`?`, a JSON array as the procedure's index
+/// parameter takes) per statement.
+const STAGE_INDEX_DROP: &str = "DROP TEMPORARY TABLE IF EXISTS `{p}_staged_index`";
+const STAGE_INDEX_CREATE: &str = "CREATE TEMPORARY TABLE `{p}_staged_index` (
+    chunk LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL
+) ENGINE = InnoDB";
+const STAGE_INDEX_INSERT: &str = "INSERT INTO `{p}_staged_index` (chunk) VALUES (?)";
 
 /// `?` id, `?` after, `?` limit.
 const HISTORY: &str = concat!(
@@ -139,11 +149,17 @@ pub(crate) struct Statements {
     pub(crate) stage_drop: String,
     pub(crate) stage_create: String,
     pub(crate) stage_insert: String,
+    pub(crate) stage_index_drop: String,
+    pub(crate) stage_index_create: String,
+    pub(crate) stage_index_insert: String,
     pub(crate) history: String,
     pub(crate) clear: String,
     pub(crate) list: String,
     pub(crate) recent: String,
     pub(crate) purge: String,
+    /// The slotted searches, for 1, 2, 4, … terms (see [`crate::search`]).
+    pub(crate) search: Vec<String>,
+    pub(crate) search_any: String,
 }
 
 impl Statements {
@@ -156,11 +172,18 @@ impl Statements {
             stage_drop: fill(STAGE_DROP),
             stage_create: fill(STAGE_CREATE),
             stage_insert: fill(STAGE_INSERT),
+            stage_index_drop: fill(STAGE_INDEX_DROP),
+            stage_index_create: fill(STAGE_INDEX_CREATE),
+            stage_index_insert: fill(STAGE_INDEX_INSERT),
             history: fill(HISTORY),
             clear: fill(CLEAR),
             list: fill(LIST),
             recent: fill(RECENT),
             purge: fill(PURGE),
+            search: (0..crate::search::SLOTTED)
+                .map(|i| fill(&crate::search::slotted(1 << i)))
+                .collect(),
+            search_any: fill(&crate::search::any()),
         }
     }
 }
@@ -170,6 +193,9 @@ pub(crate) fn fill(template: &str, prefix: &str) -> String {
     template
         .replace("{conv}", &format!("`{prefix}_conversations`"))
         .replace("{msgs}", &format!("`{prefix}_messages`"))
+        .replace("{docs}", &format!("`{prefix}_index_docs`"))
+        .replace("{terms}", &format!("`{prefix}_index_terms`"))
+        .replace("{df}", &format!("`{prefix}_index_df`"))
         .replace("{p}", prefix)
 }
 
@@ -193,12 +219,19 @@ mod tests {
             &s.stage_drop,
             &s.stage_create,
             &s.stage_insert,
+            &s.stage_index_drop,
+            &s.stage_index_create,
+            &s.stage_index_insert,
             &s.history,
             &s.clear,
             &s.list,
             &s.recent,
             &s.purge,
-        ] {
+            &s.search_any,
+        ]
+        .into_iter()
+        .chain(&s.search)
+        {
             assert!(!sql.contains('{'), "{sql}");
             assert!(sql.contains("t1_"), "{sql}");
         }

@@ -10,7 +10,8 @@ use mysql_async::{Conn, Opts, Params, Pool, Row, Value};
 use tokio::time::timeout;
 
 use chatmem::store::{
-    Commit, RecentConversation, RecentPage, RecentQuery, Snapshot, StoreError, StoreErrorKind, StoredMessage,
+    Commit, RecentConversation, RecentPage, RecentQuery, SearchQuery, SearchResult, Snapshot, StoreError,
+    StoreErrorKind, StoredMessage,
 };
 use chatmem::{ConversationId, Page, Store};
 use chatmem_sql::{Timeouts, history_messages, load_snapshot, outcome_unknown, statement_timed_out};
@@ -20,6 +21,7 @@ use crate::error::{connection_lost, db_error, no_connection};
 use crate::migrate;
 use crate::params::{CommitParams, commit_params};
 use crate::rows::{COLUMNS, Column, Reader};
+use crate::search;
 use crate::sql::{Statements, like_prefix};
 
 /// The schema version this crate writes; a database at a higher one is refused with
@@ -149,7 +151,7 @@ impl MysqlStore {
     /// operation is exactly one round trip (plus the prepare, once per connection; a commit
     /// whose batch is too large for one parameter stages it first, see [`send`]).
     async fn query(&self, what: &str, statement: &str, params: Vec<Value>) -> Result<Vec<Row>, StoreError> {
-        self.run(what, statement, params, &[])
+        self.run(what, statement, params, Staging::NONE)
             .await
             .map_err(|failed| failed.error)
     }
@@ -161,7 +163,7 @@ impl MysqlStore {
         what: &str,
         statement: &str,
         params: Vec<Value>,
-        staged: &[String],
+        staged: Staging<'_>,
     ) -> Result<Vec<Row>, Failed> {
         let mut conn = self.conn(what).await.map_err(|error| Failed {
             maybe_applied: false,
@@ -200,9 +202,13 @@ impl MysqlStore {
             Ok(Err(e)) => return Err(db_error(e, WHAT, &self.target)),
             Err(_) => return Err(no_connection(WHAT, &self.target)),
         };
+        let staging = Staging {
+            messages: &params.staged,
+            index: &params.staged_index,
+        };
         let sent = timeout(
-            self.bound(&params.staged),
-            send(&mut conn, &self.sql, &self.sql.commit, params.values, &params.staged),
+            self.bound(staging),
+            send(&mut conn, &self.sql, &self.sql.commit, params.values, staging),
         )
         .await;
         // Closed in the background: a silent server must not hold the caller.
@@ -245,33 +251,80 @@ impl MysqlStore {
     }
 
     /// How long the client waits for one operation: the statement timeout per statement.
-    fn bound(&self, staged: &[String]) -> Duration {
-        let statements = if staged.is_empty() { 1 } else { staged.len() + 4 };
+    fn bound(&self, staged: Staging<'_>) -> Duration {
+        let statements = staged.statements();
         self.timeouts
             .statement
             .saturating_mul(u32::try_from(statements).unwrap_or(u32::MAX))
     }
 }
 
-/// Sends one statement on `conn`. A commit with `staged` chunks first makes the connection's
-/// temporary table afresh and fills it (one statement per chunk), and drops it after the call.
+/// What a commit stages before its call: the chunks of its messages and of its index
+/// entries too large for one parameter (see [`CommitParams`]); none for every other statement.
+#[derive(Debug, Clone, Copy)]
+struct Staging<'a> {
+    messages: &'a [String],
+    index: &'a [String],
+}
+
+impl Staging<'_> {
+    const NONE: Staging<'static> = Staging {
+        messages: &[],
+        index: &[],
+    };
+
+    /// The statements sent: the call, and per staged table its drop and create before, its
+    /// chunks, and its drop after.
+    fn statements(&self) -> usize {
+        let table = |chunks: &[String]| if chunks.is_empty() { 0 } else { chunks.len() + 3 };
+        1 + table(self.messages) + table(self.index)
+    }
+}
+
+impl CommitParams {
+    fn staging(&self) -> Staging<'_> {
+        Staging {
+            messages: &self.staged,
+            index: &self.staged_index,
+        }
+    }
+}
+
+/// Sends one statement on `conn`. A commit with staged chunks first makes the connection's
+/// temporary tables afresh and fills them (one statement per chunk), and drops them after
+/// the call.
 async fn send(
     conn: &mut Conn,
     sql: &Statements,
     statement: &str,
     params: Vec<Value>,
-    staged: &[String],
+    staged: Staging<'_>,
 ) -> Result<Vec<Row>, mysql_async::Error> {
-    if staged.is_empty() {
-        return conn.exec(statement, params_of(params)).await;
-    }
-    conn.query_drop(sql.stage_drop.as_str()).await?;
-    conn.query_drop(sql.stage_create.as_str()).await?;
-    for chunk in staged {
-        conn.exec_drop(sql.stage_insert.as_str(), (chunk.as_bytes(),)).await?;
+    let tables = [
+        (staged.messages, &sql.stage_drop, &sql.stage_create, &sql.stage_insert),
+        (
+            staged.index,
+            &sql.stage_index_drop,
+            &sql.stage_index_create,
+            &sql.stage_index_insert,
+        ),
+    ];
+    for (chunks, drop, create, insert) in tables {
+        if chunks.is_empty() {
+            continue;
+        }
+        conn.query_drop(drop.as_str()).await?;
+        conn.query_drop(create.as_str()).await?;
+        for chunk in chunks {
+            conn.exec_drop(insert.as_str(), (chunk.as_bytes(),)).await?;
+        }
     }
     let rows = conn.exec(statement, params_of(params)).await?;
-    conn.query_drop(sql.stage_drop.as_str()).await?;
+    for (chunks, drop, _, _) in tables {
+        if !chunks.is_empty() {
+            conn.query_drop(drop.as_str()).await?;
+        }
+    }
     Ok(rows)
 }
 
@@ -331,7 +384,7 @@ impl Store for MysqlStore {
             .for_conversation(id));
         }
         let outcome = match self
-            .run(WHAT, &self.sql.commit, params.values.clone(), &params.staged)
+            .run(WHAT, &self.sql.commit, params.values.clone(), params.staging())
             .await
         {
             Ok(rows) => commit_outcome(id, &rows)?,
@@ -435,6 +488,26 @@ impl Store for MysqlStore {
             });
         }
         Ok(RecentPage::from_overfetch(found, limit))
+    }
+
+    fn searches(&self) -> bool {
+        true
+    }
+
+    async fn search(&self, id: &ConversationId, query: &SearchQuery) -> Result<SearchResult, StoreError> {
+        let mut search = search::prepare(id, query)?;
+        let statement = match search.statement {
+            search::Statement::Slotted(i) => &self.sql.search[i],
+            search::Statement::Any => &self.sql.search_any,
+        };
+        let rows = self
+            .query(
+                "searching a conversation",
+                statement,
+                std::mem::take(&mut search.params),
+            )
+            .await?;
+        search.result(id, &rows)
     }
 
     async fn purge_expired(&self) -> Result<u64, StoreError> {

@@ -75,7 +75,6 @@ async fn a_version_1_database_is_upgraded_and_lists_old_rows_with_time_0() {
 
     let store = common::store_in(&url, &prefix).await;
     assert_eq!(max_version(&mut raw, &prefix).await, Some(SCHEMA_VERSION));
-    assert_eq!(SCHEMA_VERSION, 2);
     let listing = format!("{tenant}/");
     let page = store
         .recent(&chatmem::store::RecentQuery::new(&listing, None, 10))
@@ -147,12 +146,12 @@ async fn a_version_1_database_is_upgraded_and_lists_old_rows_with_time_0() {
     );
     assert_eq!(store.load(&old).await.expect("load").messages.len(), 2, "data kept");
 
-    // A migration interrupted before it was recorded runs again over what it already did.
-    raw.query_drop(format!("DELETE FROM `{prefix}_schema_version` WHERE version = 2"))
+    // Migrations interrupted before they were recorded run again over what they already did.
+    raw.query_drop(format!("DELETE FROM `{prefix}_schema_version` WHERE version >= 2"))
         .await
-        .expect("forget version 2");
+        .expect("forget versions 2 and later");
     let again = common::store_in(&url, &prefix).await;
-    assert_eq!(max_version(&mut raw, &prefix).await, Some(2));
+    assert_eq!(max_version(&mut raw, &prefix).await, Some(SCHEMA_VERSION));
     assert_eq!(
         again
             .recent(&chatmem::store::RecentQuery::new(&listing, None, 10))
