@@ -17,8 +17,10 @@
 //! sent in one write, no separate prepare) on a pooled connection that is reused without a
 //! test query. The round-trip tests (`chatmem_test::sql_suite::round_trips`) check this on the wire with a loopback proxy that
 //! counts the client's `Sync` messages: load = 1, commit = 1 (a lost version check
-//! included), history, list, [`recent`](chatmem::Store::recent), clear and purge = 1 each.
-//! Only a commit that got no answer costs more (see [*Outages*](#outages)).
+//! included), history, list, [`recent`](chatmem::Store::recent), clear and purge = 1 each;
+//! the crate's own tests check that a [`search`](chatmem::Store::search) and a commit that
+//! writes its index are 1 each too. Only a commit that got no answer costs more (see
+//! [*Outages*](#outages)).
 //!
 //! # Outages
 //!
@@ -104,7 +106,9 @@
 //!
 //! # Data layout
 //!
-//! Three tables in the configured schema, at schema version [`SCHEMA_VERSION`] (5):
+//! Five tables and a sequence in the configured schema, at schema version
+//! [`SCHEMA_VERSION`] (6); the last two tables and the sequence are the lexical index (see
+//! [*Recall*](#recall)):
 //!
 //! - `chatmem_conversations`, one row per conversation: `id` (the primary key, `COLLATE
 //!   "C"` so that listing pages in byte order), `version`, `window_start`, `next_seq`,
@@ -122,6 +126,8 @@
 //!   `tokens`, `counted_by` and `json`, the message as text exactly as serde_json wrote it
 //!   (JSONB would reorder keys). A load reads the messages from `window_start` on; deleting
 //!   a conversation row deletes its messages (`ON DELETE CASCADE`);
+//! - `chatmem_postings` and `chatmem_removed_postings`, the lexical index, and the sequence
+//!   `chatmem_index_keys` (see [*Recall*](#recall));
 //! - `chatmem_schema_version`, one row per applied migration.
 //!
 //! `updated_at` is the commit statement's `now()` by the server's clock, the same instant its
@@ -151,8 +157,40 @@
 //! change, no table rewrite, and existing rows keep loading (without a summary) and taking
 //! commits. Version 5 adds `updated_at` with a constant default (no rewrite either) and
 //! builds its index in the migration's transaction: writes wait for one pass over the
-//! conversation rows (not the messages). A schema newer than this code
-//! is refused with [`StoreErrorKind::SchemaTooNew`](chatmem::store::StoreErrorKind::SchemaTooNew).
+//! conversation rows (not the messages). Version 6 adds the index's tables and sequence and
+//! only nullable or constant-default columns: no rewrite, nothing indexed retroactively. A
+//! schema newer than this code is refused with [`StoreErrorKind::SchemaTooNew`](chatmem::store::StoreErrorKind::SchemaTooNew).
+//!
+//! # Recall
+//!
+//! The store [searches](chatmem::Store::searches): a commit made with recall on writes its
+//! [index entries](chatmem::store::Commit::index) in the same statement as its messages (the
+//! same version check, the same round trip), and [`search`](chatmem::Store::search) answers
+//! in one statement, exactly as the in-memory reference does (`chatmem::recall::MemoryIndex`:
+//! the same BM25 doubles, rounded the same way).
+//!
+//! - `chatmem_postings`, keyed by (`index_key`, `term`, `seq`): one row per indexed message
+//!   and distinct term, with the term's count, the message's length and the term's `rank` (its
+//!   postings so far). Terms are `COLLATE "C"` text compared for equality, bound as a
+//!   `text[]`: never a pattern or a query language. A search walks each query term's newest
+//!   postings before the window backwards, at most
+//!   [`MAX_POSTINGS_PER_TERM`](chatmem::recall::MAX_POSTINGS_PER_TERM) of them, and scores them
+//!   from the index alone: its cost follows the query, not the history.
+//! - `index_key` comes from the sequence `chatmem_index_keys` and is set on the conversation
+//!   row when it is created (or, for a row from before schema version 6, at its next commit): a
+//!   conversation started afresh after it expired takes a new key, and its old index is
+//!   deleted in that commit. Clear and purge delete a conversation's index by its key.
+//! - The conversation row keeps `indexed_docs` and `indexed_len`, the statistics BM25 needs,
+//!   updated by each commit; a term's document frequency is its newest posting's `rank` less
+//!   the postings deleted with their messages (`chatmem_removed_postings`, written only by a
+//!   commit that deletes indexed messages). A search counts nothing.
+//! - Each indexed message carries its length (`index_len`) and when its commit landed
+//!   (`indexed_at`, the same `now()` as `updated_at`). Messages written before schema version
+//!   6, or by a commit without recall, are not indexed.
+//!
+//! A commit that neither indexes nor deletes messages is the statement it was before the
+//! index. The others take their parameters through a one-row CTE, so that PostgreSQL settles
+//! on one generic plan for them rather than planning the long statement at every commit.
 
 mod builder;
 mod error;

@@ -17,11 +17,13 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (3, include_str!("../migrations/0003_counted_by.sql")),
     (4, include_str!("../migrations/0004_summary.sql")),
     (5, include_str!("../migrations/0005_updated_at.sql")),
+    (6, include_str!("../migrations/0006_recall.sql")),
 ];
 
 /// The schema version this code writes and reads. 2 added `commit_token`, 3 the
-/// `counted_by` columns, 4 `summary`, 5 `updated_at` and its index.
-pub(crate) const LATEST: i32 = 5;
+/// `counted_by` columns, 4 `summary`, 5 `updated_at` and its index, 6 the lexical index for
+/// recall.
+pub(crate) const LATEST: i32 = 6;
 
 /// This crate and [`LATEST`], for the version checks' errors.
 const VERSIONS: SchemaVersion = SchemaVersion {

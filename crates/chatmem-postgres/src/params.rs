@@ -3,6 +3,7 @@
 //! A `Commit` cannot be built invalid, so nothing here checks sequences or the window:
 //! values are only converted to what PostgreSQL stores.
 
+use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use chatmem::Summary;
@@ -36,6 +37,15 @@ pub(crate) struct CommitParams<'a> {
     pub(crate) token: i64,
     /// [`Commit::summary`] as [`Summary::to_json`] writes it; `None` keeps the stored one.
     pub(crate) summary: Option<String>,
+    /// Each appended message's length in terms when [`Commit::index`] indexes it (`None`: not
+    /// indexed), in the order of `seqs`; empty when the commit indexes nothing.
+    pub(crate) index_lens: Vec<Option<i64>>,
+    /// The postings of [`Commit::index`], one per distinct term of each indexed message: the
+    /// term, the message's seq, the term's count in it and the message's length.
+    pub(crate) posting_terms: Vec<&'a str>,
+    pub(crate) posting_seqs: Vec<i64>,
+    pub(crate) posting_tfs: Vec<i64>,
+    pub(crate) posting_lens: Vec<i64>,
 }
 
 impl<'a> CommitParams<'a> {
@@ -50,6 +60,43 @@ impl<'a> CommitParams<'a> {
             counted_by.push(m.counted_by.as_deref());
         }
         let system = commit.system();
+        let index = commit.index();
+        // Entries come in the appended messages' order, one each; matched by seq all the same.
+        let lens: HashMap<u64, u32> = index.iter().map(|e| (e.seq, e.terms.len)).collect();
+        let index_lens = if index.is_empty() {
+            Vec::new()
+        } else {
+            commit
+                .appended()
+                .iter()
+                .map(|m| lens.get(&m.seq).map(|&len| i64::from(len)))
+                .collect()
+        };
+        let mut postings: Vec<(&str, i64, i64, i64)> =
+            Vec::with_capacity(index.iter().map(|e| e.terms.terms.len()).sum());
+        for entry in index {
+            let seq = bigint(entry.seq, "indexed sequence")?;
+            for (term, tf) in &entry.terms.terms {
+                postings.push((term.as_str(), seq, i64::from(*tf), i64::from(entry.terms.len)));
+            }
+        }
+        // In the primary key's order (terms byte-wise, as COLLATE "C" orders them): the rows
+        // of one term land next to each other in the table and its index, so a search reads
+        // few pages for a term's newest postings even before a vacuum marks them visible,
+        // and the inserts walk the index in order.
+        postings.sort_unstable_by(|a, b| (a.0.as_bytes(), a.1).cmp(&(b.0.as_bytes(), b.1)));
+        let (mut posting_terms, mut posting_seqs, mut posting_tfs, mut posting_lens) = (
+            Vec::with_capacity(postings.len()),
+            Vec::with_capacity(postings.len()),
+            Vec::with_capacity(postings.len()),
+            Vec::with_capacity(postings.len()),
+        );
+        for (term, seq, tf, len) in postings {
+            posting_terms.push(term);
+            posting_seqs.push(seq);
+            posting_tfs.push(tf);
+            posting_lens.push(len);
+        }
         Ok(Self {
             expected: bigint(commit.expected_version(), "expected version")?,
             system_seq: system.map(|s| bigint(s.seq, "system sequence")).transpose()?,
@@ -66,6 +113,11 @@ impl<'a> CommitParams<'a> {
             counted_by,
             token: token_bits(commit.token()),
             summary: commit.summary().map(Summary::to_json),
+            index_lens,
+            posting_terms,
+            posting_seqs,
+            posting_tfs,
+            posting_lens,
         })
     }
 }

@@ -15,11 +15,59 @@ macro_rules! live {
     };
 }
 
-/// The `ins` part of both commit statements: the appended messages (`$10`, `$11`, `$12`,
-/// `$15`) inserted only if `applied` returned a row, leaving out those below the delete
-/// bound `$8` (the statement's DELETE cannot see rows it inserts). One text, so the two
-/// commits cannot store messages differently.
-macro_rules! insert_appended {
+/// The parts of a statement that delete the index of the conversations the CTE `d` deleted
+/// (its column `index_key`): their postings and removal counts, found by their keys (one index scan
+/// each, whatever the planner guesses of `d`).
+macro_rules! drop_index {
+    () => {
+        "dp AS (
+    DELETE FROM {postings} AS p WHERE p.index_key = ANY (ARRAY(SELECT index_key FROM d))
+),
+dr AS (
+    DELETE FROM {removed} AS r WHERE r.index_key = ANY (ARRAY(SELECT index_key FROM d))
+)"
+    };
+}
+
+/// What a term adds to a message's BM25 score, in float8 and in the order of operations of
+/// `chatmem::recall::bm25`, so that both compute the very same double: `idf · tf · (k1 + 1) /
+/// (tf + k1 · (1 − b + b · len / avg))`, `avg` the column `c.avg`.
+macro_rules! weight {
+    ($idf:literal, $tf:literal, $len:literal) => {
+        concat!(
+            "(",
+            $idf,
+            " * ",
+            $tf,
+            "::float8 * (1.2::float8 + 1.0::float8) / (",
+            $tf,
+            "::float8 + 1.2::float8 * ((1.0::float8 - 0.75::float8) + 0.75::float8 * ",
+            $len,
+            "::float8 / c.avg)))"
+        )
+    };
+}
+
+/// A non-negative float8 rounded to 6 decimals as `chatmem::recall::rounded` rounds it:
+/// `(x · 10⁶).round() / 10⁶`, half away from zero (`round(float8)` would round half to even).
+macro_rules! round6 {
+    ($x:literal) => {
+        concat!(
+            "((trunc(",
+            $x,
+            " * 1000000.0::float8) + CASE WHEN ",
+            $x,
+            " * 1000000.0::float8 - trunc(",
+            $x,
+            " * 1000000.0::float8) >= 0.5::float8 THEN 1.0::float8 ELSE 0.0::float8 END) / 1000000.0::float8)"
+        )
+    };
+}
+
+/// The `ins` part of the plain commit statement: the appended messages (`$10`, `$11`,
+/// `$12`, `$15`) inserted only if `applied` returned a row, leaving out those below the
+/// delete bound `$8` (the statement's DELETE cannot see rows it inserts).
+macro_rules! insert_appended_plain {
     () => {
         "ins AS (
     INSERT INTO {msgs} (conversation_id, seq, tokens, json, counted_by)
@@ -27,6 +75,72 @@ macro_rules! insert_appended {
     FROM applied,
          unnest($10::bigint[], $11::bigint[], $12::text[], $15::text[]) AS m(seq, tokens, json, counted_by)
     WHERE $8 IS NULL OR m.seq >= $8"
+    };
+}
+
+/// The first part of both indexing commit statements: their parameters as one row `k`, read
+/// by the rest of the statement. Behind a materialized CTE the planner cannot see their
+/// values, so a plan made for some values costs what the generic plan costs and PostgreSQL
+/// settles on the generic plan instead of planning the long statement at every commit.
+///
+/// `$1` id, `$2` expected version, `$3..$5` system seq/tokens/json (json NULL: keep),
+/// `$6` window start, `$7` next seq, `$8` delete messages below this seq
+/// ([`Commit::delete_below`](chatmem::store::Commit::delete_below); NULL: delete nothing), `$9`
+/// TTL in µs (NULL: no expiry), `$10..$12` seqs, tokens, JSON texts of the appended
+/// messages, `$13` the commit's token (its u64 bits as a bigint), `$14` the system
+/// message's counter name, `$15` the appended messages' counter names (NULL elements: not
+/// recorded), `$16` the summary's JSON (NULL: keep the stored one), `$17` the appended
+/// messages' index lengths (NULL elements, or none at all: not indexed), `$18..$21` the
+/// postings: term, seq, count, message length.
+macro_rules! commit_params {
+    () => {
+        "k AS MATERIALIZED (
+    SELECT $1::text AS id, $2::bigint AS expected, $3::bigint AS system_seq, $4::bigint AS system_tokens,
+           $5::text AS system_json, $6::bigint AS window_start, $7::bigint AS next_seq, $8::bigint AS below,
+           $9::bigint AS ttl, $10::bigint[] AS seqs, $11::bigint[] AS tokens, $12::text[] AS jsons,
+           $13::bigint AS token, $14::text AS system_counted_by, $15::text[] AS counted_by, $16::text AS summary,
+           $17::bigint[] AS lens, $18::text[] AS terms, $19::bigint[] AS term_seqs, $20::bigint[] AS tfs,
+           $21::bigint[] AS term_lens
+),
+added AS MATERIALIZED (
+    SELECT count(*) AS docs, COALESCE(sum(d.len), 0) AS len
+    FROM k CROSS JOIN LATERAL unnest(k.seqs, k.lens) AS d(seq, len)
+    WHERE d.len IS NOT NULL AND (k.below IS NULL OR d.seq >= k.below)
+),
+np AS MATERIALIZED (
+    SELECT p.term, p.seq, p.tf, p.len
+    FROM k CROSS JOIN LATERAL unnest(k.terms, k.term_seqs, k.tfs, k.term_lens) AS p(term, seq, tf, len)
+    WHERE k.below IS NULL OR p.seq >= k.below
+)"
+    };
+}
+
+/// The `ins` part of both indexing commit statements: the appended messages inserted only if
+/// `applied` returned a row, leaving out those below the delete bound (the statement's
+/// DELETE cannot see rows it inserts). An indexed message is stamped with the statement's
+/// `now()`, the conversation's `updated_at`.
+macro_rules! insert_appended {
+    () => {
+        "ins AS (
+    INSERT INTO {msgs} (conversation_id, seq, tokens, json, counted_by, index_len, indexed_at)
+    SELECT k.id, m.seq, m.tokens, m.json, m.counted_by, m.len, CASE WHEN m.len IS NULL THEN NULL ELSE now() END
+    FROM applied CROSS JOIN k
+    CROSS JOIN LATERAL unnest(k.seqs, k.tokens, k.jsons, k.counted_by, k.lens) AS m(seq, tokens, json, counted_by, len)
+    WHERE k.below IS NULL OR m.seq >= k.below"
+    };
+}
+
+/// The `pins` part of both indexing commit statements: the commit's postings (`np`) under the
+/// index key `applied` returned (none unless it returned a row), each term's ranks counted on
+/// from its rank so far (`prev`).
+macro_rules! insert_postings {
+    () => {
+        "pins AS (
+    INSERT INTO {postings} (index_key, term, seq, tf, len, rank)
+    SELECT a.index_key, p.term, p.seq, p.tf, p.len,
+           v.rank + row_number() OVER (PARTITION BY p.term ORDER BY p.seq)
+    FROM applied AS a CROSS JOIN np AS p JOIN prev AS v ON v.term = p.term
+)"
     };
 }
 
@@ -82,29 +196,22 @@ LEFT JOIN (
 ) AS cur ON true"
 );
 
-/// Commit to an existing live conversation.
+/// Commit to an existing live conversation, when the commit leaves the index as it is (no
+/// index entries, nothing deleted): the statement as it was before the index.
 ///
 /// The version check is the only check: a `Commit` cannot be built invalid, so the window
 /// start and next sequence are stored as given. The UPDATE matches only while
 /// `version = $2`; under READ COMMITTED a concurrent commit that got there first makes it
 /// re-check the new row version and match nothing. The INSERT and DELETE read from its
 /// RETURNING, so they do nothing unless it matched (all parts of a statement share one
-/// snapshot, so they could not see its effect otherwise). Appended messages already below
-/// the delete bound are not inserted: the DELETE cannot see rows inserted by the same
-/// statement.
+/// snapshot, so they could not see its effect otherwise).
 ///
 /// `updated_at` is the statement's `now()`, the instant the expiry counts from too (the
 /// transaction's start, which for this single statement is when it began: a later commit to
 /// the same conversation loaded after this one finished, so its time is later).
 ///
-/// `$1` id, `$2` expected version, `$3..$5` system seq/tokens/json (json NULL: keep),
-/// `$6` window start, `$7` next seq, `$8` delete messages below this seq
-/// ([`Commit::delete_below`](chatmem::store::Commit::delete_below); NULL: delete nothing), `$9`
-/// TTL in µs (NULL: no expiry), `$10..$12` seqs, tokens, JSON texts of the appended
-/// messages, `$13` the commit's token (its u64 bits as a bigint), `$14` the system
-/// message's counter name, `$15` the appended messages' counter names (NULL elements: not
-/// recorded), `$16` the summary's JSON (NULL: keep the stored one).
-const COMMIT_UPDATE: &str = concat!(
+/// Parameters `$1..$16` as in `commit_params!`.
+const COMMIT_UPDATE_PLAIN: &str = concat!(
     "WITH applied AS (
     UPDATE {conv} AS c SET
         version = c.version + 1,
@@ -124,12 +231,89 @@ const COMMIT_UPDATE: &str = concat!(
     RETURNING c.version
 ),
 ",
-    insert_appended!(),
+    insert_appended_plain!(),
     "
 ),
 del AS (
     DELETE FROM {msgs} AS m USING applied
     WHERE $8 IS NOT NULL AND m.conversation_id = $1 AND m.seq < $8
+)",
+    "{result}"
+);
+
+/// Commit to an existing live conversation, indexing its messages or deleting some: as
+/// [`COMMIT_UPDATE_PLAIN`], and the index kept with the messages.
+///
+/// When the version check passes, the snapshot holds the conversation as it is (every
+/// writer of its rows changes its row, and a write after the snapshot fails the check), so
+/// what the statement reads of the index is current: the indexed messages it deletes
+/// (`gone`), and each new term's rank so far (`prev`: its newest posting's, or, when it has
+/// none left, how many were removed; one index entry read per term, nothing written but the
+/// postings). The conversation row's totals (`indexed_docs`, `indexed_len`) move by what the
+/// commit adds and deletes. Postings below the delete bound are looked for only when an
+/// indexed message goes (a memory that recalls keeps its history; only a writer that drops
+/// evicted messages from an indexed conversation pays that scan of the conversation's
+/// postings), and counted as removed per term.
+///
+/// Parameters as in `commit_params!`.
+const COMMIT_UPDATE: &str = concat!(
+    "WITH ",
+    commit_params!(),
+    ",
+gone AS MATERIALIZED (
+    SELECT count(m.index_len) AS docs, COALESCE(sum(m.index_len), 0) AS len
+    FROM k JOIN {msgs} AS m ON m.conversation_id = k.id AND m.seq < k.below
+),
+applied AS (
+    UPDATE {conv} AS c SET
+        version = c.version + 1,
+        system_seq = CASE WHEN k.system_json IS NULL THEN c.system_seq ELSE k.system_seq END,
+        system_tokens = CASE WHEN k.system_json IS NULL THEN c.system_tokens ELSE k.system_tokens END,
+        system_json = COALESCE(k.system_json, c.system_json),
+        system_counted_by = CASE WHEN k.system_json IS NULL THEN c.system_counted_by ELSE k.system_counted_by END,
+        window_start = k.window_start,
+        next_seq = k.next_seq,
+        expires_at = now() + k.ttl * INTERVAL '1 microsecond',
+        commit_token = k.token,
+        summary = COALESCE(k.summary, c.summary),
+        updated_at = now(),
+        index_key = COALESCE(c.index_key, nextval({keys})),
+        indexed_docs = c.indexed_docs + added.docs - gone.docs,
+        indexed_len = c.indexed_len + added.len - gone.len
+    FROM k, added, gone
+    WHERE c.id = k.id AND c.version = k.expected AND ",
+    live!("c"),
+    "
+    RETURNING c.version, c.index_key
+),
+",
+    insert_appended!(),
+    "
+),
+del AS (
+    DELETE FROM {msgs} AS m USING applied, k
+    WHERE m.conversation_id = k.id AND m.seq < k.below
+),
+prev AS MATERIALIZED (
+    SELECT d.term, COALESCE(
+        (SELECT p.rank FROM {postings} AS p
+         WHERE p.index_key = a.index_key AND p.term = d.term ORDER BY p.seq DESC LIMIT 1),
+        (SELECT r.removed FROM {removed} AS r WHERE r.index_key = a.index_key AND r.term = d.term),
+        0) AS rank
+    FROM applied AS a CROSS JOIN (SELECT DISTINCT np.term FROM np) AS d
+),
+",
+    insert_postings!(),
+    ",
+pdel AS (
+    DELETE FROM {postings} AS p USING applied AS a, k, gone
+    WHERE gone.docs > 0 AND p.index_key = a.index_key AND p.seq < k.below
+    RETURNING p.term
+),
+rem AS (
+    INSERT INTO {removed} AS r (index_key, term, removed)
+    SELECT a.index_key, g.term, count(*) FROM applied AS a CROSS JOIN pdel AS g GROUP BY a.index_key, g.term
+    ON CONFLICT (index_key, term) DO UPDATE SET removed = r.removed + EXCLUDED.removed
 )",
     "{result}"
 );
@@ -141,16 +325,27 @@ del AS (
 /// An expired row is reused in place, so its old messages go in the same statement: those
 /// with sequences this commit writes are overwritten (ON CONFLICT DO UPDATE), the rest
 /// deleted; the two sets are disjoint, so neither part depends on the other's order. Its
-/// old summary goes too: it takes the commit's, or none.
+/// old summary goes too: it takes the commit's, or none. It takes a new index key, so its
+/// old index (under the key `old` read from the snapshot) is deleted apart from the new one,
+/// which starts from nothing (every term's rank from 0).
 ///
-/// Parameters as [`COMMIT_UPDATE`].
+/// Parameters as in `commit_params!`.
 const COMMIT_CREATE: &str = concat!(
-    "WITH applied AS (
+    "WITH ",
+    commit_params!(),
+    ",
+old AS MATERIALIZED (
+    SELECT c.index_key FROM k JOIN {conv} AS c ON c.id = k.id
+),
+applied AS (
     INSERT INTO {conv} AS c
         (id, version, system_seq, system_tokens, system_json, window_start, next_seq, expires_at, commit_token,
-         system_counted_by, summary, updated_at)
-    SELECT $1, 1, $3, $4, $5, $6, $7, now() + $9 * INTERVAL '1 microsecond', $13, $14, $16, now()
-    WHERE $2 = 0
+         system_counted_by, summary, updated_at, index_key, indexed_docs, indexed_len)
+    SELECT k.id, 1, k.system_seq, k.system_tokens, k.system_json, k.window_start, k.next_seq,
+           now() + k.ttl * INTERVAL '1 microsecond', k.token, k.system_counted_by, k.summary, now(),
+           nextval({keys}), added.docs, added.len
+    FROM k, added
+    WHERE k.expected = 0
     ON CONFLICT (id) DO UPDATE SET
         version = 1,
         system_seq = EXCLUDED.system_seq,
@@ -162,21 +357,36 @@ const COMMIT_CREATE: &str = concat!(
         commit_token = EXCLUDED.commit_token,
         system_counted_by = EXCLUDED.system_counted_by,
         summary = EXCLUDED.summary,
-        updated_at = EXCLUDED.updated_at
+        updated_at = EXCLUDED.updated_at,
+        index_key = EXCLUDED.index_key,
+        indexed_docs = EXCLUDED.indexed_docs,
+        indexed_len = EXCLUDED.indexed_len
     WHERE c.expires_at IS NOT NULL AND c.expires_at <= now()
-    RETURNING c.version
+    RETURNING c.version, c.index_key
 ),
 stale AS (
-    DELETE FROM {msgs} AS m USING applied
-    WHERE m.conversation_id = $1
-      AND NOT (m.seq = ANY($10::bigint[]) AND ($8 IS NULL OR m.seq >= $8))
+    DELETE FROM {msgs} AS m USING applied, k
+    WHERE m.conversation_id = k.id
+      AND NOT (m.seq = ANY(k.seqs) AND (k.below IS NULL OR m.seq >= k.below))
 ),
 ",
     insert_appended!(),
     "
     ON CONFLICT (conversation_id, seq) DO UPDATE SET
-        tokens = EXCLUDED.tokens, json = EXCLUDED.json, counted_by = EXCLUDED.counted_by
-)",
+        tokens = EXCLUDED.tokens, json = EXCLUDED.json, counted_by = EXCLUDED.counted_by,
+        index_len = EXCLUDED.index_len, indexed_at = EXCLUDED.indexed_at
+),
+stale_postings AS (
+    DELETE FROM {postings} AS p USING applied, old WHERE p.index_key = old.index_key
+),
+stale_removed AS (
+    DELETE FROM {removed} AS r USING applied, old WHERE r.index_key = old.index_key
+),
+prev AS (
+    SELECT DISTINCT np.term, 0::bigint AS rank FROM np
+),
+",
+    insert_postings!(),
     "{result}"
 );
 
@@ -191,12 +401,15 @@ ORDER BY m.seq
 LIMIT $3"
 );
 
-/// Messages go with the row (ON DELETE CASCADE). An expired row is deleted too but does
-/// not count as existing. `$1` id.
+/// Messages go with the row (ON DELETE CASCADE), its index by its key. An expired row is
+/// deleted too but does not count as existing. `$1` id.
 const CLEAR: &str = concat!(
     "WITH d AS (DELETE FROM {conv} AS c WHERE c.id = $1 RETURNING ",
     live!("c"),
-    " AS live)
+    " AS live, c.index_key),
+",
+    drop_index!(),
+    "
 SELECT COALESCE(bool_or(live), false) FROM d"
 );
 
@@ -228,11 +441,99 @@ ORDER BY c.updated_at DESC, c.id DESC
 LIMIT $5"
 );
 
-const PURGE: &str = "WITH d AS (DELETE FROM {conv} WHERE expires_at <= now() RETURNING 1)
-SELECT count(*) FROM d";
+/// Expired conversations, their messages (ON DELETE CASCADE) and their index.
+const PURGE: &str = concat!(
+    "WITH d AS (DELETE FROM {conv} WHERE expires_at <= now() RETURNING index_key),
+",
+    drop_index!(),
+    "
+SELECT count(*) FROM d"
+);
 
-/// The parameter types of `commit_create` and `commit_update`, `$1` … `$16` as
-/// `PostgresStore::commit` binds them.
+/// A lexical search of one live conversation (`Store::search`), answered as
+/// `chatmem::recall::MemoryIndex::search` answers it.
+///
+/// `c` is the conversation row (none: unknown or expired, and the statement returns no row
+/// at all) with its totals, `q` the query terms in their order (`i` from 1) with their
+/// document frequencies (the newest posting's rank less the term's removed postings) and
+/// their idf. Each term's newest `$5` postings below `$3` are read by a backward walk of the
+/// primary key that the LIMIT stops (`MAX_POSTINGS_PER_TERM` of them: a common word costs the
+/// same at any history length), sorted by message and term so that each message's score is
+/// summed in the query's order, as `bm25` sums it, and the best `$4` kept. The parameters
+/// come through the one-row CTE `k`, as in the indexing commits: the planner never sees a
+/// value, so the first plans of a connection cost no more to make than the generic one it
+/// keeps.
+///
+/// Rows: kind 0 (`a` docs, `b` total length), kind 1 per term (`a` its position, `b` its df),
+/// kind 2 per hit (`a` seq, `b` length, the message's tokens, json, counted_by and index
+/// time, the positions and counts of the query terms it holds, its rounded score).
+///
+/// `$1` id, `$2` terms (NULL elements match nothing), `$3` before, `$4` limit, `$5` how many
+/// of a term's postings are read.
+const SEARCH: &str = concat!(
+    "WITH k AS MATERIALIZED (
+    SELECT $1::text AS id, $2::text[] AS terms, $3::bigint AS before, $4::bigint AS lim, $5::bigint AS per_term
+),
+c AS MATERIALIZED (
+    SELECT c.index_key AS k, c.indexed_docs AS docs, c.indexed_len AS total_len,
+           c.indexed_docs::float8 AS n,
+           GREATEST(c.indexed_len::float8 / GREATEST(c.indexed_docs, 1)::float8, 1.0::float8) AS avg,
+           k.before, k.lim, k.per_term
+    FROM k JOIN {conv} AS c ON c.id = k.id
+    WHERE ",
+    live!("c"),
+    "
+),
+q AS MATERIALIZED (
+    SELECT t.i, t.term, t.df,
+           ln(1.0::float8 + (c.n - t.df::float8 + 0.5::float8) / (t.df::float8 + 0.5::float8)) AS idf
+    FROM c
+    CROSS JOIN LATERAL (
+        SELECT t.i, t.term, COALESCE(
+            (SELECT p.rank FROM {postings} AS p
+             WHERE p.index_key = c.k AND p.term = t.term ORDER BY p.seq DESC LIMIT 1)
+            - COALESCE((SELECT r.removed FROM {removed} AS r WHERE r.index_key = c.k AND r.term = t.term), 0),
+            0) AS df
+        FROM k CROSS JOIN LATERAL unnest(k.terms) WITH ORDINALITY AS t(term, i)
+    ) AS t
+),
+hits AS (
+    SELECT s.seq, s.at, s.tf, ",
+    round6!("s.score"),
+    " AS rounded
+    FROM (
+        SELECT x.seq, sum(x.w) AS score, array_agg(x.i) AS at, array_agg(x.tf) AS tf
+        FROM (
+            SELECT q.i, p.seq, p.tf, ",
+    weight!("q.idf", "p.tf", "p.len"),
+    " AS w
+            FROM c CROSS JOIN q CROSS JOIN LATERAL (
+                SELECT p.seq, p.tf, p.len FROM {postings} AS p
+                WHERE p.index_key = c.k AND p.term = q.term AND p.seq < c.before
+                ORDER BY p.seq DESC
+                LIMIT c.per_term
+            ) AS p
+            WHERE q.df > 0 AND c.lim > 0
+            ORDER BY p.seq, q.i
+        ) AS x
+        GROUP BY x.seq
+    ) AS s
+    ORDER BY rounded DESC, s.seq DESC
+    LIMIT (SELECT c.lim FROM c)
+)
+SELECT 0 AS kind, c.docs AS a, c.total_len AS b, NULL::bigint AS tokens, NULL::text AS json,
+       NULL::text AS counted_by, NULL::timestamptz AS at, NULL::bigint[] AS term_at,
+       NULL::bigint[] AS tf, NULL::float8 AS score
+FROM c
+UNION ALL
+SELECT 1, q.i, q.df, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM q
+UNION ALL
+SELECT 2, h.seq, m.index_len, m.tokens, m.json, m.counted_by, m.indexed_at, h.at, h.tf, h.rounded
+FROM hits AS h CROSS JOIN k JOIN {msgs} AS m ON m.conversation_id = k.id AND m.seq = h.seq"
+);
+
+/// The parameter types of `commit_create` and `commit_update`, `$1` … `$21` as
+/// `PostgresStore::commit` binds them; `commit_update_plain` takes the first 16.
 const COMMIT_TYPES: &[Type] = &[
     Type::TEXT,
     Type::INT8,
@@ -250,7 +551,15 @@ const COMMIT_TYPES: &[Type] = &[
     Type::TEXT,
     Type::TEXT_ARRAY,
     Type::TEXT,
+    Type::INT8_ARRAY,
+    Type::TEXT_ARRAY,
+    Type::INT8_ARRAY,
+    Type::INT8_ARRAY,
+    Type::INT8_ARRAY,
 ];
+
+/// The parameter types of `search`, `$1` … `$5`.
+const SEARCH_TYPES: &[Type] = &[Type::TEXT, Type::TEXT_ARRAY, Type::INT8, Type::INT8, Type::INT8];
 
 /// One statement: its text for the schema and the types of its parameters, which it is
 /// prepared and sent with (one place, so a call cannot bind other types than were prepared).
@@ -264,6 +573,7 @@ pub(crate) struct Statement {
 #[derive(Debug, Clone)]
 pub(crate) struct Statements {
     pub(crate) load: Statement,
+    pub(crate) commit_update_plain: Statement,
     pub(crate) commit_update: Statement,
     pub(crate) commit_create: Statement,
     pub(crate) history: Statement,
@@ -271,6 +581,7 @@ pub(crate) struct Statements {
     pub(crate) list: Statement,
     pub(crate) recent: Statement,
     pub(crate) purge: Statement,
+    pub(crate) search: Statement,
 }
 
 impl Statements {
@@ -282,12 +593,14 @@ impl Statements {
         let _ = tokio::join!(
             client.prepare_typed_cached(&self.load.text, self.load.types),
             client.prepare_typed_cached(&self.commit_create.text, self.commit_create.types),
+            client.prepare_typed_cached(&self.commit_update_plain.text, self.commit_update_plain.types),
             client.prepare_typed_cached(&self.commit_update.text, self.commit_update.types),
             client.prepare_typed_cached(&self.history.text, self.history.types),
             client.prepare_typed_cached(&self.clear.text, self.clear.types),
             client.prepare_typed_cached(&self.list.text, self.list.types),
             client.prepare_typed_cached(&self.recent.text, self.recent.types),
             client.prepare_typed_cached(&self.purge.text, self.purge.types),
+            client.prepare_typed_cached(&self.search.text, self.search.types),
         );
     }
 
@@ -295,15 +608,23 @@ impl Statements {
     pub(crate) fn new(schema: &str) -> Self {
         let conv = format!("{schema}.chatmem_conversations");
         let msgs = format!("{schema}.chatmem_messages");
+        let postings = format!("{schema}.chatmem_postings");
+        let removed = format!("{schema}.chatmem_removed_postings");
+        // The schema is quoted and holds no `'` (the builder checks), so it fits in a literal.
+        let keys = format!("'{schema}.chatmem_index_keys'::regclass");
         let fill = |template: &str, types| Statement {
             text: template
                 .replace("{result}", COMMIT_RESULT)
                 .replace("{conv}", &conv)
-                .replace("{msgs}", &msgs),
+                .replace("{msgs}", &msgs)
+                .replace("{postings}", &postings)
+                .replace("{removed}", &removed)
+                .replace("{keys}", &keys),
             types,
         };
         Self {
             load: fill(LOAD, &[Type::TEXT]),
+            commit_update_plain: fill(COMMIT_UPDATE_PLAIN, &COMMIT_TYPES[..16]),
             commit_update: fill(COMMIT_UPDATE, COMMIT_TYPES),
             commit_create: fill(COMMIT_CREATE, COMMIT_TYPES),
             history: fill(HISTORY, &[Type::TEXT, Type::INT8, Type::INT8]),
@@ -314,6 +635,7 @@ impl Statements {
                 &[Type::TEXT, Type::TEXT, Type::TIMESTAMPTZ, Type::TEXT, Type::INT8],
             ),
             purge: fill(PURGE, &[]),
+            search: fill(SEARCH, SEARCH_TYPES),
         }
     }
 }
@@ -327,6 +649,7 @@ mod tests {
         let s = Statements::new("\"s\"");
         for sql in [
             &s.load,
+            &s.commit_update_plain,
             &s.commit_update,
             &s.commit_create,
             &s.history,
@@ -334,6 +657,7 @@ mod tests {
             &s.list,
             &s.recent,
             &s.purge,
+            &s.search,
         ]
         .map(|s| &s.text)
         {

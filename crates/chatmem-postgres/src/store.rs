@@ -9,9 +9,10 @@ use deadpool_postgres::tokio_postgres::{Config, NoTls, Row};
 use deadpool_postgres::{Object, Pool};
 use tokio::time::timeout;
 
+use chatmem::recall::MAX_POSTINGS_PER_TERM;
 use chatmem::store::{
-    Commit, RecentConversation, RecentPage, RecentQuery, Snapshot, StoreError, StoreErrorKind, StoredMessage,
-    unix_micros,
+    Commit, LexicalHit, RecentConversation, RecentPage, RecentQuery, SearchQuery, SearchResult, Snapshot, StoreError,
+    StoreErrorKind, StoredMessage, unix_micros,
 };
 use chatmem::{ConversationId, Page, Store};
 use chatmem_sql::{Timeouts, history_messages, load_snapshot, outcome_unknown, statement_timed_out};
@@ -49,8 +50,10 @@ const SERVER_ANSWERS_FIRST: Duration = Duration::from_millis(250);
 /// message, window start, next sequence, expiry, when the last commit landed, the last
 /// commit's token, the summary) and
 /// `chatmem_messages` (conversation id, sequence, token count and the counter that made it,
-/// the message JSON as text); see [*Data layout*](crate#data-layout). Expired conversations
-/// read as absent and are deleted by [`Store::purge_expired`].
+/// the message JSON as text), and the lexical index it [searches](Store::search)
+/// (`chatmem_postings`, `chatmem_removed_postings`; see [*Recall*](crate#recall)); see
+/// [*Data layout*](crate#data-layout). Expired conversations read as absent and are deleted
+/// by [`Store::purge_expired`], their index with them.
 #[derive(Clone)]
 pub struct PostgresStore {
     pub(crate) pool: Pool,
@@ -313,6 +316,65 @@ fn commit_outcome(id: &ConversationId, rows: &[Row], commit: &Commit) -> Result<
     })
 }
 
+/// Reads the rows of the search statement (see `sql::SEARCH`) for a query of `terms` terms.
+fn search_result(id: &ConversationId, rows: &[Row], terms: usize) -> Result<SearchResult, StoreError> {
+    let read = Reader {
+        id,
+        what: "a search result row",
+    };
+    let mut totals = None;
+    let mut df = vec![0; terms];
+    let mut hits: Vec<(f64, LexicalHit)> = Vec::new();
+    // A term's position (from 1) in the query, as a vector index.
+    let position = |i: i64| {
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| i.checked_sub(1))
+            .filter(|&i| i < terms)
+            .ok_or_else(|| StoreError::corrupt(id, format!("a search row names query term {i} of {terms}")))
+    };
+    for row in rows {
+        let a = read.get::<Option<i64>>(row, 1)?;
+        let b = read.get::<Option<i64>>(row, 2)?;
+        match read.get::<i32>(row, 0)? {
+            0 => totals = Some((read.counter(a, "indexed_docs")?, read.counter(b, "indexed_len")?)),
+            1 => df[position(read.not_null(a, 1)?)?] = read.counter(b, "df")?,
+            _ => {
+                let seq = read.not_null(a, 1)?;
+                let len = u32::try_from(read.not_null(b, 2)?)
+                    .map_err(|_| StoreError::corrupt(id, format!("message {seq} has an index length beyond u32")))?;
+                let json: &str = read.not_null(read.get(row, 4)?, 4)?;
+                let message = read.message(
+                    seq,
+                    read.not_null(read.get(row, 3)?, 3)?,
+                    json.as_bytes(),
+                    read.get(row, 5)?,
+                )?;
+                let at: SystemTime = read.not_null(read.get(row, 6)?, 6)?;
+                let positions: Vec<i64> = read.not_null(read.get(row, 7)?, 7)?;
+                let counts: Vec<i64> = read.not_null(read.get(row, 8)?, 8)?;
+                let mut tf = vec![0; terms];
+                for (i, count) in positions.into_iter().zip(counts) {
+                    tf[position(i)?] = u32::try_from(count)
+                        .map_err(|_| StoreError::corrupt(id, format!("message {seq} has a term count beyond u32")))?;
+                }
+                let score: f64 = read.not_null(read.get(row, 9)?, 9)?;
+                hits.push((score, LexicalHit::new(message, unix_micros(at), len, tf)));
+            }
+        }
+    }
+    let Some((docs, total_len)) = totals else {
+        return Ok(SearchResult::default());
+    };
+    hits.sort_by(|(a, x), (b, y)| b.total_cmp(a).then(y.message.seq.cmp(&x.message.seq)));
+    Ok(SearchResult::new(
+        docs,
+        total_len,
+        df,
+        hits.into_iter().map(|(_, hit)| hit).collect(),
+    ))
+}
+
 #[async_trait]
 impl Store for PostgresStore {
     async fn load(&self, id: &ConversationId) -> Result<Snapshot, StoreError> {
@@ -325,13 +387,17 @@ impl Store for PostgresStore {
     async fn commit(&self, id: &ConversationId, commit: Commit) -> Result<u64, StoreError> {
         const WHAT: &str = "committing to a conversation";
         let p = CommitParams::new(&commit)?;
-        let statement = if commit.expected_version() == 0 {
-            &self.sql.commit_create
+        // A commit that neither indexes nor deletes leaves the index alone: the shorter
+        // statement, which costs what a commit cost before there was an index.
+        let (statement, params) = if commit.expected_version() == 0 {
+            (&self.sql.commit_create, 21)
+        } else if commit.index().is_empty() && commit.delete_below().is_none() {
+            (&self.sql.commit_update_plain, 16)
         } else {
-            &self.sql.commit_update
+            (&self.sql.commit_update, 21)
         };
         let id_text = id.as_str();
-        let values: [&(dyn ToSql + Sync); 16] = [
+        let values: [&(dyn ToSql + Sync); 21] = [
             &id_text,
             &p.expected,
             &p.system_seq,
@@ -348,14 +414,20 @@ impl Store for PostgresStore {
             &p.system_counted_by,
             &p.counted_by,
             &p.summary,
+            &p.index_lens,
+            &p.posting_terms,
+            &p.posting_seqs,
+            &p.posting_tfs,
+            &p.posting_lens,
         ];
-        let outcome = match self.run(WHAT, statement, &values).await {
+        let values = &values[..params];
+        let outcome = match self.run(WHAT, statement, values).await {
             Ok(rows) => commit_outcome(id, &rows, &commit)?,
             Err(failed) if failed.maybe_applied => {
                 // The commit may have landed with only its answer lost: the token makes the
                 // same statement, sent again, answer with the version it made.
                 tracing::debug!(server = %self.target, error = %failed.error, "no answer to a commit; resending it once");
-                self.resend_commit(id, &commit, statement, &values)
+                self.resend_commit(id, &commit, statement, values)
                     .await
                     .map_err(|e| outcome_unknown(e, WHAT, &self.target))?
             }
@@ -444,6 +516,31 @@ impl Store for PostgresStore {
             });
         }
         Ok(RecentPage::from_overfetch(found, limit))
+    }
+
+    fn searches(&self) -> bool {
+        true
+    }
+
+    async fn search(&self, id: &ConversationId, query: &SearchQuery) -> Result<SearchResult, StoreError> {
+        // PostgreSQL's text cannot hold NUL, and no indexed term does: such a term is a NULL,
+        // which matches nothing.
+        let terms: Vec<Option<&str>> = query
+            .terms
+            .iter()
+            .map(|t| (!t.contains('\0')).then_some(t.as_str()))
+            .collect();
+        let before = i64::try_from(query.before).unwrap_or(i64::MAX);
+        let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
+        let per_term = i64::try_from(MAX_POSTINGS_PER_TERM).unwrap_or(i64::MAX);
+        let rows = self
+            .query(
+                "searching a conversation",
+                &self.sql.search,
+                &[&id.as_str(), &terms, &before, &limit, &per_term],
+            )
+            .await?;
+        search_result(id, &rows, terms.len())
     }
 
     async fn purge_expired(&self) -> Result<u64, StoreError> {

@@ -4,6 +4,7 @@
 //! store's settings.
 
 mod common;
+mod recall;
 mod settings;
 mod store;
 

@@ -5,6 +5,7 @@ use crate::common;
 
 use std::time::Duration;
 
+use chatmem::recall::SearchQuery;
 use chatmem::store::{Commit, RecentConversation, Snapshot, StoreErrorKind, StoredMessage, now_micros};
 use chatmem::{ConversationId, Heuristic, Message, Retention, Store, Summary};
 use chatmem_postgres::PostgresStore;
@@ -53,12 +54,13 @@ async fn migrations_are_idempotent_under_concurrent_connects() {
 }
 
 /// The migrations as shipped, in order: an older schema is made with these themselves.
-const MIGRATIONS: [&str; 5] = [
+const MIGRATIONS: [&str; 6] = [
     include_str!("../../migrations/0001_init.sql"),
     include_str!("../../migrations/0002_commit_token.sql"),
     include_str!("../../migrations/0003_counted_by.sql"),
     include_str!("../../migrations/0004_summary.sql"),
     include_str!("../../migrations/0005_updated_at.sql"),
+    include_str!("../../migrations/0006_recall.sql"),
 ];
 
 /// A schema as chatmem-postgres wrote it at schema version `version`, with one
@@ -110,7 +112,7 @@ fn every_migration_is_listed_here() {
 #[ignore = "needs CHATMEM_TEST_PG_URL"]
 async fn older_schemas_migrate_and_keep_their_conversations() {
     let url = common::pg_url();
-    assert_eq!(chatmem_postgres::SCHEMA_VERSION, 5);
+    assert_eq!(chatmem_postgres::SCHEMA_VERSION, 6);
     for old in 1..chatmem_postgres::SCHEMA_VERSION {
         let schema = common::fresh_schema(&format!("v{old}"));
         let conv = id(&format!("v{old}"));
@@ -120,7 +122,7 @@ async fn older_schemas_migrate_and_keep_their_conversations() {
         let raw = common::raw_client(&url).await;
         assert_eq!(
             schema_versions(&raw, &schema).await,
-            vec![1, 2, 3, 4, 5],
+            vec![1, 2, 3, 4, 5, 6],
             "from version {old}"
         );
 
@@ -157,9 +159,23 @@ async fn older_schemas_migrate_and_keep_their_conversations() {
             "from version {old}"
         );
         let started = now_micros();
+        // Nothing written before version 6 is indexed: the conversation searches as empty.
+        let search = |terms: &[&str]| {
+            let query = SearchQuery::new(terms.iter().map(|t| (*t).to_owned()).collect(), u64::MAX, 10);
+            let (store, conv) = (&store, &conv);
+            async move { store.search(conv, &query).await.expect("search") }
+        };
+        let found = search(&["u1"]).await;
+        assert_eq!(
+            (found.docs, found.total_len, found.df, found.hits.len()),
+            (0, 0, vec![0], 0),
+            "from version {old}"
+        );
 
-        // It takes commits, resent ones included; the new rows keep their counter.
+        // It takes commits, resent ones included; the new rows keep their counter and are
+        // indexed.
         let next = Commit::on(&snap)
+            .index(true)
             .counted_by("heuristic")
             .system(Message::system("be briefer"), 4)
             .append(Message::user("u3"), 3)
@@ -189,6 +205,14 @@ async fn older_schemas_migrate_and_keep_their_conversations() {
             snap.system.as_ref().map(|s| (s.seq, s.counted_by.as_deref())),
             Some((3, Some("heuristic")))
         );
+        let found = search(&["u3", "a4", "u1"]).await;
+        assert_eq!((found.docs, found.total_len, found.df.clone()), (2, 2, vec![1, 1, 0]));
+        let seqs: Vec<u64> = found.hits.iter().map(|h| h.message.seq).collect();
+        assert_eq!(seqs, [4, 3], "from version {old}");
+        assert!(
+            (started - 60_000_000..=now_micros() + 60_000_000).contains(&found.hits[0].at_micros),
+            "indexed at the commit's time"
+        );
         let by: Vec<_> = snap.messages.iter().map(|m| m.counted_by.as_deref()).collect();
         assert_eq!(by, [None, None, Some("heuristic"), Some("heuristic")]);
         assert_eq!(store.history(&conv, 0, 10).await.expect("history"), snap.messages);
@@ -210,6 +234,7 @@ async fn older_schemas_migrate_and_keep_their_conversations() {
         // deletes only what the summary covers (1-2), not everything below the window (3).
         let summary = Summary::new("用户问了 u1，\"答\" a2", 2, &Heuristic);
         let next = Commit::on(&snap)
+            .index(true)
             .keep_unsummarized()
             .summary(summary.clone(), snap.summary.as_ref().map_or(0, |s| s.upto))
             .append(Message::user("u5"), 3)
@@ -234,6 +259,13 @@ async fn older_schemas_migrate_and_keep_their_conversations() {
             .expect("read the summary")
             .get(0);
         assert_eq!(stored, Some(summary.to_json()), "one text value, the shared encoding");
+        // Deleting the unindexed messages 1-2 left the index as it was, plus u5.
+        let found = search(&["u3", "u5"]).await;
+        assert_eq!(
+            (found.docs, found.total_len, found.df),
+            (3, 3, vec![1, 1]),
+            "from version {old}"
+        );
 
         // Connecting again finds the schema current and changes nothing.
         common::store_in(&url, &schema).await;
