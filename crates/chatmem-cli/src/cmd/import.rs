@@ -117,9 +117,11 @@ async fn write_one<S: Store>(
     let total = line.messages.len();
     let first_seq = line.messages.first().map_or(line.next_seq, |m| m.seq);
     let mut messages = line.messages.into_iter().map(StoredMessage::from).peekable();
+    // Indexed where the store can search, so recall finds what was imported.
     let mut builder = Commit::restore(first_seq)
         .retention(Retention::KeepHistory)
-        .ttl(options.ttl);
+        .ttl(options.ttl)
+        .index(store.searches());
     let mut written = 0;
     loop {
         let (mut count, mut bytes) = (0, 0);
@@ -221,6 +223,16 @@ mod tests {
         async fn recent(&self, query: &chatmem::store::RecentQuery) -> Result<chatmem::store::RecentPage, StoreError> {
             self.inner.recent(query).await
         }
+        fn searches(&self) -> bool {
+            true
+        }
+        async fn search(
+            &self,
+            id: &ConversationId,
+            query: &chatmem::store::SearchQuery,
+        ) -> Result<chatmem::store::SearchResult, StoreError> {
+            self.inner.search(id, query).await
+        }
     }
 
     /// Five messages from seq 3, the window from seq 6, a system message set at seq 4.
@@ -256,6 +268,10 @@ mod tests {
         assert_eq!(all.iter().map(|m| m.seq).collect::<Vec<_>>(), [3, 4, 5, 6, 7]);
         assert_eq!(all[3].counted_by.as_deref(), Some("heuristic"));
         assert_eq!(all[4].counted_by, None);
+        // Indexed in the store that searches: recall finds what left the window.
+        let found = memory.recall(&id, "u3 u5", 5).await.unwrap().unwrap();
+        let seqs: Vec<u64> = found.considered.iter().map(|c| c.seq).collect();
+        assert_eq!(seqs, [5, 3]);
     }
 
     #[tokio::test]
