@@ -9,7 +9,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use chatmem::recall::{Considered, Recalled};
-use chatmem::{ChatMemory, ConversationId, Message, Role, Store, Turn};
+use chatmem::{ChatMemory, ConversationId, Message, Store, Turn};
 use serde::Deserialize;
 
 use crate::error::{ApiError, ErrorBody};
@@ -239,22 +239,10 @@ pub(crate) async fn recall_for(
     turn: &mut Turn<'_, Arc<dyn Store>>,
     recalls: bool,
 ) -> Result<TurnRecall, chatmem::Error> {
-    let searched = recalls && asks_something(&turn.prompt());
     let recalled = turn.recall().await?;
     Ok(TurnRecall {
-        searched,
+        searched: recalls && recalled.searched,
         seqs: recalled.injected().map(|c| c.seq).collect(),
         tokens: recalled.tokens,
     })
-}
-
-/// Whether `prompt`'s last user message has terms to search for: [`Turn::recall`] searches
-/// only then.
-fn asks_something(prompt: &[&Message]) -> bool {
-    prompt
-        .iter()
-        .rev()
-        .find(|m| m.role() == Role::User)
-        .and_then(|m| m.text())
-        .is_some_and(|text| !chatmem::recall::query_terms(&text).is_empty())
 }

@@ -75,6 +75,9 @@ pub struct Recalled {
     pub message: Option<Message>,
     /// The tokens of [`message`](Recalled::message) by the memory's counter (0 without one).
     pub tokens: usize,
+    /// Whether the store was searched (recall is on and the user message has words to
+    /// search for).
+    pub searched: bool,
 }
 
 impl Recalled {
@@ -166,6 +169,7 @@ pub fn choose(found: &SearchResult, recall: &Recall, budget: usize, counter: &dy
         considered,
         message: None,
         tokens: 0,
+        searched: true,
     };
     loop {
         let lines: Vec<String> = recalled.injected().map(line).collect();
