@@ -138,6 +138,8 @@ impl RedisStoreBuilder {
                 check: Script::new(scripts::CHECK),
                 recent_backfill: Script::new(scripts::RECENT_BACKFILL),
                 schema: Script::new(scripts::SCHEMA),
+                search: Script::new(scripts::SEARCH),
+                fetch: Script::new(scripts::FETCH),
             }),
             cache: Arc::new(WindowCache::new(self.window_cache_bytes)),
             response_timeout: resolved.response_timeout,

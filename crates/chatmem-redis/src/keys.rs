@@ -47,6 +47,11 @@ impl Keys {
     pub(crate) fn msgs(&self, id: &ConversationId) -> String {
         format!("{}:{{{}}}:msgs", self.prefix, tag(id))
     }
+
+    /// The hash of `id`'s lexical index (see [`crate::recall`]).
+    pub(crate) fn idx(&self, id: &ConversationId) -> String {
+        format!("{}:{{{}}}:idx", self.prefix, tag(id))
+    }
 }
 
 /// Lower-case hex of the id's UTF-8 bytes.
@@ -71,6 +76,7 @@ mod tests {
         let id = ConversationId::new("a{b}:*").unwrap();
         assert_eq!(keys.meta(&id), "chatmem:{617b627d3a2a}:meta");
         assert_eq!(keys.msgs(&id), "chatmem:{617b627d3a2a}:msgs");
+        assert_eq!(keys.idx(&id), "chatmem:{617b627d3a2a}:idx");
         assert_eq!(keys.index(), "chatmem:ids");
         assert_eq!(keys.recent(), "chatmem:{chatmem:ids}:recent");
         assert_eq!(keys.schema(), "chatmem:schema");

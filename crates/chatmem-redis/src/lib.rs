@@ -60,8 +60,8 @@
 //! # Data layout
 //!
 //! With the default prefix `chatmem`, conversation `id` has two keys sharing one hash
-//! tag, `<tag>` being the lower-case hex of the id's bytes (so ids holding `{`, `}`, `:`,
-//! `*`, quotes or `%` are safe):
+//! tag, three once it is indexed for recall, `<tag>` being the lower-case hex of the id's
+//! bytes (so ids holding `{`, `}`, `:`, `*`, quotes or `%` are safe):
 //!
 //! - `chatmem:{<tag>}:meta`, a hash: `id` (the raw id), `version`, `window_start`,
 //!   `next_seq`, `commit_token` (see *Outages*), `created` (the token of the commit that
@@ -73,11 +73,14 @@
 //!   none is recorded, and removed when a system message without one replaces it), and
 //!   `summary`, the conversation's [`Summary`](chatmem::Summary) as
 //!   [`Summary::to_json`](chatmem::Summary::to_json) writes it (absent until a commit
-//!   carries one; a commit without one keeps it);
+//!   carries one; a commit without one keeps it), and `indexed` (`1` once a commit has
+//!   written index entries: the index key is this conversation's);
 //! - `chatmem:{<tag>}:msgs`, a sorted set scored by sequence whose members are
 //!   `<seq>:<tokens>[@<counter>]:<message JSON>`, `@<counter>` being the counter name when
 //!   one is recorded, with `%` and `:` in it written `%25` and `%3A` (so any name, the empty
-//!   one included, reads back as written). A load reads only scores `>= window_start`.
+//!   one included, reads back as written). A load reads only scores `>= window_start`;
+//! - `chatmem:{<tag>}:idx`, the lexical index for recall (see *Recall* below), a hash
+//!   only commits made with recall on write.
 //!
 //! Plus `chatmem:ids`, a sorted set of every conversation id (score 0, ordered by bytes)
 //! that [`list`](chatmem::Store::list) pages through with `ZRANGEBYLEX` (never `KEYS`);
@@ -135,30 +138,73 @@
 //! including evicted messages still waiting to be summarized. So switch summaries on once
 //! every process sharing the database runs a version that knows them.
 //!
+//! # Recall
+//!
+//! [`RedisStore`] [searches](chatmem::Store::searches): a commit made with recall on
+//! writes its index entries ([`Commit::index`](chatmem::store::Commit::index)) in the same
+//! script, only when its version check passes (a resend answered as applied writes
+//! nothing again), with the time the script reads for `recent`; and
+//! [`search`](chatmem::Store::search) is one script on the conversation's node (one round
+//! trip, on Cluster too), answering as chatmem's reference index does: BM25 computed in
+//! Lua operation for operation as [`bm25`](chatmem::recall::bm25) (the same doubles),
+//! then checked by the store with `bm25` itself over the candidates the script answers
+//! (a few more than `limit`).
+//!
+//! The index key, `chatmem:{<tag>}:idx`, is one hash: per term a posting list (its newest
+//! postings in one field, older ones in fixed chunks of 64), per message an entry (its
+//! length, time and term counts), and a header (counts, and the entries not yet in the
+//! lists: a commit of a turn writes its messages' entries only, and every 32 messages one
+//! commit moves them into their terms' lists, each term once). Terms are hex-encoded in
+//! field names, so no term is ever read as anything but bytes, and the key shares the
+//! conversation's hash tag, so Cluster keeps it in the conversation's slot. A search reads,
+//! of each query term, only its
+//! [`MAX_POSTINGS_PER_TERM`](chatmem::recall::MAX_POSTINGS_PER_TERM) most recent postings
+//! before `before` (and, for the common terms, often not even those: their bounds cannot
+//! lift a message above the best found from the rarer ones).
+//!
+//! The index goes wherever its messages go: `clear` deletes the key with the others, a
+//! commit deleting messages below a seq deletes their entries and postings in the same
+//! script, and the key carries the conversation's TTL (below). A conversation created
+//! again starts with an empty index (the creating commit deletes any key left behind, as
+//! it does messages).
+//!
+//! No new layout version: the index is a key older chatmem never reads, marked by a meta
+//! field it ignores, so data written by either reads as is. Switch recall on once every
+//! process sharing the database runs a chatmem that knows it: an older one does not give
+//! the index key the conversation's TTL when it commits (the index of a conversation kept
+//! alive only by such commits can expire first; the conversation then searches as if
+//! unindexed until its next indexed commit starts anew), does not delete index entries
+//! below a seq (a search leaves out hits whose message is gone, but still counts them),
+//! and its `clear` leaves the key behind (deleted when the conversation is created again,
+//! else at its TTL, if it has one).
+//!
 //! # Expiry
 //!
-//! Every commit sets `PEXPIRE` on both keys of the conversation to the commit's TTL, or,
-//! when the TTL is `None` and the keys carry one (`PTTL`), `PERSIST`s them, inside the
-//! commit script (so both keys always carry the same deadline). TTLs are rounded up to whole milliseconds (Redis's unit). A
+//! Every commit sets `PEXPIRE` on the keys of the conversation (both, or all three once it
+//! is indexed) to the commit's TTL, or, when the TTL is `None` and the keys carry one
+//! (`PTTL`), `PERSIST`s them, inside the commit script (so the keys always carry the same
+//! deadline). TTLs are rounded up to whole milliseconds (Redis's unit). A
 //! TTL longer than 2^45 ms (about 1,100 years) is too long to pass to Redis safely and, as
 //! chatmem documents for a TTL a store cannot represent, never expires. An expired
-//! conversation's keys are gone, so it reads as empty at once. Its index entries stay until
-//! a [`list`](chatmem::Store::list) or a [`recent`](chatmem::Store::recent) meets it (each
-//! listed id is checked and stale ones are removed from both indexes) or
-//! [`purge_expired`](chatmem::Store::purge_expired) sweeps the id index. Sequence numbers
+//! conversation's keys are gone, so it reads as empty at once. Its entries in the id and
+//! recency indexes stay until a [`list`](chatmem::Store::list) or a
+//! [`recent`](chatmem::Store::recent) meets it (each listed id is checked and stale ones
+//! are removed from both indexes) or [`purge_expired`](chatmem::Store::purge_expired)
+//! sweeps the id index. Sequence numbers
 //! must stay below 2^53 (sorted-set scores are doubles).
 //!
 //! # Eviction (`maxmemory`)
 //!
 //! A conversation is its `:meta` hash: when it is missing, the conversation does not exist
-//! for any operation, whatever messages are left behind in `:msgs` (a key deleted by hand,
-//! or evicted). `load` and `history` return nothing, `list` skips it, `clear` deletes the
-//! leftover messages and returns `false`, and a commit creating it anew deletes them
-//! first. The opposite loss cannot be told apart from a conversation whose messages were
+//! for any operation, whatever messages (or index) are left behind in `:msgs` and `:idx`
+//! (a key deleted by hand, or evicted). `load`, `history` and `search` return nothing,
+//! `list` skips it, `clear` deletes the leftovers and returns `false`, and a commit
+//! creating it anew deletes them first. The opposite loss cannot be told apart from a conversation whose messages were
 //! all dropped: a `:meta` hash whose `:msgs` key was evicted keeps its version and system
-//! message but has lost its messages.
+//! message but has lost its messages. One whose `:idx` key was evicted searches as if
+//! unindexed until its next indexed commit starts a new index.
 //!
-//! Redis evicts one key at a time, never a conversation's two keys together, so the
+//! Redis evicts one key at a time, never a conversation's keys together, so the
 //! `maxmemory-policy` of the Redis that holds chatmem's keys decides what can be lost:
 //!
 //! - `noeviction` (Redis's default) is safe: nothing is lost before its TTL; when memory is
@@ -169,7 +215,7 @@
 //!   are safe. A conversation with a TTL may be evicted before its deadline, and one key at
 //!   a time: without its `:meta` it is gone (as if expired early), without its `:msgs` it
 //!   keeps its state but not its messages. Use these only when losing such conversations
-//!   early is acceptable. (Expiry itself is safe: both keys carry the same deadline, set
+//!   early is acceptable. (Expiry itself is safe: a conversation's keys carry the same deadline, set
 //!   in the same script, and read as gone together.)
 //! - `allkeys-lru`, `allkeys-lfu`, `allkeys-random` are not safe: they may evict any key
 //!   at any time, including conversations without a TTL, half of a conversation as above,
@@ -227,7 +273,7 @@
 //!
 //! | operation | single Redis | Redis Cluster |
 //! |---|---|---|
-//! | `load`, `history` | 1 | 1 |
+//! | `load`, `history`, `search` | 1 | 1 |
 //! | `commit` | 1 | 2 (script, `ZADD` of its time); 3 when it creates the conversation (`ZADD`s, script, `ZADD`s) |
 //! | `clear` | 1 | 1 when it did not exist; else 3 (script, `ZREM`s, `EXISTS`) |
 //! | `list` | 2 (`ZRANGEBYLEX`, one check-and-prune script) | 2 (`ZRANGEBYLEX`, then `N` `EXISTS` sent at once, one per node's connection); +2 (`ZREM`, `EXISTS`) when stale ids were met |
@@ -286,6 +332,7 @@ mod conn;
 mod error;
 mod index;
 mod keys;
+mod recall;
 mod recent;
 mod reply;
 mod retry;

@@ -1,9 +1,9 @@
 //! The Lua scripts. Each runs atomically on the server, so a load or a commit is one
 //! round trip (`EVALSHA`; `redis::Script` falls back to `SCRIPT LOAD` after a server restart).
 //!
-//! Conversation keys (`KEYS[1]` meta, `KEYS[2]` msgs) share one hash tag. On a single
-//! Redis the commit and clear scripts also update the id index and the recency index,
-//! passed as `KEYS[3]` and `KEYS[4]`; on Redis Cluster those live in another slot (a
+//! Conversation keys (`KEYS[1]` meta, `KEYS[2]` msgs, `KEYS[3]` its lexical index where a
+//! script takes it) share one hash tag. On a single Redis the commit and clear scripts also
+//! update the id index and the recency index, passed as `KEYS[4]` and `KEYS[5]`; on Redis Cluster those live in another slot (a
 //! `CROSSSLOT` error inside a script), so the store leaves them out and updates them with
 //! separate commands (see the crate docs). The two indexes share one slot, so scripts may
 //! take both.
@@ -55,30 +55,35 @@ return redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. ARGV[1], '+inf', 'LIMIT', 0, 
 /// The version-checked commit. The version check is its only check: a `Commit` cannot be
 /// built invalid, so its sequences, window start and next seq are stored as they are.
 ///
-/// `KEYS`: meta, msgs, and the index and the recency index (single Redis only; without
-/// them neither is touched). `ARGV`: 1 expected version, 2 raw id, 3 window start after the commit,
-/// 4 delete messages with a seq below this (empty or `0` = delete nothing; may be below the
-/// window start while evicted messages wait for a summary), 5 TTL in ms (empty = no
-/// expiry), 6 system message (`0` none, `1` one without a counter name, `2` one counted by
-/// `ARGV[12]`), 7 system seq, 8 system tokens, 9 system record JSON, 10 next_seq after the
-/// commit, 11 a random commit token, 12 the system message's counter name (empty unless 6
-/// is `2`), 13 the new summary's JSON (empty = keep the stored one; a summary's JSON is
-/// never empty), then `seq, member` pairs from 14 on.
+/// `KEYS`: meta, msgs, the lexical index (see [`crate::recall`]), and the id index and the
+/// recency index (single Redis only; without them neither is touched). `ARGV`: 1 expected
+/// version, 2 raw id, 3 window start after the commit, 4 delete messages with a seq below
+/// this (empty or `0` = delete nothing; may be below the window start while evicted
+/// messages wait for a summary), 5 TTL in ms (empty = no expiry), 6 system message (`0`
+/// none, `1` one without a counter name, `2` one counted by `ARGV[12]`), 7 system seq, 8
+/// system tokens, 9 system record JSON, 10 next_seq after the commit, 11 a random commit
+/// token, 12 the system message's counter name (empty unless 6 is `2`), 13 the new
+/// summary's JSON (empty = keep the stored one; a summary's JSON is never empty), 14 how
+/// many messages are appended, then their `seq, member` pairs from 15 on, then the index
+/// entries as [`push_index`](crate::recall::push_index) lays them out.
 ///
 /// Returns `{1, new_version, now}` (also when this very commit, recognised by its token,
 /// was already applied: a resend after a lost connection), `{0, current_version, now}` on
 /// a lost version check, or `{2, 0, now}` when the stored version is unreadable; `now` is
-/// the server's `TIME` in microseconds (a string): the commit's time in the recency index,
-/// which on Cluster the store records with it after the script.
+/// the server's `TIME` in microseconds (a string): the commit's time in the recency index
+/// and in the index entries, which on Cluster the store records with it after the script.
 ///
 /// `TIME` before writes needs scripts replicated by their effects: the only mode since
 /// Redis 7, the default since Redis 5.
 pub(crate) const COMMIT: &str = r#"
-local meta, msgs, index, recent = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local meta, msgs, idx, index, recent = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+-- Postings per full chunk, bytes per posting and per list header, bytes per pending
+-- entry, and how many pending entries are merged into the lists (see crate::recall).
+local B, W, H, P, T = 64, 15, 20, 11, 32
 local t = redis.call('TIME')
 -- Built as text: exact, where Lua's number formatting might not be.
 local now = t[1] .. string.format('%06d', tonumber(t[2]))
-local cur = redis.call('HMGET', meta, 'version', 'commit_token')
+local cur = redis.call('HMGET', meta, 'version', 'commit_token', 'indexed')
 local version = 0
 if cur[1] then
   version = tonumber(cur[1])
@@ -93,21 +98,40 @@ if version ~= tonumber(ARGV[1]) then
   return {0, version, now}
 end
 if version == 0 then
-  -- A conversation that does not exist has no messages, whatever was left behind.
-  redis.call('DEL', msgs)
+  -- A conversation that does not exist has no messages and no index, whatever was left
+  -- behind (a meta hash without a version is none).
+  redis.call('DEL', msgs, meta, idx)
+  cur = {}
   -- Listed when created; an existing one is listed already (whoever unlists an id checks
   -- that its meta hash is gone, in the same script), so steady-state commits skip it.
   if index then
     redis.call('ZADD', index, 0, ARGV[2])
   end
 end
-local n = #ARGV
--- ZADD in chunks: unpack() of a huge table overflows Lua's C stack.
-local i = 14
-while i < n do
+-- HMGET and HSET of many fields of `key`, a thousand at a time: unpack() of a huge table
+-- overflows Lua's C stack.
+local function hmget(key, names)
+  local out = {}
+  for i = 1, #names, 1000 do
+    local part = redis.call('HMGET', key, unpack(names, i, math.min(i + 999, #names)))
+    for j = 1, #part do
+      out[i + j - 1] = part[j]
+    end
+  end
+  return out
+end
+local function hcall(cmd, key, args, step)
+  for i = 1, #args, step do
+    redis.call(cmd, key, unpack(args, i, math.min(i + step - 1, #args)))
+  end
+end
+local appended = tonumber(ARGV[14])
+local i = 15
+local stop = 15 + 2 * appended
+while i < stop do
   local args = {}
   local j = i
-  while j < n and j < i + 1000 do
+  while j < stop and j < i + 1000 do
     args[#args + 1] = ARGV[j]
     args[#args + 1] = ARGV[j + 1]
     j = j + 2
@@ -115,7 +139,250 @@ while i < n do
   redis.call('ZADD', msgs, 'NX', unpack(args))
   i = j
 end
--- One HSET for every field the commit sets.
+local below = 0
+if ARGV[4] ~= '' and ARGV[4] ~= '0' then
+  redis.call('ZREMRANGEBYSCORE', msgs, '-inf', '(' .. ARGV[4])
+  below = tonumber(ARGV[4])
+end
+-- The index (see crate::recall), in its own key, which the meta hash's `indexed` marks as
+-- this conversation's (a key left behind by another is dropped before the first entry).
+local entries = tonumber(ARGV[stop])
+local indexed = cur[3] and true or false
+local first_index = entries > 0 and not indexed
+-- Read and written only when the commit adds entries or deletes some.
+local touch = entries > 0 or (indexed and below > 0)
+local docs, total, floor, pend = 0, 0, 0, ''
+if indexed and touch then
+  local head = redis.call('HGET', idx, 'i')
+  if head then
+    docs, total, floor = struct.unpack('>I7I7I7', head)
+    pend = string.sub(head, 22)
+  end
+elseif first_index then
+  redis.call('DEL', idx)
+end
+local formats = {}
+local function postings_format(n)
+  local f = formats[n]
+  if not f then
+    f = '>' .. string.rep('I7I4I4', n)
+    formats[n] = f
+  end
+  return f
+end
+if indexed and docs > 0 and floor < below then
+  local gone = {}
+  -- Pending entries below go with their messages: their postings are in no list yet.
+  local count = #pend / P
+  local first_pending = below
+  local cut = 0
+  for k = 1, count do
+    local seq, len = struct.unpack('>I7I4', pend, (k - 1) * P + 1)
+    if k == 1 then
+      first_pending = math.min(seq, below)
+    end
+    if seq >= below then
+      break
+    end
+    cut = k
+    gone[#gone + 1] = 'd:' .. string.format('%d', seq)
+    docs = docs - 1
+    total = total - len
+  end
+  pend = string.sub(pend, cut * P + 1)
+  -- The merged entries below go too: each entry names its terms, and a term's postings
+  -- below are the first ones of its list (seqs only grow), so each list loses as many
+  -- from its front as the deleted entries that hold its term.
+  local drop, order = {}, {}
+  local s = floor
+  while s < first_pending do
+    local last = math.min(first_pending - 1, s + 999)
+    local names = {}
+    for q = s, last do
+      names[#names + 1] = 'd:' .. string.format('%d', q)
+    end
+    local recs = redis.call('HMGET', idx, unpack(names))
+    for r = 1, #recs do
+      local rec = recs[r]
+      if rec then
+        gone[#gone + 1] = names[r]
+        docs = docs - 1
+        total = total - tonumber(string.match(rec, '^%d+'))
+        for term in string.gmatch(rec, ';(%x*):') do
+          if drop[term] then
+            drop[term] = drop[term] + 1
+          else
+            drop[term] = 1
+            order[#order + 1] = term
+          end
+        end
+      end
+    end
+    s = last + 1
+  end
+  floor = below
+  local names = {}
+  for k, term in ipairs(order) do
+    names[k] = 't:' .. term
+  end
+  local states = hmget(idx, names)
+  local set = {}
+  for k, term in ipairs(order) do
+    local state = states[k]
+    if state then
+      local n, d, maxtf, minlen = struct.unpack('>I6I6I4I4', state)
+      local d2 = d + drop[term]
+      local chunks = math.floor(n / B)
+      local dead = math.min(math.floor(d2 / B), chunks)
+      if d2 >= n then
+        dead = chunks
+        gone[#gone + 1] = names[k]
+      else
+        set[#set + 1] = names[k]
+        set[#set + 1] = struct.pack('>I6I6I4I4', n, d2, maxtf, minlen) .. string.sub(state, H + 1)
+      end
+      for c = math.floor(d / B), dead - 1 do
+        gone[#gone + 1] = 'c:' .. term .. ':' .. string.format('%d', c)
+      end
+    end
+  end
+  hcall('HDEL', idx, gone, 1000)
+  hcall('HSET', idx, set, 2000)
+end
+-- Appends postings to their terms' lists: `groups[term]` = {nums = {seq, tf, len, ...} in
+-- seq order, packed = postings already packed (after nums), maxtf, minlen}.
+local function append_postings(groups, order)
+  local names = {}
+  for k, term in ipairs(order) do
+    names[k] = 't:' .. term
+  end
+  local states = hmget(idx, names)
+  local set = {}
+  for k, term in ipairs(order) do
+    local g = groups[term]
+    local parts = {}
+    local nums = g.nums
+    for from = 1, #nums, 600 do
+      local to = math.min(from + 599, #nums)
+      parts[#parts + 1] = struct.pack(postings_format((to - from + 1) / 3), unpack(nums, from, to))
+    end
+    parts[#parts + 1] = g.packed
+    local add = table.concat(parts)
+    local maxtf, minlen = g.maxtf, g.minlen
+    local state = states[k]
+    local n, d, tail = 0, 0, ''
+    if state then
+      local tf, len
+      n, d, tf, len = struct.unpack('>I6I6I4I4', state)
+      maxtf, minlen = math.max(maxtf, tf), math.min(minlen, len)
+      tail = string.sub(state, H + 1)
+    end
+    local buf = tail .. add
+    local count = #add / W
+    -- The tail holds n % B postings; whole chunks of B move out of it.
+    local full = math.floor(((n % B) + count) / B)
+    local first = math.floor(n / B)
+    for c = 0, full - 1 do
+      set[#set + 1] = 'c:' .. term .. ':' .. string.format('%d', first + c)
+      set[#set + 1] = string.sub(buf, c * B * W + 1, (c + 1) * B * W)
+    end
+    set[#set + 1] = names[k]
+    set[#set + 1] = struct.pack('>I6I6I4I4', n + count, d, maxtf, minlen) .. string.sub(buf, full * B * W + 1)
+  end
+  hcall('HSET', idx, set, 2000)
+end
+-- Reads one entry's counts (`;<hex>:<tf>...`) into `groups`.
+local function take(groups, order, entry, seq, len)
+  for term, tf in string.gmatch(entry, ';(%x*):(%d+)') do
+    local g = groups[term]
+    if not g then
+      g = {nums = {}, packed = '', maxtf = 0, minlen = len}
+      groups[term] = g
+      order[#order + 1] = term
+    end
+    tf = tonumber(tf)
+    local nums = g.nums
+    nums[#nums + 1] = seq
+    nums[#nums + 1] = tf
+    nums[#nums + 1] = len
+    if tf > g.maxtf then
+      g.maxtf = tf
+    end
+    if len < g.minlen then
+      g.minlen = len
+    end
+  end
+end
+-- The index's fields this commit sets (one HSET at the end).
+local extra = {}
+-- Entries below the deletion bound are not sent: they would go at once.
+local p = stop + 1
+if entries > 0 then
+  indexed = true
+  if docs == 0 then
+    -- Nothing indexed: no entry lies below the first new one.
+    floor = tonumber(ARGV[p])
+  end
+  local first_entry = p
+  for _ = 1, entries do
+    extra[#extra + 1] = 'd:' .. ARGV[p]
+    extra[#extra + 1] = ARGV[p + 1] .. ':' .. now .. ARGV[p + 2]
+    docs = docs + 1
+    total = total + tonumber(ARGV[p + 1])
+    p = p + 3
+  end
+  local old = pend
+  pend = pend .. ARGV[p]
+  local grouped = ARGV[p + 1] == '1'
+  p = p + 2
+  if grouped or #pend / P >= T then
+    -- The pending entries move into the lists, oldest first, then this commit's: read
+    -- from their entries, or (a large commit) as the store grouped them by term.
+    local groups, order = {}, {}
+    local count = #old / P
+    if count > 0 then
+      local names, seqs, lens = {}, {}, {}
+      for k = 1, count do
+        seqs[k], lens[k] = struct.unpack('>I7I4', old, (k - 1) * P + 1)
+        names[k] = 'd:' .. string.format('%d', seqs[k])
+      end
+      local recs = hmget(idx, names)
+      for k = 1, count do
+        if recs[k] then
+          take(groups, order, recs[k], seqs[k], lens[k])
+        end
+      end
+    end
+    if grouped then
+      local terms = tonumber(ARGV[p])
+      for k = 0, terms - 1 do
+        local term, blob = ARGV[p + 1 + 2 * k], ARGV[p + 2 + 2 * k]
+        local maxtf, minlen = struct.unpack('>I4I4', blob)
+        local g = groups[term]
+        if not g then
+          g = {nums = {}, packed = '', maxtf = 0, minlen = minlen}
+          groups[term] = g
+          order[#order + 1] = term
+        end
+        g.packed = string.sub(blob, 9)
+        g.maxtf, g.minlen = math.max(g.maxtf, maxtf), math.min(g.minlen, minlen)
+      end
+    else
+      for e = 0, entries - 1 do
+        local at = first_entry + 3 * e
+        take(groups, order, ARGV[at + 2], tonumber(ARGV[at]), tonumber(ARGV[at + 1]))
+      end
+    end
+    append_postings(groups, order)
+    pend = ''
+  end
+end
+if indexed and touch then
+  extra[#extra + 1] = 'i'
+  extra[#extra + 1] = struct.pack('>I7I7I7', docs, total, floor) .. pend
+  hcall('HSET', idx, extra, 2000)
+end
+-- One HSET for every field of the meta hash the commit sets.
 local new_version = version + 1
 local fields = {'id', ARGV[2], 'version', new_version, 'next_seq', ARGV[10], 'window_start', ARGV[3],
   'commit_token', ARGV[11]}
@@ -123,6 +390,10 @@ if version == 0 then
   -- The creation marker: tells this conversation from one created again under its id.
   fields[#fields + 1] = 'created'
   fields[#fields + 1] = ARGV[11]
+end
+if first_index then
+  fields[#fields + 1] = 'indexed'
+  fields[#fields + 1] = '1'
 end
 if ARGV[6] ~= '0' then
   for _, f in ipairs({'sys_seq', ARGV[7], 'sys_tokens', ARGV[8], 'sys_json', ARGV[9]}) do
@@ -141,16 +412,20 @@ if ARGV[13] ~= '' then
   fields[#fields + 1] = ARGV[13]
 end
 redis.call('HSET', meta, unpack(fields))
-if ARGV[4] ~= '' and ARGV[4] ~= '0' then
-  redis.call('ZREMRANGEBYSCORE', msgs, '-inf', '(' .. ARGV[4])
-end
+-- The conversation's keys always carry the same deadline: the index's too, once it has one.
 if ARGV[5] ~= '' then
   redis.call('PEXPIRE', meta, ARGV[5])
   redis.call('PEXPIRE', msgs, ARGV[5])
+  if indexed then
+    redis.call('PEXPIRE', idx, ARGV[5])
+  end
 elseif redis.call('PTTL', meta) ~= -1 then
-  -- An earlier commit set a TTL (both keys always carry the same one): this one has none.
+  -- An earlier commit set a TTL: this one has none.
   redis.call('PERSIST', meta)
   redis.call('PERSIST', msgs)
+  if indexed then
+    redis.call('PERSIST', idx)
+  end
 end
 if recent then
   redis.call('ZADD', recent, now, ARGV[2])
@@ -158,15 +433,612 @@ end
 return {1, new_version, now}
 "#;
 
-/// Deletes a conversation. `KEYS`: meta, msgs, and the index and the recency index
-/// (single Redis only); `ARGV[1]`: raw id. Returns 1 when the conversation existed, that
-/// is when its meta hash did; messages left behind without it are deleted all the same.
+/// A lexical search of one conversation (see [`crate::recall`] for the index it reads).
+/// `KEYS`: meta, msgs, index. `ARGV`: 1 only seqs below this, 2 at most this many hits, 3 how
+/// many of the best candidates to answer in all (hits with their messages first, then the
+/// rest as statistics only, for the store to check the order with chatmem's own BM25), 4
+/// how many of each term's most recent postings below `ARGV[1]` count
+/// ([`MAX_POSTINGS_PER_TERM`](chatmem::recall::MAX_POSTINGS_PER_TERM)), then the query's
+/// terms, encoded.
+///
+/// BM25 is computed as [`chatmem::recall::bm25`] computes it, operation for operation in
+/// the same order (Lua's numbers are the same doubles), and rounded as
+/// [`chatmem::recall::rounded`] rounds.
+///
+/// The pending entries (the newest messages, in no list yet) are read whole: each is
+/// scored, and counts in its terms' windows (`ARGV[4]` postings each), which the lists
+/// fill after them. Each list's window is found from the end of the list (the postings
+/// at or past `ARGV[1]` are its last ones): galloping back, then bisecting, a chunk read
+/// per step.
+///
+/// The best candidates are then found without reading every window (MaxScore): a term's
+/// score is bounded by its largest count and smallest length, and the windows are read
+/// rarest first; once the best candidates so far all score more than the bounds of the
+/// terms not yet read can add up to, no message holding only those can beat them, and
+/// their windows are not read. A window's new candidates whose bound (their score of the
+/// term, plus the bounds of the later terms whose windows reach their seq) is below the
+/// best so far (or, before there are enough, below the best of their own scores) are not
+/// scored. The others' counts of later terms are read from those windows, decoded whole
+/// when many candidates lie in them, else from the candidates' entries.
+///
+/// Returns `{docs, total_len, {df...}, hits, rest}`: `hits` are `{seq, len, at, member,
+/// tf...}` best first (a candidate whose message is gone is left out), `rest` the next
+/// candidates as `{seq, len, tf...}`. `{0, 0, {0...}, {}, {}}` when the conversation does
+/// not exist.
+pub(crate) const SEARCH: &str = r#"
+local meta, msgs, idx = KEYS[1], KEYS[2], KEYS[3]
+local B, W, H, P = 64, 15, 20, 11
+local before, limit, keep, cap = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local m = #ARGV - 4
+local function term(i)
+  return ARGV[i + 4]
+end
+local function hmget(names)
+  local out = {}
+  for i = 1, #names, 1000 do
+    local part = redis.call('HMGET', idx, unpack(names, i, math.min(i + 999, #names)))
+    for j = 1, #part do
+      out[i + j - 1] = part[j]
+    end
+  end
+  return out
+end
+local df = {}
+for i = 1, m do
+  df[i] = 0
+end
+-- No conversation, or one never indexed: nothing indexed.
+local conversation = redis.call('HMGET', meta, 'version', 'indexed')
+if not conversation[1] or not conversation[2] then
+  return {0, 0, df, {}, {}}
+end
+local names = {'i'}
+for i = 1, m do
+  names[i + 1] = 't:' .. term(i)
+end
+local got = hmget(names)
+local docs, total, pend = 0, 0, ''
+if got[1] then
+  docs, total = struct.unpack('>I7I7', got[1])
+  pend = string.sub(got[1], 22)
+end
+local lists = {}
+for i = 1, m do
+  local state = got[i + 1]
+  if state then
+    local n, d, maxtf, minlen = struct.unpack('>I6I6I4I4', state)
+    df[i] = n - d
+    if n > d then
+      lists[i] = {n = n, d = d, maxtf = maxtf, minlen = minlen, tail = string.sub(state, H + 1), chunks = {}}
+    end
+  end
+end
+-- A term's count in an entry (`;<hex>:<tf>` in `<len>:<at>;...`).
+local needles = {}
+for i = 1, m do
+  needles[i] = ';' .. term(i) .. ':'
+end
+local function count_in(entry, i)
+  local _, e = string.find(entry, needles[i], 1, true)
+  if not e then
+    return 0
+  end
+  -- Its digits, read as bytes (no string made).
+  local n, at = 0, e + 1
+  while true do
+    local c = string.byte(entry, at)
+    if not c or c < 48 or c > 57 then
+      return n
+    end
+    n, at = n * 10 + (c - 48), at + 1
+  end
+end
+-- The pending entries (the newest, in no list yet): each one's counts, read from its entry.
+local pcount = #pend / P
+local pseqs, plens, precs, ptfs = {}, {}, {}, {}
+if pcount > 0 then
+  local wanted = {}
+  for k = 1, pcount do
+    pseqs[k], plens[k] = struct.unpack('>I7I4', pend, (k - 1) * P + 1)
+    wanted[k] = 'd:' .. string.format('%d', pseqs[k])
+  end
+  precs = hmget(wanted)
+  for k = 1, pcount do
+    local rec, row = precs[k], {}
+    for i = 1, m do
+      local tf = rec and count_in(rec, i) or 0
+      row[i] = tf
+      if tf > 0 then
+        df[i] = df[i] + 1
+      end
+    end
+    ptfs[k] = row
+  end
+end
+if limit == 0 or docs == 0 or before <= 1 then
+  return {docs, total, df, {}, {}}
+end
+-- chatmem::recall::bm25 and rounded, in their order of operations.
+local k1, b = 1.2, 0.75
+local avg = math.max(total / docs, 1.0)
+local idf = {}
+for i = 1, m do
+  idf[i] = math.log(1.0 + ((docs - df[i]) + 0.5) / (df[i] + 0.5))
+end
+local function score(tfs, len)
+  local norm = k1 * ((1.0 - b) + (b * len) / avg)
+  local s = 0
+  for i = 1, m do
+    local tf = tfs[i]
+    if tf > 0 then
+      s = s + ((idf[i] * tf) * (k1 + 1.0)) / (tf + norm)
+    end
+  end
+  local x = s * 1000000.0
+  local r = math.floor(x)
+  if x - r >= 0.5 then
+    r = r + 1
+  end
+  return r / 1000000.0
+end
+-- The best `keep` so far, {score, seq, len, tfs, entry}: a heap whose first is the worst
+-- of them; `worst` is that one once there are `keep`.
+local top, kept, worst = {}, 0, nil
+local function worse(x, y)
+  return x[1] < y[1] or (x[1] == y[1] and x[2] < y[2])
+end
+local function add(entry)
+  if kept < keep then
+    kept = kept + 1
+    top[kept] = entry
+    local x = kept
+    while x > 1 do
+      local up = math.floor(x / 2)
+      if not worse(top[x], top[up]) then
+        break
+      end
+      top[x], top[up] = top[up], top[x]
+      x = up
+    end
+  elseif worse(top[1], entry) then
+    top[1] = entry
+    local x = 1
+    while true do
+      local low, left = x, 2 * x
+      if left <= kept and worse(top[left], top[low]) then
+        low = left
+      end
+      if left + 1 <= kept and worse(top[left + 1], top[low]) then
+        low = left + 1
+      end
+      if low == x then
+        break
+      end
+      top[x], top[low] = top[low], top[x]
+      x = low
+    end
+  else
+    return
+  end
+  if kept >= keep then
+    worst = top[1]
+  end
+end
+-- The pending entries below `before` are the newest postings there of every term they
+-- hold: each counts as long as its term's window (`cap` postings) is not full.
+local used = {}
+for i = 1, m do
+  used[i] = 0
+end
+for k = pcount, 1, -1 do
+  local seq = pseqs[k]
+  if seq < before then
+    local row, tfs, any = ptfs[k], {}, false
+    for i = 1, m do
+      tfs[i] = 0
+      if row[i] > 0 and used[i] < cap then
+        used[i] = used[i] + 1
+        tfs[i] = row[i]
+        any = true
+      end
+    end
+    if any then
+      add({score(tfs, plens[k]), seq, plens[k], tfs, precs[k]})
+    end
+  end
+end
+-- A list's chunks (its tail as the last), each read once and kept as read: postings are
+-- read where they lie (no table is made of them).
+local POSTING = '>I7I4I4'
+local function chunk_name(i, c)
+  return 'c:' .. term(i) .. ':' .. string.format('%d', c)
+end
+local function chunk(i, c)
+  local l = lists[i]
+  local s = l.chunks[c]
+  if not s then
+    if c == math.floor(l.n / B) then
+      s = l.tail
+    else
+      s = redis.call('HGET', idx, chunk_name(i, c)) or ''
+    end
+    l.chunks[c] = s
+  end
+  return s
+end
+-- Reads chunks `from` to `to` of list `i` that are not read yet, in one HMGET.
+local function prefetch(i, from, to)
+  local l = lists[i]
+  local wanted, at = {}, {}
+  for c = from, math.min(to, math.floor(l.n / B) - 1) do
+    if not l.chunks[c] then
+      wanted[#wanted + 1] = chunk_name(i, c)
+      at[#at + 1] = c
+    end
+  end
+  if #wanted > 0 then
+    local part = hmget(wanted)
+    for j, c in ipairs(at) do
+      l.chunks[c] = part[j] or ''
+    end
+  end
+end
+local function seq_at(i, o)
+  local c = math.floor(o / B)
+  return (struct.unpack('>I7', chunk(i, c), (o - c * B) * W + 1))
+end
+-- Each list's window: its postings `lo` to `hi - 1`, the last below `before` that the
+-- pending entries leave room for.
+for i = 1, m do
+  local l = lists[i]
+  if l then
+    local lo, hi, gap = l.d, l.n, 1
+    while lo < hi do
+      local o = math.max(lo, hi - gap)
+      if seq_at(i, o) < before then
+        lo = o + 1
+        break
+      end
+      hi = o
+      gap = gap * 2
+    end
+    while lo < hi do
+      local mid = math.floor((lo + hi) / 2)
+      if seq_at(i, mid) < before then
+        lo = mid + 1
+      else
+        hi = mid
+      end
+    end
+    l.hi = lo
+    l.lo = math.max(l.d, lo - (cap - used[i]))
+    if l.lo >= l.hi then
+      lists[i] = nil
+    end
+  end
+end
+-- Bounds are raised a little above what they bound, so that no rounding makes one fall
+-- below a score it bounds; a candidate is left out only when even its bound is clearly
+-- below the best ones' (ties are kept: they are broken by seq).
+local function raised(x)
+  return x * (1 + 1e-9) + 1e-9
+end
+local SLACK = 2e-6
+local order, ub = {}, {}
+for i = 1, m do
+  local l = lists[i]
+  if l then
+    local norm = k1 * ((1.0 - b) + (b * l.minlen) / avg)
+    ub[i] = raised(((idf[i] * l.maxtf) * (k1 + 1.0)) / (l.maxtf + norm))
+    order[#order + 1] = i
+  end
+end
+table.sort(order, function(x, y)
+  return ub[x] > ub[y] or (ub[x] == ub[y] and x < y)
+end)
+-- What the terms from the k-th on (in that order) can add at most.
+local suffix = {}
+suffix[#order + 1] = 0
+for k = #order, 1, -1 do
+  suffix[k] = suffix[k + 1] + ub[order[k]]
+end
+-- Per term position, in the order read: the later terms, each {position, its window's
+-- first seq, its bound}, twins (the same term) left out.
+local function later_than(k)
+  local i, out = order[k], {}
+  for kk = k + 1, #order do
+    local q = order[kk]
+    if term(q) ~= term(i) then
+      local l = lists[q]
+      if not l.first then
+        l.first = seq_at(q, l.lo)
+      end
+      out[#out + 1] = {q, l.first, ub[q]}
+    end
+  end
+  return out
+end
+-- Later terms' windows read whole (when many candidates lie in them): count by seq; and
+-- the length of every message read so.
+local maps, lens = {}, {}
+local function map_of(q)
+  local mp = maps[q]
+  if mp then
+    return mp
+  end
+  mp = {}
+  local l = lists[q]
+  local first, last = math.floor(l.lo / B), math.floor((l.hi - 1) / B)
+  prefetch(q, first, last)
+  for c = first, last do
+    local s = chunk(q, c)
+    local o1 = math.max(l.lo, c * B)
+    local pos = (o1 - c * B) * W + 1
+    for _ = o1, math.min(l.hi, (c + 1) * B) - 1 do
+      local seq, tf, len = struct.unpack(POSTING, s, pos)
+      pos = pos + W
+      mp[seq] = tf
+      lens[seq] = len
+    end
+  end
+  maps[q] = mp
+  return mp
+end
+-- The least of the `kk` largest of `values[1..n]`, or nil when there are fewer (a heap).
+local function kth_largest(values, n, kk)
+  if n < kk then
+    return nil
+  end
+  local heap = {}
+  for j = 1, n do
+    local v = values[j]
+    if j <= kk then
+      local x = j
+      heap[x] = v
+      while x > 1 do
+        local up = math.floor(x / 2)
+        if heap[up] <= heap[x] then
+          break
+        end
+        heap[up], heap[x] = heap[x], heap[up]
+        x = up
+      end
+    elseif v > heap[1] then
+      heap[1] = v
+      local x = 1
+      while true do
+        local small, left = x, 2 * x
+        if left <= kk and heap[left] < heap[small] then
+          small = left
+        end
+        if left + 1 <= kk and heap[left + 1] < heap[small] then
+          small = left + 1
+        end
+        if small == x then
+          break
+        end
+        heap[small], heap[x] = heap[x], heap[small]
+        x = small
+      end
+    end
+  end
+  return heap[1]
+end
+-- The counts of the candidate being scored, by query position.
+local tv = {}
+local seen = {}
+for k = 1, #order do
+  if worst and suffix[k] + SLACK < worst[1] then
+    break
+  end
+  local i = order[k]
+  local l = lists[i]
+  local lat = later_than(k)
+  local nlat = #lat
+  local twins = {}
+  for q = 1, m do
+    if q ~= i and term(q) == term(i) then
+      twins[#twins + 1] = q
+    end
+  end
+  -- The window's new candidates, each with its score of this term (its twins included).
+  local fs, fl, ft, fo, fn = {}, {}, {}, {}, 0
+  local times, w = 1 + #twins, idf[i]
+  if maps[i] then
+    for seq, tf in pairs(maps[i]) do
+      if not seen[seq] then
+        seen[seq] = true
+        local len = lens[seq]
+        fn = fn + 1
+        fs[fn], fl[fn], ft[fn] = seq, len, tf
+        fo[fn] = (((w * tf) * (k1 + 1.0)) / (tf + k1 * ((1.0 - b) + (b * len) / avg))) * times
+      end
+    end
+  else
+    local first, last = math.floor(l.lo / B), math.floor((l.hi - 1) / B)
+    prefetch(i, first, last)
+    for c = first, last do
+      local s = chunk(i, c)
+      local o1 = math.max(l.lo, c * B)
+      local pos = (o1 - c * B) * W + 1
+      for _ = o1, math.min(l.hi, (c + 1) * B) - 1 do
+        local seq, tf, len = struct.unpack(POSTING, s, pos)
+        pos = pos + W
+        if not seen[seq] then
+          seen[seq] = true
+          fn = fn + 1
+          fs[fn], fl[fn], ft[fn] = seq, len, tf
+          fo[fn] = (((w * tf) * (k1 + 1.0)) / (tf + k1 * ((1.0 - b) + (b * len) / avg))) * times
+        end
+      end
+    end
+  end
+  -- The bar a candidate's bound must reach: the keep-th best score so far, or, with fewer
+  -- scored, the keep-th best of these own scores (each a candidate's least score).
+  local bar = worst and worst[1]
+  if not bar then
+    local least = kth_largest(fo, fn, keep)
+    if least then
+      bar = least * (1 - 1e-9) - 1e-9
+    end
+  end
+  -- Keeps the candidates whose bound reaches it: own score plus the bounds of the later
+  -- terms whose windows reach their seq.
+  if bar then
+    local kept = 0
+    for j = 1, fn do
+      local seq = fs[j]
+      local bound = fo[j] * (1 + 1e-9) + 1e-9
+      for x = 1, nlat do
+        local w = lat[x]
+        if seq >= w[2] then
+          bound = bound + w[3]
+        end
+      end
+      if bound + SLACK >= bar then
+        kept = kept + 1
+        fs[kept], fl[kept], ft[kept] = fs[j], fl[j], ft[j]
+      end
+    end
+    fn = kept
+  end
+  -- Their counts of the later terms, where they lie in those windows: from those windows
+  -- read whole when many lie in them, else from their entries.
+  local mapped = {}
+  for x = 1, nlat do
+    local w = lat[x]
+    local inside = 0
+    for j = 1, fn do
+      if fs[j] >= w[2] then
+        inside = inside + 1
+      end
+    end
+    if maps[w[1]] or inside > 48 then
+      mapped[x] = map_of(w[1])
+    end
+  end
+  local from = 1
+  while from <= fn do
+    local to = math.min(from + 499, fn)
+    local wanted, at = {}, {}
+    for j = from, to do
+      local seq = fs[j]
+      for x = 1, nlat do
+        if not mapped[x] and seq >= lat[x][2] then
+          wanted[#wanted + 1] = 'd:' .. string.format('%d', seq)
+          at[j] = #wanted
+          break
+        end
+      end
+    end
+    local entries = {}
+    if #wanted > 0 then
+      entries = redis.call('HMGET', idx, unpack(wanted))
+    end
+    -- Scores them: their counts of the terms read before are 0 (they are not in those
+    -- windows); the same term twice in the query counts wherever it stands.
+    for j = from, to do
+      local seq = fs[j]
+      for q = 1, m do
+        tv[q] = 0
+      end
+      tv[i] = ft[j]
+      for _, q in ipairs(twins) do
+        tv[q] = ft[j]
+      end
+      local entry = at[j] and entries[at[j]]
+      for x = 1, nlat do
+        local w = lat[x]
+        if seq >= w[2] then
+          if mapped[x] then
+            tv[w[1]] = mapped[x][seq] or 0
+          elseif entry then
+            tv[w[1]] = count_in(entry, w[1])
+          end
+        end
+      end
+      local s = score(tv, fl[j])
+      if not worst or s > worst[1] or (s == worst[1] and seq > worst[2]) then
+        local tfs = {}
+        for q = 1, m do
+          tfs[q] = tv[q]
+        end
+        add({s, seq, fl[j], tfs, entry})
+      end
+    end
+    from = to + 1
+  end
+end
+table.sort(top, function(x, y)
+  return worse(y, x)
+end)
+local function row(head, tfs)
+  for q = 1, m do
+    head[#head + 1] = tfs[q]
+  end
+  return head
+end
+local hits, rest = {}, {}
+local missing = {}
+for k = 1, math.min(#top, keep) do
+  local c = top[k]
+  if #hits < limit then
+    local key = string.format('%d', c[2])
+    local member = redis.call('ZRANGEBYSCORE', msgs, key, key, 'LIMIT', 0, 1)[1]
+    if member then
+      hits[#hits + 1] = row({c[2], c[3], c[5] or '', member}, c[4])
+      if not c[5] then
+        missing[#missing + 1] = #hits
+      end
+    end
+  else
+    rest[#rest + 1] = row({c[2], c[3]}, c[4])
+  end
+end
+if #missing > 0 then
+  local wanted = {}
+  for j, h in ipairs(missing) do
+    wanted[j] = 'd:' .. string.format('%d', hits[h][1])
+  end
+  local entries = redis.call('HMGET', idx, unpack(wanted))
+  for j, h in ipairs(missing) do
+    hits[h][3] = entries[j] or ''
+  end
+end
+-- Each hit's time: its entry's, between the first `:` and the first `;`.
+for _, h in ipairs(hits) do
+  h[3] = string.match(h[3], '^%d+:(%d+)') or ''
+end
+return {docs, total, df, hits, rest}
+"#;
+
+/// The messages and index times of the seqs in `ARGV`, for a search whose order the store
+/// corrected (see [`SEARCH`]). `KEYS`: meta, msgs, index. Returns `{member, at}` per seq (`false`
+/// for a message or entry that is gone), or `{}` when the conversation does not exist.
+pub(crate) const FETCH: &str = r#"
+local meta, msgs, idx = KEYS[1], KEYS[2], KEYS[3]
+if redis.call('EXISTS', meta) == 0 then
+  return {}
+end
+local out = {}
+for i = 1, #ARGV do
+  local member = redis.call('ZRANGEBYSCORE', msgs, ARGV[i], ARGV[i], 'LIMIT', 0, 1)[1] or false
+  local entry = redis.call('HGET', idx, 'd:' .. ARGV[i])
+  out[i] = {member, entry and string.match(entry, '^%d+:(%d+)') or false}
+end
+return out
+"#;
+
+/// Deletes a conversation. `KEYS`: meta, msgs, its lexical index, and the id index and the
+/// recency index (single Redis only); `ARGV[1]`: raw id. Returns 1 when the conversation
+/// existed, that is when its meta hash did; messages and index left behind without it are
+/// deleted all the same.
 pub(crate) const CLEAR: &str = r#"
 local existed = redis.call('EXISTS', KEYS[1])
-redis.call('DEL', KEYS[1], KEYS[2])
-if KEYS[3] then
-  redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+if KEYS[4] then
   redis.call('ZREM', KEYS[4], ARGV[1])
+  redis.call('ZREM', KEYS[5], ARGV[1])
 end
 return existed
 "#;

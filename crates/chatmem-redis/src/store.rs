@@ -1,12 +1,12 @@
 //! [`RedisStore`]: the store type and its [`Store`] operations (load, commit, history,
-//! clear, list, recent, purge_expired).
+//! clear, list, recent, purge_expired, search).
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chatmem::store::{Commit, RecentPage, RecentQuery, Snapshot, StoreError, StoredMessage};
+use chatmem::store::{Commit, RecentPage, RecentQuery, SearchQuery, SearchResult, Snapshot, StoreError, StoredMessage};
 use chatmem::{ConversationId, Page, Store, Summary};
 use redis::{Script, Value};
 
@@ -15,6 +15,7 @@ use crate::codec;
 use crate::conn::Conn;
 use crate::index::{INDEX_BATCH, index_id};
 use crate::keys::Keys;
+use crate::recall;
 use crate::reply::{Loaded, parse_snapshot};
 use crate::scripts::LOAD_FIELDS;
 use crate::window_cache::{Entry, WindowCache};
@@ -162,6 +163,8 @@ pub(crate) struct Scripts {
     pub(crate) check: Script,
     pub(crate) recent_backfill: Script,
     pub(crate) schema: Script,
+    pub(crate) search: Script,
+    pub(crate) fetch: Script,
 }
 
 impl fmt::Debug for RedisStore {
@@ -244,7 +247,9 @@ impl Store for RedisStore {
         let cluster = self.conn.is_cluster();
         let creates = commit.expected_version() == 0;
         let mut inv = self.scripts.commit.prepare_invoke();
-        inv.key(self.keys.meta(id)).key(self.keys.msgs(id));
+        inv.key(self.keys.meta(id))
+            .key(self.keys.msgs(id))
+            .key(self.keys.idx(id));
         if !cluster {
             inv.key(self.keys.index()).key(self.keys.recent());
         }
@@ -274,11 +279,14 @@ impl Store for RedisStore {
         // Empty keeps the stored summary.
         inv.arg(commit.summary().map(Summary::to_json).unwrap_or_default());
         let mut sizes = Vec::with_capacity(commit.appended().len());
+        inv.arg(commit.appended().len());
         for m in commit.appended() {
             let member = codec::encode(m)?;
             sizes.push(member.len());
             inv.arg(m.seq).arg(member);
         }
+        // Written by the same script, only if the version check passes.
+        recall::push_index(&mut inv, &commit);
         if cluster && creates {
             // Listed before it exists (by recency with time 0), so that no crash can leave
             // it unlisted; `list` and `recent` drop the entries again if this commit does
@@ -345,7 +353,9 @@ impl Store for RedisStore {
     async fn clear(&self, id: &ConversationId) -> Result<bool, StoreError> {
         let cluster = self.conn.is_cluster();
         let mut inv = self.scripts.clear.prepare_invoke();
-        inv.key(self.keys.meta(id)).key(self.keys.msgs(id));
+        inv.key(self.keys.meta(id))
+            .key(self.keys.msgs(id))
+            .key(self.keys.idx(id));
         if !cluster {
             inv.key(self.keys.index()).key(self.keys.recent());
         }
@@ -425,6 +435,16 @@ impl Store for RedisStore {
             );
         }
         Ok(removed)
+    }
+
+    /// The index is written by the commit script itself (see the crate docs, *Recall*).
+    fn searches(&self) -> bool {
+        true
+    }
+
+    /// One script run on the conversation's node, exact as chatmem's BM25.
+    async fn search(&self, id: &ConversationId, query: &SearchQuery) -> Result<SearchResult, StoreError> {
+        self.search_index(id, query).await
     }
 }
 

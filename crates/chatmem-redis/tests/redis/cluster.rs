@@ -27,7 +27,7 @@ fn seed_nodes(url: &str) -> Vec<String> {
 }
 
 /// A plain connection to one node (`host:port`).
-async fn node(addr: &str) -> MultiplexedConnection {
+pub(crate) async fn node(addr: &str) -> MultiplexedConnection {
     redis::Client::open(format!("redis://{addr}"))
         .expect("valid node address")
         .get_multiplexed_async_connection()
@@ -36,7 +36,7 @@ async fn node(addr: &str) -> MultiplexedConnection {
 }
 
 /// Every primary of the cluster as `host:port` -> its slot ranges.
-async fn primaries(url: &str) -> BTreeMap<String, Vec<(u16, u16)>> {
+pub(crate) async fn primaries(url: &str) -> BTreeMap<String, Vec<(u16, u16)>> {
     let mut conn = node(&seed_nodes(url)[0]).await;
     let slots: Vec<redis::Value> = redis::cmd("CLUSTER").arg("SLOTS").query_async(&mut conn).await.unwrap();
     let mut out: BTreeMap<String, Vec<(u16, u16)>> = BTreeMap::new();
@@ -57,7 +57,7 @@ async fn primaries(url: &str) -> BTreeMap<String, Vec<(u16, u16)>> {
 }
 
 /// Deletes every key under `prefix` on every primary (test clean-up only: SCAN).
-async fn cleanup(url: &str, prefix: &str) {
+pub(crate) async fn cleanup(url: &str, prefix: &str) {
     for addr in primaries(url).await.into_keys() {
         common::delete_keys(&mut node(&addr).await, prefix).await;
     }

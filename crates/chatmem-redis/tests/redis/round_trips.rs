@@ -1,6 +1,6 @@
-//! Counts the commands a load and a commit send, from `INFO commandstats` deltas: one
-//! `EVALSHA` each (or, for a load of a conversation the store has seen, one `MULTI`/`EXEC`
-//! transaction), plus exactly the commands that script runs inside Redis (commandstats
+//! Counts the commands a load, a commit and a search send, from `INFO commandstats`
+//! deltas: one `EVALSHA` each (or, for a load of a conversation the store has seen, one
+//! `MULTI`/`EXEC` transaction), plus exactly the commands that script runs inside Redis (commandstats
 //! counts those too), so any extra client command would show. Kept alone in its test
 //! binary so no parallel test of this crate adds commands while it measures. The
 //! Cluster variant sums the deltas over all primaries of the test cluster.
@@ -237,6 +237,91 @@ async fn load_and_commit_are_one_round_trip_each() {
     cleanup(&url, &prefix).await;
 }
 
+/// Indexed commits on `id` of `store` (its first creating it): one of enough messages to
+/// write posting lists at once, then small ones whose entries stay pending.
+async fn seed_indexed(store: &chatmem_redis::RedisStore, id: &ConversationId) {
+    let mut snap = chatmem::store::Snapshot::empty();
+    for round in 0..4 {
+        let n = if round == 0 { 40 } else { 2 };
+        let mut builder = Commit::on(&snap).index(true).retention(Retention::KeepHistory);
+        for k in 0..n {
+            builder = builder.append(Message::user(format!("order LC{round}{k} refund parcel {k}")), 5);
+        }
+        let commit = builder.window_start(snap.next_seq + n - 2).build().unwrap();
+        store.commit(id, commit).await.unwrap();
+        snap = store.load(id).await.unwrap();
+    }
+}
+
+/// What a search may run inside its script: reads only.
+const SEARCH_COMMANDS: [&str; 4] = ["evalsha", "hget", "hmget", "zrangebyscore"];
+
+fn a_search(id: &ConversationId) -> (ConversationId, chatmem::recall::SearchQuery) {
+    let terms = chatmem::recall::query_terms("refund order LC01 parcel 7");
+    (id.clone(), chatmem::recall::SearchQuery::new(terms, 40, 10))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_REDIS_URL"]
+async fn a_search_and_an_indexed_commit_are_one_round_trip_each() {
+    let url = url();
+    let prefix = unique_prefix("round-trips-recall");
+    let store = store(&url, &prefix).await;
+    let mut conn = raw(&url).await;
+    let id = ConversationId::new("rt-recall").unwrap();
+    seed_indexed(&store, &id).await;
+    let (id, query) = a_search(&id);
+    // Warm up: the first run of the script may need a SCRIPT LOAD.
+    assert_eq!(store.search(&id, &query).await.unwrap().hits.len(), 10);
+    let mut searches = None;
+    for _ in 0..5 {
+        let before = command_calls(&mut conn).await;
+        let found = store.search(&id, &query).await.unwrap();
+        searches = fewest(searches, delta(&before, &command_calls(&mut conn).await));
+        assert_eq!(found.hits.len(), 10);
+    }
+    let searches = searches.unwrap();
+    eprintln!("search commands: {searches:?}");
+    assert_eq!(searches.get("evalsha"), Some(&1), "search = 1 round trip: {searches:?}");
+    assert!(
+        searches.keys().all(|c| SEARCH_COMMANDS.contains(&c.as_str())),
+        "a search only reads: {searches:?}"
+    );
+    // A commit with index entries: still the one script, pending entries or a merge alike.
+    for n in [2u64, 40] {
+        let mut commits = None;
+        for _ in 0..3 {
+            let snap = store.load(&id).await.unwrap();
+            let mut builder = Commit::on(&snap).index(true).retention(Retention::KeepHistory);
+            for k in 0..n {
+                builder = builder.append(Message::assistant(format!("parcel {k} shipped")), 5);
+            }
+            let c = builder.window_start(snap.next_seq).build().unwrap();
+            let before = command_calls(&mut conn).await;
+            store.commit(&id, c).await.unwrap();
+            commits = fewest(commits, delta(&before, &command_calls(&mut conn).await));
+        }
+        let commits = commits.unwrap();
+        eprintln!("indexed commit of {n} commands: {commits:?}");
+        assert_eq!(commits.get("evalsha"), Some(&1), "commit = 1 round trip: {commits:?}");
+        assert!(
+            commits.keys().all(|c| [
+                "evalsha",
+                "time",
+                "hmget",
+                "hget",
+                "zadd",
+                "hset",
+                "pttl",
+                "zremrangebyscore"
+            ]
+            .contains(&c.as_str())),
+            "{commits:?}"
+        );
+    }
+    cleanup(&url, &prefix).await;
+}
+
 /// The commands run on all primaries of the test cluster (`CHATMEM_TEST_REDIS_CLUSTER_URL`)
 /// while `op` runs, the measuring `INFO` and the client's topology queries left out.
 async fn cluster_delta<F: std::future::Future<Output = ()>>(
@@ -338,6 +423,26 @@ async fn cluster_round_trips() {
         listings.unwrap(),
         map(&[("evalsha", 2), ("time", 2), ("zrevrange", 1), ("pttl", 1)]),
         "recent = 2 round trips"
+    );
+    assert!(store.clear(&id).await.unwrap());
+    // A search is one script on the conversation's node.
+    let id = ConversationId::new("rt-recall").unwrap();
+    seed_indexed(&store, &id).await;
+    let (id, query) = a_search(&id);
+    assert_eq!(store.search(&id, &query).await.unwrap().hits.len(), 10);
+    let mut searches = None;
+    for _ in 0..3 {
+        let d = cluster_delta(&mut nodes, async {
+            assert_eq!(store.search(&id, &query).await.unwrap().hits.len(), 10)
+        })
+        .await;
+        searches = fewest(searches, d);
+    }
+    let searches = searches.unwrap();
+    assert_eq!(searches.get("evalsha"), Some(&1), "search = 1 round trip: {searches:?}");
+    assert!(
+        searches.keys().all(|c| SEARCH_COMMANDS.contains(&c.as_str())),
+        "{searches:?}"
     );
     assert!(store.clear(&id).await.unwrap());
     // Clean-up of this test's keys: the indexes; the conversations were cleared.
