@@ -1000,7 +1000,7 @@ if #missing > 0 then
   for j, h in ipairs(missing) do
     wanted[j] = 'd:' .. string.format('%d', hits[h][1])
   end
-  local entries = redis.call('HMGET', idx, unpack(wanted))
+  local entries = hmget(wanted)
   for j, h in ipairs(missing) do
     hits[h][3] = entries[j] or ''
   end
