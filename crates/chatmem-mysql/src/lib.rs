@@ -26,21 +26,22 @@
 //! # Round trips
 //!
 //! Load is one `SELECT` (the conversation row `UNION ALL` its messages from the window
-//! start on, one consistent read). Commit is one `CALL <prefix>_commit(…)`: the procedure
+//! start on, one consistent read). Commit is one `CALL <prefix>_commit_v3(…)`: the procedure
 //! locks the conversation row, checks the version, and in one transaction updates the row
-//! (recording the commit's time, see [*Data layout*](#data-layout)), inserts the whole batch (passed as one JSON array parameter and read with `JSON_TABLE`),
-//! deletes below [`Commit::delete_below`](chatmem::store::Commit::delete_below), commits, and
+//! (recording the commit's time, see [*Data layout*](#data-layout)), inserts the whole batch (passed as one JSON array parameter and read with `JSON_TABLE`)
+//! and its index entries (another JSON array, see [*Recall*](#recall)), deletes below [`Commit::delete_below`](chatmem::store::Commit::delete_below), commits, and
 //! returns one row. A lost version check is the same one call. The round-trip tests (`chatmem_test::sql_suite::round_trips`) count
 //! this on the wire with a loopback proxy that splits the client's packets and counts the
 //! commands that wait for a reply: load = 1, commit = 1 (history, list,
-//! [`recent`](chatmem::Store::recent), clear and purge are 1 each). Each statement is prepared once per pooled connection, at its first use there
+//! [`recent`](chatmem::Store::recent), [`search`](chatmem::Store::search), clear and purge are 1 each). Each statement is prepared once per pooled connection, at its first use there
 //! (one more round trip then); pooled connections are kept and never reset between uses.
 //!
 //! One value can never exceed the server's `max_allowed_packet` (MariaDB ships 16 MiB, less
 //! than the 16 MiB of text plus JSON a commit may carry). A batch whose JSON passes 4 MiB is
 //! therefore staged first on the same connection, in a temporary table filled one 4 MiB
 //! chunk per statement, and the call reads it from there: 4 more round trips plus one per
-//! chunk, for such batches only (an import's; a turn's messages are far below). The
+//! chunk, for such batches only (an import's; a turn's messages are far below); index
+//! entries whose JSON passes 4 MiB are staged the same way, in a table of their own. The
 //! staging writes nothing durable; the commit is still the one atomic call. One message is
 //! one value: a message larger than `max_allowed_packet` as stored JSON (read when the store
 //! connects; control characters take 7 bytes each there) is refused as too large with
@@ -107,9 +108,38 @@
 //! # }
 //! ```
 //!
+//! # Recall
+//!
+//! The store [searches](chatmem::Store::searches): a commit made with recall on writes its
+//! [index entries](chatmem::store::Commit::index) in the same procedure call, so the same
+//! transaction, as its messages, with the commit's time (the one `updated_at` gets, in Unix
+//! microseconds); a commit that loses its version check, or a resent one answered as applied,
+//! writes none. The index is a table of postings keyed by (conversation, term, seq), a row per
+//! indexed message (its length and time) and, kept by the commit so that a search counts
+//! nothing, each term's document frequency and the conversation's indexed messages and total
+//! length. Terms are `VARBINARY`, compared as bytes: `Order`, `order` and `order ` are three
+//! terms, as they are to the core (MySQL's text collations would make them one). InnoDB
+//! `FULLTEXT` is not used: its tokenizer, stopwords and query syntax are not chatmem's.
+//!
+//! A [search](chatmem::Store::search) is one statement: each query term's
+//! [most recent postings](chatmem::recall::MAX_POSTINGS_PER_TERM) before the query's bound, one
+//! backward range of the postings' key each, scored by BM25 in SQL exactly as
+//! [`chatmem::recall::bm25`] scores them, the best joined to their messages. Its cost follows the
+//! number of query terms and how many of those postings there are, not the conversation's
+//! length. (MariaDB has no `LATERAL`, so the statement has a slot per term: statements for 1,
+//! 2, 4, … 256 terms, the smallest that fits; a query of more terms takes a statement that ranks
+//! every posting of its terms, slower but the same answer.)
+//!
+//! The index goes wherever its messages go: deleted with them below a new window start (and
+//! taken off the counts), with the conversation on [`clear`](chatmem::Store::clear) and
+//! [`purge_expired`](chatmem::Store::purge_expired), and when an expired conversation starts
+//! afresh, which also gets a new index number: nothing of the old index can be found. A clear
+//! or purge costs in proportion to the index it deletes (a posting per distinct term of each
+//! message).
+//!
 //! # Data layout
 //!
-//! In the URL's database, at schema version [`SCHEMA_VERSION`] (2), with the default prefix:
+//! In the URL's database, at schema version [`SCHEMA_VERSION`] (3), with the default prefix:
 //!
 //! - `chatmem_conversations`, one row per conversation: `id` (`VARBINARY(256)`, the primary
 //!   key), `version`, `window_start`, `next_seq`, `expires_at` (`DATETIME(6)` in UTC; NULL:
@@ -118,13 +148,23 @@
 //!   [*Outages*](#outages)), the system message as `system_json`, `system_seq`,
 //!   `system_tokens`, `system_counted_by` (all NULL: none), and `summary`, the
 //!   [`Summary`](chatmem::Summary) as [`Summary::to_json`](chatmem::Summary::to_json) writes it
-//!   (NULL: none);
+//!   (NULL: none), and for recall `indexed_docs`, `indexed_len` (the indexed messages and their
+//!   total length) and `index_key` (the conversation's number in the index tables; NULL until
+//!   its first indexed commit);
 //! - `chatmem_messages`, the append-only log keyed by (`conversation_id`, `seq`): `tokens`,
 //!   `counted_by` (the [`TokenCounter`](chatmem::TokenCounter) that made the count; NULL: not
 //!   recorded) and `json`, the message exactly as serde_json wrote it; a foreign key with
 //!   `ON DELETE CASCADE` deletes a conversation's messages with its row;
+//! - `chatmem_index_keys` (`ckey`, `AUTO_INCREMENT`, per conversation id; a foreign key with
+//!   `ON DELETE CASCADE` from the conversation), and, each keyed by `ckey` with a cascading
+//!   foreign key to it: `chatmem_index_terms`, the postings, keyed (`ckey`, `term`
+//!   `VARBINARY(64)`, `seq`) with `tf` and the message's `len`; `chatmem_index_docs`, keyed
+//!   (`ckey`, `seq`): `len`, `at_micros` and the message's `terms` as the commit sent them (how
+//!   a delete below a seq finds its postings without a second index on them); and
+//!   `chatmem_index_df`, keyed (`ckey`, `term`): `df`;
 //! - `chatmem_schema_version`, one row per applied migration;
-//! - procedures `chatmem_commit` and `chatmem_clear`.
+//! - procedures `chatmem_commit_v3` (the commit), `chatmem_commit` (the commit as versions 1
+//!   and 2 call it) and `chatmem_clear`.
 //!
 //! [`Store::recent`](chatmem::Store::recent) lists conversations by `updated_at`, which the
 //! commit procedure sets from the same `UTC_TIMESTAMP(6)` reading as `expires_at` (so their
@@ -161,6 +201,12 @@
 //! version still running keep committing through it (and so record times too), though a new
 //! connect of that version is refused. For the instant between the procedure's `DROP` and
 //! `CREATE` another process's commit fails with a server error, applying nothing.
+//! Version 3 (`0003_recall.sql`) adds recall's columns (an in-place `ALTER`) and tables, the
+//! commit procedure `chatmem_commit_v3` with three more parameters (the index entries, their
+//! count and total length), and re-creates `chatmem_commit` with its old parameters as a call
+//! of it that indexes nothing: processes of version 2 still running keep committing, and their
+//! deletes keep the index in step (their own purge statement leaves the index rows of what it
+//! purges to the cascade). Messages stored before version 3 are not indexed.
 
 mod builder;
 mod error;

@@ -28,10 +28,10 @@ pub(crate) const SLOTTED: usize = MAX_SLOTS.trailing_zeros() as usize + 1;
 /// A conversation is live while it has no expiry or its expiry is still ahead (UTC).
 const LIVE: &str = "(c.expires_at IS NULL OR c.expires_at > UTC_TIMESTAMP(6))";
 
-/// The columns of the conversation row joined as `c` and the postings as `p`
-/// (`seq, tf, len, df`): the BM25 score of `p.seq`, as `chatmem::recall::bm25` computes it,
-/// operation for operation, in `DOUBLE` (a plain `0.5` would be `DECIMAL`), rounded as the
-/// contract says.
+/// Over the conversation row joined as `c` and the postings as `p` (`seq, tf, len`, and their
+/// term's document frequency `df`): the BM25 score of `p.seq`, as `chatmem::recall::bm25`
+/// computes it, operation for operation, in `DOUBLE` (a plain `0.5` would be `DECIMAL`),
+/// rounded as the contract says.
 fn score() -> String {
     let (k1, b) = (format!("{BM25_K1:e}"), format!("{BM25_B:e}"));
     format!(
@@ -42,44 +42,44 @@ fn score() -> String {
 }
 
 /// The search with `slots` term slots (each `?` a term or NULL). Rows, by `kind`: 0, the
-/// conversation's indexed messages (`a`) and their total length (`b`), and `vals`, each slot's
-/// document frequency as `slot:df,…` (none: 0), no row at all when the conversation is
-/// unknown or expired; 2, a hit: its time (`a`), length (`b`), rounded score, the slots whose
-/// considered postings hold it with their counts (`vals`, `slot:tf,…`) and its message (seq,
-/// tokens, json, counted_by). The hits come in no order: the caller sorts them by score, then
-/// seq descending, as the `LIMIT` chose them.
+/// conversation's indexed messages (`a`) and their total length (`b`), and `vals`, the slots'
+/// document frequencies as `slot:df,…` (a term in no message has none: 0), no row at all when
+/// the conversation is unknown or expired; 2, a hit: its time (`a`), length (`b`), rounded
+/// score, the slots whose considered postings hold it with their counts (`vals`, `slot:tf,…`)
+/// and its message (seq, tokens, json, counted_by). The hits come in no order: the caller
+/// sorts them by score, then seq descending, as the `LIMIT` chose them.
 ///
-/// A hit's slots come from a bit mask (`BIT_OR`, 64 slots a mask) over its postings, and
-/// their counts from one primary-key lookup each, for the hits only: aggregating every
-/// count per posting costs more than the rest of the search.
+/// `p` is the considered postings, each branch joining the conversation row and its term's
+/// `{p}_index_df` row by their primary keys with constants: the optimizer reads both once
+/// (a frequency looked up per posting, by a subquery or a join, costs more than all the rest
+/// of the search). A term in no message has no `{p}_index_df` row, so its branch is empty. A
+/// hit's slots come from a bit mask (`BIT_OR`, 64 slots a mask) over its postings, and their
+/// counts from one primary-key lookup each, for the hits only: aggregating every count per
+/// posting would cost as much again.
 ///
-/// Parameters: per slot `?` id, term, id, term, before; then id, limit; a term per slot; id;
-/// a term per slot; id.
+/// Parameters: per slot `?` id, term, before; then id, limit; a term per slot; id; a term per
+/// slot; id.
 pub(crate) fn slotted(slots: usize) -> String {
     let cap = MAX_POSTINGS_PER_TERM;
-    let branches: Vec<String> = (0..slots)
+    let postings: Vec<String> = (0..slots)
         .map(|k| {
             format!(
-                "    (SELECT {k} AS pos, x.seq, x.tf, x.len,
-            (SELECT f.df FROM {{conv}} AS k JOIN {{df}} AS f ON f.ckey = k.index_key
-             WHERE k.id = ? AND f.term = ?) AS df
-     FROM {{conv}} AS c JOIN {{terms}} AS x ON x.ckey = c.index_key
-     WHERE c.id = ? AND x.term = ? AND x.seq < ?
+                "    (SELECT {k} AS pos, x.seq, x.tf, x.len, f.df
+     FROM {{conv}} AS c
+     JOIN {{df}} AS f ON f.ckey = c.index_key
+     JOIN {{terms}} AS x ON x.ckey = c.index_key AND x.term = f.term
+     WHERE c.id = ? AND f.term = ? AND x.seq < ?
      ORDER BY x.seq DESC LIMIT {cap})"
             )
         })
         .collect();
-    let masks: Vec<String> = (0..slots.div_ceil(64))
-        .map(|j| {
-            let low = 64 * j;
-            format!(
-                "BIT_OR(IF(p.pos >= {low} AND p.pos < {}, 1 << (p.pos - {low}), 0)) AS held{j}",
-                low + 64
-            )
-        })
-        .collect();
-    let dfs: Vec<String> = (0..slots)
+    let frequencies: Vec<String> = (0..slots)
         .map(|k| format!("CONCAT('{k}:', (SELECT f.df FROM {{df}} AS f WHERE f.ckey = c.index_key AND f.term = ?))"))
+        .collect();
+    // A comparison is 0 or 1, and shifting it is unsigned: bit 63 survives (an IF(…, 1 << n, 0)
+    // would be signed, and clip it).
+    let masks: Vec<String> = (0..slots.div_ceil(64))
+        .map(|j| format!("BIT_OR((p.pos DIV 64 = {j}) << (p.pos MOD 64)) AS held{j}"))
         .collect();
     let tfs: Vec<String> = (0..slots)
         .map(|k| {
@@ -93,7 +93,7 @@ pub(crate) fn slotted(slots: usize) -> String {
         .collect();
     format!(
         "WITH p AS (
-{branches}
+{postings}
 ),
 s AS (
     SELECT p.seq, MAX(p.len) AS len, {masks},
@@ -106,7 +106,7 @@ s AS (
     LIMIT ?
 )
 SELECT 0 AS kind, c.indexed_docs AS a, c.indexed_len AS b, NULL AS score,
-       CONCAT_WS(',', {dfs}) AS vals,
+       CONCAT_WS(',', {frequencies}) AS vals,
        NULL AS seq, NULL AS tokens, NULL AS json, NULL AS counted_by
 FROM {{conv}} AS c
 WHERE c.id = ? AND {LIVE}
@@ -119,10 +119,10 @@ STRAIGHT_JOIN s
 JOIN {{msgs}} AS m ON m.conversation_id = c.id AND m.seq = s.seq
 JOIN {{docs}} AS i ON i.ckey = c.index_key AND i.seq = s.seq
 WHERE c.id = ?",
-        branches = branches.join("\n    UNION ALL\n"),
+        postings = postings.join("\n    UNION ALL\n"),
+        frequencies = frequencies.join(",\n           "),
         masks = masks.join(", "),
         score = score(),
-        dfs = dfs.join(",\n           "),
         tfs = tfs.join(",\n       "),
     )
 }
@@ -217,9 +217,9 @@ pub(crate) fn prepare(id: &ConversationId, query: &SearchQuery) -> Result<Search
                 .get(k)
                 .map_or(Value::NULL, |t| Value::Bytes(t.as_bytes().to_vec()))
         };
-        let mut params = Vec::with_capacity(7 * slots + 4);
+        let mut params = Vec::with_capacity(5 * slots + 4);
         for k in 0..slots {
-            params.extend([key(), term(k), key(), term(k), before.clone()]);
+            params.extend([key(), term(k), before.clone()]);
         }
         params.extend([key(), limit]);
         params.extend((0..slots).map(term));
@@ -346,7 +346,7 @@ mod tests {
             terms.insert(0, long.clone());
             let search = prepare(&id, &SearchQuery::new(terms, 10, 5)).unwrap();
             assert_eq!(search.statement, Statement::Slotted(slots.trailing_zeros() as usize));
-            assert_eq!(search.params.len(), 7 * slots + 4, "{n} terms");
+            assert_eq!(search.params.len(), 5 * slots + 4, "{n} terms");
             assert_eq!(
                 search.positions,
                 (1..=n).collect::<Vec<_>>(),
