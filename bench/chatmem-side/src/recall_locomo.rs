@@ -41,6 +41,7 @@ struct DialogTurn {
     dia_id: String,
     /// Speaker A: sent as the user.
     user: bool,
+    speaker: String,
     text: String,
     caption: Option<String>,
     date: String,
@@ -66,11 +67,14 @@ struct Text {
     date: bool,
     /// A shared photo's caption after the text: `text [shares a photo: a photo of ...]`.
     photos: bool,
+    /// The speaker's name before the text: `[date] Caroline: text`.
+    names: bool,
 }
 
 const DATED: Text = Text {
     date: true,
     photos: true,
+    names: false,
 };
 
 impl DialogTurn {
@@ -78,6 +82,9 @@ impl DialogTurn {
         let mut s = String::new();
         if t.date {
             s.push_str(&format!("[{}] ", self.date));
+        }
+        if t.names {
+            s.push_str(&format!("{}: ", self.speaker));
         }
         s.push_str(&self.text);
         if t.photos
@@ -143,9 +150,11 @@ fn load_conv(path: &std::path::Path, dropped: &mut Dropped) -> Res<Conv> {
             .as_array()
             .ok_or_else(|| format!("{name}: session_{n} is not a list"))?;
         for t in list {
+            let speaker = str_of(t, "speaker", &name)?;
             turns.push(DialogTurn {
                 dia_id: str_of(t, "dia_id", &name)?,
-                user: str_of(t, "speaker", &name)? == speaker_a,
+                user: speaker == speaker_a,
+                speaker,
                 text: str_of(t, "text", &name)?,
                 caption: t["blip_caption"].as_str().map(str::to_owned),
                 date: date.clone(),
@@ -459,20 +468,21 @@ fn arms() -> Vec<Arm> {
     add("max_tokens 4,000", DATED, MIN, 4_000, Analysis::Chatmem);
     add(
         "no date in the text",
-        Text {
-            date: false,
-            photos: true,
-        },
+        Text { date: false, ..DATED },
         MIN,
         MAXT,
         Analysis::Chatmem,
     );
     add(
         "no photo captions",
-        Text {
-            date: true,
-            photos: false,
-        },
+        Text { photos: false, ..DATED },
+        MIN,
+        MAXT,
+        Analysis::Chatmem,
+    );
+    add(
+        "speaker's name in the text",
+        Text { names: true, ..DATED },
         MIN,
         MAXT,
         Analysis::Chatmem,
@@ -481,6 +491,13 @@ fn arms() -> Vec<Arm> {
     add(
         "bench analysis: stop words removed + stemmed",
         DATED,
+        MIN,
+        MAXT,
+        Analysis::StopStem,
+    );
+    add(
+        "bench analysis: stop words removed + stemmed, speaker's name in the text",
+        Text { names: true, ..DATED },
         MIN,
         MAXT,
         Analysis::StopStem,
@@ -638,7 +655,7 @@ pub async fn run(plan: &b::Plan, run: &str) -> Res<()> {
             "arm": "chatmem",
             "variant": arm.name,
             "k": k,
-            "settings": {"window_messages": WINDOW, "min_relevance": min, "max_tokens": max, "date_in_text": arm.text.date, "photo_captions": arm.text.photos, "analysis": arm.analysis.name()},
+            "settings": {"window_messages": WINDOW, "min_relevance": min, "max_tokens": max, "date_in_text": arm.text.date, "photo_captions": arm.text.photos, "speaker_names": arm.text.names, "analysis": arm.analysis.name()},
             "share": fig.share,
             "tokens": fig.tokens,
             "recalled": fig.recalled,
