@@ -104,9 +104,9 @@ impl MysqlStoreBuilder {
             // Over TCP as given: never switch to the server's Unix socket behind the URL's back.
             .prefer_socket(false)
             // Once per connection, when it opens: the commit's row lock wait ends on the
-            // server near the client's own deadline; a search hit's term frequencies come as
-            // one GROUP_CONCAT, which MySQL would cut at 1,024 bytes (MariaDB at 1 MiB): 64 MiB
-            // is more than any result row may be (max_allowed_packet), so it is never cut.
+            // server near the client's own deadline; a search of more terms than the slotted
+            // statements take returns per-term values as GROUP_CONCATs, which MySQL would cut
+            // at 1,024 bytes (MariaDB at 1 MiB), and 64 MiB is far more than they take.
             .init(vec![format!(
                 "SET NAMES utf8mb4 COLLATE utf8mb4_bin, SESSION innodb_lock_wait_timeout = {lock_wait_secs}, \
                  SESSION group_concat_max_len = 67108864"
