@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The side-by-side benchmark against the peers, in one command:
-#   bash bench/run.sh           # the full run (about 28–32 minutes on 2 cores, RC 10–15 more), results in bench/results/full/
+#   bash bench/run.sh           # the full run (about 28–32 minutes on 2 cores, RC about 8 more), results in bench/results/full/
 #   bash bench/run.sh --quick   # the smoke run (a few minutes after the build), bench/results/quick/
 #   BENCH_SIDES=chatmem,python bash bench/run.sh --quick   # what .ci/run runs: all but the Rust
 #                                                          # peers (their cold build is ~20 min)

@@ -247,7 +247,7 @@ def section(rows, out, plt):
         md.append("")
 
     # The plot: Recall@5 and @10 per arm; then recall against the tokens added, every row.
-    fig, (a, z) = plt.subplots(1, 2, figsize=(13, 5.2), gridspec_kw={"width_ratios": [1.2, 1]})
+    fig, (a, z) = plt.subplots(1, 2, figsize=(14, 5.8), gridspec_kw={"width_ratios": [1.2, 1]})
     names = [n.replace("**", "") for n, *_ in shown]
     xs = range(len(shown))
     w = 0.38
@@ -268,14 +268,17 @@ def section(rows, out, plt):
     a.legend(fontsize=8)
     for r in rc:
         s = stats(r)
-        if s["tokens"] <= 0:
+        # The input-type experiment stays out of the plot (its own table above).
+        if s["tokens"] <= 0 or "every text" in r["system"]:
             continue
         is_cm = r["system"] == CHATMEM
         marker = "o" if is_cm else "s"
         color = "tab:blue" if is_cm and not r["variant"].startswith("bench") else ("tab:cyan" if is_cm else "tab:red")
         z.scatter(s["tokens"], s["recall"], marker=marker, color=color, s=18)
         if is_cm and r["variant"] in (DEFAULTS,) or not is_cm:
-            tag = (r["variant"] if is_cm else r["system"].split(" (")[0].split(" Memory")[0]) + f" @{r['k']}"
+            tag = (r["variant"] if is_cm else r["system"].split(" (")[0].split(" Memory")[0].replace("vector only, e5, speaker's name in the text", "vector, names")) + f" @{r['k']}"
+            tag = tag.replace("LlamaIndex 0.14.25", "LlamaIndex" + (" (30k limit)" if "default token limit" in r["variant"] else "")).replace("mem0 2.2.1", "mem0")
+            tag = tag.replace("plain BM25, speaker's name in the text", "BM25, names")
             z.annotate(tag, (s["tokens"], s["recall"]), fontsize=6, xytext=(3, 2), textcoords="offset points")
     z.set_xscale("log")
     z.set_xlabel("tokens added per question (mean, log)")
