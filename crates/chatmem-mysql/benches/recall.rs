@@ -38,12 +38,7 @@ async fn run(url: &str) {
     let mut conn = mysql_async::Conn::new(mysql_async::Opts::from_url(url).expect("url"))
         .await
         .expect("connect to drop the tables");
-    // The index tables reference the conversations, so they go first.
-    let index =
-        ["index_terms", "index_docs", "index_df", "index_keys"].map(|t| format!("DROP TABLE IF EXISTS `{prefix}_{t}`"));
-    let procedure = format!("DROP PROCEDURE IF EXISTS `{prefix}_commit_v3`");
-    let shared = chatmem_test::sql_suite::mysql_drop_statements(&prefix);
-    for sql in index.into_iter().chain([procedure]).chain(shared) {
+    for sql in chatmem_test::sql_suite::mysql_drop_statements(&prefix) {
         conn.query_drop(sql).await.expect("dropping the bench tables");
     }
 }

@@ -35,22 +35,10 @@ pub(crate) async fn raw_conn(url: &str) -> mysql_async::Conn {
         .expect("raw connect")
 }
 
-/// What schema version 3 added, which references the conversations and so goes first.
-pub(crate) fn recall_drop_statements(prefix: &str) -> Vec<String> {
-    vec![
-        format!("DROP TABLE IF EXISTS `{prefix}_index_terms`"),
-        format!("DROP TABLE IF EXISTS `{prefix}_index_docs`"),
-        format!("DROP TABLE IF EXISTS `{prefix}_index_df`"),
-        format!("DROP TABLE IF EXISTS `{prefix}_index_keys`"),
-        format!("DROP PROCEDURE IF EXISTS `{prefix}_commit_v3`"),
-    ]
-}
-
 /// Drops the tables and procedures of a prefix made by [`fresh_prefix`].
 pub(crate) async fn drop_prefix(url: &str, prefix: &str) {
     let mut conn = raw_conn(url).await;
-    let shared = chatmem_test::sql_suite::mysql_drop_statements(prefix);
-    for sql in recall_drop_statements(prefix).into_iter().chain(shared) {
+    for sql in chatmem_test::sql_suite::mysql_drop_statements(prefix) {
         conn.query_drop(sql).await.expect("dropping the test tables");
     }
     let _ = conn.disconnect().await;

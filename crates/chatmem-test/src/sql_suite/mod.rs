@@ -31,8 +31,17 @@ pub async fn timed() -> tokio::sync::MutexGuard<'static, ()> {
 /// The statements that drop what a MySQL store with table prefix `prefix` made (its tables
 /// and procedures), for the tests' and the bench's clean-up.
 pub fn mysql_drop_statements(prefix: &str) -> Vec<String> {
-    let tables = ["messages", "conversations", "schema_version"];
-    let procedures = ["commit", "clear"];
+    // The recall index references the conversations, so it goes first.
+    let tables = [
+        "index_terms",
+        "index_docs",
+        "index_df",
+        "index_keys",
+        "messages",
+        "conversations",
+        "schema_version",
+    ];
+    let procedures = ["commit_v3", "commit", "clear"];
     tables
         .iter()
         .map(|t| format!("DROP TABLE IF EXISTS `{prefix}_{t}`"))
