@@ -159,8 +159,10 @@
 //! conversation's hash tag, so Cluster keeps it in the conversation's slot. A search reads,
 //! of each query term, only its
 //! [`MAX_POSTINGS_PER_TERM`](chatmem::recall::MAX_POSTINGS_PER_TERM) most recent postings
-//! before `before` (and, for the common terms, often not even those: their bounds cannot
-//! lift a message above the best found from the rarer ones).
+//! before `before`, and the pending entries: its cost grows with its terms (each up to
+//! that many postings), not with the conversation. Redis runs one script at a time, so a
+//! search of a very long question holds up everyone for that long (a few milliseconds per
+//! hundred common terms, measured).
 //!
 //! The index goes wherever its messages go: `clear` deletes the key with the others, a
 //! commit deleting messages below a seq deletes their entries and postings in the same

@@ -16,10 +16,9 @@
 //!   entries (see below), 11 bytes each: seq (7) and length (4);
 //! - `d:<seq>`: one indexed message, `<len>:<at>` (its length, the commit's time in Unix
 //!   microseconds) then `;<term>:<count>` for each of its distinct terms;
-//! - `t:<term>`: the term's posting list: a 20-byte header (how many postings were ever
-//!   appended, `n`, and how many were deleted from its front, `d`, 6 bytes each; the
-//!   largest count and the smallest message length it ever held, 4 bytes each), then its
-//!   last `n % 64` postings;
+//! - `t:<term>`: the term's posting list: how many postings were ever appended, `n`, and
+//!   how many were deleted from its front, `d`, 6 bytes each, then its last `n % 64`
+//!   postings;
 //! - `c:<term>:<k>`: the list's `k`-th full chunk of 64 postings (postings `64k` to
 //!   `64k + 63`), written once when the tail fills, deleted when all of it is.
 //!
@@ -40,14 +39,13 @@
 //! keeps the meta hash, which every load and commit reads, small. Why chunks: a list's
 //! tail is all a merge rewrites (at most 63 postings), a search reads only the last
 //! chunks of its terms' lists (see [`SEARCH`](crate::scripts::SEARCH): the
-//! [`MAX_POSTINGS_PER_TERM`] most recent postings of each, the common terms' often not at
-//! all), and packed postings take about a sixth of the memory of a sorted-set member per
-//! posting (measured: 35 against 222 MB for 1.9 million postings) and are appended far
-//! faster than members are inserted into a large sorted set. The entries let a search look
-//! up a candidate's counts of the terms whose lists it skips, and let a deletion below a
-//! seq find the deleted messages' terms: each such list loses as many postings from its
-//! front as the deleted entries that hold its term (a list's deleted postings are its
-//! first ones, as seqs only grow).
+//! [`MAX_POSTINGS_PER_TERM`] most recent postings of each), and packed postings take about
+//! a sixth of the memory of a sorted-set member per posting (measured: 35 against 222 MB
+//! for 1.9 million postings) and are appended far faster than members are inserted into a
+//! large sorted set. The entries give a search the counts of its best hits, and let a
+//! deletion below a seq find the deleted messages' terms: each such list loses as many
+//! postings from its front as the deleted entries that hold its term (a list's deleted
+//! postings are its first ones, as seqs only grow).
 
 use std::collections::HashMap;
 
@@ -95,22 +93,18 @@ const MERGE_AT: usize = 32;
 
 const _: () = assert!(MERGE_AT < MAX_POSTINGS_PER_TERM);
 
-/// One distinct term of a commit's entries: its new postings, their largest count and
-/// smallest length.
+/// One distinct term of a commit's entries and its new postings.
 struct NewPostings {
     term: String,
     postings: Vec<u8>,
-    max_tf: u32,
-    min_len: u32,
 }
 
 /// Appends `commit`'s index entries to the commit script's arguments (see
 /// [`COMMIT`](crate::scripts::COMMIT)): how many; each entry's seq, length and counts
 /// (`;<term>:<count>...`); their seqs and lengths packed (7 and 4 bytes) for the pending
-/// list; then `1` and each distinct term with its new postings (after their largest count
-/// and smallest length, 4 bytes each) for a commit of [`MERGE_AT`] entries or more, else
-/// `0`. Entries below the commit's deletion bound are left out: they would be deleted in
-/// the same commit.
+/// list; then `1` and each distinct term with its new postings for a commit of
+/// [`MERGE_AT`] entries or more, else `0`. Entries below the commit's deletion bound are
+/// left out: they would be deleted in the same commit.
 pub(crate) fn push_index(inv: &mut ScriptInvocation<'_>, commit: &Commit) {
     let below = commit.delete_below().unwrap_or(0);
     let entries: Vec<_> = commit.index().iter().filter(|e| e.seq >= below).collect();
@@ -133,14 +127,10 @@ pub(crate) fn push_index(inv: &mut ScriptInvocation<'_>, commit: &Commit) {
                     terms.push(NewPostings {
                         term: hex,
                         postings: Vec::new(),
-                        max_tf: 0,
-                        min_len: u32::MAX,
                     });
                     terms.len() - 1
                 });
-                let t = &mut terms[i];
-                posting(&mut t.postings, entry.seq, *tf, len);
-                (t.max_tf, t.min_len) = (t.max_tf.max(*tf), t.min_len.min(len));
+                posting(&mut terms[i].postings, entry.seq, *tf, len);
             }
         }
         pending.extend_from_slice(&entry.seq.to_be_bytes()[1..]);
@@ -154,11 +144,7 @@ pub(crate) fn push_index(inv: &mut ScriptInvocation<'_>, commit: &Commit) {
     }
     inv.arg(1).arg(terms.len());
     for t in &terms {
-        let mut blob = Vec::with_capacity(8 + t.postings.len());
-        blob.extend_from_slice(&t.max_tf.to_be_bytes());
-        blob.extend_from_slice(&t.min_len.to_be_bytes());
-        blob.extend_from_slice(&t.postings);
-        inv.arg(&t.term).arg(blob);
+        inv.arg(&t.term).arg(t.postings.as_slice());
     }
 }
 

@@ -79,7 +79,7 @@ pub(crate) const COMMIT: &str = r#"
 local meta, msgs, idx, index, recent = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 -- Postings per full chunk, bytes per posting and per list header, bytes per pending
 -- entry, and how many pending entries are merged into the lists (see crate::recall).
-local B, W, H, P, T = 64, 15, 20, 11, 32
+local B, W, H, P, T = 64, 15, 12, 11, 32
 local t = redis.call('TIME')
 -- Built as text: exact, where Lua's number formatting might not be.
 local now = t[1] .. string.format('%06d', tonumber(t[2]))
@@ -230,7 +230,7 @@ if indexed and docs > 0 and floor < below then
   for k, term in ipairs(order) do
     local state = states[k]
     if state then
-      local n, d, maxtf, minlen = struct.unpack('>I6I6I4I4', state)
+      local n, d = struct.unpack('>I6I6', state)
       local d2 = d + drop[term]
       local chunks = math.floor(n / B)
       local dead = math.min(math.floor(d2 / B), chunks)
@@ -239,7 +239,7 @@ if indexed and docs > 0 and floor < below then
         gone[#gone + 1] = names[k]
       else
         set[#set + 1] = names[k]
-        set[#set + 1] = struct.pack('>I6I6I4I4', n, d2, maxtf, minlen) .. string.sub(state, H + 1)
+        set[#set + 1] = struct.pack('>I6I6', n, d2) .. string.sub(state, H + 1)
       end
       for c = math.floor(d / B), dead - 1 do
         gone[#gone + 1] = 'c:' .. term .. ':' .. string.format('%d', c)
@@ -250,7 +250,7 @@ if indexed and docs > 0 and floor < below then
   hcall('HSET', idx, set, 2000)
 end
 -- Appends postings to their terms' lists: `groups[term]` = {nums = {seq, tf, len, ...} in
--- seq order, packed = postings already packed (after nums), maxtf, minlen}.
+-- seq order, packed = postings already packed (after nums)}.
 local function append_postings(groups, order)
   local names = {}
   for k, term in ipairs(order) do
@@ -268,13 +268,10 @@ local function append_postings(groups, order)
     end
     parts[#parts + 1] = g.packed
     local add = table.concat(parts)
-    local maxtf, minlen = g.maxtf, g.minlen
     local state = states[k]
     local n, d, tail = 0, 0, ''
     if state then
-      local tf, len
-      n, d, tf, len = struct.unpack('>I6I6I4I4', state)
-      maxtf, minlen = math.max(maxtf, tf), math.min(minlen, len)
+      n, d = struct.unpack('>I6I6', state)
       tail = string.sub(state, H + 1)
     end
     local buf = tail .. add
@@ -287,7 +284,7 @@ local function append_postings(groups, order)
       set[#set + 1] = string.sub(buf, c * B * W + 1, (c + 1) * B * W)
     end
     set[#set + 1] = names[k]
-    set[#set + 1] = struct.pack('>I6I6I4I4', n + count, d, maxtf, minlen) .. string.sub(buf, full * B * W + 1)
+    set[#set + 1] = struct.pack('>I6I6', n + count, d) .. string.sub(buf, full * B * W + 1)
   end
   hcall('HSET', idx, set, 2000)
 end
@@ -296,21 +293,14 @@ local function take(groups, order, entry, seq, len)
   for term, tf in string.gmatch(entry, ';(%x*):(%d+)') do
     local g = groups[term]
     if not g then
-      g = {nums = {}, packed = '', maxtf = 0, minlen = len}
+      g = {nums = {}, packed = ''}
       groups[term] = g
       order[#order + 1] = term
     end
-    tf = tonumber(tf)
     local nums = g.nums
     nums[#nums + 1] = seq
-    nums[#nums + 1] = tf
+    nums[#nums + 1] = tonumber(tf)
     nums[#nums + 1] = len
-    if tf > g.maxtf then
-      g.maxtf = tf
-    end
-    if len < g.minlen then
-      g.minlen = len
-    end
   end
 end
 -- The index's fields this commit sets (one HSET at the end).
@@ -356,16 +346,14 @@ if entries > 0 then
     if grouped then
       local terms = tonumber(ARGV[p])
       for k = 0, terms - 1 do
-        local term, blob = ARGV[p + 1 + 2 * k], ARGV[p + 2 + 2 * k]
-        local maxtf, minlen = struct.unpack('>I4I4', blob)
+        local term = ARGV[p + 1 + 2 * k]
         local g = groups[term]
         if not g then
-          g = {nums = {}, packed = '', maxtf = 0, minlen = minlen}
+          g = {nums = {}, packed = ''}
           groups[term] = g
           order[#order + 1] = term
         end
-        g.packed = string.sub(blob, 9)
-        g.maxtf, g.minlen = math.max(g.maxtf, maxtf), math.min(g.minlen, minlen)
+        g.packed = ARGV[p + 2 + 2 * k]
       end
     else
       for e = 0, entries - 1 do
@@ -447,27 +435,22 @@ return {1, new_version, now}
 ///
 /// The pending entries (the newest messages, in no list yet) are read whole: each is
 /// scored, and counts in its terms' windows (`ARGV[4]` postings each), which the lists
-/// fill after them. Each list's window is found from the end of the list (the postings
-/// at or past `ARGV[1]` are its last ones): galloping back, then bisecting, a chunk read
-/// per step.
-///
-/// The best candidates are then found without reading every window (MaxScore): a term's
-/// score is bounded by its largest count and smallest length, and the windows are read
-/// rarest first; once the best candidates so far all score more than the bounds of the
-/// terms not yet read can add up to, no message holding only those can beat them, and
-/// their windows are not read. A window's new candidates whose bound (their score of the
-/// term, plus the bounds of the later terms whose windows reach their seq) is below the
-/// best so far (or, before there are enough, below the best of their own scores) are not
-/// scored. The others' counts of later terms are read from those windows, decoded whole
-/// when many candidates lie in them, else from the candidates' entries.
+/// fill after them. Each list's window is found from the end of the list (the postings at
+/// or past `ARGV[1]` are its last ones): galloping back, then bisecting, a chunk read per
+/// step. The windows are then read in query order, each posting adding its term's score
+/// to its message's sum as it is met: the order in which `bm25` sums them, with no table
+/// made per message (which, measured, costs Lua more than reading windows that bounds
+/// might have let it skip). The best are kept in a heap, and their counts read back from
+/// their entries.
 ///
 /// Returns `{docs, total_len, {df...}, hits, rest}`: `hits` are `{seq, len, at, member,
 /// tf...}` best first (a candidate whose message is gone is left out), `rest` the next
 /// candidates as `{seq, len, tf...}`. `{0, 0, {0...}, {}, {}}` when the conversation does
-/// not exist.
+/// not exist or was never indexed.
 pub(crate) const SEARCH: &str = r#"
 local meta, msgs, idx = KEYS[1], KEYS[2], KEYS[3]
-local B, W, H, P = 64, 15, 20, 11
+local B, W, H, P = 64, 15, 12, 11
+local POSTING = '>I7I4I4'
 local before, limit, keep, cap = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local m = #ARGV - 4
 local function term(i)
@@ -506,14 +489,14 @@ local lists = {}
 for i = 1, m do
   local state = got[i + 1]
   if state then
-    local n, d, maxtf, minlen = struct.unpack('>I6I6I4I4', state)
+    local n, d = struct.unpack('>I6I6', state)
     df[i] = n - d
     if n > d then
-      lists[i] = {n = n, d = d, maxtf = maxtf, minlen = minlen, tail = string.sub(state, H + 1), chunks = {}}
+      lists[i] = {n = n, d = d, tail = string.sub(state, H + 1), chunks = {}}
     end
   end
 end
--- A term's count in an entry (`;<hex>:<tf>` in `<len>:<at>;...`).
+-- A term's count in an entry (`;<hex>:<tf>` in `<len>:<at>;...`), its digits read as bytes.
 local needles = {}
 for i = 1, m do
   needles[i] = ';' .. term(i) .. ':'
@@ -523,7 +506,6 @@ local function count_in(entry, i)
   if not e then
     return 0
   end
-  -- Its digits, read as bytes (no string made).
   local n, at = 0, e + 1
   while true do
     local c = string.byte(entry, at)
@@ -532,6 +514,41 @@ local function count_in(entry, i)
     end
     n, at = n * 10 + (c - 48), at + 1
   end
+end
+-- Each term's counts in `entry`, by query position: for a long query, the entry's terms
+-- are looked up among the query's rather than each query term in the entry.
+local places
+if m > 8 then
+  places = {}
+  for i = 1, m do
+    local at = places[term(i)]
+    if not at then
+      at = {}
+      places[term(i)] = at
+    end
+    at[#at + 1] = i
+  end
+end
+local function counts_in(entry)
+  local row = {}
+  for i = 1, m do
+    row[i] = 0
+  end
+  if not entry then
+    return row
+  end
+  if places then
+    for hex, tf in string.gmatch(entry, ';(%x*):(%d+)') do
+      for _, i in ipairs(places[hex] or {}) do
+        row[i] = tonumber(tf)
+      end
+    end
+  else
+    for i = 1, m do
+      row[i] = count_in(entry, i)
+    end
+  end
+  return row
 end
 -- The pending entries (the newest, in no list yet): each one's counts, read from its entry.
 local pcount = #pend / P
@@ -544,11 +561,9 @@ if pcount > 0 then
   end
   precs = hmget(wanted)
   for k = 1, pcount do
-    local rec, row = precs[k], {}
+    local row = counts_in(precs[k])
     for i = 1, m do
-      local tf = rec and count_in(rec, i) or 0
-      row[i] = tf
-      if tf > 0 then
+      if row[i] > 0 then
         df[i] = df[i] + 1
       end
     end
@@ -565,15 +580,10 @@ local idf = {}
 for i = 1, m do
   idf[i] = math.log(1.0 + ((docs - df[i]) + 0.5) / (df[i] + 0.5))
 end
-local function score(tfs, len)
-  local norm = k1 * ((1.0 - b) + (b * len) / avg)
-  local s = 0
-  for i = 1, m do
-    local tf = tfs[i]
-    if tf > 0 then
-      s = s + ((idf[i] * tf) * (k1 + 1.0)) / (tf + norm)
-    end
-  end
+local function term_score(i, tf, len)
+  return ((idf[i] * tf) * (k1 + 1.0)) / (tf + k1 * ((1.0 - b) + (b * len) / avg))
+end
+local function rounded(s)
   local x = s * 1000000.0
   local r = math.floor(x)
   if x - r >= 0.5 then
@@ -581,47 +591,47 @@ local function score(tfs, len)
   end
   return r / 1000000.0
 end
--- The best `keep` so far, {score, seq, len, tfs, entry}: a heap whose first is the worst
--- of them; `worst` is that one once there are `keep`.
-local top, kept, worst = {}, 0, nil
-local function worse(x, y)
-  return x[1] < y[1] or (x[1] == y[1] and x[2] < y[2])
-end
-local function add(entry)
-  if kept < keep then
-    kept = kept + 1
-    top[kept] = entry
-    local x = kept
-    while x > 1 do
-      local up = math.floor(x / 2)
-      if not worse(top[x], top[up]) then
+-- The best `keep` so far: a heap by (score, seq) whose first is the worst of them, in
+-- arrays (score, seq, and `len` or {len, tfs, entry}); `ws`, `wq` that worst one's score
+-- and seq once there are `keep`.
+local hs, hq, hx, hn = {}, {}, {}, 0
+local ws, wq
+-- Adds a candidate that beats the worst kept (any while fewer than `keep` are).
+local function push(s, q, x)
+  local j
+  if hn < keep then
+    hn = hn + 1
+    j = hn
+    while j > 1 do
+      local up = (j - j % 2) / 2
+      local us, uq = hs[up], hq[up]
+      if us < s or (us == s and uq < q) then
         break
       end
-      top[x], top[up] = top[up], top[x]
-      x = up
-    end
-  elseif worse(top[1], entry) then
-    top[1] = entry
-    local x = 1
-    while true do
-      local low, left = x, 2 * x
-      if left <= kept and worse(top[left], top[low]) then
-        low = left
-      end
-      if left + 1 <= kept and worse(top[left + 1], top[low]) then
-        low = left + 1
-      end
-      if low == x then
-        break
-      end
-      top[x], top[low] = top[low], top[x]
-      x = low
+      hs[j], hq[j], hx[j] = us, uq, hx[up]
+      j = up
     end
   else
-    return
+    j = 1
+    while true do
+      local c = 2 * j
+      if c > hn then
+        break
+      end
+      if c < hn and (hs[c + 1] < hs[c] or (hs[c + 1] == hs[c] and hq[c + 1] < hq[c])) then
+        c = c + 1
+      end
+      if hs[c] < s or (hs[c] == s and hq[c] < q) then
+        hs[j], hq[j], hx[j] = hs[c], hq[c], hx[c]
+        j = c
+      else
+        break
+      end
+    end
   end
-  if kept >= keep then
-    worst = top[1]
+  hs[j], hq[j], hx[j] = s, q, x
+  if hn >= keep then
+    ws, wq = hs[1], hq[1]
   end
 end
 -- The pending entries below `before` are the newest postings there of every term they
@@ -633,23 +643,24 @@ end
 for k = pcount, 1, -1 do
   local seq = pseqs[k]
   if seq < before then
-    local row, tfs, any = ptfs[k], {}, false
+    local row, tfs, s, any = ptfs[k], {}, 0, false
     for i = 1, m do
       tfs[i] = 0
       if row[i] > 0 and used[i] < cap then
         used[i] = used[i] + 1
         tfs[i] = row[i]
+        s = s + term_score(i, row[i], plens[k])
         any = true
       end
     end
-    if any then
-      add({score(tfs, plens[k]), seq, plens[k], tfs, precs[k]})
+    s = rounded(s)
+    if any and (not ws or s > ws or (s == ws and seq > wq)) then
+      push(s, seq, {plens[k], tfs, precs[k]})
     end
   end
 end
 -- A list's chunks (its tail as the last), each read once and kept as read: postings are
 -- read where they lie (no table is made of them).
-local POSTING = '>I7I4I4'
 local function chunk_name(i, c)
   return 'c:' .. term(i) .. ':' .. string.format('%d', c)
 end
@@ -688,7 +699,7 @@ local function seq_at(i, o)
   return (struct.unpack('>I7', chunk(i, c), (o - c * B) * W + 1))
 end
 -- Each list's window: its postings `lo` to `hi - 1`, the last below `before` that the
--- pending entries leave room for.
+-- pending entries leave room for; `first` the seq of its first.
 for i = 1, m do
   local l = lists[i]
   if l then
@@ -714,263 +725,74 @@ for i = 1, m do
     l.lo = math.max(l.d, lo - (cap - used[i]))
     if l.lo >= l.hi then
       lists[i] = nil
+    else
+      l.first = seq_at(i, l.lo)
     end
   end
 end
--- Bounds are raised a little above what they bound, so that no rounding makes one fall
--- below a score it bounds; a candidate is left out only when even its bound is clearly
--- below the best ones' (ties are kept: they are broken by seq).
-local function raised(x)
-  return x * (1 + 1e-9) + 1e-9
-end
-local SLACK = 2e-6
-local order, ub = {}, {}
+-- The windows, in query order: each posting adds its term's score to its message's sum
+-- (bm25's order of addition: only the terms a message holds, in query order).
+local sums, lens = {}, {}
+local read, floor = struct.unpack, math.floor
 for i = 1, m do
   local l = lists[i]
   if l then
-    local norm = k1 * ((1.0 - b) + (b * l.minlen) / avg)
-    ub[i] = raised(((idf[i] * l.maxtf) * (k1 + 1.0)) / (l.maxtf + norm))
-    order[#order + 1] = i
-  end
-end
-table.sort(order, function(x, y)
-  return ub[x] > ub[y] or (ub[x] == ub[y] and x < y)
-end)
--- What the terms from the k-th on (in that order) can add at most.
-local suffix = {}
-suffix[#order + 1] = 0
-for k = #order, 1, -1 do
-  suffix[k] = suffix[k + 1] + ub[order[k]]
-end
--- Per term position, in the order read: the later terms, each {position, its window's
--- first seq, its bound}, twins (the same term) left out.
-local function later_than(k)
-  local i, out = order[k], {}
-  for kk = k + 1, #order do
-    local q = order[kk]
-    if term(q) ~= term(i) then
-      local l = lists[q]
-      if not l.first then
-        l.first = seq_at(q, l.lo)
-      end
-      out[#out + 1] = {q, l.first, ub[q]}
-    end
-  end
-  return out
-end
--- Later terms' windows read whole (when many candidates lie in them): count by seq; and
--- the length of every message read so.
-local maps, lens = {}, {}
-local function map_of(q)
-  local mp = maps[q]
-  if mp then
-    return mp
-  end
-  mp = {}
-  local l = lists[q]
-  local first, last = math.floor(l.lo / B), math.floor((l.hi - 1) / B)
-  prefetch(q, first, last)
-  for c = first, last do
-    local s = chunk(q, c)
-    local o1 = math.max(l.lo, c * B)
-    local pos = (o1 - c * B) * W + 1
-    for _ = o1, math.min(l.hi, (c + 1) * B) - 1 do
-      local seq, tf, len = struct.unpack(POSTING, s, pos)
-      pos = pos + W
-      mp[seq] = tf
-      lens[seq] = len
-    end
-  end
-  maps[q] = mp
-  return mp
-end
--- The least of the `kk` largest of `values[1..n]`, or nil when there are fewer (a heap).
-local function kth_largest(values, n, kk)
-  if n < kk then
-    return nil
-  end
-  local heap = {}
-  for j = 1, n do
-    local v = values[j]
-    if j <= kk then
-      local x = j
-      heap[x] = v
-      while x > 1 do
-        local up = math.floor(x / 2)
-        if heap[up] <= heap[x] then
-          break
-        end
-        heap[up], heap[x] = heap[x], heap[up]
-        x = up
-      end
-    elseif v > heap[1] then
-      heap[1] = v
-      local x = 1
-      while true do
-        local small, left = x, 2 * x
-        if left <= kk and heap[left] < heap[small] then
-          small = left
-        end
-        if left + 1 <= kk and heap[left + 1] < heap[small] then
-          small = left + 1
-        end
-        if small == x then
-          break
-        end
-        heap[small], heap[x] = heap[x], heap[small]
-        x = small
-      end
-    end
-  end
-  return heap[1]
-end
--- The counts of the candidate being scored, by query position.
-local tv = {}
-local seen = {}
-for k = 1, #order do
-  if worst and suffix[k] + SLACK < worst[1] then
-    break
-  end
-  local i = order[k]
-  local l = lists[i]
-  local lat = later_than(k)
-  local nlat = #lat
-  local twins = {}
-  for q = 1, m do
-    if q ~= i and term(q) == term(i) then
-      twins[#twins + 1] = q
-    end
-  end
-  -- The window's new candidates, each with its score of this term (its twins included).
-  local fs, fl, ft, fo, fn = {}, {}, {}, {}, 0
-  local times, w = 1 + #twins, idf[i]
-  if maps[i] then
-    for seq, tf in pairs(maps[i]) do
-      if not seen[seq] then
-        seen[seq] = true
-        local len = lens[seq]
-        fn = fn + 1
-        fs[fn], fl[fn], ft[fn] = seq, len, tf
-        fo[fn] = (((w * tf) * (k1 + 1.0)) / (tf + k1 * ((1.0 - b) + (b * len) / avg))) * times
-      end
-    end
-  else
-    local first, last = math.floor(l.lo / B), math.floor((l.hi - 1) / B)
+    local first, last = floor(l.lo / B), floor((l.hi - 1) / B)
     prefetch(i, first, last)
+    local w = idf[i]
     for c = first, last do
       local s = chunk(i, c)
       local o1 = math.max(l.lo, c * B)
       local pos = (o1 - c * B) * W + 1
       for _ = o1, math.min(l.hi, (c + 1) * B) - 1 do
-        local seq, tf, len = struct.unpack(POSTING, s, pos)
+        local seq, tf, len = read(POSTING, s, pos)
         pos = pos + W
-        if not seen[seq] then
-          seen[seq] = true
-          fn = fn + 1
-          fs[fn], fl[fn], ft[fn] = seq, len, tf
-          fo[fn] = (((w * tf) * (k1 + 1.0)) / (tf + k1 * ((1.0 - b) + (b * len) / avg))) * times
-        end
+        sums[seq] = (sums[seq] or 0) + ((w * tf) * (k1 + 1.0)) / (tf + k1 * ((1.0 - b) + (b * len) / avg))
+        lens[seq] = len
       end
     end
-  end
-  -- The bar a candidate's bound must reach: the keep-th best score so far, or, with fewer
-  -- scored, the keep-th best of these own scores (each a candidate's least score).
-  local bar = worst and worst[1]
-  if not bar then
-    local least = kth_largest(fo, fn, keep)
-    if least then
-      bar = least * (1 - 1e-9) - 1e-9
-    end
-  end
-  -- Keeps the candidates whose bound reaches it: own score plus the bounds of the later
-  -- terms whose windows reach their seq.
-  if bar then
-    local kept = 0
-    for j = 1, fn do
-      local seq = fs[j]
-      local bound = fo[j] * (1 + 1e-9) + 1e-9
-      for x = 1, nlat do
-        local w = lat[x]
-        if seq >= w[2] then
-          bound = bound + w[3]
-        end
-      end
-      if bound + SLACK >= bar then
-        kept = kept + 1
-        fs[kept], fl[kept], ft[kept] = fs[j], fl[j], ft[j]
-      end
-    end
-    fn = kept
-  end
-  -- Their counts of the later terms, where they lie in those windows: from those windows
-  -- read whole when many lie in them, else from their entries.
-  local mapped = {}
-  for x = 1, nlat do
-    local w = lat[x]
-    local inside = 0
-    for j = 1, fn do
-      if fs[j] >= w[2] then
-        inside = inside + 1
-      end
-    end
-    if maps[w[1]] or inside > 48 then
-      mapped[x] = map_of(w[1])
-    end
-  end
-  local from = 1
-  while from <= fn do
-    local to = math.min(from + 499, fn)
-    local wanted, at = {}, {}
-    for j = from, to do
-      local seq = fs[j]
-      for x = 1, nlat do
-        if not mapped[x] and seq >= lat[x][2] then
-          wanted[#wanted + 1] = 'd:' .. string.format('%d', seq)
-          at[j] = #wanted
-          break
-        end
-      end
-    end
-    local entries = {}
-    if #wanted > 0 then
-      entries = redis.call('HMGET', idx, unpack(wanted))
-    end
-    -- Scores them: their counts of the terms read before are 0 (they are not in those
-    -- windows); the same term twice in the query counts wherever it stands.
-    for j = from, to do
-      local seq = fs[j]
-      for q = 1, m do
-        tv[q] = 0
-      end
-      tv[i] = ft[j]
-      for _, q in ipairs(twins) do
-        tv[q] = ft[j]
-      end
-      local entry = at[j] and entries[at[j]]
-      for x = 1, nlat do
-        local w = lat[x]
-        if seq >= w[2] then
-          if mapped[x] then
-            tv[w[1]] = mapped[x][seq] or 0
-          elseif entry then
-            tv[w[1]] = count_in(entry, w[1])
-          end
-        end
-      end
-      local s = score(tv, fl[j])
-      if not worst or s > worst[1] or (s == worst[1] and seq > worst[2]) then
-        local tfs = {}
-        for q = 1, m do
-          tfs[q] = tv[q]
-        end
-        add({s, seq, fl[j], tfs, entry})
-      end
-    end
-    from = to + 1
   end
 end
+for seq, s in pairs(sums) do
+  -- Clearly below the worst kept, rounded or not: skipped before rounding.
+  if not ws or s >= ws - 0.000001 then
+    local x = s * 1000000.0
+    local r = floor(x)
+    if x - r >= 0.5 then
+      r = r + 1
+    end
+    s = r / 1000000.0
+    if not ws or s > ws or (s == ws and seq > wq) then
+      push(s, seq, lens[seq])
+    end
+  end
+end
+-- The best, {score, seq, len, tfs, entry}; the counts of those not pending (which have
+-- theirs) read from their entries: a term counts where the message lies in its window.
+local top, wanted, which = {}, {}, {}
+for k = 1, hn do
+  local x = hx[k]
+  if type(x) == 'table' then
+    top[k] = {hs[k], hq[k], x[1], x[2], x[3]}
+  else
+    top[k] = {hs[k], hq[k], x}
+    wanted[#wanted + 1] = 'd:' .. string.format('%d', hq[k])
+    which[#which + 1] = top[k]
+  end
+end
+local entries = hmget(wanted)
+for k, c in ipairs(which) do
+  local row = counts_in(entries[k])
+  for i = 1, m do
+    local l = lists[i]
+    if not l or c[2] < l.first then
+      row[i] = 0
+    end
+  end
+  c[4], c[5] = row, entries[k]
+end
 table.sort(top, function(x, y)
-  return worse(y, x)
+  return x[1] > y[1] or (x[1] == y[1] and x[2] > y[2])
 end)
 local function row(head, tfs)
   for q = 1, m do
@@ -979,35 +801,19 @@ local function row(head, tfs)
   return head
 end
 local hits, rest = {}, {}
-local missing = {}
-for k = 1, math.min(#top, keep) do
+for k = 1, hn do
   local c = top[k]
   if #hits < limit then
     local key = string.format('%d', c[2])
     local member = redis.call('ZRANGEBYSCORE', msgs, key, key, 'LIMIT', 0, 1)[1]
     if member then
-      hits[#hits + 1] = row({c[2], c[3], c[5] or '', member}, c[4])
-      if not c[5] then
-        missing[#missing + 1] = #hits
-      end
+      -- Its time: its entry's, between the first `:` and the first `;`.
+      local at = c[5] and string.match(c[5], '^%d+:(%d+)') or ''
+      hits[#hits + 1] = row({c[2], c[3], at, member}, c[4])
     end
   else
     rest[#rest + 1] = row({c[2], c[3]}, c[4])
   end
-end
-if #missing > 0 then
-  local wanted = {}
-  for j, h in ipairs(missing) do
-    wanted[j] = 'd:' .. string.format('%d', hits[h][1])
-  end
-  local entries = hmget(wanted)
-  for j, h in ipairs(missing) do
-    hits[h][3] = entries[j] or ''
-  end
-end
--- Each hit's time: its entry's, between the first `:` and the first `;`.
-for _, h in ipairs(hits) do
-  h[3] = string.match(h[3], '^%d+:(%d+)') or ''
 end
 return {docs, total, df, hits, rest}
 "#;

@@ -99,7 +99,13 @@ pub(crate) async fn random_history_searches_as_the_reference(store: &RedisStore,
         }
         let history = store.history(&id, 0, usize::MAX).await.unwrap();
         for _ in 0..25 {
-            let mut terms: Vec<String> = (0..rng.usize(1..7)).map(|_| word(&mut rng, 400)).collect();
+            // Short queries and long ones (the script reads those differently).
+            let n = if rng.u8(..4) == 0 {
+                rng.usize(9..25)
+            } else {
+                rng.usize(1..7)
+            };
+            let mut terms: Vec<String> = (0..n).map(|_| word(&mut rng, 400)).collect();
             match rng.u8(..6) {
                 0 => terms.push(format!("LC{:06}", rng.u64(1..snap.next_seq))),
                 1 => terms.push(terms[0].clone()),
@@ -361,9 +367,10 @@ async fn an_index_key_left_behind_is_not_the_conversations() {
         .build()
         .unwrap();
     store.commit(&id, plain).await.unwrap();
+    // A list of one posting (seq 1, count 1, length 2) under a 12-byte header.
     let ghost = {
-        let mut state = vec![0u8; 20];
-        state[5] = 1; // one posting ever appended
+        let mut state = vec![0u8; 12];
+        state[5] = 1;
         state.extend_from_slice(&[0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 2]);
         state
     };
