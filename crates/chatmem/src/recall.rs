@@ -18,7 +18,7 @@ mod memory_index;
 mod search;
 mod spec;
 
-pub use analysis::{IndexTerms, MAX_TERM_BYTES, MAX_TERMS_PER_MESSAGE, query_terms, terms};
+pub use analysis::{IndexTerms, MAX_QUERY_TERMS, MAX_TERM_BYTES, MAX_TERMS_PER_MESSAGE, query_terms, terms};
 pub use inject::{Considered, Outcome, RECALL_HEADING, Recalled, choose};
 pub use memory_index::MemoryIndex;
 pub use search::{

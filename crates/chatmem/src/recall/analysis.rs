@@ -163,7 +163,11 @@ impl IndexTerms {
     }
 }
 
-/// The distinct terms of a query, in the order they first occur.
+/// The most distinct terms a query searches for (its first ones): a search reads each term's
+/// postings, so a pasted page would otherwise hold a store for as long as it has words.
+pub const MAX_QUERY_TERMS: usize = 64;
+
+/// The distinct terms of a query, in the order they first occur, at most [`MAX_QUERY_TERMS`].
 ///
 /// ```
 /// use chatmem::recall::query_terms;
@@ -172,7 +176,7 @@ impl IndexTerms {
 pub fn query_terms(text: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     each_term(text, |t| {
-        if !out.contains(&t) {
+        if out.len() < MAX_QUERY_TERMS && !out.contains(&t) {
             out.push(t);
         }
     });
@@ -231,6 +235,14 @@ mod tests {
         let repeated = IndexTerms::of(&Message::user("refund refund REFUND now"));
         assert_eq!(repeated.terms, [("refund".to_string(), 3), ("now".to_string(), 1)]);
         assert_eq!(repeated.len, 4);
+    }
+
+    #[test]
+    fn a_query_searches_its_first_distinct_terms() {
+        let text: String = (0..200).map(|i| format!("w{} ", i % 100)).collect();
+        let q = query_terms(&text);
+        assert_eq!(q.len(), MAX_QUERY_TERMS);
+        assert_eq!((q[0].as_str(), q[MAX_QUERY_TERMS - 1].as_str()), ("w0", "w63"));
     }
 
     #[test]
