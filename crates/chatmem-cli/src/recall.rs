@@ -73,44 +73,11 @@ pub(crate) fn min_relevance(s: &str) -> Result<f64, String> {
 pub(crate) mod tests {
     use std::sync::Arc;
 
-    use async_trait::async_trait;
-    use chatmem::store::{Commit, RecentPage, RecentQuery, Snapshot, StoreError, StoredMessage};
-    use chatmem::{ConversationId, InMemoryStore, Page, Retention};
+    use chatmem::{InMemoryStore, Retention};
     use clap::Parser;
 
     use super::*;
     use crate::args::{Cli, Command};
-
-    /// An in-memory store that does not search: a store without an index.
-    #[derive(Debug, Default)]
-    pub(crate) struct Unsearched(InMemoryStore);
-
-    #[async_trait]
-    impl Store for Unsearched {
-        async fn load(&self, id: &ConversationId) -> Result<Snapshot, StoreError> {
-            self.0.load(id).await
-        }
-        async fn commit(&self, id: &ConversationId, commit: Commit) -> Result<u64, StoreError> {
-            self.0.commit(id, commit).await
-        }
-        async fn history(
-            &self,
-            id: &ConversationId,
-            after: u64,
-            limit: usize,
-        ) -> Result<Vec<StoredMessage>, StoreError> {
-            self.0.history(id, after, limit).await
-        }
-        async fn clear(&self, id: &ConversationId) -> Result<bool, StoreError> {
-            self.0.clear(id).await
-        }
-        async fn list(&self, after: Option<&ConversationId>, limit: usize) -> Result<Page, StoreError> {
-            self.0.list(after, limit).await
-        }
-        async fn recent(&self, query: &RecentQuery) -> Result<RecentPage, StoreError> {
-            self.0.recent(query).await
-        }
-    }
 
     /// The memory `chatmem chat --conversation c FLAGS` builds over `store`.
     fn chat_memory(flags: &[&str], store: Arc<dyn Store>) -> Result<chatmem::ChatMemory<Arc<dyn Store>>> {
@@ -159,13 +126,17 @@ pub(crate) mod tests {
                 .contains("cannot be combined with --retention drop-evicted"),
             "{e}"
         );
-        let e = chat_memory(&["--recall", "2"], Arc::new(Unsearched::default())).expect_err("refused");
+        let e = chat_memory(
+            &["--recall", "2"],
+            Arc::new(chatmem_test::failing::FailingStore::blind()),
+        )
+        .expect_err("refused");
         assert_eq!(
             e.to_string(),
             "--recall needs a store that indexes and searches its messages, and this store does not"
         );
         // Without --recall that store is fine.
-        assert!(chat_memory(&[], Arc::new(Unsearched::default())).is_ok());
+        assert!(chat_memory(&[], Arc::new(chatmem_test::failing::FailingStore::blind())).is_ok());
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! (and searches) fail on the test's word, to see what a server or a client makes of a store
 //! error.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use chatmem::store::{
@@ -12,13 +13,17 @@ use chatmem::{ConversationId, InMemoryStore, Page, Store};
 
 /// An in-memory store that fails on demand: its next [`lose_commits`](Self::lose_commits)
 /// commits lose a version check, its loads and searches fail as unavailable while it is
-/// [`down`](Self::set_down), and a [`broken`](Self::broken) one fails every load.
+/// [`down`](Self::set_down), and a [`broken`](Self::broken) one fails every load. A
+/// [`blind`](Self::blind) one does not search (as a store without recall), and its searches
+/// can be [slowed](Self::set_search_delay).
 #[derive(Debug, Default)]
 pub struct FailingStore {
     inner: InMemoryStore,
     conflicts: AtomicUsize,
     down: AtomicBool,
     broken: bool,
+    blind: bool,
+    search_delay_micros: AtomicU64,
 }
 
 impl FailingStore {
@@ -34,6 +39,21 @@ impl FailingStore {
             broken: true,
             ..Self::default()
         }
+    }
+
+    /// A store that works but does not search: [`Store::searches`] is false, and a search
+    /// asked of it panics (whoever asked should have checked).
+    pub fn blind() -> Self {
+        Self {
+            blind: true,
+            ..Self::default()
+        }
+    }
+
+    /// Every search waits `delay` before it answers.
+    pub fn set_search_delay(&self, delay: Duration) {
+        let micros = u64::try_from(delay.as_micros()).unwrap_or(u64::MAX);
+        self.search_delay_micros.store(micros, Ordering::SeqCst);
     }
 
     /// The next `n` commits fail with a version conflict.
@@ -85,9 +105,14 @@ impl Store for FailingStore {
         self.inner.recent(query).await
     }
     fn searches(&self) -> bool {
-        true
+        !self.blind
     }
     async fn search(&self, id: &ConversationId, query: &SearchQuery) -> Result<SearchResult, StoreError> {
+        assert!(!self.blind, "a store that does not search was asked to");
+        let delay = self.search_delay_micros.load(Ordering::SeqCst);
+        if delay > 0 {
+            tokio::time::sleep(Duration::from_micros(delay)).await;
+        }
         if self.down.load(Ordering::SeqCst) {
             return Err(StoreError::new(StoreErrorKind::Unavailable, "the test took it down"));
         }

@@ -184,7 +184,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_store_that_does_not_search_is_refused_in_one_line() {
-        let memory = ChatMemory::new(Arc::new(crate::recall::tests::Unsearched::default()) as Arc<dyn Store>);
+        let memory = ChatMemory::new(Arc::new(chatmem_test::failing::FailingStore::blind()) as Arc<dyn Store>);
         let id = ConversationId::new("c1").expect("id");
         let e = hits(&memory, &id, "LC202610060018", 3).await.expect_err("refused");
         assert_eq!(

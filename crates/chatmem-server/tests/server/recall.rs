@@ -7,13 +7,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use axum::http::{HeaderValue, Method, StatusCode};
-use chatmem::recall::{RECALL_HEADING, SearchQuery, SearchResult};
-use chatmem::store::{Commit, RecentPage, RecentQuery, Snapshot, StoreError, StoredMessage};
-use chatmem::{ChatMemory, ConversationId, InMemoryStore, Page, Recall, Retention, Store, WindowPolicy};
+use chatmem::recall::RECALL_HEADING;
+use chatmem::{ChatMemory, InMemoryStore, Recall, Retention, Store, WindowPolicy};
 use chatmem_server::{Auth, Limits, ServerConfig, app};
 use chatmem_test::app::{App, json_request};
+use chatmem_test::failing::FailingStore;
 use chatmem_test::upstream::{MockUpstream, text};
 use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Value, json};
@@ -403,11 +402,7 @@ async fn a_server_without_recall_finds_nothing_and_says_so() {
 /// conversation that does not exist; the store is never asked to search.
 #[tokio::test]
 async fn a_store_that_does_not_search_finds_nothing() {
-    let store = Wrapped {
-        inner: InMemoryStore::new(),
-        searches: false,
-        search_delay: Duration::ZERO,
-    };
+    let store = FailingStore::blind();
     let server = App::new(app(recalling(Arc::new(store), 2, None), ServerConfig::default()));
     seed(&server, "c1", &order_turns()).await;
     let r = server
@@ -506,45 +501,6 @@ async fn a_streamed_door_call_recalls_too() {
     assert_recalls_the_order(&messages[messages.len() - 2]);
 }
 
-/// An in-memory store that searches or not, its searches taking `search_delay`. A search of
-/// one that does not search panics: the server must not ask it.
-#[derive(Debug)]
-struct Wrapped {
-    inner: InMemoryStore,
-    searches: bool,
-    search_delay: Duration,
-}
-
-#[async_trait]
-impl Store for Wrapped {
-    async fn load(&self, id: &ConversationId) -> Result<Snapshot, StoreError> {
-        self.inner.load(id).await
-    }
-    async fn commit(&self, id: &ConversationId, commit: Commit) -> Result<u64, StoreError> {
-        self.inner.commit(id, commit).await
-    }
-    async fn history(&self, id: &ConversationId, after: u64, limit: usize) -> Result<Vec<StoredMessage>, StoreError> {
-        self.inner.history(id, after, limit).await
-    }
-    async fn clear(&self, id: &ConversationId) -> Result<bool, StoreError> {
-        self.inner.clear(id).await
-    }
-    async fn list(&self, after: Option<&ConversationId>, limit: usize) -> Result<Page, StoreError> {
-        self.inner.list(after, limit).await
-    }
-    async fn recent(&self, query: &RecentQuery) -> Result<RecentPage, StoreError> {
-        self.inner.recent(query).await
-    }
-    fn searches(&self) -> bool {
-        self.searches
-    }
-    async fn search(&self, id: &ConversationId, query: &SearchQuery) -> Result<SearchResult, StoreError> {
-        assert!(self.searches, "a store that does not search was asked to");
-        tokio::time::sleep(self.search_delay).await;
-        self.inner.search(id, query).await
-    }
-}
-
 /// The store's search is bounded by the store timeout like every store call, and counted: a
 /// search that does not answer in time is 503 on the route, the dry run and the door (which
 /// sends nothing upstream), counted as `op="search"`.
@@ -554,11 +510,8 @@ async fn a_slow_search_is_cut_by_the_store_timeout_and_counted() {
     let mut config = door_config(&upstream);
     config.limits.store_timeout = Duration::from_millis(100);
     let metrics = config.metrics.clone();
-    let store = Wrapped {
-        inner: InMemoryStore::new(),
-        searches: true,
-        search_delay: Duration::from_secs(5),
-    };
+    let store = FailingStore::new();
+    store.set_search_delay(Duration::from_secs(5));
     let memory = recalling(Arc::new(store), 2, Some(Recall::new(3).expect("k 3")));
     let server = App::new(app(memory, config));
     seed(&server, "c1", &order_turns()).await;

@@ -3,7 +3,7 @@
 
 use chatmem::recall::{Outcome, RECALL_HEADING};
 use chatmem::{
-    ChatMemory, ConversationId, InMemoryStore, Message, Recall, Retention, Store, TokenCounter, ToolCall, WindowPolicy,
+    ChatMemory, ConversationId, InMemoryStore, Message, Recall, Retention, TokenCounter, ToolCall, WindowPolicy,
 };
 
 fn rt() -> tokio::runtime::Runtime {
@@ -156,46 +156,7 @@ fn recall_refuses_a_configuration_that_cannot_work() {
         "{e}"
     );
 
-    #[derive(Debug)]
-    struct Blind(InMemoryStore);
-    #[async_trait::async_trait]
-    impl Store for Blind {
-        async fn load(&self, id: &ConversationId) -> Result<chatmem::store::Snapshot, chatmem::store::StoreError> {
-            self.0.load(id).await
-        }
-        async fn commit(
-            &self,
-            id: &ConversationId,
-            c: chatmem::store::Commit,
-        ) -> Result<u64, chatmem::store::StoreError> {
-            self.0.commit(id, c).await
-        }
-        async fn history(
-            &self,
-            id: &ConversationId,
-            after: u64,
-            limit: usize,
-        ) -> Result<Vec<chatmem::store::StoredMessage>, chatmem::store::StoreError> {
-            self.0.history(id, after, limit).await
-        }
-        async fn clear(&self, id: &ConversationId) -> Result<bool, chatmem::store::StoreError> {
-            self.0.clear(id).await
-        }
-        async fn list(
-            &self,
-            after: Option<&ConversationId>,
-            limit: usize,
-        ) -> Result<chatmem::Page, chatmem::store::StoreError> {
-            self.0.list(after, limit).await
-        }
-        async fn recent(
-            &self,
-            q: &chatmem::store::RecentQuery,
-        ) -> Result<chatmem::store::RecentPage, chatmem::store::StoreError> {
-            self.0.recent(q).await
-        }
-    }
-    let e = ChatMemory::builder(Blind(InMemoryStore::new()))
+    let e = ChatMemory::builder(chatmem_test::failing::FailingStore::blind())
         .recall(Recall::new(3).unwrap())
         .build()
         .unwrap_err();
