@@ -234,7 +234,7 @@ mod tests {
         let commit = Commit::on(&Snapshot::empty())
             .index(true)
             .append(Message::user("Order order LC2026"), 3)
-            .append(Message::assistant("it's 'quoted' \"order\""), 3)
+            .append(Message::assistant("o'clock 'walrus' \"order\""), 3)
             .append(Message::user("..."), 1)
             .window_start(2)
             .build()
@@ -249,7 +249,7 @@ mod tests {
             (
                 2,
                 3,
-                vec![("it's".into(), 1), ("quoted".into(), 1), ("order".into(), 1)],
+                vec![("o'clock".into(), 1), ("walrus".into(), 1), ("order".into(), 1)],
             ),
             // No terms, still an indexed message (of length 0).
             (3, 0, vec![]),

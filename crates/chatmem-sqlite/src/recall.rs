@@ -995,7 +995,7 @@ mod tests {
         for batch in 0..40u64 {
             let texts: Vec<String> = (1..=500u64)
                 .map(|i| match batch * 500 + i {
-                    1 => "common needle".to_string(),
+                    1 => "common walrus".to_string(),
                     10_000 => "common haystack pin".to_string(),
                     n => format!("common filler{}", n % 7),
                 })
@@ -1010,18 +1010,18 @@ mod tests {
         assert!(segments.len() <= 12, "{segments:?}");
         let history = both.history();
         for (terms, before, limit) in [
-            (vec!["common", "needle"], u64::MAX, 20),
-            (vec!["needle", "common"], 50, 20),
+            (vec!["common", "walrus"], u64::MAX, 20),
+            (vec!["walrus", "common"], 50, 20),
             (vec!["common"], 12_000, 20),
             (vec!["pin", "common", "filler3"], u64::MAX, 20),
-            (vec!["common", "filler3", "needle"], 10_001, 5),
+            (vec!["common", "filler3", "walrus"], 10_001, 5),
             (vec!["turn7", "reply7", "common"], u64::MAX, 20),
         ] {
             let query = SearchQuery::new(terms.iter().map(|t| (*t).to_string()).collect(), before, limit);
             both.agrees(&history, &query);
         }
-        // The needle is found however old, its common term past the cap not counted.
-        let query = SearchQuery::new(vec!["common".into(), "needle".into()], u64::MAX, 20);
+        // The walrus is found however old, its common term past the cap not counted.
+        let query = SearchQuery::new(vec!["common".into(), "walrus".into()], u64::MAX, 20);
         let found = search(&mut both.conn, &both.id, &query).expect("search");
         assert_eq!((found.hits[0].message.seq, &found.hits[0].tf), (1, &vec![0, 1]));
         assert_eq!(found.df, [20_600, 1]);

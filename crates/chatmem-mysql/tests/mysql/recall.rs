@@ -174,7 +174,7 @@ async fn a_version_2_database_is_upgraded_keeps_its_data_and_indexes_new_commits
 
     // A new commit is indexed.
     let snap = store.load(&conv).await.expect("load");
-    let texts = ["walrus after".to_string(), "narwhal after".to_string()];
+    let texts = ["walrus tusk".to_string(), "narwhal tusk".to_string()];
     store
         .commit(&conv, appending(&snap, &texts, true, 1, Retention::KeepHistory))
         .await
@@ -209,7 +209,8 @@ async fn terms_differing_in_case_accents_or_trailing_spaces_stay_distinct() {
     let prefix = common::fresh_prefix("recall_bin");
     let store = common::store_in(&url, &prefix).await;
     let conv = id("binary");
-    let texts = ["order été straße".to_string(), "ete strasse a".to_string()];
+    // "strasse" is indexed stemmed, as "strass"; "straße" is not stemmed (not plain ASCII).
+    let texts = ["order été straße".to_string(), "ete strasse z".to_string()];
     store
         .commit(
             &conv,
@@ -222,8 +223,8 @@ async fn terms_differing_in_case_accents_or_trailing_spaces_stay_distinct() {
         ("été", vec![1]),
         ("straße", vec![1]),
         ("ete", vec![2]),
-        ("strasse", vec![2]),
-        ("a", vec![2]),
+        ("strass", vec![2]),
+        ("z", vec![2]),
         // Equal to a stored term under a case-insensitive, accent-insensitive or PAD SPACE
         // collation; not as bytes.
         ("Order", vec![]),
@@ -233,9 +234,10 @@ async fn terms_differing_in_case_accents_or_trailing_spaces_stay_distinct() {
         ("ordér", vec![]),
         ("Été", vec![]),
         ("ETE", vec![]),
-        ("a ", vec![]),
-        ("A", vec![]),
-        ("strasse ", vec![]),
+        ("strasse", vec![]),
+        ("z ", vec![]),
+        ("Z", vec![]),
+        ("strass ", vec![]),
     ] {
         let found = search(&store, &conv, &[term], u64::MAX, 10).await;
         assert_eq!(seqs(&found), hits, "{term:?}");

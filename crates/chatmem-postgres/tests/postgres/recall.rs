@@ -337,16 +337,16 @@ async fn the_index_goes_with_cleared_purged_and_expired_conversations() {
     assert_eq!(search(&revived, "revived").await, SearchResult::default());
     let fresh = commit_texts(
         &Snapshot::empty(),
-        &["revived anew".to_owned()],
+        &["walrus anew".to_owned()],
         1,
         Retention::KeepHistory,
         false,
     );
     store.commit(&revived, fresh).await.expect("start afresh");
-    let found = search(&revived, "revived").await;
+    let found = search(&revived, "walrus").await;
     assert_eq!((found.docs, found.total_len, found.df.clone()), (1, 2, vec![1]));
     assert_eq!(found.hits.len(), 1);
-    assert_eq!(found.hits[0].message.message.text().as_deref(), Some("revived anew"));
+    assert_eq!(found.hits[0].message.message.text().as_deref(), Some("walrus anew"));
     assert!(
         search(&revived, "one").await.hits.is_empty(),
         "the old generation is gone"

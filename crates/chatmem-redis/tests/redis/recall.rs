@@ -225,7 +225,7 @@ async fn the_index_expires_and_is_cleared_with_the_conversation() {
     // without index entries: the index lives as long as the conversation, whatever TTL it
     // was written under.
     let fillers: Vec<String> = (0..38).map(|i| format!("filler{i}")).collect();
-    let mut texts = vec!["walrus tusk", "walrus again"];
+    let mut texts = vec!["walrus tusk", "walrus twice"];
     texts.extend(fillers.iter().map(String::as_str));
     let c = indexed(&Snapshot::empty(), &texts, Some(Duration::from_millis(400)));
     store.commit(&id, c).await.unwrap();

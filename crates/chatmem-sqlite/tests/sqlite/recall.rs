@@ -183,7 +183,7 @@ async fn an_expired_purged_or_cleared_conversation_leaves_no_index() {
     store
         .commit(
             &renewed,
-            indexed(&Snapshot::empty(), ["narwhal again".into(), "narwhal twice".into()]),
+            indexed(&Snapshot::empty(), ["narwhal tusk".into(), "narwhal twice".into()]),
         )
         .await
         .expect("a new conversation");
