@@ -229,6 +229,22 @@ impl OpenAiModelBuilder {
     /// [`ConfigError`]: no or bad base URL, a missing API key (naming the variable), no
     /// model, a zero timeout, or an API key that cannot be sent as a header.
     pub fn build(self) -> Result<OpenAiModel, ConfigError> {
+        let (config, model, timeout, max_retries) = self.parts()?;
+        OpenAiModel::from_parts(config, model, timeout, max_retries)
+    }
+
+    /// Checks the settings and builds an embedding model on the same endpoint
+    /// (`/embeddings`): [`OpenAiEmbedder`](crate::OpenAiEmbedder). The model is the
+    /// embedding model's name (a provider's default chat model is not one: name it).
+    ///
+    /// # Errors
+    /// As [`build`](OpenAiModelBuilder::build).
+    pub fn build_embedder(self) -> Result<crate::OpenAiEmbedder, ConfigError> {
+        let (config, model, timeout, max_retries) = self.parts()?;
+        crate::OpenAiEmbedder::from_parts(config, model, timeout, max_retries)
+    }
+
+    fn parts(self) -> Result<(EndpointConfig, String, Duration, usize), ConfigError> {
         let provider_name = self.provider.map_or("custom", Provider::name);
         let base = match (&self.base_url, self.provider) {
             (Some(u), _) => u.clone(),
@@ -267,7 +283,7 @@ impl OpenAiModelBuilder {
             key: key.unwrap_or_else(|| SecretString::from(String::new())),
             auth,
         };
-        OpenAiModel::from_parts(config, model, self.timeout, self.max_retries)
+        Ok((config, model, self.timeout, self.max_retries))
     }
 }
 

@@ -41,6 +41,7 @@
 
 mod config;
 pub mod convert;
+mod embedder;
 mod error;
 mod model;
 pub mod passthrough;
@@ -50,5 +51,6 @@ mod wire;
 pub use async_openai;
 
 pub use crate::config::{DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, OpenAiModelBuilder, Provider, UnknownProvider};
+pub use crate::embedder::OpenAiEmbedder;
 pub use crate::error::ConfigError;
 pub use crate::model::OpenAiModel;

@@ -53,20 +53,10 @@ impl OpenAiModel {
         timeout: Duration,
         max_retries: usize,
     ) -> Result<Self, ConfigError> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(timeout)
-            .build()
-            .map_err(ConfigError::Http)?;
-        // Retries sit below the status check so a 429/5xx that still fails after them
-        // reaches `check_status` with its status intact.
-        let service = ServiceBuilder::new()
-            .and_then(check_status)
-            .retry(SimpleRetryPolicy::new(max_retries))
-            .service(ReqwestService::new(http));
         let base_url = async_openai::config::Config::api_base(&config).to_string();
         let has_key = config.has_key();
         Ok(Self {
-            client: Client::with_config(config).with_http_service(service),
+            client: client(config, timeout, max_retries)?,
             model,
             base_url,
             has_key,
@@ -110,6 +100,26 @@ impl OpenAiModel {
             format!("no answer from the provider within {:?}", self.timeout),
         )
     }
+}
+
+/// The async-openai client every call of an endpoint goes through: connect timeout, retries
+/// of 429, 5xx and connection failures, the status check.
+pub(crate) fn client(
+    config: EndpointConfig,
+    timeout: Duration,
+    max_retries: usize,
+) -> Result<Client<EndpointConfig>, ConfigError> {
+    let http = reqwest::Client::builder()
+        .connect_timeout(timeout)
+        .build()
+        .map_err(ConfigError::Http)?;
+    // Retries sit below the status check so a 429/5xx that still fails after them
+    // reaches `check_status` with its status intact.
+    let service = ServiceBuilder::new()
+        .and_then(check_status)
+        .retry(SimpleRetryPolicy::new(max_retries))
+        .service(ReqwestService::new(http));
+    Ok(Client::with_config(config).with_http_service(service))
 }
 
 #[async_trait]

@@ -77,7 +77,7 @@
 //!   system_counted_by, commit_token, summary, window_start, next_seq, expires_at,
 //!   updated_at, recall_docs, recall_len, recall_tail, recall_merged)`;
 //! - `messages(conversation_id, seq, tokens, recall_len, recall_at, recall_terms, json,
-//!   counted_by, PRIMARY KEY (conversation_id, seq))`;
+//!   counted_by, vector_model, vector, PRIMARY KEY (conversation_id, seq))`;
 //! - `recall_segments(conversation_id, segment, last_seq, docs, PRIMARY KEY
 //!   (conversation_id, segment))` and `recall_postings(conversation_id, segment, term, df,
 //!   head, rest, PRIMARY KEY (conversation_id, segment, term))`: the recall index's segments;
@@ -91,7 +91,8 @@
 //! recorded), `commit_token` is the token of the last commit (a resent commit is answered as
 //! applied). A message's `recall_*` columns are its index entry (NULL: committed without
 //! recall); a conversation's `recall_docs` and `recall_len` count its indexed messages and
-//! their length, `recall_merged` is where its newest, not yet segmented, indexed messages
+//! their length, `vector_model` and `vector` (little-endian `f32`s) its embedding for recall
+//! (NULL: none yet), `recall_merged` is where its newest, not yet segmented, indexed messages
 //! start and `recall_tail` how many they are. `updated_at` is when the last commit landed, in Unix microseconds by the clock
 //! of the process that made it (0: last written before schema 4, until its next commit);
 //! [`recent`](chatmem::Store::recent) matches its prefix as a range of ids (`id >= prefix AND
@@ -113,6 +114,7 @@ mod recall;
 mod rows;
 mod sql;
 mod store;
+mod vectors;
 
 pub use crate::store::{
     DEFAULT_POOL_SIZE, DEFAULT_TIMEOUT, MissingDatabase, SCHEMA_VERSION, SqliteStore, SqliteStoreBuilder,

@@ -12,7 +12,7 @@ use crate::error::db_error;
 /// [`chatmem::Summary`]); 4 when the last commit landed (`updated_at`) and the index that
 /// lists conversations by it; 5 the lexical index for recall (`messages.recall_*`,
 /// `conversations.recall_*`, `recall_segments`, `recall_postings`).
-pub(crate) const SCHEMA_VERSION: i64 = 5;
+pub(crate) const SCHEMA_VERSION: i64 = 6;
 
 const CREATE: &str = "
 CREATE TABLE IF NOT EXISTS conversations (
@@ -42,6 +42,8 @@ CREATE TABLE IF NOT EXISTS messages (
     recall_terms BLOB,
     json TEXT NOT NULL,
     counted_by TEXT,
+    vector_model TEXT,
+    vector BLOB,
     PRIMARY KEY (conversation_id, seq)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS conversations_expires_at ON conversations (expires_at) WHERE expires_at IS NOT NULL;
@@ -120,6 +122,11 @@ ALTER TABLE messages ADD COLUMN recall_terms BLOB;
 /// Creates the schema if absent, in one IMMEDIATE transaction so processes opening the same
 /// new file at once do it exactly once; refuses a newer schema. A file whose schema is
 /// current is only read: opening it never waits for another process's write lock.
+const UPGRADE_5_TO_6: &str = "
+ALTER TABLE messages ADD COLUMN vector_model TEXT;
+ALTER TABLE messages ADD COLUMN vector BLOB;
+";
+
 pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     match current_version(conn)? {
         Some(v) if v == SCHEMA_VERSION => return Ok(()),
@@ -141,7 +148,7 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
         Some(v) if v > SCHEMA_VERSION => return Err(schema_too_new(v)),
         Some(v) if v == SCHEMA_VERSION => {}
         found => {
-            if let Some(from @ (1..=4)) = found {
+            if let Some(from @ (1..=5)) = found {
                 if from == 1 {
                     tx.execute_batch(UPGRADE_1_TO_2)
                         .map_err(|e| db_error("upgrading the schema from version 1", e))?;
@@ -154,8 +161,12 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
                     tx.execute_batch(UPGRADE_3_TO_4)
                         .map_err(|e| db_error("upgrading the schema to version 4", e))?;
                 }
-                tx.execute_batch(UPGRADE_4_TO_5)
-                    .map_err(|e| db_error("upgrading the schema to version 5", e))?;
+                if from <= 4 {
+                    tx.execute_batch(UPGRADE_4_TO_5)
+                        .map_err(|e| db_error("upgrading the schema to version 5", e))?;
+                }
+                tx.execute_batch(UPGRADE_5_TO_6)
+                    .map_err(|e| db_error("upgrading the schema to version 6", e))?;
             } else {
                 // Nothing (or something older than the first version): the current schema.
                 tx.execute_batch(CREATE)

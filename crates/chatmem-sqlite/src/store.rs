@@ -8,14 +8,15 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chatmem::store::{
-    Commit, RecentPage, RecentQuery, SearchQuery, SearchResult, Snapshot, StoreError, StoreErrorKind, StoredMessage,
+    Commit, IndexedMessage, MessageVector, RecentPage, RecentQuery, SearchQuery, SearchResult, Snapshot, StoreError,
+    StoreErrorKind, StoredMessage,
 };
 use chatmem::{ConversationId, Page, Store};
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{Mutex as AsyncMutex, Semaphore};
 use tokio::time::Instant;
 
-use crate::{error, migrate, pragmas, recall, sql};
+use crate::{error, migrate, pragmas, recall, sql, vectors};
 
 /// How long an operation may wait for a connection or for another process's write lock
 /// before failing with [`StoreErrorKind::Unavailable`].
@@ -532,8 +533,40 @@ impl Store for SqliteStore {
 
     async fn search(&self, id: &ConversationId, query: &SearchQuery) -> Result<SearchResult, StoreError> {
         let (id, query) = (id.clone(), query.clone());
-        self.with_conn("search", false, move |c| recall::search(c, &id, &query))
+        self.with_conn("search", false, move |c| {
+            let found = recall::search(c, &id, &query)?;
+            Ok(match &query.vector {
+                Some(v) => found.with_vector_hits(vectors::search(c, &id, v, query.before, query.limit)?),
+                None => found,
+            })
+        })
+        .await
+    }
+
+    /// Always, as [`searches`](Store::searches).
+    fn keeps_vectors(&self) -> bool {
+        true
+    }
+
+    async fn put_vectors(&self, id: &ConversationId, vectors: &[MessageVector]) -> Result<usize, StoreError> {
+        let (id, vectors) = (id.clone(), vectors.to_vec());
+        self.with_conn("put_vectors", true, move |c| vectors::put(c, &id, &vectors))
             .await
+    }
+
+    async fn unembedded(
+        &self,
+        id: &ConversationId,
+        model: &str,
+        dim: usize,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<IndexedMessage>, StoreError> {
+        let (id, model) = (id.clone(), model.to_owned());
+        self.with_conn("unembedded", false, move |c| {
+            vectors::unembedded(c, &id, &model, dim, after, limit)
+        })
+        .await
     }
 }
 

@@ -14,6 +14,7 @@ mod recall;
 mod recent;
 mod round_trip;
 mod summary;
+mod vectors;
 mod versions;
 mod window;
 
@@ -66,6 +67,7 @@ pub(crate) async fn run(store: Arc<dyn Store>) {
     )
     .await;
     step("recall_through_memory", recall::recall_through_memory(&run)).await;
+    step("recall_vectors", vectors::recall_vectors(&run)).await;
     step("ttl", lifecycle::ttl(&run)).await;
     step("concurrency_one_conversation", concurrency::one_conversation(&run)).await;
     step("concurrency_many_conversations", concurrency::many_conversations(&run)).await;

@@ -38,6 +38,7 @@ use chatmem::{ConversationId, Store};
 pub mod app;
 pub mod bench;
 mod conformance;
+pub mod embedders;
 pub mod failing;
 #[cfg(feature = "fuzz")]
 pub mod fuzz;

@@ -202,7 +202,28 @@ struct Shared {
     received: Mutex<Vec<Received>>,
     fallback: Responder,
     key: Option<&'static str>,
+    embeddings: Mutex<Embeddings>,
+    embedded: Mutex<Vec<Value>>,
 }
+
+/// How the upstream's `POST /v1/embeddings` answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Embeddings {
+    /// A toy model: each text's characters (letters and digits, case folded) hashed into
+    /// [`EMBEDDING_DIM`] counts, so texts sharing characters are similar (`那单` and `订单`
+    /// share `单`) and texts sharing none are orthogonal.
+    Characters,
+    /// Never answers.
+    Hang,
+    /// Answers this HTTP status with an OpenAI-style error body.
+    Status(u16),
+    /// Answers 200 with a body that is not embeddings (`{"data": "garbage"}`).
+    Garbage,
+    /// Answers one vector fewer than the texts asked.
+    Short,
+}
+
+pub use crate::embedders::{EMBEDDING_DIM, character_vector};
 
 /// The upstream; it runs until the test's runtime ends.
 #[derive(Debug)]
@@ -257,9 +278,12 @@ impl MockUpstream {
             received: Mutex::new(Vec::new()),
             fallback,
             key,
+            embeddings: Mutex::new(Embeddings::Characters),
+            embedded: Mutex::new(Vec::new()),
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(chat))
+            .route("/v1/embeddings", post(embed))
             .route("/v1/models", get(models))
             .with_state(Arc::clone(&shared));
         let served = loopback::serve(app).await;
@@ -268,6 +292,30 @@ impl MockUpstream {
             served,
             shared,
         }
+    }
+
+    /// How `POST /v1/embeddings` answers from now on (default [`Embeddings::Characters`]).
+    pub fn set_embeddings(&self, how: Embeddings) {
+        *self.shared.embeddings.lock().expect("lock") = how;
+    }
+
+    /// Every embedding request body received, in arrival order (apart from
+    /// [`requests`](MockUpstream::requests), which are the chat calls).
+    pub fn embedding_requests(&self) -> Vec<Value> {
+        self.shared.embedded.lock().expect("lock").clone()
+    }
+
+    /// An embedder pointed at this upstream: [`TEST_KEY`], model `mock-embedder`, no
+    /// retries, a 5 s timeout.
+    pub fn embedder(&self) -> chatmem_openai::OpenAiEmbedder {
+        OpenAiModel::builder()
+            .base_url(&self.base_url)
+            .api_key(TEST_KEY)
+            .model("mock-embedder")
+            .timeout(Duration::from_secs(5))
+            .max_retries(0)
+            .build_embedder()
+            .expect("a valid embedder")
     }
 
     /// Appends replies to the script.
@@ -335,6 +383,41 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
     let reply = shared.script.lock().expect("lock").pop_front();
     let reply = reply.unwrap_or_else(|| (shared.fallback)(&request));
     answer(reply, request["stream"] == json!(true)).await
+}
+
+/// OpenAI's `/v1/embeddings`, as [`Embeddings`] says.
+async fn embed(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    shared.embedded.lock().expect("lock").push(request.clone());
+    let how = *shared.embeddings.lock().expect("lock");
+    let texts: Vec<String> = match &request["input"] {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(a) => a.iter().map(|t| t.as_str().unwrap_or_default().to_owned()).collect(),
+        _ => Vec::new(),
+    };
+    match how {
+        Embeddings::Hang => std::future::pending().await,
+        Embeddings::Status(code) => {
+            let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let body = json!({"error": {"message": "mock embedding failure", "type": "server_error", "code": null}});
+            (status, axum::Json(body)).into_response()
+        }
+        Embeddings::Garbage => axum::Json(json!({"data": "garbage"})).into_response(),
+        Embeddings::Characters | Embeddings::Short => {
+            let n = if how == Embeddings::Short {
+                texts.len().saturating_sub(1)
+            } else {
+                texts.len()
+            };
+            let data: Vec<Value> = texts[..n]
+                .iter()
+                .enumerate()
+                .map(|(i, t)| json!({"object": "embedding", "index": i, "embedding": character_vector(t)}))
+                .collect();
+            axum::Json(json!({"object": "list", "data": data, "model": request["model"], "usage": {"prompt_tokens": 0, "total_tokens": 0}}))
+                .into_response()
+        }
+    }
 }
 
 /// OpenAI's model list; with a key expected, 401 with OpenAI's error body for any other.

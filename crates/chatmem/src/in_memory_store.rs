@@ -10,7 +10,7 @@ use crate::commit::Commit;
 use crate::error::StoreError;
 use crate::id::ConversationId;
 use crate::page::Page;
-use crate::recall::{MemoryIndex, SearchQuery, SearchResult};
+use crate::recall::{IndexedMessage, MemoryIndex, MessageVector, SearchQuery, SearchResult};
 use crate::shared_messages::SharedMessages;
 use crate::snapshot::Snapshot;
 use crate::store::{RecentConversation, RecentPage, RecentQuery, Store, now_micros};
@@ -271,6 +271,35 @@ impl Store for InMemoryStore {
             Self::live(&mut map, id)
                 .map_or_else(SearchResult::default, |c| c.index.search(query, |seq| c.message(seq))),
         )
+    }
+
+    fn keeps_vectors(&self) -> bool {
+        true
+    }
+
+    async fn put_vectors(&self, id: &ConversationId, vectors: &[MessageVector]) -> Result<usize, StoreError> {
+        let mut map = self.lock();
+        Ok(Self::live(&mut map, id).map_or(0, |c| {
+            let Conversation { index, .. } = c;
+            let mut index = std::mem::take(index);
+            let kept = index.put_vectors(vectors, |seq| c.message(seq));
+            c.index = index;
+            kept
+        }))
+    }
+
+    async fn unembedded(
+        &self,
+        id: &ConversationId,
+        model: &str,
+        dim: usize,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<IndexedMessage>, StoreError> {
+        let mut map = self.lock();
+        Ok(Self::live(&mut map, id).map_or_else(Vec::new, |c| {
+            c.index.unembedded(model, dim, after, limit, |seq| c.message(seq))
+        }))
     }
 }
 

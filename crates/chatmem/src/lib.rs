@@ -27,6 +27,7 @@
 
 mod commit;
 mod counter;
+mod embeddings;
 mod error;
 mod id;
 mod in_memory_store;
@@ -52,6 +53,10 @@ pub mod window;
 
 pub use crate::commit::Retention;
 pub use crate::counter::{Cl100k, Heuristic, O200k, TokenCounter, Tokenizer};
+pub use crate::embeddings::{
+    DEFAULT_EMBED_TIMEOUT, DEFAULT_QUERY_WAIT, EMBED_ATTEMPTS, EMBED_BATCH, EmbedFailure, EmbedKind, Embedder,
+    EmbeddingEvent, Embeddings,
+};
 pub use crate::error::{Error, Result};
 pub use crate::id::{ConversationId, InvalidConversationId, MAX_ID_BYTES};
 pub use crate::in_memory_store::InMemoryStore;

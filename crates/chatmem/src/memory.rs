@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::commit::Retention;
 use crate::counter::{Cl100k, CounterName, Memo, TextCounts, TokenCounter};
+use crate::embeddings::Embeddings;
 use crate::error::{Error, Result};
 use crate::id::ConversationId;
 use crate::in_memory_store::InMemoryStore;
@@ -71,6 +72,20 @@ pub struct ChatMemory<S = InMemoryStore> {
     max_batch: BatchLimits,
     summarizer: Option<Summarizer>,
     recall: Option<Recall>,
+    embeddings: Option<EmbeddingsOn>,
+}
+
+/// Embeddings and the store they write vectors to (the memory's, shared).
+#[derive(Clone)]
+pub(crate) struct EmbeddingsOn {
+    pub(crate) settings: Embeddings,
+    pub(crate) store: Arc<dyn Store>,
+}
+
+impl std::fmt::Debug for EmbeddingsOn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.settings.fmt(f)
+    }
 }
 
 /// The counter name stored with messages added under `policy`: the counter's, or
@@ -218,6 +233,18 @@ impl<S: Store> ChatMemoryBuilder<S> {
                 ));
             }
         }
+        if self.inner.embeddings.is_some() {
+            if self.inner.recall.is_none() {
+                return Err(Error::InvalidConfig(
+                    "embeddings serve recall: turn recall on to use them".into(),
+                ));
+            }
+            if !self.inner.store.keeps_vectors() {
+                return Err(Error::InvalidConfig(
+                    "embeddings need a store that keeps vectors; this store does not".into(),
+                ));
+            }
+        }
         if let Some(summarizer) = &self.inner.summarizer {
             summarizer.validate().map_err(Error::InvalidConfig)?;
         }
@@ -235,6 +262,31 @@ impl<S: Store> ChatMemoryBuilder<S> {
         let mut memory = self.inner;
         memory.counted_by = counted_by(&memory.policy, memory.counter.as_ref());
         Ok(memory)
+    }
+}
+
+impl<S: Store + Clone + 'static> ChatMemoryBuilder<S> {
+    /// Embeds what recall searches with `embeddings` (default: none, recall by words): the
+    /// messages a commit wrote are embedded after it returns, in the background, and their
+    /// vectors written to this store; a turn's question is embedded within the embeddings'
+    /// query wait. Needs [`recall`](ChatMemoryBuilder::recall) and a store that
+    /// [keeps vectors](Store::keeps_vectors) (checked by [`build`](ChatMemoryBuilder::build)).
+    /// The store is cloned for the background writes (wrap one that is not cheap to clone
+    /// in an `Arc`).
+    pub fn embeddings(mut self, embeddings: Embeddings) -> Self {
+        self.inner = self.inner.with_embeddings(Some(embeddings));
+        self
+    }
+}
+
+impl<S: Store + Clone + 'static> ChatMemory<S> {
+    /// The same memory with other embeddings (`None`: recall by words alone).
+    pub fn with_embeddings(mut self, embeddings: Option<Embeddings>) -> Self {
+        self.embeddings = embeddings.map(|settings| EmbeddingsOn {
+            settings,
+            store: Arc::new(self.store.clone()),
+        });
+        self
     }
 }
 
@@ -262,6 +314,7 @@ impl<S: Store> ChatMemory<S> {
             max_batch: BatchLimits::default(),
             summarizer: None,
             recall: None,
+            embeddings: None,
         }
     }
 
@@ -347,6 +400,8 @@ impl<S: Store> ChatMemory<S> {
             max_batch: self.max_batch,
             summarizer: self.summarizer,
             recall: self.recall,
+            // The vectors' store was the old one: embeddings are set again on the new.
+            embeddings: None,
         }
     }
 
@@ -368,6 +423,15 @@ impl<S: Store> ChatMemory<S> {
     /// The summarizer, if this memory summarizes.
     pub fn summarizer(&self) -> Option<&Summarizer> {
         self.summarizer.as_ref()
+    }
+
+    /// The embeddings, if this memory embeds what recall searches.
+    pub fn embeddings(&self) -> Option<&Embeddings> {
+        self.embeddings.as_ref().map(|e| &e.settings)
+    }
+
+    pub(crate) fn embeddings_on(&self) -> Option<&EmbeddingsOn> {
+        self.embeddings.as_ref()
     }
 
     /// The recall settings, if this memory recalls.
@@ -409,10 +473,17 @@ impl<S: Store> ChatMemory<S> {
             return Ok(None);
         }
         let terms = crate::recall::query_terms(query);
-        if terms.is_empty() {
+        let vector = match &self.embeddings {
+            Some(e) => e.settings.query(query).await,
+            None => None,
+        };
+        if terms.is_empty() && vector.is_none() {
             return Ok(Some(crate::recall::Recalled::default()));
         }
-        let search = crate::recall::SearchQuery::new(terms, snapshot.window_start, crate::recall::search_limit(k));
+        let mut search = crate::recall::SearchQuery::new(terms, snapshot.window_start, crate::recall::search_limit(k));
+        if let Some(v) = vector {
+            search = search.with_vector(v);
+        }
         let found = self.store.search(id, &search).await.map_err(store_err)?;
         Ok(Some(crate::recall::choose(
             &found,

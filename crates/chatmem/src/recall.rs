@@ -17,15 +17,20 @@ mod inject;
 mod memory_index;
 mod search;
 mod spec;
+mod vector;
 
 pub use analysis::{IndexTerms, MAX_QUERY_TERMS, MAX_TERM_BYTES, MAX_TERMS_PER_MESSAGE, query_terms, terms};
-pub use inject::{Considered, Outcome, RECALL_HEADING, Recalled, choose};
+pub use inject::{Considered, Outcome, RECALL_HEADING, RRF_K, Recalled, choose};
 pub use memory_index::MemoryIndex;
 pub use search::{
     BM25_B, BM25_K1, IndexEntry, LexicalHit, MAX_POSTINGS_PER_TERM, SCORE_DECIMALS, SearchQuery, SearchResult, bm25,
     idf, relevance, rounded,
 };
-pub use spec::{DEFAULT_MIN_RELEVANCE, DEFAULT_RECALL_MAX_TOKENS, MAX_RECALL_K, Recall};
+pub use spec::{DEFAULT_MIN_RELEVANCE, DEFAULT_MIN_SIMILARITY, DEFAULT_RECALL_MAX_TOKENS, MAX_RECALL_K, Recall};
+pub use vector::{
+    IndexedMessage, InvalidVector, MAX_MODEL_NAME_BYTES, MAX_VECTOR_DIM, MessageVector, Vector, VectorHit,
+    embedding_text, fingerprint, rank_by_similarity,
+};
 
 /// How many hits a turn asks a store for, for `k` recalled: more than `k`, so that hits cut
 /// by the floor, the budget or a missing tool call leave room for the next.

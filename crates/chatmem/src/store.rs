@@ -19,7 +19,9 @@ use std::sync::Arc;
 pub use crate::commit::{Commit, CommitBuilder};
 pub use crate::counter::{CounterName, UNCOUNTED};
 pub use crate::error::{StoreError, StoreErrorKind};
-pub use crate::recall::{IndexEntry, IndexTerms, LexicalHit, SearchQuery, SearchResult};
+pub use crate::recall::{
+    IndexEntry, IndexTerms, IndexedMessage, LexicalHit, MessageVector, SearchQuery, SearchResult, Vector, VectorHit,
+};
 pub use crate::redact::{HIDDEN_URL, SecretUrl, redact_url};
 pub use crate::shared_messages::SharedMessages;
 pub use crate::snapshot::Snapshot;
@@ -85,6 +87,16 @@ use crate::{commit::Retention, summary::Summary};
 ///   each with its time, length and term frequencies ([`LexicalHit`]). Index entries go
 ///   wherever their messages go (cleared, expired, deleted below a start). Terms are
 ///   compared as exact strings: a store never parses them as a query language.
+/// - **Vectors** (optional, for a store that searches: [`keeps_vectors`](Store::keeps_vectors)).
+///   [`put_vectors`](Store::put_vectors) keeps one [`Vector`] per indexed message (a new one
+///   replaces the old), written only where [`MessageVector::fits`] the message stored at its
+///   seq, all in one atomic write; vectors go wherever their messages go. A
+///   [`search`](Store::search) with a [`SearchQuery::vector`] also answers
+///   [`SearchResult::vector_hits`]: the messages before `before` whose vector has the query
+///   vector's model and dimension, ranked by
+///   [`rank_by_similarity`](crate::recall::rank_by_similarity) of [`Vector::dot`].
+///   [`unembedded`](Store::unembedded) pages through the indexed messages with `seq > after`
+///   that have no vector of a model and dimension, oldest first (for re-embedding a store).
 /// - Errors are [`StoreError`]s whose [`kind`](StoreError::kind) says what happened: a lost
 ///   version check is `Conflict`, an unreachable backend `Unavailable`, unreadable data
 ///   `Corrupt` (use [`StoreError::corrupt`] and [`StoredMessage::from_json`]).
@@ -230,6 +242,43 @@ pub trait Store: Send + Sync + std::fmt::Debug {
             "this store does not search (recall needs a store that does)",
         ))
     }
+
+    /// Whether the store keeps vectors for recall ([`put_vectors`](Store::put_vectors), the
+    /// vector half of [`search`](Store::search)). The default is `false`: a memory with
+    /// embeddings refuses such a store when it is built.
+    fn keeps_vectors(&self) -> bool {
+        false
+    }
+
+    /// Keeps each of `vectors` on its message, where it [fits](MessageVector::fits) the message
+    /// stored at its seq, in one atomic write; returns how many were kept. The default, for
+    /// stores that keep no vectors, fails with `InvalidInput`.
+    async fn put_vectors(&self, id: &ConversationId, vectors: &[MessageVector]) -> Result<usize, StoreError> {
+        let _ = (id, vectors);
+        Err(no_vectors())
+    }
+
+    /// Up to `limit` indexed messages with `seq > after` that have no vector of `model` with
+    /// `dim` values, oldest first. The default, for stores that keep no vectors, fails with
+    /// `InvalidInput`.
+    async fn unembedded(
+        &self,
+        id: &ConversationId,
+        model: &str,
+        dim: usize,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<IndexedMessage>, StoreError> {
+        let _ = (id, model, dim, after, limit);
+        Err(no_vectors())
+    }
+}
+
+fn no_vectors() -> StoreError {
+    StoreError::new(
+        crate::error::StoreErrorKind::InvalidInput,
+        "this store keeps no vectors (embeddings need a store that does)",
+    )
 }
 
 macro_rules! forward_store {
@@ -262,6 +311,22 @@ macro_rules! forward_store {
             }
             async fn search(&self, id: &ConversationId, query: &SearchQuery) -> Result<SearchResult, StoreError> {
                 (**self).search(id, query).await
+            }
+            fn keeps_vectors(&self) -> bool {
+                (**self).keeps_vectors()
+            }
+            async fn put_vectors(&self, id: &ConversationId, vectors: &[MessageVector]) -> Result<usize, StoreError> {
+                (**self).put_vectors(id, vectors).await
+            }
+            async fn unembedded(
+                &self,
+                id: &ConversationId,
+                model: &str,
+                dim: usize,
+                after: u64,
+                limit: usize,
+            ) -> Result<Vec<IndexedMessage>, StoreError> {
+                (**self).unembedded(id, model, dim, after, limit).await
             }
         }
     )*};

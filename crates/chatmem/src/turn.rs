@@ -347,11 +347,18 @@ impl<'m, S: Store> Turn<'m, S> {
             return Ok(None);
         };
         let terms = crate::recall::query_terms(&text);
-        if terms.is_empty() {
+        let vector = match self.memory.embeddings() {
+            Some(embeddings) => embeddings.query(&text).await,
+            None => None,
+        };
+        if terms.is_empty() && vector.is_none() {
             return Ok(None);
         }
         let before = self.plan().draft().window_start();
-        let query = SearchQuery::new(terms, before, crate::recall::search_limit(recall.k()));
+        let mut query = SearchQuery::new(terms, before, crate::recall::search_limit(recall.k()));
+        if let Some(vector) = vector {
+            query = query.with_vector(vector);
+        }
         let found = self
             .memory
             .store()
@@ -517,8 +524,25 @@ impl<'m, S: Store> Turn<'m, S> {
                 // messages with it (the in-memory one) appends in place once it is let go.
                 self.loaded.release_messages();
             }
+            // What the background embeds once the commit returned (nothing without embeddings).
+            let to_embed: Vec<(u64, std::sync::Arc<Message>)> = match memory.embeddings_on() {
+                Some(_) if !commit.index().is_empty() => commit
+                    .appended()
+                    .iter()
+                    .map(|m| (m.seq, std::sync::Arc::clone(&m.message)))
+                    .collect(),
+                _ => Vec::new(),
+            };
             match memory.store().commit(&self.id, commit).await {
-                Ok(version) => return Ok(Some((kept, version))),
+                Ok(version) => {
+                    if let Some(on) = memory.embeddings_on()
+                        && !to_embed.is_empty()
+                    {
+                        on.settings
+                            .after_commit(std::sync::Arc::clone(&on.store), &self.id, to_embed);
+                    }
+                    return Ok(Some((kept, version)));
+                }
                 Err(e) if e.is_conflict() && attempt < memory.max_attempts() => {
                     tracing::debug!(attempt, "commit lost a version check; reloading");
                     backoff(attempt).await;

@@ -10,6 +10,11 @@ use crate::message::{Message, Role};
 use super::search::{SearchResult, bm25, relevance, rounded};
 use super::spec::Recall;
 
+/// Reciprocal rank fusion's constant: a message's fused score is Σ 1 / (`RRF_K` + rank) over
+/// the rankings that found it (by words, by vector). 60 is the value of the method's paper
+/// (Cormack et al., 2009) and what Elasticsearch and others use.
+pub const RRF_K: f64 = 60.0;
+
 /// The first line of the message recalled messages are sent in: fixed, so a model (and a
 /// reader of the prompt) can tell recalled text from what is being said now.
 pub const RECALL_HEADING: &str = "Recalled from earlier in this conversation (oldest first):";
@@ -54,12 +59,20 @@ pub struct Considered {
     pub message: Arc<Message>,
     /// When the commit that wrote it landed, in Unix microseconds.
     pub at_micros: i64,
-    /// Its place among the hits by lexical score, from 1.
+    /// Its place among the hits by lexical score, from 1; 0 when the words did not find it
+    /// (only its vector did).
     pub lexical_rank: usize,
-    /// Its BM25 score.
+    /// Its BM25 score (0 when the words did not find it).
     pub score: f64,
-    /// Its [relevance](super::relevance), what the floor applies to.
+    /// Its [relevance](super::relevance), what the relevance floor applies to.
     pub relevance: f64,
+    /// Its place among the hits by vector, from 1, when its vector was found.
+    pub vector_rank: Option<usize>,
+    /// Its vector's cosine similarity with the question's, when found by vector: what the
+    /// [similarity floor](Recall::similarity_floor) applies to.
+    pub similarity: Option<f64>,
+    /// Its reciprocal-rank-fusion score over both rankings ([`RRF_K`]): what orders the hits.
+    pub fused: f64,
     /// What became of it.
     pub outcome: Outcome,
 }
@@ -93,10 +106,12 @@ impl Recalled {
     }
 }
 
-/// Chooses what to recall from `found`: the hits ranked by relevance (ties: the newer
-/// first); those at least as relevant as the floor, up to `k`, each tool result with its
-/// call (found among the relevant hits) or not at all; each while it fits in `budget` tokens
-/// (counted by `counter` as it is written, the heading included); written oldest first.
+/// Chooses what to recall from `found`: the hits by words and by vector, ranked by their
+/// fused score (ties: the newer first; with no vector hits that is the lexical order); those
+/// at least as relevant as the relevance floor or as similar as the similarity floor, up to
+/// `k`, each tool result with its call (found among the eligible hits) or not at all; each
+/// while it fits in `budget` tokens (counted by `counter` as it is written, the heading
+/// included); written oldest first.
 pub fn choose(found: &SearchResult, recall: &Recall, budget: usize, counter: &dyn TokenCounter) -> Recalled {
     let terms = found.df.len();
     let mut considered: Vec<Considered> = found
@@ -111,6 +126,9 @@ pub fn choose(found: &SearchResult, recall: &Recall, budget: usize, counter: &dy
                 lexical_rank: 0,
                 score,
                 relevance: relevance(found.docs, terms, score),
+                vector_rank: None,
+                similarity: None,
+                fused: 0.0,
                 outcome: Outcome::BelowThreshold,
             }
         })
@@ -118,9 +136,39 @@ pub fn choose(found: &SearchResult, recall: &Recall, budget: usize, counter: &dy
     considered.sort_by(|a, b| rounded(b.score).total_cmp(&rounded(a.score)).then(b.seq.cmp(&a.seq)));
     for (i, c) in considered.iter_mut().enumerate() {
         c.lexical_rank = i + 1;
+        c.fused = 1.0 / (RRF_K + (i + 1) as f64);
     }
-    let floor = recall.relevance_floor();
-    let eligible = |c: &Considered| c.relevance >= floor && c.relevance > 0.0;
+    for (i, hit) in found.vector_hits.iter().enumerate() {
+        let rank = i + 1;
+        let at = match considered.iter().position(|c| c.seq == hit.message.seq) {
+            Some(at) => at,
+            None => {
+                considered.push(Considered {
+                    seq: hit.message.seq,
+                    message: Arc::clone(&hit.message.message),
+                    at_micros: hit.at_micros,
+                    lexical_rank: 0,
+                    score: 0.0,
+                    relevance: 0.0,
+                    vector_rank: None,
+                    similarity: None,
+                    fused: 0.0,
+                    outcome: Outcome::BelowThreshold,
+                });
+                considered.len() - 1
+            }
+        };
+        let c = &mut considered[at];
+        c.vector_rank = Some(rank);
+        c.similarity = Some(hit.similarity);
+        c.fused += 1.0 / (RRF_K + rank as f64);
+    }
+    if !found.vector_hits.is_empty() {
+        considered.sort_by(|a, b| b.fused.total_cmp(&a.fused).then(b.seq.cmp(&a.seq)));
+    }
+    let (floor, similar) = (recall.relevance_floor(), recall.similarity_floor());
+    let eligible =
+        |c: &Considered| (c.relevance >= floor && c.relevance > 0.0) || c.similarity.is_some_and(|s| s >= similar);
     let budget = budget.min(recall.token_budget());
     // What each line costs is estimated as it is added (its own count and a newline); the
     // message as written is counted once at the end and trimmed if the estimate fell short.

@@ -6,14 +6,16 @@ use std::collections::{BTreeMap, HashMap};
 use crate::stored_message::StoredMessage;
 
 use super::search::{IndexEntry, LexicalHit, MAX_POSTINGS_PER_TERM, SearchQuery, SearchResult, bm25, rounded};
+use super::vector::{IndexedMessage, MessageVector, Vector, VectorHit, rank_by_similarity};
 
 /// One conversation's index: each term's postings (seq → count), each message's length and
-/// time.
+/// time, and each message's vector.
 #[derive(Debug, Clone, Default)]
 pub struct MemoryIndex {
     postings: HashMap<String, BTreeMap<u64, u32>>,
     docs: BTreeMap<u64, (u32, i64)>,
     total_len: u64,
+    vectors: BTreeMap<u64, Vector>,
 }
 
 impl MemoryIndex {
@@ -56,6 +58,65 @@ impl MemoryIndex {
             *seqs = seqs.split_off(&seq);
             !seqs.is_empty()
         });
+        self.vectors = self.vectors.split_off(&seq);
+    }
+
+    /// Keeps each of `vectors` that [fits](MessageVector::fits) an indexed message, as
+    /// `message` looks it up; returns how many were kept.
+    pub fn put_vectors(&mut self, vectors: &[MessageVector], message: impl Fn(u64) -> Option<StoredMessage>) -> usize {
+        let mut kept = 0;
+        for v in vectors {
+            if self.docs.contains_key(&v.seq) && message(v.seq).is_some_and(|m| v.fits(&m)) {
+                self.vectors.insert(v.seq, v.vector.clone());
+                kept += 1;
+            }
+        }
+        kept
+    }
+
+    /// Up to `limit` indexed messages after `after` without a vector of `model` and `dim`,
+    /// oldest first.
+    pub fn unembedded(
+        &self,
+        model: &str,
+        dim: usize,
+        after: u64,
+        limit: usize,
+        message: impl Fn(u64) -> Option<StoredMessage>,
+    ) -> Vec<IndexedMessage> {
+        use std::ops::Bound::{Excluded, Unbounded};
+        self.docs
+            .range((Excluded(after), Unbounded))
+            .filter(|(seq, _)| {
+                self.vectors
+                    .get(seq)
+                    .is_none_or(|v| v.model() != model || v.dim() != dim)
+            })
+            .filter_map(|(&seq, &(_, at))| Some(IndexedMessage::new(message(seq)?, at)))
+            .take(limit)
+            .collect()
+    }
+
+    /// The messages before `before` most similar to `query`, as a vector search answers.
+    fn vector_hits(
+        &self,
+        query: &Vector,
+        before: u64,
+        limit: usize,
+        message: &impl Fn(u64) -> Option<StoredMessage>,
+    ) -> Vec<VectorHit> {
+        let candidates = self
+            .vectors
+            .range(..before)
+            .filter(|(_, v)| v.comparable(query))
+            .map(|(&seq, v)| (seq, query.dot(v.values())));
+        rank_by_similarity(candidates, limit)
+            .into_iter()
+            .filter_map(|(seq, similarity)| {
+                let (_, at) = *self.docs.get(&seq)?;
+                Some(VectorHit::new(message(seq)?, at, similarity))
+            })
+            .collect()
     }
 
     /// How many messages are indexed.
@@ -99,6 +160,10 @@ impl MemoryIndex {
             })
             .take(query.limit)
             .collect();
-        SearchResult::new(docs, self.total_len, df, hits)
+        let vector_hits = match &query.vector {
+            Some(v) => self.vector_hits(v, query.before, query.limit, &message),
+            None => Vec::new(),
+        };
+        SearchResult::new(docs, self.total_len, df, hits).with_vector_hits(vector_hits)
     }
 }

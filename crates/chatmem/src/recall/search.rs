@@ -4,6 +4,7 @@
 use crate::stored_message::StoredMessage;
 
 use super::analysis::IndexTerms;
+use super::vector::{Vector, VectorHit};
 
 /// BM25's term-frequency saturation.
 pub const BM25_K1: f64 = 1.2;
@@ -29,21 +30,35 @@ pub struct IndexEntry {
 pub const MAX_POSTINGS_PER_TERM: usize = 512;
 
 /// A lexical search of one conversation: [`Store::search`](crate::Store::search).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct SearchQuery {
     /// Distinct analyzed terms ([`query_terms`](super::query_terms)); empty finds nothing.
     pub terms: Vec<String>,
     /// Only messages with `seq < before` are hits (those after are in the window).
     pub before: u64,
-    /// At most this many hits, the best first.
+    /// At most this many hits, the best first (lexical ones, and as many by vector).
     pub limit: usize,
+    /// The query's embedding, for a store that [keeps vectors](crate::Store::keeps_vectors):
+    /// it also answers the messages before `before` most similar to it.
+    pub vector: Option<Vector>,
 }
 
 impl SearchQuery {
     /// A search for `terms` among the messages before `before`, up to `limit` hits.
     pub fn new(terms: Vec<String>, before: u64, limit: usize) -> Self {
-        Self { terms, before, limit }
+        Self {
+            terms,
+            before,
+            limit,
+            vector: None,
+        }
+    }
+
+    /// The same search, also by similarity to `vector`.
+    pub fn with_vector(mut self, vector: Vector) -> Self {
+        self.vector = Some(vector);
+        self
     }
 }
 
@@ -64,6 +79,11 @@ pub struct SearchResult {
     /// descending (the newer first). A hit's `tf` counts the terms whose considered postings
     /// hold it (a term whose recent postings did not reach it counts 0 there).
     pub hits: Vec<LexicalHit>,
+    /// With a query [vector](SearchQuery::vector), from a store that keeps vectors: up to
+    /// `limit` messages with `seq < before` whose vector is of the query vector's model and
+    /// dimension, by similarity ([`rank_by_similarity`](super::rank_by_similarity)); else
+    /// empty.
+    pub vector_hits: Vec<VectorHit>,
 }
 
 impl SearchResult {
@@ -74,7 +94,14 @@ impl SearchResult {
             total_len,
             df,
             hits,
+            vector_hits: Vec::new(),
         }
+    }
+
+    /// The same result with `hits` found by vector.
+    pub fn with_vector_hits(mut self, hits: Vec<VectorHit>) -> Self {
+        self.vector_hits = hits;
+        self
     }
 }
 

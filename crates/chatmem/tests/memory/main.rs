@@ -4,6 +4,7 @@
 
 mod chat_memory;
 mod clear_props;
+mod embeddings;
 mod fuzz_smoke;
 mod late_summaries;
 mod recall;
