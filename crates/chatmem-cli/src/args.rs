@@ -80,6 +80,9 @@ pub(crate) enum Command {
     Export(ExportArgs),
     /// Read conversations written by `chatmem export` into a store, each exactly as it was.
     Import(ImportArgs),
+    /// Embed every indexed message that lacks a vector of the embedding model (resumable:
+    /// run it again after an interruption; it changes no message).
+    Reindex(crate::cmd::reindex::ReindexCommand),
 }
 
 #[derive(Args, Debug)]
@@ -263,12 +266,20 @@ impl MemoryOptions {
             recall::check_store(store.as_ref(), "--recall")?;
         }
         let (policy, counter) = self.policy.build()?;
+        let store_ref = Arc::clone(&store);
         let mut builder = ChatMemory::builder(store)
             .policy(policy)
             .counter(counter)
             .retention(retention);
         if let Some(recall) = recall {
             builder = builder.recall(recall);
+        }
+        if let Some(embeddings) = self.recall.embedding.embeddings()? {
+            if !self.recall.enabled() {
+                bail!("--embedding-base-url embeds what recall searches: give --recall K too");
+            }
+            recall::check_vectors(store_ref.as_ref())?;
+            builder = builder.embeddings(embeddings);
         }
         if let Some(ttl) = self.ttl {
             builder = builder.ttl(ttl);

@@ -101,5 +101,6 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Serve(args) => cmd::serve::run(args).await,
         Command::Export(args) => cmd::export::run(args).await,
         Command::Import(args) => cmd::import::run(args).await,
+        Command::Reindex(args) => cmd::reindex::run(args).await,
     }
 }

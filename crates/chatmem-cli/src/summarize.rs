@@ -28,7 +28,7 @@ pub(crate) struct SummaryArgs {
 }
 
 /// A duration, zero allowed (`0s`: a turn never waits for its summary).
-fn parse_wait(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_wait(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 0s, 500ms, 2s)"))
 }
 

@@ -40,7 +40,12 @@ pub fn app(memory: ChatMemory<Arc<dyn Store>>, config: ServerConfig) -> Router {
         config.limits.store_timeout,
     ));
     let metrics = config.metrics.clone();
-    let memory = with_summaries_on_tokio(memory.with_store(metered), &metrics);
+    // Vectors are written through the metered store too, and every embedding call counted.
+    let embeddings = memory.embeddings().cloned().map(|e| {
+        let metrics = metrics.clone();
+        e.observe(move |event| metrics.embedding(event))
+    });
+    let memory = with_summaries_on_tokio(memory.with_store(metered).with_embeddings(embeddings), &metrics);
     let edges = Arc::new(Edges::new(&config));
     let cors = edges::cors(&config);
     let state = AppState {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chatmem::recall::{SearchQuery, SearchResult};
+use chatmem::recall::{IndexedMessage, MessageVector, SearchQuery, SearchResult};
 use chatmem::store::{Commit, RecentPage, RecentQuery, Snapshot, StoreError, StoreErrorKind, StoredMessage};
 use chatmem::{ConversationId, Page, Store};
 
@@ -104,5 +104,25 @@ impl Store for MeteredStore {
 
     async fn search(&self, id: &ConversationId, query: &SearchQuery) -> Result<SearchResult, StoreError> {
         self.count("search", self.inner.search(id, query)).await
+    }
+
+    fn keeps_vectors(&self) -> bool {
+        self.inner.keeps_vectors()
+    }
+
+    async fn put_vectors(&self, id: &ConversationId, vectors: &[MessageVector]) -> Result<usize, StoreError> {
+        self.count("put_vectors", self.inner.put_vectors(id, vectors)).await
+    }
+
+    async fn unembedded(
+        &self,
+        id: &ConversationId,
+        model: &str,
+        dim: usize,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<IndexedMessage>, StoreError> {
+        self.count("unembedded", self.inner.unembedded(id, model, dim, after, limit))
+            .await
     }
 }

@@ -117,6 +117,8 @@ struct Inner {
     upstream_errors: Family<UpstreamLabels, Counter>,
     upstream: UpstreamMetrics,
     summaries: Family<SummaryLabels, Counter>,
+    embeddings: Family<EmbeddingLabels, Counter>,
+    vectors_stored: Counter,
     writes_refused: Family<RefusedLabels, Counter>,
     cleared: ClearedMetrics,
     recalled: RecallMetrics,
@@ -192,6 +194,13 @@ struct RefusedLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SummaryLabels {
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EmbeddingLabels {
+    /// `stored` (messages embedded after their commit) or `query` (a turn's question).
+    call: &'static str,
     outcome: &'static str,
 }
 
@@ -275,6 +284,20 @@ impl Metrics {
              it lands in a later commit), timeout or error (its messages stay pending)",
             summaries.clone(),
         );
+        let embeddings = Family::<EmbeddingLabels, Counter>::default();
+        registry.register(
+            "embedding_calls",
+            "Calls to the embedding model, by call (stored: the messages a commit wrote, embedded \
+             after it; query: a turn's question) and outcome (ok; timeout, error or garbage: the \
+             stored messages are tried again, the question is recalled by words; store_error)",
+            embeddings.clone(),
+        );
+        let vectors_stored = Counter::default();
+        registry.register(
+            "embedding_vectors_stored",
+            "Vectors written to the store for recall",
+            vectors_stored.clone(),
+        );
         let writes_refused = Family::<RefusedLabels, Counter>::default();
         registry.register(
             "writes_refused",
@@ -330,6 +353,8 @@ impl Metrics {
                 upstream_errors,
                 upstream,
                 summaries,
+                embeddings,
+                vectors_stored,
                 writes_refused,
                 cleared,
                 recalled,
@@ -405,6 +430,31 @@ impl Metrics {
             _ => "error",
         };
         self.inner.summaries.get_or_create(&SummaryLabels { outcome }).inc();
+    }
+
+    /// Counts an embedding call's outcome (a failure is the embedding model's, never a turn's).
+    pub(crate) fn embedding(&self, event: chatmem::EmbeddingEvent) {
+        use chatmem::{EmbeddingEvent as E, ModelErrorKind as K};
+        let failure = |kind: K| match kind {
+            K::Timeout => "timeout",
+            K::Protocol => "garbage",
+            _ => "error",
+        };
+        let (call, outcome) = match event {
+            E::Stored { kept } => {
+                self.inner.vectors_stored.inc_by(kept as u64);
+                ("stored", "ok")
+            }
+            E::Failed(kind) => ("stored", failure(kind)),
+            E::StoreFailed => ("stored", "store_error"),
+            E::Query => ("query", "ok"),
+            E::QueryMissed(kind) => ("query", failure(kind)),
+            _ => ("stored", "error"),
+        };
+        self.inner
+            .embeddings
+            .get_or_create(&EmbeddingLabels { call, outcome })
+            .inc();
     }
 
     /// One response head from the upstream, `took` after the call was sent.

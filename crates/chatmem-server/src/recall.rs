@@ -128,9 +128,20 @@ pub(crate) struct HitBody<'a> {
     /// floor applies to.
     #[schema(minimum = 0, maximum = 1)]
     relevance: f64,
-    /// Its place among the hits by score, from 1.
+    /// Its place among the hits by words, from 1; null when only its vector found it.
     #[schema(minimum = 1)]
-    lexical_rank: usize,
+    lexical_rank: Option<usize>,
+    /// Its place among the hits by vector, from 1 (null without embeddings, or when its
+    /// vector was not among the nearest).
+    #[schema(minimum = 1)]
+    vector_rank: Option<usize>,
+    /// Its vector's cosine similarity with the question's, from -1 to 1 (null as
+    /// `vector_rank`): what the similarity floor applies to.
+    #[schema(minimum = -1, maximum = 1)]
+    similarity: Option<f64>,
+    /// Its reciprocal-rank-fusion score over both rankings: what orders the hits.
+    #[schema(minimum = 0)]
+    fused: f64,
     /// When the commit that wrote it landed, as RFC 3339 (null when the store did not record it).
     at: Option<String>,
     /// What a turn would do with it.
@@ -174,7 +185,10 @@ fn hit(c: &Considered) -> HitBody<'_> {
         message: &c.message,
         score: chatmem::recall::rounded(c.score),
         relevance: c.relevance,
-        lexical_rank: c.lexical_rank,
+        lexical_rank: (c.lexical_rank > 0).then_some(c.lexical_rank),
+        vector_rank: c.vector_rank,
+        similarity: c.similarity,
+        fused: chatmem::recall::rounded(c.fused),
         at: rfc3339(c.at_micros),
         outcome: c.outcome.as_str(),
     }

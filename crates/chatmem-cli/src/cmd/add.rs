@@ -10,5 +10,6 @@ pub(crate) async fn run(args: MemoryArgs) -> anyhow::Result<()> {
     let messages = read_messages()?;
     let (memory, id) = args.memory(Access::Write).await?;
     memory.add(&id, messages).await?;
+    crate::recall::settle(&memory).await;
     Ok(())
 }

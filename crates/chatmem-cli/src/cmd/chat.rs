@@ -52,6 +52,7 @@ pub(crate) async fn run(command: ChatCommand) -> Result<()> {
 async fn chat(args: ChatArgs, memory: ChatMemory<Arc<dyn Store>>) -> Result<()> {
     let id = ConversationId::new(args.conversation.clone())?;
     let model = args.model(None)?;
+    crate::recall::warm(&memory).await;
     let advisor = MemoryAdvisor::new(model, memory);
     let request = |text: String| {
         let turn = TurnRequest::user(text);
@@ -94,6 +95,7 @@ async fn chat(args: ChatArgs, memory: ChatMemory<Arc<dyn Store>>) -> Result<()> 
             out.flush()?;
         }
     }
+    crate::recall::settle(advisor.memory()).await;
     Ok(())
 }
 

@@ -12,5 +12,6 @@ pub(crate) mod import;
 pub(crate) mod list;
 pub(crate) mod purge;
 pub(crate) mod recall;
+pub(crate) mod reindex;
 pub(crate) mod serve;
 pub(crate) mod trim;

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use chatmem::recall::{Considered, DEFAULT_MIN_RELEVANCE, DEFAULT_RECALL_MAX_TOKENS, rounded};
 use chatmem::{ChatMemory, ConversationId, Message, Store};
 use serde::Serialize;
@@ -29,6 +29,12 @@ pub(crate) struct RecallCommand {
     /// The most tokens recalled messages take.
     #[arg(long, value_name = "N", value_parser = positive, default_value_t = DEFAULT_RECALL_MAX_TOKENS)]
     recall_max_tokens: usize,
+    /// With embeddings, the least cosine similarity (-1 to 1) a message found by its vector
+    /// must have to be recalled.
+    #[arg(long, value_name = "X", requires = "embedding_base_url", value_parser = crate::recall::min_similarity, allow_negative_numbers = true, default_value_t = chatmem::recall::DEFAULT_MIN_SIMILARITY)]
+    recall_min_similarity: f64,
+    #[command(flatten)]
+    embedding: crate::recall::EmbeddingArgs,
     /// The question, as a user would ask it (several words are joined with spaces).
     #[arg(value_name = "QUERY", required = true, num_args = 1..)]
     query: Vec<String>,
@@ -53,7 +59,14 @@ struct Hit {
     /// BM25, rounded as stores order by it.
     score: f64,
     relevance: f64,
-    lexical_rank: usize,
+    /// Its place by words, from 1; null when only its vector found it.
+    lexical_rank: Option<usize>,
+    /// Its place by vector, from 1; null without embeddings or when its vector was not found.
+    vector_rank: Option<usize>,
+    /// Its vector's cosine similarity with the question's (null as `vector_rank`).
+    similarity: Option<f64>,
+    /// Its reciprocal-rank-fusion score, what orders the hits.
+    fused: f64,
     /// When its commit landed, RFC 3339; null when the store did not record it.
     at: Option<String>,
     outcome: &'static str,
@@ -62,8 +75,17 @@ struct Hit {
 /// Runs `chatmem recall`.
 pub(crate) async fn run(command: RecallCommand) -> Result<()> {
     let settings = recall::settings(command.k, command.recall_min_relevance, command.recall_max_tokens)?;
+    let settings = settings.min_similarity(command.recall_min_similarity)?;
     let (memory, id) = command.target.memory(Access::Read).await?;
     let memory = memory.with_recall(Some(settings));
+    let memory = match command.embedding.embeddings()? {
+        Some(embeddings) => {
+            recall::check_vectors(memory.store().as_ref())?;
+            embeddings.calibrate().await.context("the embedding model")?;
+            memory.with_embeddings(Some(embeddings))
+        }
+        None => memory,
+    };
     print_json(&hits(&memory, &id, &command.query.join(" "), command.k).await?)
 }
 
@@ -85,7 +107,10 @@ fn hit(c: &Considered) -> Hit {
         message: Arc::clone(&c.message),
         score: rounded(c.score),
         relevance: c.relevance,
-        lexical_rank: c.lexical_rank,
+        lexical_rank: (c.lexical_rank > 0).then_some(c.lexical_rank),
+        vector_rank: c.vector_rank,
+        similarity: c.similarity,
+        fused: rounded(c.fused),
         at: u64::try_from(c.at_micros).ok().filter(|&m| m > 0).map(|micros| {
             let at = std::time::UNIX_EPOCH + std::time::Duration::from_micros(micros);
             humantime::format_rfc3339_micros(at).to_string()
@@ -155,13 +180,16 @@ mod tests {
             [
                 "at",
                 "content",
+                "fused",
                 "lexical_rank",
                 "message",
                 "outcome",
                 "relevance",
                 "role",
                 "score",
-                "seq"
+                "seq",
+                "similarity",
+                "vector_rank"
             ]
         );
     }

@@ -152,6 +152,10 @@ pub(crate) async fn run(command: ServeCommand) -> anyhow::Result<()> {
     let summary_model = summary.required_model()?;
     let summarizer = summary.summarizer(|_| command.serve.summary_model(summary_model))?;
     let memory = command.memory.open(summarizer).await?;
+    // The embedding model's calibration runs beside the start; until it answers, questions
+    // are recalled by words.
+    let warming = memory.clone();
+    tokio::spawn(async move { crate::recall::warm(&warming).await });
     serve(&command.serve, memory).await
 }
 

@@ -10,6 +10,7 @@
 mod chat;
 mod clients;
 mod commands;
+mod embeddings;
 mod opening;
 mod python_package;
 mod recall;

