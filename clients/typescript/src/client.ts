@@ -205,8 +205,14 @@ export interface RecallHit {
   score: number;
   /** Its score made comparable across questions, 0 to 1: what the relevance floor applies to. */
   relevance: number;
-  /** Its place among the hits by score, from 1. */
-  lexical_rank: number;
+  /** Its place among the hits by words, from 1; null when only its vector found it. */
+  lexical_rank?: number | null;
+  /** Its place among the hits by vector, from 1; null without embeddings or when not found so. */
+  vector_rank?: number | null;
+  /** Its vector's cosine similarity with the question's, -1 to 1: what the similarity floor applies to. */
+  similarity?: number | null;
+  /** Its reciprocal-rank-fusion score over both rankings: what orders the hits. */
+  fused: number;
   /** When it was written, RFC 3339 (null when the store did not record it). */
   at?: string | null;
   /** What a turn would do with it. */

@@ -92,8 +92,8 @@ const SCHEMAS = {
     ["conversation", "enabled", "k", "hits", "injected", "injected_tokens"],
   ),
   RecallHit: fields<RecallHit>()(
-    ["seq", "role", "message", "score", "relevance", "lexical_rank", "outcome"],
-    ["seq", "role", "content", "message", "score", "relevance", "lexical_rank", "at", "outcome"],
+    ["seq", "role", "message", "score", "relevance", "fused", "outcome"],
+    ["seq", "role", "content", "message", "score", "relevance", "lexical_rank", "vector_rank", "similarity", "fused", "at", "outcome"],
   ),
   Cleared: fields<Cleared>()(["results", "inputs", "tokens_saved"], ["results", "inputs", "tokens_saved"]),
   Policy: fields<Policy>()([], ["max_messages", "max_tokens", "tokenizer", "evict_to", "boundary", "clear_tool_results"]),

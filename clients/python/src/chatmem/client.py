@@ -171,8 +171,15 @@ class RecallHit:
     """Its BM25 score for the question."""
     relevance: float
     """Its score made comparable across questions, 0 to 1: what the relevance floor applies to."""
-    lexical_rank: int
-    """Its place among the hits by score, from 1."""
+    lexical_rank: int | None
+    """Its place among the hits by words, from 1; ``None`` when only its vector found it."""
+    vector_rank: int | None
+    """Its place among the hits by vector, from 1; ``None`` without embeddings."""
+    similarity: float | None
+    """Its vector's cosine similarity with the question's, -1 to 1 (what the similarity
+    floor applies to); ``None`` as ``vector_rank``."""
+    fused: float
+    """Its reciprocal-rank-fusion score over both rankings: what orders the hits."""
     at: str | None
     """When it was written, RFC 3339 (``None`` when the store did not record it)."""
     outcome: RecallOutcome
@@ -302,7 +309,10 @@ def _recall(r: httpx.Response) -> Recall:
             message=h["message"],
             score=h["score"],
             relevance=h["relevance"],
-            lexical_rank=h["lexical_rank"],
+            lexical_rank=h.get("lexical_rank"),
+            vector_rank=h.get("vector_rank"),
+            similarity=h.get("similarity"),
+            fused=h["fused"],
             at=h.get("at"),
             outcome=h["outcome"],
         )
