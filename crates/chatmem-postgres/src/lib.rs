@@ -107,7 +107,7 @@
 //! # Data layout
 //!
 //! Five tables and a sequence in the configured schema, at schema version
-//! [`SCHEMA_VERSION`] (6); the last two tables and the sequence are the lexical index (see
+//! [`SCHEMA_VERSION`] (7); the last two tables and the sequence are the lexical index (see
 //! [*Recall*](#recall)):
 //!
 //! - `chatmem_conversations`, one row per conversation: `id` (the primary key, `COLLATE
@@ -125,7 +125,11 @@
 //! - `chatmem_messages`, the append-only message log keyed by (`conversation_id`, `seq`):
 //!   `tokens`, `counted_by` and `json`, the message as text exactly as serde_json wrote it
 //!   (JSONB would reorder keys). A load reads the messages from `window_start` on; deleting
-//!   a conversation row deletes its messages (`ON DELETE CASCADE`);
+//!   a conversation row deletes its messages (`ON DELETE CASCADE`); `vector_model` and
+//!   `vector` (little-endian float4s) are the message's embedding for recall (NULL: none yet),
+//!   written by [`put_vectors`](chatmem::Store::put_vectors) after the commit; a vector search
+//!   reads the conversation's vectors of one model and dimension and ranks them exactly, in
+//!   the same round trip as the lexical search (on a second connection);
 //! - `chatmem_postings` and `chatmem_removed_postings`, the lexical index, and the sequence
 //!   `chatmem_index_keys` (see [*Recall*](#recall));
 //! - `chatmem_schema_version`, one row per applied migration.

@@ -558,6 +558,47 @@ const COMMIT_TYPES: &[Type] = &[
     Type::INT8_ARRAY,
 ];
 
+/// A vector search's candidates: the live conversation `$1`'s messages before `$2` with a
+/// vector of model `$3` and `$4` bytes, with the vector and what a hit needs; ranked by the
+/// caller, by the core's rule (an exact scan).
+const VECTOR_SEARCH: &str = concat!(
+    "SELECT m.seq, m.tokens, m.json, m.counted_by, m.indexed_at, m.vector
+FROM {conv} AS c JOIN {msgs} AS m ON m.conversation_id = c.id
+WHERE c.id = $1 AND ",
+    live!("c"),
+    " AND m.seq < $2 AND m.vector_model = $3 AND octet_length(m.vector) = $4"
+);
+
+/// The indexed messages of conversation `$1` at the seqs `$2`, to check before their vectors
+/// are written.
+const VECTOR_TARGETS: &str = concat!(
+    "SELECT m.seq, m.tokens, m.json, m.counted_by
+FROM {conv} AS c JOIN {msgs} AS m ON m.conversation_id = c.id
+WHERE c.id = $1 AND ",
+    live!("c"),
+    " AND m.seq = ANY($2) AND m.indexed_at IS NOT NULL"
+);
+
+/// Writes vectors `$5` of model `$4` on conversation `$1`'s messages at seqs `$2`, each only
+/// if its row still holds the JSON `$3` that was checked: a message cleared and written again
+/// in between keeps no vector of the old one.
+const VECTOR_PUT: &str = "UPDATE {msgs} AS m SET vector_model = $4, vector = v.vector
+FROM unnest($2::BIGINT[], $3::TEXT[], $5::BYTEA[]) AS v(seq, json, vector)
+WHERE m.conversation_id = $1 AND m.seq = v.seq AND m.json = v.json AND m.indexed_at IS NOT NULL
+RETURNING m.seq";
+
+/// Up to `$5` indexed messages of the live conversation `$1` after `$2` without a vector of
+/// model `$3` and `$4` bytes, oldest first.
+const UNEMBEDDED: &str = concat!(
+    "SELECT m.seq, m.tokens, m.json, m.counted_by, m.indexed_at
+FROM {conv} AS c JOIN {msgs} AS m ON m.conversation_id = c.id
+WHERE c.id = $1 AND ",
+    live!("c"),
+    " AND m.seq > $2 AND m.indexed_at IS NOT NULL
+  AND (m.vector_model IS DISTINCT FROM $3 OR octet_length(m.vector) <> $4)
+ORDER BY m.seq LIMIT $5"
+);
+
 /// The parameter types of `search`, `$1` … `$5`.
 const SEARCH_TYPES: &[Type] = &[Type::TEXT, Type::TEXT_ARRAY, Type::INT8, Type::INT8, Type::INT8];
 
@@ -582,6 +623,10 @@ pub(crate) struct Statements {
     pub(crate) recent: Statement,
     pub(crate) purge: Statement,
     pub(crate) search: Statement,
+    pub(crate) vector_search: Statement,
+    pub(crate) vector_targets: Statement,
+    pub(crate) vector_put: Statement,
+    pub(crate) unembedded: Statement,
 }
 
 impl Statements {
@@ -601,6 +646,7 @@ impl Statements {
             client.prepare_typed_cached(&self.recent.text, self.recent.types),
             client.prepare_typed_cached(&self.purge.text, self.purge.types),
             client.prepare_typed_cached(&self.search.text, self.search.types),
+            client.prepare_typed_cached(&self.vector_search.text, self.vector_search.types),
         );
     }
 
@@ -636,6 +682,22 @@ impl Statements {
             ),
             purge: fill(PURGE, &[]),
             search: fill(SEARCH, SEARCH_TYPES),
+            vector_search: fill(VECTOR_SEARCH, &[Type::TEXT, Type::INT8, Type::TEXT, Type::INT4]),
+            vector_targets: fill(VECTOR_TARGETS, &[Type::TEXT, Type::INT8_ARRAY]),
+            vector_put: fill(
+                VECTOR_PUT,
+                &[
+                    Type::TEXT,
+                    Type::INT8_ARRAY,
+                    Type::TEXT_ARRAY,
+                    Type::TEXT,
+                    Type::BYTEA_ARRAY,
+                ],
+            ),
+            unembedded: fill(
+                UNEMBEDDED,
+                &[Type::TEXT, Type::INT8, Type::TEXT, Type::INT4, Type::INT8],
+            ),
         }
     }
 }
@@ -658,11 +720,16 @@ mod tests {
             &s.recent,
             &s.purge,
             &s.search,
+            &s.vector_search,
+            &s.vector_targets,
+            &s.unembedded,
         ]
         .map(|s| &s.text)
         {
             assert!(!sql.contains('{'), "{sql}");
             assert!(sql.contains("\"s\".chatmem_conversations"), "{sql}");
         }
+        // Vectors are written on the rows `vector_targets` found live.
+        assert!(!s.vector_put.text.contains('{') && s.vector_put.text.contains("\"s\".chatmem_messages"));
     }
 }

@@ -9,7 +9,7 @@ use deadpool_postgres::tokio_postgres::{Config, NoTls, Row};
 use deadpool_postgres::{Object, Pool};
 use tokio::time::timeout;
 
-use chatmem::recall::MAX_POSTINGS_PER_TERM;
+use chatmem::recall::{IndexedMessage, MAX_POSTINGS_PER_TERM, MessageVector, Vector, VectorHit, rank_by_similarity};
 use chatmem::store::{
     Commit, LexicalHit, RecentConversation, RecentPage, RecentQuery, SearchQuery, SearchResult, Snapshot, StoreError,
     StoreErrorKind, StoredMessage, unix_micros,
@@ -317,6 +317,42 @@ fn commit_outcome(id: &ConversationId, rows: &[Row], commit: &Commit) -> Result<
 }
 
 /// Reads the rows of the search statement (see `sql::SEARCH`) for a query of `terms` terms.
+/// The best `limit` of a vector search's candidate rows, ranked by the core's rule.
+fn vector_hits(id: &ConversationId, rows: &[Row], query: &Vector, limit: usize) -> Result<Vec<VectorHit>, StoreError> {
+    let read = Reader {
+        id,
+        what: "a vector search row",
+    };
+    let mut candidates = Vec::with_capacity(rows.len());
+    let mut values: Vec<f32> = Vec::with_capacity(query.dim());
+    for (i, row) in rows.iter().enumerate() {
+        let seq: i64 = read.get(row, 0)?;
+        let bytes: &[u8] = read.get(row, 5)?;
+        values.clear();
+        values.extend(
+            bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+        );
+        candidates.push((u64::try_from(seq).unwrap_or(0), query.dot(&values), i));
+    }
+    let best = rank_by_similarity(candidates.iter().map(|&(seq, sim, _)| (seq, sim)), limit);
+    best.into_iter()
+        .map(|(seq, similarity)| {
+            let at = candidates
+                .iter()
+                .find(|c| c.0 == seq)
+                .map(|c| c.2)
+                .ok_or_else(|| StoreError::corrupt(id, "a ranked vector lost its row"))?;
+            let row = &rows[at];
+            let json: &str = read.get(row, 2)?;
+            let message = read.message(read.get(row, 0)?, read.get(row, 1)?, json.as_bytes(), read.get(row, 3)?)?;
+            let when: Option<SystemTime> = read.get(row, 4)?;
+            Ok(VectorHit::new(message, when.map_or(0, unix_micros), similarity))
+        })
+        .collect()
+}
+
 fn search_result(id: &ConversationId, rows: &[Row], terms: usize) -> Result<SearchResult, StoreError> {
     let read = Reader {
         id,
@@ -533,14 +569,111 @@ impl Store for PostgresStore {
         let before = i64::try_from(query.before).unwrap_or(i64::MAX);
         let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
         let per_term = i64::try_from(MAX_POSTINGS_PER_TERM).unwrap_or(i64::MAX);
+        let key = id.as_str();
+        let lexical_values: [&(dyn ToSql + Sync); 5] = [&key, &terms, &before, &limit, &per_term];
+        let lexical = self.query("searching a conversation", &self.sql.search, &lexical_values);
+        let Some(vector) = &query.vector else {
+            return search_result(id, &lexical.await?, terms.len());
+        };
+        // Both statements at once, each on its own connection: one round trip's wait.
+        let bytes = i32::try_from(vector.dim() * 4).unwrap_or(i32::MAX);
+        let model = vector.model();
+        let vector_values: [&(dyn ToSql + Sync); 4] = [&key, &before, &model, &bytes];
+        let by_vector = self.query(
+            "searching a conversation's vectors",
+            &self.sql.vector_search,
+            &vector_values,
+        );
+        let (lexical, by_vector) = tokio::join!(lexical, by_vector);
+        let found = search_result(id, &lexical?, terms.len())?;
+        Ok(found.with_vector_hits(vector_hits(id, &by_vector?, vector, query.limit)?))
+    }
+
+    fn keeps_vectors(&self) -> bool {
+        true
+    }
+
+    async fn put_vectors(&self, id: &ConversationId, vectors: &[MessageVector]) -> Result<usize, StoreError> {
+        let seqs: Vec<i64> = vectors.iter().filter_map(|v| i64::try_from(v.seq).ok()).collect();
+        if seqs.is_empty() {
+            return Ok(0);
+        }
         let rows = self
             .query(
-                "searching a conversation",
-                &self.sql.search,
-                &[&id.as_str(), &terms, &before, &limit, &per_term],
+                "reading messages to embed",
+                &self.sql.vector_targets,
+                &[&id.as_str(), &seqs],
             )
             .await?;
-        search_result(id, &rows, terms.len())
+        let read = Reader {
+            id,
+            what: "a message to embed",
+        };
+        let (mut put_seqs, mut jsons, mut values) = (Vec::new(), Vec::new(), Vec::new());
+        let mut model: Option<&str> = None;
+        for row in &rows {
+            let seq: i64 = read.get(row, 0)?;
+            let json: &str = read.get(row, 2)?;
+            let message = read.message(seq, read.get(row, 1)?, json.as_bytes(), read.get(row, 3)?)?;
+            for v in vectors.iter().filter(|v| v.fits(&message)) {
+                // One model a call: a vector of another is left for its own call.
+                if *model.get_or_insert(v.vector.model()) != v.vector.model() {
+                    continue;
+                }
+                put_seqs.push(seq);
+                jsons.push(json.to_owned());
+                values.push(v.vector.to_bytes());
+            }
+        }
+        let Some(model) = model else { return Ok(0) };
+        let written = self
+            .query(
+                "storing vectors",
+                &self.sql.vector_put,
+                &[&id.as_str(), &put_seqs, &jsons, &model, &values],
+            )
+            .await?;
+        let mut kept = written.len();
+        let others: Vec<MessageVector> = vectors.iter().filter(|v| v.vector.model() != model).cloned().collect();
+        if !others.is_empty() {
+            kept += Box::pin(self.put_vectors(id, &others)).await?;
+        }
+        Ok(kept)
+    }
+
+    async fn unembedded(
+        &self,
+        id: &ConversationId,
+        model: &str,
+        dim: usize,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<IndexedMessage>, StoreError> {
+        let Ok(after) = i64::try_from(after) else {
+            return Ok(Vec::new());
+        };
+        let bytes = i32::try_from(dim * 4).unwrap_or(i32::MAX);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self
+            .query(
+                "listing messages without vectors",
+                &self.sql.unembedded,
+                &[&id.as_str(), &after, &model, &bytes, &limit],
+            )
+            .await?;
+        let read = Reader {
+            id,
+            what: "a message without a vector",
+        };
+        rows.iter()
+            .map(|row| {
+                let seq: i64 = read.get(row, 0)?;
+                let json: &str = read.get(row, 2)?;
+                let message = read.message(seq, read.get(row, 1)?, json.as_bytes(), read.get(row, 3)?)?;
+                let at: Option<SystemTime> = read.get(row, 4)?;
+                Ok(IndexedMessage::new(message, at.map_or(0, unix_micros)))
+            })
+            .collect()
     }
 
     async fn purge_expired(&self) -> Result<u64, StoreError> {

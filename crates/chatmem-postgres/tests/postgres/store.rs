@@ -54,13 +54,14 @@ async fn migrations_are_idempotent_under_concurrent_connects() {
 }
 
 /// The migrations as shipped, in order: an older schema is made with these themselves.
-const MIGRATIONS: [&str; 6] = [
+const MIGRATIONS: [&str; 7] = [
     include_str!("../../migrations/0001_init.sql"),
     include_str!("../../migrations/0002_commit_token.sql"),
     include_str!("../../migrations/0003_counted_by.sql"),
     include_str!("../../migrations/0004_summary.sql"),
     include_str!("../../migrations/0005_updated_at.sql"),
     include_str!("../../migrations/0006_recall.sql"),
+    include_str!("../../migrations/0007_vectors.sql"),
 ];
 
 /// A schema as chatmem-postgres wrote it at schema version `version`, with one
@@ -112,7 +113,7 @@ fn every_migration_is_listed_here() {
 #[ignore = "needs CHATMEM_TEST_PG_URL"]
 async fn older_schemas_migrate_and_keep_their_conversations() {
     let url = common::pg_url();
-    assert_eq!(chatmem_postgres::SCHEMA_VERSION, 6);
+    assert_eq!(chatmem_postgres::SCHEMA_VERSION, 7);
     for old in 1..chatmem_postgres::SCHEMA_VERSION {
         let schema = common::fresh_schema(&format!("v{old}"));
         let conv = id(&format!("v{old}"));
@@ -122,7 +123,7 @@ async fn older_schemas_migrate_and_keep_their_conversations() {
         let raw = common::raw_client(&url).await;
         assert_eq!(
             schema_versions(&raw, &schema).await,
-            vec![1, 2, 3, 4, 5, 6],
+            (1..=chatmem_postgres::SCHEMA_VERSION).collect::<Vec<_>>(),
             "from version {old}"
         );
 
