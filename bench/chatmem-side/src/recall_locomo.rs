@@ -44,9 +44,14 @@ const SMOKE_CONV: &str = "conv-30";
 const SMOKE_TURNS: usize = 120;
 const SMOKE_QUESTIONS: usize = 20;
 /// The similarity floors measured besides the default. On these texts every vector hit's
-/// centered similarity is about 0.3 to 0.6 (chatmem's calibration set does not hold their
-/// date and role prefixes), so the floors that cut are above 0.3.
-const MIN_SIMILARITIES: [f64; 6] = [0.0, 0.3, 0.4, 0.45, 0.5, 0.55];
+/// centered similarity is about 0.35 to 0.6 (chatmem's calibration set does not hold their
+/// date and role prefixes), so the default floor lets every vector count and the floors that
+/// cut are above 0.45.
+const MIN_SIMILARITIES: [f64; 5] = [0.5, 0.55, 0.6, 0.65, 0.7];
+/// The floors the speaker's-name text is measured at besides the default: the best of
+/// `MIN_SIMILARITIES` with that text (0.5) and with the plain text (0.7, where no vector
+/// passes and recall is lexical recall's).
+const NAMES_MIN_SIMILARITIES: [f64; 2] = [0.5, 0.7];
 
 /// One turn of a conversation.
 struct DialogTurn {
@@ -487,6 +492,15 @@ fn arms() -> Vec<Arm> {
         MAXT,
         h,
     );
+    for sim in NAMES_MIN_SIMILARITIES {
+        add(
+            &format!("hybrid, speaker's name in the text, min_similarity {sim}"),
+            Text { names: true, ..DATED },
+            MIN,
+            MAXT,
+            Some(sim),
+        );
+    }
     add(
         "hybrid, no date in the text",
         Text { date: false, ..DATED },
