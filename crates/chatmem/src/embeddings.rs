@@ -530,15 +530,18 @@ impl EmbedFailure {
     }
 }
 
-/// What each of `written` (one commit's messages, in order) is embedded as: its role and
-/// text, with the other half of its exchange when it is among them (a user message and the
-/// assistant message right after it, an assistant message and the user message right before
-/// it), oldest first; `None` for a message that says nothing.
+/// What each of `written` (one commit's messages, in order) is embedded as: who said it (its
+/// participant's name, else its role) and its text, with the other half of its exchange when
+/// it is among them (a user message and the assistant message right after it, an assistant
+/// message and the user message right before it), oldest first; `None` for a message that says
+/// nothing. The speaker matters to a small model: a question about Caroline otherwise ranks a
+/// turn addressed to her ("Wow, Caroline!") over what she said (BENCHMARKS.md, RC).
 fn exchange_texts(written: &[(u64, Arc<Message>)]) -> Vec<Option<String>> {
     use crate::message::Role;
     let said = |i: usize| {
         let m = &written[i].1;
-        embedding_text(m).map(|t| format!("{}: {t}", m.role().as_str()))
+        let speaker = m.name.as_deref().unwrap_or(m.role().as_str());
+        embedding_text(m).map(|t| format!("{speaker}: {t}"))
     };
     let role = |i: usize| written.get(i).map(|(_, m)| m.role());
     (0..written.len())
@@ -580,5 +583,34 @@ async fn within<F: Future>(wait: Duration, future: F) -> Option<F::Output> {
     match select(future, futures_timer::Delay::new(wait)).await {
         Either::Left((out, _)) => Some(out),
         Either::Right(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_exchange_is_embedded_with_its_speakers() {
+        let written: Vec<(u64, Arc<Message>)> = [
+            Message::system("Be brief."),
+            Message::user("I adopted a dog.").with_name("Caroline"),
+            Message::assistant("Congratulations!"),
+            Message::user("Thanks."),
+        ]
+        .into_iter()
+        .enumerate()
+        .map(|(i, m)| (i as u64, Arc::new(m)))
+        .collect();
+        let texts = exchange_texts(&written);
+        assert_eq!(
+            texts,
+            [
+                Some("system: Be brief.".to_owned()),
+                Some("Caroline: I adopted a dog.\nassistant: Congratulations!".to_owned()),
+                Some("Caroline: I adopted a dog.\nassistant: Congratulations!".to_owned()),
+                Some("user: Thanks.".to_owned()),
+            ]
+        );
     }
 }

@@ -152,9 +152,10 @@ pub struct IndexTerms {
 }
 
 impl IndexTerms {
-    /// The index terms of `message`: its text (every text part), and an assistant message's
-    /// tool calls' names and arguments. Reasoning text and metadata, which are never sent to a
-    /// model, are not indexed.
+    /// The index terms of `message`: its participant's `name` when it has one (so "what did
+    /// Caroline say about…" finds what Caroline said), its text (every text part), and an
+    /// assistant message's tool calls' names and arguments. Reasoning text and metadata, which
+    /// are never sent to a model, are not indexed.
     pub fn of(message: &Message) -> Self {
         // Positions in `terms` by the term's hash: each term is kept once, never copied.
         let hasher = hashbrown::DefaultHashBuilder::default();
@@ -181,6 +182,9 @@ impl IndexTerms {
                 }
             }
         };
+        if let Some(name) = &message.name {
+            each_term(name, &mut add);
+        }
         match &message.body {
             Body::System { content: c }
             | Body::Developer { content: c }
@@ -269,7 +273,7 @@ mod tests {
     }
 
     #[test]
-    fn a_message_is_indexed_under_its_text_and_tool_calls_but_not_its_reasoning() {
+    fn a_message_is_indexed_under_its_name_text_and_tool_calls_but_not_its_reasoning() {
         let mut m = Message::assistant_tool_calls(vec![ToolCall {
             id: "call_1".into(),
             name: "get_order".into(),
@@ -286,6 +290,10 @@ mod tests {
         let repeated = IndexTerms::of(&Message::user("refund refunded REFUNDS today"));
         assert_eq!(repeated.terms, [("refund".to_string(), 3), ("today".to_string(), 1)]);
         assert_eq!(repeated.len, 4);
+
+        let named = IndexTerms::of(&Message::user("I adopted a dog").with_name("Caroline"));
+        let names: Vec<&str> = named.terms.iter().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(names, ["carolin", "adopt", "dog"]);
     }
 
     #[test]

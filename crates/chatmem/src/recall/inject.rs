@@ -248,14 +248,19 @@ pub fn choose(found: &SearchResult, recall: &Recall, budget: usize, counter: &dy
     }
 }
 
-/// One recalled message as it is written: `[#12 user, 2026-10-06T10:00:00Z] text`; an
-/// assistant's tool calls follow its text as `→ name(arguments)`, a tool result names its call.
+/// One recalled message as it is written: `[#12 user, 2026-10-06T10:00:00Z] text` (`[#12 user
+/// Ada, …]` when the message names its participant); an assistant's tool calls follow its text
+/// as `→ name(arguments)`, a tool result names its call.
 fn line(c: &Considered) -> String {
     let m = &c.message;
-    let role = match m.role() {
+    let mut role = match m.role() {
         Role::Tool => format!("tool result for {}", m.tool_call_id().unwrap_or_default()),
         role => role.as_str().to_string(),
     };
+    if let Some(name) = &m.name {
+        role.push(' ');
+        role.push_str(name);
+    }
     let mut out = match u64::try_from(c.at_micros) {
         Ok(micros) if micros > 0 => {
             let at = UNIX_EPOCH + Duration::from_micros(micros);

@@ -285,14 +285,16 @@ pub fn embedding_text(message: &Message) -> Option<String> {
     (!out.is_empty()).then_some(out)
 }
 
-/// A message's fingerprint: 64-bit FNV-1a of its role and [`embedding_text`], fixed across
-/// versions and platforms (stores keep no copy of it; they compute it of what they hold).
+/// A message's fingerprint: 64-bit FNV-1a of its role, its participant's name (when it has
+/// one: a message is embedded with its speaker) and [`embedding_text`], fixed across versions
+/// and platforms (stores keep no copy of it; they compute it of what they hold).
 ///
 /// ```
 /// use chatmem::Message;
 /// use chatmem::recall::fingerprint;
 /// assert_eq!(fingerprint(&Message::user("a")), fingerprint(&Message::user("a")));
 /// assert_ne!(fingerprint(&Message::user("a")), fingerprint(&Message::assistant("a")));
+/// assert_ne!(fingerprint(&Message::user("a").with_name("Ada")), fingerprint(&Message::user("a")));
 /// ```
 pub fn fingerprint(message: &Message) -> u64 {
     const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
@@ -306,6 +308,11 @@ pub fn fingerprint(message: &Message) -> u64 {
     };
     eat(message.role().as_str().as_bytes());
     eat(&[0]);
+    if let Some(name) = &message.name {
+        // A byte no UTF-8 text holds keeps a named message apart from any unnamed one.
+        eat(name.as_bytes());
+        eat(&[0xff]);
+    }
     if let Some(text) = embedding_text(message) {
         eat(text.as_bytes());
     }

@@ -384,3 +384,61 @@ fn a_new_user_message_drops_what_was_recalled_for_the_last() {
         assert!(texts(&turn.prompt()).iter().all(|t| !t.starts_with(RECALL_HEADING)));
     });
 }
+
+#[test]
+fn a_participants_name_finds_what_they_said_and_is_written_with_it() {
+    rt().block_on(async {
+        let memory = memory(2, Recall::new(1).unwrap());
+        let id = ConversationId::new("names").unwrap();
+        memory
+            .add(
+                &id,
+                [
+                    Message::user("I went to a support group yesterday.").with_name("Caroline"),
+                    Message::assistant("Wow, that sounds meaningful!").with_name("Melanie"),
+                ],
+            )
+            .await
+            .unwrap();
+        memory
+            .add(
+                &id,
+                [
+                    Message::user("The weather is nice.").with_name("Melanie"),
+                    Message::assistant("It is."),
+                ],
+            )
+            .await
+            .unwrap();
+        // Only the name ties the question to what left the window.
+        let mut turn = memory.begin(&id).await.unwrap();
+        turn.push(Message::user("What did Caroline do?"));
+        let recalled = turn.recall().await.unwrap().clone();
+        let injected: Vec<u64> = recalled.injected().map(|c| c.seq).collect();
+        assert_eq!(injected, [1], "{recalled:?}");
+        let text = recalled
+            .message
+            .as_ref()
+            .and_then(|m| m.text())
+            .unwrap_or_default()
+            .into_owned();
+        assert!(text.contains("[#1 user Caroline, "), "{text}");
+        assert!(text.contains("I went to a support group yesterday."), "{text}");
+        // Without the name nothing in the question is said by either message.
+        let unnamed = self::memory(2, Recall::new(1).unwrap());
+        unnamed
+            .add(
+                &id,
+                [Message::user("I went to a support group."), Message::assistant("Wow!")],
+            )
+            .await
+            .unwrap();
+        unnamed
+            .add(&id, [Message::user("Nice weather."), Message::assistant("It is.")])
+            .await
+            .unwrap();
+        let mut turn = unnamed.begin(&id).await.unwrap();
+        turn.push(Message::user("What did Caroline do?"));
+        assert!(turn.recall().await.unwrap().message.is_none());
+    });
+}
