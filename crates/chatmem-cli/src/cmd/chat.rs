@@ -36,7 +36,8 @@ pub(crate) struct ChatArgs {
     /// The model name (default: the provider's, e.g. deepseek-chat).
     #[arg(long, value_name = "M")]
     model: Option<String>,
-    /// Print the conversation's window to stderr before each model call.
+    /// Print what each model call is sent (system message, summary, window, recalled
+    /// messages and the new message) to stderr before it is made.
     #[arg(long)]
     show_memory: bool,
 }
@@ -81,7 +82,12 @@ async fn chat(args: ChatArgs, memory: ChatMemory<Arc<dyn Store>>) -> Result<()> 
             continue;
         }
         if args.show_memory {
-            show_memory(&advisor.memory().get(&id).await?);
+            let mut said = Vec::new();
+            if let Some(system) = &args.system {
+                said.push(Message::system(system.clone()));
+            }
+            said.push(Message::user(text));
+            show_memory(&would_send(advisor.memory(), &id, said).await?);
         }
         if interactive {
             // A failed turn is reported and the chat goes on; nothing of it was stored.
@@ -155,6 +161,19 @@ async fn stream_turn<M: chatmem::ChatModel, S: Store>(
         }
     }
     Ok(())
+}
+
+/// What the model call for `said` would be sent: the turn as the advisor begins it (recall
+/// included), dropped uncommitted.
+async fn would_send(
+    memory: &ChatMemory<Arc<dyn Store>>,
+    id: &ConversationId,
+    said: Vec<Message>,
+) -> Result<Vec<Message>> {
+    let mut turn = memory.begin(id).await?;
+    turn.push_unstored(said);
+    turn.recall().await?;
+    Ok(turn.prompt().into_iter().cloned().collect())
 }
 
 fn show_memory(window: &[Message]) {

@@ -86,6 +86,27 @@ async fn chat_recalls_the_order_that_left_a_two_message_window_just_before_the_q
     );
 }
 
+/// `--show-memory` prints what each model call is sent, recalled messages included: its last
+/// block is the last request the model received, message for message.
+#[tokio::test(flavor = "multi_thread")]
+async fn show_memory_prints_what_the_model_is_sent_with_what_was_recalled() {
+    let server = MockUpstream::start(vec![text("已为您催促发货。"), text("不客气。"), text("可以退。")]).await;
+    let args = [&SEED[..], &["--recall", "3", "--show-memory"]].concat();
+    let out = chat(&server, "memory:", &[ORDER, FILLER, QUESTION], &args).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let last = stderr.rsplit("--- memory: ").next().unwrap_or_default();
+    let sent = roles_and_texts(&server.requests()[2]);
+    assert!(last.starts_with(&format!("{} message(s)\n", sent.len())), "{stderr}");
+    let lines: Vec<&str> = last.lines().skip(1).take_while(|l| *l != "---").collect();
+    assert_eq!(lines.len(), sent.len(), "{stderr}");
+    for (line, (role, text)) in lines.iter().zip(&sent) {
+        let first = text.lines().next().unwrap_or_default();
+        assert!(line.starts_with(&format!("{role}: {first}")), "{line} / {role}: {text}");
+    }
+    assert!(lines.iter().any(|l| l.contains(RECALL_HEADING)), "{stderr}");
+}
+
 /// What the SQLite store in `dir` holds: each file with its bytes, but the `-shm` index and
 /// an empty WAL, which a read-only reader may leave behind and which hold no data.
 fn files(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
