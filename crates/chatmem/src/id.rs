@@ -49,6 +49,36 @@ pub enum InvalidConversationId {
     InvisibleCharacter(usize),
 }
 
+/// What breaks the rules every id follows (a conversation's, a user's), and where: each id
+/// type names it in its own error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum IdFault {
+    Empty,
+    TooLong(usize),
+    ControlCharacter(usize),
+    InvisibleCharacter(usize),
+}
+
+/// The one check of an id's text, by the rules [`ConversationId`] documents.
+pub(crate) fn check_id(id: &str) -> Result<(), IdFault> {
+    if id.is_empty() {
+        return Err(IdFault::Empty);
+    }
+    if id.len() > MAX_ID_BYTES {
+        return Err(IdFault::TooLong(id.len()));
+    }
+    if let Some((at, _)) = id.char_indices().find(|(_, c)| c.is_control()) {
+        return Err(IdFault::ControlCharacter(at));
+    }
+    if let Some((at, _)) = id
+        .char_indices()
+        .find(|&(_, c)| crate::printable::is_invisible_or_separator(c))
+    {
+        return Err(IdFault::InvisibleCharacter(at));
+    }
+    Ok(())
+}
+
 impl ConversationId {
     /// Validates `id` and wraps it.
     ///
@@ -56,21 +86,12 @@ impl ConversationId {
     /// [`InvalidConversationId`] when the id is empty, too long or holds a control character.
     pub fn new(id: impl Into<String>) -> Result<Self, InvalidConversationId> {
         let id = id.into();
-        if id.is_empty() {
-            return Err(InvalidConversationId::Empty);
-        }
-        if id.len() > MAX_ID_BYTES {
-            return Err(InvalidConversationId::TooLong(id.len()));
-        }
-        if let Some((at, _)) = id.char_indices().find(|(_, c)| c.is_control()) {
-            return Err(InvalidConversationId::ControlCharacter(at));
-        }
-        if let Some((at, _)) = id
-            .char_indices()
-            .find(|&(_, c)| crate::printable::is_invisible_or_separator(c))
-        {
-            return Err(InvalidConversationId::InvisibleCharacter(at));
-        }
+        check_id(&id).map_err(|fault| match fault {
+            IdFault::Empty => InvalidConversationId::Empty,
+            IdFault::TooLong(len) => InvalidConversationId::TooLong(len),
+            IdFault::ControlCharacter(at) => InvalidConversationId::ControlCharacter(at),
+            IdFault::InvisibleCharacter(at) => InvalidConversationId::InvisibleCharacter(at),
+        })?;
         Ok(Self(id))
     }
 
