@@ -103,6 +103,9 @@ impl MysqlStoreBuilder {
         let opts: Opts = OptsBuilder::from_opts(opts)
             // Over TCP as given: never switch to the server's Unix socket behind the URL's back.
             .prefer_socket(false)
+            // An UPDATE answers the rows it matched, not only those it changed: a vector
+            // written again where it already is still counts as kept (whatever the URL says).
+            .client_found_rows(true)
             // Once per connection, when it opens: the commit's row lock wait ends on the
             // server near the client's own deadline; a search of more terms than the slotted
             // statements take returns per-term values as GROUP_CONCATs, which MySQL would cut

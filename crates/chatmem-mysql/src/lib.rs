@@ -33,7 +33,9 @@
 //! returns one row. A lost version check is the same one call. The round-trip tests (`chatmem_test::sql_suite::round_trips`) count
 //! this on the wire with a loopback proxy that splits the client's packets and counts the
 //! commands that wait for a reply: load = 1, commit = 1 (history, list,
-//! [`recent`](chatmem::Store::recent), [`search`](chatmem::Store::search), clear and purge are 1 each). Each statement is prepared once per pooled connection, at its first use there
+//! [`recent`](chatmem::Store::recent), [`search`](chatmem::Store::search), clear and purge are 1 each;
+//! a search with a vector sends its second statement at the same time, on a second connection,
+//! and [`put_vectors`](chatmem::Store::put_vectors) is 2, see [*Recall*](#recall)). Each statement is prepared once per pooled connection, at its first use there
 //! (one more round trip then); pooled connections are kept and never reset between uses.
 //!
 //! One value can never exceed the server's `max_allowed_packet` (MariaDB ships 16 MiB, less
@@ -137,9 +139,25 @@
 //! or purge costs in proportion to the index it deletes (a posting per distinct term of each
 //! message).
 //!
+//! The store [keeps vectors](chatmem::Store::keeps_vectors) for recall by meaning, in the
+//! message's row (`vector_model`, `vector`), so they go wherever their messages go too.
+//! [`put_vectors`](chatmem::Store::put_vectors) reads the indexed messages at the vectors'
+//! seqs, keeps the vectors that [fit](chatmem::recall::MessageVector::fits) them, and writes
+//! them in one `UPDATE` on the rows that still hold the JSON it checked (compared by its
+//! SHA-256): a conversation cleared and written again in between never gets the old messages'
+//! vectors. A message keeps one vector, the last written (of any model). A
+//! [search](chatmem::Store::search) with a vector reads the conversation's vectors of that
+//! model and dimension before the bound (the model compared as bytes) and ranks them here by
+//! [`chatmem::recall::rank_by_similarity`], an exact scan that costs in proportion to the
+//! conversation's embedded messages (MariaDB 10 and MySQL 8 have no vector type to index
+//! them); it is sent beside the lexical search, on a second pooled connection, so a turn still
+//! waits one round trip. The pool's connections report an `UPDATE`'s matched rows
+//! (`CLIENT_FOUND_ROWS`, whatever the URL says), so a vector written again where it already
+//! is counts as kept.
+//!
 //! # Data layout
 //!
-//! In the URL's database, at schema version [`SCHEMA_VERSION`] (3), with the default prefix:
+//! In the URL's database, at schema version [`SCHEMA_VERSION`] (4), with the default prefix:
 //!
 //! - `chatmem_conversations`, one row per conversation: `id` (`VARBINARY(256)`, the primary
 //!   key), `version`, `window_start`, `next_seq`, `expires_at` (`DATETIME(6)` in UTC; NULL:
@@ -153,8 +171,10 @@
 //!   its first indexed commit);
 //! - `chatmem_messages`, the append-only log keyed by (`conversation_id`, `seq`): `tokens`,
 //!   `counted_by` (the [`TokenCounter`](chatmem::TokenCounter) that made the count; NULL: not
-//!   recorded) and `json`, the message exactly as serde_json wrote it; a foreign key with
-//!   `ON DELETE CASCADE` deletes a conversation's messages with its row;
+//!   recorded) and `json`, the message exactly as serde_json wrote it; `vector_model`
+//!   (`VARBINARY(256)`) and `vector` (`MEDIUMBLOB`, little-endian `f32`s), the message's
+//!   embedding for recall (NULL: none yet); a foreign key with `ON DELETE CASCADE` deletes a
+//!   conversation's messages with its row;
 //! - `chatmem_index_keys` (`ckey`, `AUTO_INCREMENT`, per conversation id; a foreign key with
 //!   `ON DELETE CASCADE` from the conversation), and, each keyed by `ckey` with a cascading
 //!   foreign key to it: `chatmem_index_terms`, the postings, keyed (`ckey`, `term`
@@ -207,6 +227,10 @@
 //! of it that indexes nothing: processes of version 2 still running keep committing, and their
 //! deletes keep the index in step (their own purge statement leaves the index rows of what it
 //! purges to the cascade). Messages stored before version 3 are not indexed.
+//! Version 4 (`0004_vectors.sql`) adds the messages' `vector_model` and `vector` (nullable,
+//! an in-place `ALTER`); nothing a version 3 process calls changes, so those still running
+//! keep committing (they write no vectors). The indexed messages stored before it are
+//! embedded by `chatmem reindex` ([`unembedded`](chatmem::Store::unembedded) finds them).
 
 mod builder;
 mod error;
@@ -217,6 +241,7 @@ mod search;
 mod sql;
 mod store;
 mod url;
+mod vectors;
 
 pub use crate::builder::{DEFAULT_POOL_SIZE, DEFAULT_PREFIX, DEFAULT_TIMEOUT, MysqlStoreBuilder};
 pub use crate::store::{MysqlStore, SCHEMA_VERSION};

@@ -39,20 +39,24 @@ impl CommitParams {
     /// The bytes of the largest packet the commit sends: the call with its parameters, or
     /// the largest staged chunk.
     pub(crate) fn largest_packet(&self) -> usize {
-        let call: usize = self
-            .values
-            .iter()
-            .map(|v| match v {
-                Value::Bytes(b) => b.len(),
-                _ => 8,
-            })
-            .sum();
+        let call = values_len(&self.values);
         self.staged
             .iter()
             .chain(&self.staged_index)
             .map(String::len)
             .fold(call, usize::max)
     }
+}
+
+/// The bytes a statement's parameters take in its packet (a number as 8).
+pub(crate) fn values_len(values: &[Value]) -> usize {
+    values
+        .iter()
+        .map(|v| match v {
+            Value::Bytes(b) => b.len(),
+            _ => 8,
+        })
+        .sum()
 }
 
 /// `rows` (each already JSON) as JSON arrays of at most [`MAX_PARAM_BYTES`] each (a larger

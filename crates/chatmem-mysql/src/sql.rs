@@ -138,6 +138,76 @@ pub(crate) fn like_prefix(prefix: &str) -> String {
     pattern
 }
 
+/// A vector search's candidates: the live conversation's indexed messages before `?` with a
+/// vector of model `?` and `?` bytes, each with what a hit needs and the vector (column 5),
+/// in no order: the caller ranks them by the core's rule, an exact scan (MariaDB 10 and
+/// MySQL 8 have no vector type or distance function to do it in SQL).
+///
+/// `?` id, `?` before, `?` model, `?` the vector's length in bytes.
+const VECTOR_SEARCH: &str = concat!(
+    "SELECT m.seq, m.tokens, m.json, m.counted_by, i.at_micros, m.vector
+FROM {conv} AS c
+STRAIGHT_JOIN {msgs} AS m ON m.conversation_id = c.id
+STRAIGHT_JOIN {docs} AS i ON i.ckey = c.index_key AND i.seq = m.seq
+WHERE c.id = ? AND ",
+    live!("c"),
+    " AND m.seq < ? AND m.vector_model = ? AND LENGTH(m.vector) = ?"
+);
+
+/// The live conversation's indexed messages at the seqs given, to check before their vectors
+/// are written, each with the SHA-256 of its JSON (hex, column 4), which [`VECTOR_PUT`]
+/// checks again.
+///
+/// `?` the seqs as a JSON array (distinct), `?` id.
+const VECTOR_TARGETS: &str = concat!(
+    "SELECT m.seq, m.tokens, m.json, m.counted_by, SHA2(m.json, 256)
+FROM {conv} AS c
+STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT PATH '$')) AS s
+STRAIGHT_JOIN {docs} AS i ON i.ckey = c.index_key AND i.seq = s.seq
+STRAIGHT_JOIN {msgs} AS m ON m.conversation_id = c.id AND m.seq = s.seq
+WHERE c.id = ? AND ",
+    live!("c")
+);
+
+/// Writes the vectors of one JSON array of `[seq, hash, model, vector as hex]` (distinct
+/// seqs) on the live conversation's indexed messages, each only if its row still holds the
+/// JSON whose SHA-256 [`VECTOR_TARGETS`] read: a message cleared and written again in between
+/// keeps no vector of the old one. The affected rows are the rows written (the pool's
+/// connections report rows matched, `CLIENT_FOUND_ROWS`, so a vector written again counts).
+///
+/// `?` the vectors, `?` id.
+const VECTOR_PUT: &str = concat!(
+    "UPDATE {conv} AS c
+STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (
+    seq BIGINT PATH '$[0]',
+    hash VARCHAR(64) CHARACTER SET ascii PATH '$[1]',
+    model VARCHAR(256) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[2]',
+    vector LONGTEXT CHARACTER SET ascii PATH '$[3]')) AS v
+STRAIGHT_JOIN {docs} AS i ON i.ckey = c.index_key AND i.seq = v.seq
+STRAIGHT_JOIN {msgs} AS m ON m.conversation_id = c.id AND m.seq = v.seq
+SET m.vector_model = CAST(v.model AS BINARY), m.vector = UNHEX(v.vector)
+WHERE c.id = ? AND ",
+    live!("c"),
+    " AND CAST(SHA2(m.json, 256) AS BINARY) = CAST(v.hash AS BINARY)"
+);
+
+/// Up to `?` indexed messages of the live conversation after `?` without a vector of model
+/// `?` and `?` bytes, oldest first, each with its commit's time (column 4).
+///
+/// `?` id, `?` after, `?` model, `?` bytes, `?` limit.
+const UNEMBEDDED: &str = concat!(
+    "SELECT m.seq, m.tokens, m.json, m.counted_by, i.at_micros
+FROM {conv} AS c
+STRAIGHT_JOIN {docs} AS i ON i.ckey = c.index_key
+STRAIGHT_JOIN {msgs} AS m ON m.conversation_id = c.id AND m.seq = i.seq
+WHERE c.id = ? AND ",
+    live!("c"),
+    " AND i.seq > ?
+  AND (m.vector_model IS NULL OR m.vector_model <> ? OR LENGTH(m.vector) <> ?)
+ORDER BY i.seq
+LIMIT ?"
+);
+
 /// Messages go with their rows (ON DELETE CASCADE); the affected rows are the conversations.
 const PURGE: &str = "DELETE FROM {conv} WHERE expires_at <= UTC_TIMESTAMP(6)";
 
@@ -160,6 +230,10 @@ pub(crate) struct Statements {
     /// The slotted searches, for 1, 2, 4, … terms (see [`crate::search`]).
     pub(crate) search: Vec<String>,
     pub(crate) search_any: String,
+    pub(crate) vector_search: String,
+    pub(crate) vector_targets: String,
+    pub(crate) vector_put: String,
+    pub(crate) unembedded: String,
 }
 
 impl Statements {
@@ -184,6 +258,10 @@ impl Statements {
                 .map(|i| fill(&crate::search::slotted(1 << i)))
                 .collect(),
             search_any: fill(&crate::search::any()),
+            vector_search: fill(VECTOR_SEARCH),
+            vector_targets: fill(VECTOR_TARGETS),
+            vector_put: fill(VECTOR_PUT),
+            unembedded: fill(UNEMBEDDED),
         }
     }
 }
@@ -228,6 +306,10 @@ mod tests {
             &s.recent,
             &s.purge,
             &s.search_any,
+            &s.vector_search,
+            &s.vector_targets,
+            &s.vector_put,
+            &s.unembedded,
         ]
         .into_iter()
         .chain(&s.search)

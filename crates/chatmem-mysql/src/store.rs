@@ -1,4 +1,6 @@
-//! [`MysqlStore`]: the connection pool and the [`Store`] operations, each one statement.
+//! [`MysqlStore`]: the connection pool and the [`Store`] operations, each one statement (but
+//! recall's vectors: a search with a vector sends two at once, and a write of vectors reads
+//! before it writes).
 
 use std::fmt;
 use std::sync::Arc;
@@ -9,6 +11,7 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, Params, Pool, Row, Value};
 use tokio::time::timeout;
 
+use chatmem::recall::{IndexedMessage, MessageVector};
 use chatmem::store::{
     Commit, RecentConversation, RecentPage, RecentQuery, SearchQuery, SearchResult, Snapshot, StoreError,
     StoreErrorKind, StoredMessage,
@@ -19,10 +22,11 @@ use chatmem_sql::{Timeouts, history_messages, load_snapshot, outcome_unknown, st
 use crate::builder::MysqlStoreBuilder;
 use crate::error::{connection_lost, db_error, no_connection};
 use crate::migrate;
-use crate::params::{CommitParams, commit_params};
+use crate::params::{CommitParams, commit_params, values_len};
 use crate::rows::{COLUMNS, Column, Reader};
 use crate::search;
 use crate::sql::{Statements, like_prefix};
+use crate::vectors;
 
 /// The schema version this crate writes; a database at a higher one is refused with
 /// [`StoreErrorKind::SchemaTooNew`].
@@ -31,8 +35,8 @@ pub const SCHEMA_VERSION: i32 = migrate::LATEST;
 /// Conversations in MySQL or MariaDB.
 ///
 /// Made by [`MysqlStore::connect`] or [`MysqlStore::builder`]; cheap to clone and share (it
-/// holds a connection pool). Every operation is one prepared statement (one round trip),
-/// bounded by the configured timeouts. An unreachable or silent server gives
+/// holds a connection pool). Every operation is one prepared statement (one round trip;
+/// [`put_vectors`](Store::put_vectors) two), bounded by the configured timeouts. An unreachable or silent server gives
 /// [`StoreErrorKind::Unavailable`], and the store recovers once the server is back. A commit
 /// that got no answer is sent once more, on a new connection, before it fails (see
 /// [*Outages*](crate#outages)).
@@ -154,6 +158,20 @@ impl MysqlStore {
         self.run(what, statement, params, Staging::NONE)
             .await
             .map_err(|failed| failed.error)
+    }
+
+    /// Runs one prepared statement that returns no rows, within the statement timeout;
+    /// answers its affected rows (rows matched, for an `UPDATE`: see the builder).
+    async fn execute(&self, what: &str, statement: &str, params: Vec<Value>) -> Result<u64, StoreError> {
+        let mut conn = self.conn(what).await?;
+        let run = async {
+            conn.exec_drop(statement, params_of(params)).await?;
+            Ok::<_, mysql_async::Error>(conn.affected_rows())
+        };
+        match timeout(self.timeouts.statement, run).await {
+            Ok(result) => result.map_err(|e| db_error(e, what, &self.target)),
+            Err(_) => Err(statement_timed_out(what, &self.target)),
+        }
     }
 
     /// [`query`](Self::query), telling a statement that may have been applied from one that
@@ -500,26 +518,74 @@ impl Store for MysqlStore {
             search::Statement::Slotted(i) => &self.sql.search[i],
             search::Statement::Any => &self.sql.search_any,
         };
+        let lexical = self.query(
+            "searching a conversation",
+            statement,
+            std::mem::take(&mut search.params),
+        );
+        let Some(vector) = &query.vector else {
+            return search.result(id, &lexical.await?);
+        };
+        // Both statements at once, each on its own connection: one round trip's wait.
+        let by_vector = self.query(
+            "searching a conversation's vectors",
+            &self.sql.vector_search,
+            vectors::search_params(id, vector, query.before),
+        );
+        let (lexical, by_vector) = tokio::join!(lexical, by_vector);
+        let found = search.result(id, &lexical?)?;
+        Ok(found.with_vector_hits(vectors::hits(id, &by_vector?, vector, query.limit)?))
+    }
+
+    fn keeps_vectors(&self) -> bool {
+        true
+    }
+
+    async fn put_vectors(&self, id: &ConversationId, vectors: &[MessageVector]) -> Result<usize, StoreError> {
+        const WHAT: &str = "storing vectors";
+        let Some(params) = vectors::target_params(id, vectors)? else {
+            return Ok(0);
+        };
         let rows = self
-            .query(
-                "searching a conversation",
-                statement,
-                std::mem::take(&mut search.params),
-            )
+            .query("reading messages to embed", &self.sql.vector_targets, params)
             .await?;
-        search.result(id, &rows)
+        let Some(params) = vectors::put_params(id, &rows, vectors)? else {
+            return Ok(0);
+        };
+        let size = values_len(&params) + PACKET_OVERHEAD;
+        if size > self.max_packet {
+            return Err(StoreError::new(
+                StoreErrorKind::InvalidInput,
+                format!(
+                    "{WHAT} on {}: too large for the server: a packet of {size} bytes is over its \
+                     max_allowed_packet of {} bytes; raise max_allowed_packet or store fewer vectors at once",
+                    self.target, self.max_packet
+                ),
+            ));
+        }
+        let written = self.execute(WHAT, &self.sql.vector_put, params).await?;
+        Ok(usize::try_from(written).unwrap_or(usize::MAX))
+    }
+
+    async fn unembedded(
+        &self,
+        id: &ConversationId,
+        model: &str,
+        dim: usize,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<IndexedMessage>, StoreError> {
+        let Some(params) = vectors::unembedded_params(id, model, dim, after, limit) else {
+            return Ok(Vec::new());
+        };
+        let rows = self
+            .query("listing messages without vectors", &self.sql.unembedded, params)
+            .await?;
+        vectors::unembedded(id, &rows)
     }
 
     async fn purge_expired(&self) -> Result<u64, StoreError> {
-        const WHAT: &str = "purging expired conversations";
-        let mut conn = self.conn(WHAT).await?;
-        let purge = async {
-            conn.exec_drop(self.sql.purge.as_str(), Params::Empty).await?;
-            Ok::<_, mysql_async::Error>(conn.affected_rows())
-        };
-        match timeout(self.timeouts.statement, purge).await {
-            Ok(result) => result.map_err(|e| db_error(e, WHAT, &self.target)),
-            Err(_) => Err(statement_timed_out(WHAT, &self.target)),
-        }
+        self.execute("purging expired conversations", &self.sql.purge, Vec::new())
+            .await
     }
 }

@@ -1,11 +1,12 @@
 //! The MySQL store's integration tests, one binary: the suites shared with PostgreSQL (conformance,
 //! processes, round trips; see `chatmem_test::sql_suite`; the outage tests are `outage.rs`, a
 //! binary of their own), and the MySQL-only checks of the tables, their migrations, the `recent`
-//! listing and recall.
+//! listing, recall and its vectors.
 
 mod common;
 mod recall;
 mod recent;
 mod store;
+mod vectors;
 
 chatmem_test::sql_suite_tests!(crate::common::Mysql, "needs CHATMEM_TEST_MYSQL_URL");
