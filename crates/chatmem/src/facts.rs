@@ -60,6 +60,9 @@ mod render;
 mod text;
 mod user_id;
 
+#[cfg(test)]
+mod properties;
+
 pub use bounds::{
     DEFAULT_MAX_FACT_TEXT_BYTES, DEFAULT_MAX_FACT_TOKENS, DEFAULT_MAX_FACTS, DEFAULT_MAX_PROPOSAL_BYTES,
     DEFAULT_MAX_PROPOSAL_FACTS, FactLimits, enforce, fact_tokens, set_tokens,
