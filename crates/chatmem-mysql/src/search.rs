@@ -327,7 +327,7 @@ mod tests {
     fn the_score_is_written_with_double_literals_from_the_core_constants() {
         let score = score();
         assert!(
-            score.contains("(1.2e0 + 1e0)") && score.contains("7.5e-1 * p.len"),
+            score.contains("(1.2e0 + 1e0)") && score.contains("5e-1 * p.len"),
             "{score}"
         );
         assert!(score.ends_with(", 6)"), "{score}");

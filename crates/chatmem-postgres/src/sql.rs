@@ -41,7 +41,7 @@ macro_rules! weight {
             $tf,
             "::float8 * (1.2::float8 + 1.0::float8) / (",
             $tf,
-            "::float8 + 1.2::float8 * ((1.0::float8 - 0.75::float8) + 0.75::float8 * ",
+            "::float8 + 1.2::float8 * ((1.0::float8 - 0.5::float8) + 0.5::float8 * ",
             $len,
             "::float8 / c.avg)))"
         )
@@ -705,6 +705,18 @@ impl Statements {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_score_is_written_with_the_core_constants() {
+        use chatmem::recall::{BM25_B, BM25_K1};
+        // SQL literals cannot name a Rust constant: this holds them to it.
+        let (k1, b) = (BM25_K1, BM25_B);
+        let weight = format!(
+            "p.tf::float8 * ({k1:?}::float8 + 1.0::float8) / (p.tf::float8 + {k1:?}::float8 * \
+             ((1.0::float8 - {b:?}::float8) + {b:?}::float8 * p.len::float8 / c.avg)))"
+        );
+        assert!(SEARCH.contains(&weight), "{weight}\n{SEARCH}");
+    }
 
     #[test]
     fn statements_fill_every_placeholder() {

@@ -574,7 +574,7 @@ if limit == 0 or docs == 0 or before <= 1 then
   return {docs, total, df, {}, {}}
 end
 -- chatmem::recall::bm25 and rounded, in their order of operations.
-local k1, b = 1.2, 0.75
+local k1, b = 1.2, 0.5
 local avg = math.max(total / docs, 1.0)
 local idf = {}
 for i = 1, m do
@@ -1009,3 +1009,13 @@ if not found or tonumber(found) == 1 then
 end
 return {found, found}
 "#;
+
+#[cfg(test)]
+mod constants {
+    #[test]
+    fn the_search_scores_with_the_core_constants() {
+        use chatmem::recall::{BM25_B, BM25_K1};
+        // Lua cannot name a Rust constant: this holds the script to it.
+        assert!(super::SEARCH.contains(&format!("local k1, b = {BM25_K1:?}, {BM25_B:?}\n")));
+    }
+}
