@@ -185,11 +185,13 @@ impl InvalidProposal {
 
 /// The answer as the model writes it; unknown fields are ignored.
 #[derive(Deserialize)]
+#[serde(expecting = r#"an object {"facts": [...]}"#)]
 struct Answer {
     facts: Vec<AnswerFact>,
 }
 
 #[derive(Deserialize)]
+#[serde(expecting = r#"a fact {"text": "...", "key": "..." or null, "sources": [seq, ...]}"#)]
 struct AnswerFact {
     text: String,
     #[serde(default)]
@@ -332,7 +334,7 @@ mod tests {
     fn what_is_not_the_shape_is_discarded_naming_the_field() {
         for (json, path, reason) in [
             ("not json", None, "expected ident"),
-            ("[]", None, "expected struct Answer"),
+            ("[]", None, r#"expected an object {"facts": [...]}"#),
             ("{}", None, "missing field `facts`"),
             (r#"{"facts": {}}"#, Some("facts"), "invalid type: map"),
             (
