@@ -3,16 +3,20 @@
 //! commits, lost version checks and store errors are counted where they happen, and each call
 //! is bounded by the store timeout: the timeout bounds store calls only, never a summary or
 //! model call made between them. Every call of the [`Store`] trait is forwarded, recall's
-//! `searches` and `search` included: a default left in place would turn recall off silently.
+//! `searches` and `search` and the facts calls included: a default left in place would turn
+//! recall or facts off silently.
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use chatmem::facts::FactChange;
 use chatmem::recall::{IndexedMessage, MessageVector, SearchQuery, SearchResult};
-use chatmem::store::{Commit, RecentPage, RecentQuery, Snapshot, StoreError, StoreErrorKind, StoredMessage};
-use chatmem::{ConversationId, Page, Store};
+use chatmem::store::{
+    Commit, FactsCommit, RecentPage, RecentQuery, Snapshot, StoreError, StoreErrorKind, StoredFacts, StoredMessage,
+};
+use chatmem::{ConversationId, Page, Store, UserId};
 
 use crate::metrics::{Metrics, store_kind};
 
@@ -124,5 +128,34 @@ impl Store for MeteredStore {
     ) -> Result<Vec<IndexedMessage>, StoreError> {
         self.count("unembedded", self.inner.unembedded(id, model, dim, after, limit))
             .await
+    }
+
+    fn keeps_facts(&self) -> bool {
+        self.inner.keeps_facts()
+    }
+
+    async fn load_facts(&self, user: &UserId) -> Result<StoredFacts, StoreError> {
+        self.count("load_facts", self.inner.load_facts(user)).await
+    }
+
+    async fn commit_facts(&self, user: &UserId, commit: FactsCommit) -> Result<u64, StoreError> {
+        let Ok(result) = tokio::time::timeout(self.timeout, self.inner.commit_facts(user, commit)).await else {
+            return Err(self.timed_out("commit_facts"));
+        };
+        // Lost to another writer: the facts writer reloads and retries; not a failure.
+        if let Err(e) = &result
+            && !e.is_conflict()
+        {
+            self.metrics.store_error("commit_facts", store_kind(e.kind()));
+        }
+        result
+    }
+
+    async fn fact_history(&self, user: &UserId, fact: u64) -> Result<Vec<FactChange>, StoreError> {
+        self.count("fact_history", self.inner.fact_history(user, fact)).await
+    }
+
+    async fn forget_user(&self, user: &UserId) -> Result<bool, StoreError> {
+        self.count("forget_user", self.inner.forget_user(user)).await
     }
 }

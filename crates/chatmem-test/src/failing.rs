@@ -1,19 +1,22 @@
-//! The one failing [`Store`] of the tests: an [`InMemoryStore`] whose loads and commits fail
-//! (and searches) fail on the test's word, to see what a server or a client makes of a store
-//! error.
+//! The one failing [`Store`] of the tests: an [`InMemoryStore`] whose loads, commits and
+//! searches (and the same calls of facts) fail on the test's word, to see what a server or a
+//! client makes of a store error.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use chatmem::facts::FactChange;
 use chatmem::store::{
-    Commit, RecentPage, RecentQuery, SearchQuery, SearchResult, Snapshot, StoreError, StoreErrorKind, StoredMessage,
+    Commit, FactsCommit, RecentPage, RecentQuery, SearchQuery, SearchResult, Snapshot, StoreError, StoreErrorKind,
+    StoredFacts, StoredMessage,
 };
-use chatmem::{ConversationId, InMemoryStore, Page, Store};
+use chatmem::{ConversationId, InMemoryStore, Page, Store, UserId};
 
 /// An in-memory store that fails on demand: its next [`lose_commits`](Self::lose_commits)
-/// commits lose a version check, its loads and searches fail as unavailable while it is
-/// [`down`](Self::set_down), and a [`broken`](Self::broken) one fails every load. A
+/// commits (of conversations or facts) lose a version check, its loads and searches (and facts
+/// loads) fail as unavailable while it is [`down`](Self::set_down), and a
+/// [`broken`](Self::broken) one fails every conversation load. A
 /// [`blind`](Self::blind) one does not search (as a store without recall), and its searches
 /// can be [slowed](Self::set_search_delay).
 #[derive(Debug, Default)]
@@ -56,12 +59,27 @@ impl FailingStore {
         self.search_delay_micros.store(micros, Ordering::SeqCst);
     }
 
-    /// The next `n` commits fail with a version conflict.
+    /// The next `n` commits (of a conversation or a user's facts) fail with a version conflict.
     pub fn lose_commits(&self, n: usize) {
         self.conflicts.store(n, Ordering::SeqCst);
     }
 
-    /// While `down`, every load and every search fails as unavailable.
+    /// Whether this commit is one of those [`lose_commits`](Self::lose_commits) said to lose.
+    fn lose_one(&self) -> bool {
+        self.conflicts
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    }
+
+    /// The error of a call while the store is down, if it is.
+    fn unless_down(&self) -> Result<(), StoreError> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(StoreError::new(StoreErrorKind::Unavailable, "the test took it down"));
+        }
+        Ok(())
+    }
+
+    /// While `down`, every load (a facts load included) and every search fails as unavailable.
     pub fn set_down(&self, down: bool) {
         self.down.store(down, Ordering::SeqCst);
     }
@@ -77,17 +95,11 @@ impl Store for FailingStore {
                 StoreError::corrupt(id, "message seq 9 is not a valid message")
             });
         }
-        if self.down.load(Ordering::SeqCst) {
-            return Err(StoreError::new(StoreErrorKind::Unavailable, "the test took it down"));
-        }
+        self.unless_down()?;
         self.inner.load(id).await
     }
     async fn commit(&self, id: &ConversationId, commit: Commit) -> Result<u64, StoreError> {
-        let lose = self
-            .conflicts
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok();
-        if lose {
+        if self.lose_one() {
             return Err(StoreError::conflict());
         }
         self.inner.commit(id, commit).await
@@ -113,9 +125,26 @@ impl Store for FailingStore {
         if delay > 0 {
             tokio::time::sleep(Duration::from_micros(delay)).await;
         }
-        if self.down.load(Ordering::SeqCst) {
-            return Err(StoreError::new(StoreErrorKind::Unavailable, "the test took it down"));
-        }
+        self.unless_down()?;
         self.inner.search(id, query).await
+    }
+    fn keeps_facts(&self) -> bool {
+        self.inner.keeps_facts()
+    }
+    async fn load_facts(&self, user: &UserId) -> Result<StoredFacts, StoreError> {
+        self.unless_down()?;
+        self.inner.load_facts(user).await
+    }
+    async fn commit_facts(&self, user: &UserId, commit: FactsCommit) -> Result<u64, StoreError> {
+        if self.lose_one() {
+            return Err(StoreError::facts_conflict());
+        }
+        self.inner.commit_facts(user, commit).await
+    }
+    async fn fact_history(&self, user: &UserId, fact: u64) -> Result<Vec<FactChange>, StoreError> {
+        self.inner.fact_history(user, fact).await
+    }
+    async fn forget_user(&self, user: &UserId) -> Result<bool, StoreError> {
+        self.inner.forget_user(user).await
     }
 }

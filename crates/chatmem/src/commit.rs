@@ -73,8 +73,9 @@ pub struct Commit {
     indexes: bool,
 }
 
-/// A commit token: random, never 0 (0 reads as "no token" in stores).
-fn new_token() -> u64 {
+/// A commit token: random, never 0 (0 reads as "no token" in stores). A facts commit's token
+/// is made here too.
+pub(crate) fn new_token() -> u64 {
     fastrand::u64(1..)
 }
 

@@ -196,6 +196,23 @@ impl StoreError {
         Self::new(StoreErrorKind::Conflict, "the conversation changed since it was loaded")
     }
 
+    /// A lost version check of a user's [facts](crate::facts): the same kind as a
+    /// conversation's ([`conflict`](StoreError::conflict)), so one retry rule serves both,
+    /// saying what changed.
+    ///
+    /// ```
+    /// use chatmem::store::StoreError;
+    /// let e = StoreError::facts_conflict();
+    /// assert!(e.is_conflict() && e.is_transient());
+    /// assert_eq!(e.to_string(), "store conflict: the user's facts changed since they were loaded");
+    /// ```
+    pub fn facts_conflict() -> Self {
+        Self::new(
+            StoreErrorKind::Conflict,
+            "the user's facts changed since they were loaded",
+        )
+    }
+
     /// The class of error.
     pub fn kind(&self) -> StoreErrorKind {
         self.kind

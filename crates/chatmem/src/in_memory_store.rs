@@ -8,12 +8,13 @@ use async_trait::async_trait;
 
 use crate::commit::Commit;
 use crate::error::StoreError;
+use crate::facts::{FactChange, UserId};
 use crate::id::ConversationId;
 use crate::page::Page;
 use crate::recall::{IndexedMessage, MemoryIndex, MessageVector, SearchQuery, SearchResult};
 use crate::shared_messages::SharedMessages;
 use crate::snapshot::Snapshot;
-use crate::store::{RecentConversation, RecentPage, RecentQuery, Store, now_micros};
+use crate::store::{FactsCommit, RecentConversation, RecentPage, RecentQuery, Store, StoredFacts, now_micros};
 use crate::stored_message::StoredMessage;
 use crate::summary::Summary;
 
@@ -23,6 +24,9 @@ use crate::summary::Summary;
 /// values) never see each other's conversations: a new `ChatMemory` over a new
 /// `InMemoryStore` is empty. Use a durable store (SQLite, PostgreSQL, Redis) to keep
 /// conversations across restarts or share them between instances.
+///
+/// It keeps users' [facts](crate::facts) too, apart from the conversations (under a lock of
+/// their own), lost with them when the process exits.
 ///
 /// Operations hold one lock briefly and never across an `.await`.
 ///
@@ -42,6 +46,37 @@ use crate::summary::Summary;
 #[derive(Debug, Default)]
 pub struct InMemoryStore {
     conversations: Mutex<BTreeMap<ConversationId, Conversation>>,
+    users: Mutex<BTreeMap<UserId, UserFacts>>,
+}
+
+/// What is kept of one user's facts: there is an entry once a facts commit applied, until the
+/// user is forgotten.
+#[derive(Debug, Default)]
+struct UserFacts {
+    stored: StoredFacts,
+    /// The token of the commit that made `stored.version`.
+    token: u64,
+    /// Each fact's history, in the order committed; a fact deleted by hand has no entry.
+    history: BTreeMap<u64, Vec<FactChange>>,
+}
+
+impl UserFacts {
+    /// Applies `commit`, whose version check passed: the set replaced, the dropped facts'
+    /// history gone, the new entries appended, the version bumped, the token kept.
+    fn apply(&mut self, commit: FactsCommit) -> u64 {
+        let token = commit.token();
+        let (set, history, dropped) = commit.into_parts();
+        for fact in dropped {
+            self.history.remove(&fact);
+        }
+        for change in history {
+            self.history.entry(change.fact).or_default().push(change);
+        }
+        self.stored.set = set;
+        self.stored.version += 1;
+        self.token = token;
+        self.stored.version
+    }
 }
 
 #[derive(Debug)]
@@ -107,6 +142,11 @@ impl InMemoryStore {
         self.conversations
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn users(&self) -> MutexGuard<'_, BTreeMap<UserId, UserFacts>> {
+        // As for the conversations: a commit mutates only after its version check.
+        self.users.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Drops `id` if it has expired; returns the live conversation, if any.
@@ -300,6 +340,40 @@ impl Store for InMemoryStore {
         Ok(Self::live(&mut map, id).map_or_else(Vec::new, |c| {
             c.index.unembedded(model, dim, after, limit, |seq| c.message(seq))
         }))
+    }
+
+    fn keeps_facts(&self) -> bool {
+        true
+    }
+
+    async fn load_facts(&self, user: &UserId) -> Result<StoredFacts, StoreError> {
+        Ok(self.users().get(user).map(|u| u.stored.clone()).unwrap_or_default())
+    }
+
+    async fn commit_facts(&self, user: &UserId, commit: FactsCommit) -> Result<u64, StoreError> {
+        let mut users = self.users();
+        let (current, token) = users.get(user).map_or((0, 0), |u| (u.stored.version, u.token));
+        if current != commit.expected_version() {
+            // The same commit sent again: answered as applied, not applied twice.
+            if commit.expected_version().checked_add(1) == Some(current) && token == commit.token() {
+                return Ok(current);
+            }
+            return Err(StoreError::facts_conflict());
+        }
+        Ok(users.entry(user.clone()).or_default().apply(commit))
+    }
+
+    async fn fact_history(&self, user: &UserId, fact: u64) -> Result<Vec<FactChange>, StoreError> {
+        Ok(self
+            .users()
+            .get(user)
+            .and_then(|u| u.history.get(&fact))
+            .cloned()
+            .unwrap_or_default())
+    }
+
+    async fn forget_user(&self, user: &UserId) -> Result<bool, StoreError> {
+        Ok(self.users().remove(user).is_some())
     }
 }
 

@@ -1,5 +1,6 @@
 //! The [`Store`] trait that durable backends implement, the records it moves, and everything
-//! else a store implementer needs: [`Commit`] (built only by the core), [`SharedMessages`],
+//! else a store implementer needs: [`Commit`] (built only by the core), a user's facts as
+//! loaded and committed ([`StoredFacts`], [`FactsCommit`]), [`SharedMessages`],
 //! [`StoreError`] and its kinds, the counter names stored with token counts,
 //! [`redact_url`], the one way a store URL is printed, and [`split_ms_params`], the one way
 //! chatmem's `chatmem_*_ms` URL parameters are read. An application needs only what the crate
@@ -26,14 +27,17 @@ pub use crate::redact::{HIDDEN_URL, SecretUrl, redact_url};
 pub use crate::shared_messages::SharedMessages;
 pub use crate::snapshot::Snapshot;
 pub use crate::stored_message::StoredMessage;
+pub use facts::{FactsCommit, StoredFacts};
 pub use recent::{RecentConversation, RecentCursor, RecentPage, RecentQuery, now_micros, prefix_end, unix_micros};
 pub use url_params::split_ms_params;
 
+mod facts;
 mod recent;
 mod url_params;
 
 use async_trait::async_trait;
 
+use crate::facts::{FactChange, UserId};
 use crate::id::ConversationId;
 use crate::page::Page;
 #[cfg(doc)]
@@ -97,6 +101,25 @@ use crate::{commit::Retention, summary::Summary};
 ///   [`rank_by_similarity`](crate::recall::rank_by_similarity) of [`Vector::dot`].
 ///   [`unembedded`](Store::unembedded) pages through the indexed messages with `seq > after`
 ///   that have no vector of a model and dimension, oldest first (for re-embedding a store).
+/// - **Facts** (optional: [`keeps_facts`](Store::keeps_facts)). Per [`UserId`], apart from
+///   every conversation (clearing or expiring one leaves its user's facts), a store keeps a
+///   [`StoredFacts`] (the current [`FactSet`](crate::facts::FactSet), its next id included,
+///   and a version every facts commit bumps), the token of the last facts commit, and each
+///   fact's history: its [`FactChange`]s in the order they were committed, kept after the fact
+///   left the set (superseded or evicted). [`load_facts`](Store::load_facts) returns the
+///   `StoredFacts` in one round trip; an unknown or forgotten user loads as
+///   [`StoredFacts::default`] (version 0). [`commit_facts`](Store::commit_facts) applies a
+///   [`FactsCommit`] **atomically and only if** the user is still at
+///   [`FactsCommit::expected_version`]; otherwise it changes nothing and fails with
+///   [`StoreError::facts_conflict`]. Applying means: replace the set with
+///   [`FactsCommit::set`], drop the history of the facts in [`FactsCommit::dropped`], append
+///   [`FactsCommit::history`] in its order, bump the version by one and return it, keep the
+///   [`FactsCommit::token`] (a resent commit is answered as [`commit`](Store::commit)'s is). A
+///   store does not re-check a facts commit: [`FactsCommit`] cannot be built invalid.
+///   [`fact_history`](Store::fact_history) returns one fact's entries in order (none for a
+///   fact never made or deleted); [`forget_user`](Store::forget_user) deletes the user's facts
+///   and all their history and says whether there was anything. User ids are opaque: compared
+///   as exact strings, never as patterns, so no two users ever see each other's facts.
 /// - Errors are [`StoreError`]s whose [`kind`](StoreError::kind) says what happened: a lost
 ///   version check is `Conflict`, an unreachable backend `Unavailable`, unreadable data
 ///   `Corrupt` (use [`StoreError::corrupt`] and [`StoredMessage::from_json`]).
@@ -272,12 +295,64 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         let _ = (id, model, dim, after, limit);
         Err(no_vectors())
     }
+
+    /// Whether the store keeps users' [facts](crate::facts) (the facts calls below). The
+    /// default is `false`, and each facts call of such a store fails with `InvalidInput`, so
+    /// that whatever needs facts can refuse the store up front instead of losing them.
+    fn keeps_facts(&self) -> bool {
+        false
+    }
+
+    /// The user's facts and their version, in one round trip: what a facts writer builds its
+    /// [`FactsCommit`] on. An unknown or forgotten user is [`StoredFacts::default`].
+    async fn load_facts(&self, user: &UserId) -> Result<StoredFacts, StoreError> {
+        let _ = user;
+        Err(no_facts())
+    }
+
+    /// Applies `commit` atomically if the user's facts are still at
+    /// [`expected_version`](FactsCommit::expected_version); returns the new version.
+    ///
+    /// Otherwise nothing changes and the error is [`StoreError::facts_conflict`]: the writer
+    /// reloads and makes its change again on what it finds
+    /// ([`apply_facts`](crate::facts::apply_facts) does), so a proposal made while another
+    /// writer changed the facts never writes over newer facts. As for
+    /// [`commit`](Store::commit), the token of the last facts commit is kept, and a commit
+    /// that finds the version at `expected_version + 1` with its own token is answered with
+    /// that version instead of being applied twice.
+    async fn commit_facts(&self, user: &UserId, commit: FactsCommit) -> Result<u64, StoreError> {
+        let _ = (user, commit);
+        Err(no_facts())
+    }
+
+    /// The history of the user's fact `fact`, in the order it was committed: what happened to
+    /// it, when and why. Empty for a fact never made, deleted, or of a forgotten user.
+    async fn fact_history(&self, user: &UserId, fact: u64) -> Result<Vec<FactChange>, StoreError> {
+        let _ = (user, fact);
+        Err(no_facts())
+    }
+
+    /// Deletes everything kept of the user's facts (the set, every fact's history, the
+    /// version: the user loads as unknown after it); returns whether anything was kept (a
+    /// facts commit applied since the user was last forgotten). Conversations are left as
+    /// they are.
+    async fn forget_user(&self, user: &UserId) -> Result<bool, StoreError> {
+        let _ = user;
+        Err(no_facts())
+    }
 }
 
 fn no_vectors() -> StoreError {
     StoreError::new(
         crate::error::StoreErrorKind::InvalidInput,
         "this store keeps no vectors (embeddings need a store that does)",
+    )
+}
+
+fn no_facts() -> StoreError {
+    StoreError::new(
+        crate::error::StoreErrorKind::InvalidInput,
+        "this store keeps no facts (facts need a store that does)",
     )
 }
 
@@ -327,6 +402,21 @@ macro_rules! forward_store {
                 limit: usize,
             ) -> Result<Vec<IndexedMessage>, StoreError> {
                 (**self).unembedded(id, model, dim, after, limit).await
+            }
+            fn keeps_facts(&self) -> bool {
+                (**self).keeps_facts()
+            }
+            async fn load_facts(&self, user: &UserId) -> Result<StoredFacts, StoreError> {
+                (**self).load_facts(user).await
+            }
+            async fn commit_facts(&self, user: &UserId, commit: FactsCommit) -> Result<u64, StoreError> {
+                (**self).commit_facts(user, commit).await
+            }
+            async fn fact_history(&self, user: &UserId, fact: u64) -> Result<Vec<FactChange>, StoreError> {
+                (**self).fact_history(user, fact).await
+            }
+            async fn forget_user(&self, user: &UserId) -> Result<bool, StoreError> {
+                (**self).forget_user(user).await
             }
         }
     )*};
