@@ -2,8 +2,10 @@
 //! fact replaces an older one about the same thing), visible (every change is in the fact's
 //! history, with when and why) and bounded (at most so many facts and tokens per user).
 //!
-//! This module is the pure part: the types, and the rules as functions of values, with no
-//! store, clock or model in them.
+//! This module is the pure part — the types, and the rules as functions of values, with no
+//! store, clock or model in them — and [`apply_facts`], the one way a change made by those
+//! rules reaches a [`Store`](crate::Store) (which keeps the facts:
+//! [`Store::keeps_facts`](crate::Store::keeps_facts)).
 //!
 //! - **Whose**: facts belong to a [`UserId`] (a conversation names its user) within a tenant,
 //!   and never cross either: a store keys a user's [`FactSet`] by both.
@@ -29,7 +31,10 @@
 //!   prefix survives until a fact changes.
 //!
 //! Every change returns a new set and its [`FactChange`]s together ([`Changed`]): what a
-//! store commits at once. An extraction's commit is `merge`, then `enforce` on its result:
+//! store commits at once, as a [`FactsCommit`](crate::store::FactsCommit) checked against the
+//! facts it was made on, version-checked; [`apply_facts`] makes the change again on newer facts
+//! when another writer committed first. An extraction's commit is `merge`, then `enforce` on
+//! its result:
 //!
 //! ```
 //! use chatmem::{Cl100k, ConversationId};
@@ -49,6 +54,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod apply;
 mod bounds;
 mod change;
 mod edit;
@@ -63,6 +69,7 @@ mod user_id;
 #[cfg(test)]
 mod properties;
 
+pub use apply::{Applied, FACTS_ATTEMPTS, apply_facts};
 pub use bounds::{
     DEFAULT_MAX_FACT_TEXT_BYTES, DEFAULT_MAX_FACT_TOKENS, DEFAULT_MAX_FACTS, DEFAULT_MAX_PROPOSAL_BYTES,
     DEFAULT_MAX_PROPOSAL_FACTS, FactLimits, enforce, fact_tokens, set_tokens,

@@ -713,8 +713,9 @@ pub fn check_request(messages: &[Message]) -> Result<()> {
 
 /// Waits before retrying a lost commit: exponential with full jitter, capped at 50 ms, so
 /// that writers that collided spread out. A runtime-independent timer: a tokio runtime built
-/// without timers (or another executor) must not make a retry panic.
-async fn backoff(attempt: u32) {
+/// without timers (or another executor) must not make a retry panic. A facts commit that lost
+/// waits the same way ([`apply_facts`](crate::facts::apply_facts)).
+pub(crate) async fn backoff(attempt: u32) {
     let cap_ms = (1u64 << attempt.min(6)).min(50);
     let ms = fastrand::u64(0..=cap_ms);
     futures_timer::Delay::new(Duration::from_millis(ms)).await;
