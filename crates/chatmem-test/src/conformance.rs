@@ -6,6 +6,7 @@ use std::sync::Arc;
 use chatmem::Store;
 
 mod concurrency;
+mod facts;
 mod harness;
 mod ids;
 mod lifecycle;
@@ -68,6 +69,19 @@ pub(crate) async fn run(store: Arc<dyn Store>) {
     .await;
     step("recall_through_memory", recall::recall_through_memory(&run)).await;
     step("recall_vectors", vectors::recall_vectors(&run)).await;
+    step("facts_round_trip", facts::facts_round_trip(&run)).await;
+    step(
+        "facts_supersede_keeps_history",
+        facts::facts_supersede_keeps_history(&run),
+    )
+    .await;
+    step("facts_version_check", facts::facts_version_check(&run)).await;
+    step("facts_resent_commit", facts::facts_resent_commit(&run)).await;
+    step("facts_caps", facts::facts_caps(&run)).await;
+    step("facts_delete", facts::facts_delete(&run)).await;
+    step("facts_forget_user", facts::facts_forget_user(&run)).await;
+    step("facts_hostile_user_ids", facts::facts_hostile_user_ids(&run)).await;
+    step("facts_concurrent_writers", facts::facts_concurrent_writers(&run)).await;
     step("ttl", lifecycle::ttl(&run)).await;
     step("concurrency_one_conversation", concurrency::one_conversation(&run)).await;
     step("concurrency_many_conversations", concurrency::many_conversations(&run)).await;

@@ -4,7 +4,8 @@
 //! [`run_conformance`] checks a store against the semantics of
 //! [`chatmem::InMemoryStore`], through the raw [`Store`] API and through
 //! [`chatmem::ChatMemory`]: round trips, the window contract, retention, exact JSON,
-//! version conflicts, paging, clearing, TTL, awkward ids and in-process concurrency. It
+//! version conflicts, paging, clearing, TTL, awkward ids, in-process concurrency, and, for a
+//! store that keeps them, recall's index and vectors and users' facts. It
 //! panics (with `assert!`) on the first failure, and uses fresh random conversation ids on
 //! each call, so several runs may share one database server at once.
 //!
