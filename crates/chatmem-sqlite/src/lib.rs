@@ -6,7 +6,8 @@
 //! machines sharing a network file system (SQLite's locking is unreliable there): use the
 //! PostgreSQL or Redis store for that. It keeps data only; the window logic lives in
 //! [`chatmem::ChatMemory`]. It [searches](chatmem::Store::search), so it serves
-//! [recall](chatmem::Recall) (see [Recall](#recall)).
+//! [recall](chatmem::Recall) (see [Recall](#recall)), and it keeps users'
+//! [facts](chatmem::facts) (see [Facts](#facts)).
 //!
 //! ```no_run
 //! use chatmem::{ChatMemory, ConversationId, Message, Retention};
@@ -39,6 +40,13 @@
 //!   of the index `conversations_updated_at` from the cursor, newest first, that stops after
 //!   a page); **clear** = 1 transaction of 6 statements; **purge_expired** = 1 transaction
 //!   of 6 statements.
+//! - **load_facts** = 1 statement (the user row joined to the user's facts);
+//!   **fact_history** = 1 statement; **commit_facts** = 1 transaction: `BEGIN IMMEDIATE`, 1
+//!   `SELECT` of the version and token, 1 `SELECT` of the stored facts, one write per fact
+//!   that changed, left or came (the others are not written), one `DELETE` per fact deleted
+//!   by hand and one `INSERT` per history entry, 1 upsert of the user row, `COMMIT`: 7
+//!   statements to confirm or pin one fact of many; **forget_user** = 1 transaction of 5
+//!   statements.
 //!
 //! # Durability and concurrency
 //! `journal_mode=WAL`, `synchronous=NORMAL`: a commit survives the process being killed at
@@ -69,8 +77,22 @@
 //! one of the same id starts empty), purged, or deleted below a window start. A read-only
 //! store searches too.
 //!
+//! # Facts
+//! A user's facts are kept apart from every conversation, by user id (compared exactly,
+//! never as a pattern), and never expire: clearing, expiring or purging a conversation
+//! leaves them, and only [`forget_user`](chatmem::Store::forget_user) deletes them. A facts
+//! commit is one `BEGIN IMMEDIATE` transaction checked against the user's version: a stale
+//! one changes nothing and fails with
+//! [`StoreError::facts_conflict`](chatmem::store::StoreError::facts_conflict), a resent one
+//! is answered with the version it made (the last commit's token is kept), so writers in
+//! several processes never write over each other's facts. A fact is stored as the JSON
+//! chatmem writes for a [`Fact`](chatmem::facts::Fact), a history entry as a
+//! [`FactChange`](chatmem::facts::FactChange)'s; a row that cannot be read is a
+//! [`Corrupt`](chatmem::store::StoreErrorKind) error naming the user and the column. A
+//! read-only store loads facts and their history too.
+//!
 //! # Schema
-//! Schema version 5 ([`SCHEMA_VERSION`]):
+//! Schema version 7 ([`SCHEMA_VERSION`]):
 //!
 //! - `chatmem_schema(id INTEGER PRIMARY KEY CHECK (id = 1), version)`: the version;
 //! - `conversations(id TEXT PRIMARY KEY, version, system_json, system_tokens, system_seq,
@@ -81,6 +103,10 @@
 //! - `recall_segments(conversation_id, segment, last_seq, docs, PRIMARY KEY
 //!   (conversation_id, segment))` and `recall_postings(conversation_id, segment, term, df,
 //!   head, rest, PRIMARY KEY (conversation_id, segment, term))`: the recall index's segments;
+//! - `fact_users(user_id TEXT PRIMARY KEY, version, next_id, commit_token)`, `facts(user_id,
+//!   id, json, PRIMARY KEY (user_id, id))` and `fact_history(user_id, fact, version, n, json,
+//!   PRIMARY KEY (user_id, fact, version, n))`: users' facts (see [Facts](#facts)), a history
+//!   entry ordered by the version of the commit that wrote it and its place `n` in it.
 //!
 //! Every table is `WITHOUT ROWID`, an index on
 //! `conversations(expires_at)` covers the rows that expire, and
@@ -101,12 +127,14 @@
 //! until [`purge_expired`](chatmem::Store::purge_expired) deletes them. Created on first open,
 //! unless [`SqliteStoreBuilder::create_if_missing`] is off or the store is read-only: then a
 //! missing file is a [`MissingDatabase`] error and nothing is created. A file of schema 1 to
-//! 4 is upgraded in place (columns added with constant defaults, nothing rewritten; the
+//! 6 is upgraded in place (columns added with constant defaults, nothing rewritten; the
 //! upgrade to 4 builds the recency index, one pass over the conversations; the upgrade to 5
-//! adds the empty recall index: messages written before are not indexed); a file written by
-//! a newer schema is refused with [`StoreErrorKind::SchemaTooNew`](chatmem::store::StoreErrorKind).
+//! adds the empty recall index: messages written before are not indexed; the upgrade to 6
+//! adds the vector columns, the upgrade to 7 the empty facts tables); a file written by a
+//! newer schema is refused with [`StoreErrorKind::SchemaTooNew`](chatmem::store::StoreErrorKind).
 
 mod error;
+mod facts;
 mod migrate;
 mod params;
 mod pragmas;

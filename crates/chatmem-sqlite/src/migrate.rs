@@ -11,8 +11,9 @@ use crate::error::db_error;
 /// commit (`commit_token`); 3 the conversation's summary (`summary`, the JSON of
 /// [`chatmem::Summary`]); 4 when the last commit landed (`updated_at`) and the index that
 /// lists conversations by it; 5 the lexical index for recall (`messages.recall_*`,
-/// `conversations.recall_*`, `recall_segments`, `recall_postings`).
-pub(crate) const SCHEMA_VERSION: i64 = 6;
+/// `conversations.recall_*`, `recall_segments`, `recall_postings`); 6 recall's vectors
+/// (`messages.vector_model`, `messages.vector`); 7 users' facts (`FACTS_TABLES`).
+pub(crate) const SCHEMA_VERSION: i64 = 7;
 
 const CREATE: &str = "
 CREATE TABLE IF NOT EXISTS conversations (
@@ -84,6 +85,35 @@ CREATE TABLE IF NOT EXISTS recall_postings (
 ) WITHOUT ROWID;
 ";
 
+/// Users' facts (see `crate::facts`), created for a new file and by the upgrade to 7: per
+/// user, the version every facts commit bumps, the next fact id and the last facts commit's
+/// token (`fact_users`); the current facts, each [`chatmem::facts::Fact`]'s JSON (`facts`);
+/// each fact's history, each [`chatmem::facts::FactChange`]'s JSON, in the order committed:
+/// by the version of the commit that wrote it, then its place in that commit
+/// (`fact_history`). They belong to a user, not to a conversation: nothing expires them.
+const FACTS_TABLES: &str = "
+CREATE TABLE IF NOT EXISTS fact_users (
+    user_id TEXT PRIMARY KEY NOT NULL,
+    version INTEGER NOT NULL,
+    next_id INTEGER NOT NULL,
+    commit_token INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS facts (
+    user_id TEXT NOT NULL,
+    id INTEGER NOT NULL,
+    json TEXT NOT NULL,
+    PRIMARY KEY (user_id, id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS fact_history (
+    user_id TEXT NOT NULL,
+    fact INTEGER NOT NULL,
+    version INTEGER NOT NULL,
+    n INTEGER NOT NULL,
+    json TEXT NOT NULL,
+    PRIMARY KEY (user_id, fact, version, n)
+) WITHOUT ROWID;
+";
+
 /// From schema 1 to 2: the counter columns (rows written before read back as `None`) and the
 /// last commit's token.
 const UPGRADE_1_TO_2: &str = "
@@ -119,14 +149,16 @@ ALTER TABLE messages ADD COLUMN recall_at INTEGER;
 ALTER TABLE messages ADD COLUMN recall_terms BLOB;
 ";
 
-/// Creates the schema if absent, in one IMMEDIATE transaction so processes opening the same
-/// new file at once do it exactly once; refuses a newer schema. A file whose schema is
-/// current is only read: opening it never waits for another process's write lock.
+/// From schema 5 to 6: each message's vector (messages written before have none).
 const UPGRADE_5_TO_6: &str = "
 ALTER TABLE messages ADD COLUMN vector_model TEXT;
 ALTER TABLE messages ADD COLUMN vector BLOB;
 ";
 
+/// Creates the schema if absent, in one IMMEDIATE transaction so processes opening the same
+/// new file at once do it exactly once; refuses a newer schema. A file whose schema is
+/// current is only read: opening it never waits for another process's write lock. From
+/// schema 6 to 7 only tables are added (`FACTS_TABLES`).
 pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     match current_version(conn)? {
         Some(v) if v == SCHEMA_VERSION => return Ok(()),
@@ -148,7 +180,7 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
         Some(v) if v > SCHEMA_VERSION => return Err(schema_too_new(v)),
         Some(v) if v == SCHEMA_VERSION => {}
         found => {
-            if let Some(from @ (1..=5)) = found {
+            if let Some(from @ (1..=6)) = found {
                 if from == 1 {
                     tx.execute_batch(UPGRADE_1_TO_2)
                         .map_err(|e| db_error("upgrading the schema from version 1", e))?;
@@ -165,8 +197,10 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
                     tx.execute_batch(UPGRADE_4_TO_5)
                         .map_err(|e| db_error("upgrading the schema to version 5", e))?;
                 }
-                tx.execute_batch(UPGRADE_5_TO_6)
-                    .map_err(|e| db_error("upgrading the schema to version 6", e))?;
+                if from <= 5 {
+                    tx.execute_batch(UPGRADE_5_TO_6)
+                        .map_err(|e| db_error("upgrading the schema to version 6", e))?;
+                }
             } else {
                 // Nothing (or something older than the first version): the current schema.
                 tx.execute_batch(CREATE)
@@ -176,6 +210,8 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
                 .map_err(|e| db_error("creating the index of recent conversations", e))?;
             tx.execute_batch(RECALL_TABLES)
                 .map_err(|e| db_error("creating the recall index", e))?;
+            tx.execute_batch(FACTS_TABLES)
+                .map_err(|e| db_error("creating the facts tables", e))?;
             tx.execute(
                 "INSERT INTO chatmem_schema (id, version) VALUES (1, ?1)
                  ON CONFLICT (id) DO UPDATE SET version = excluded.version",

@@ -7,16 +7,17 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use chatmem::facts::FactChange;
 use chatmem::store::{
-    Commit, IndexedMessage, MessageVector, RecentPage, RecentQuery, SearchQuery, SearchResult, Snapshot, StoreError,
-    StoreErrorKind, StoredMessage,
+    Commit, FactsCommit, IndexedMessage, MessageVector, RecentPage, RecentQuery, SearchQuery, SearchResult, Snapshot,
+    StoreError, StoreErrorKind, StoredFacts, StoredMessage,
 };
-use chatmem::{ConversationId, Page, Store};
+use chatmem::{ConversationId, Page, Store, UserId};
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{Mutex as AsyncMutex, Semaphore};
 use tokio::time::Instant;
 
-use crate::{error, migrate, pragmas, recall, sql, vectors};
+use crate::{error, facts, migrate, pragmas, recall, sql, vectors};
 
 /// How long an operation may wait for a connection or for another process's write lock
 /// before failing with [`StoreErrorKind::Unavailable`].
@@ -567,6 +568,36 @@ impl Store for SqliteStore {
             vectors::unembedded(c, &id, &model, dim, after, limit)
         })
         .await
+    }
+
+    /// Always: users' facts are kept in their own tables, apart from every conversation and
+    /// never expired (see the crate docs, "Facts").
+    fn keeps_facts(&self) -> bool {
+        true
+    }
+
+    async fn load_facts(&self, user: &UserId) -> Result<StoredFacts, StoreError> {
+        let user = user.clone();
+        self.with_conn("load_facts", false, move |c| facts::load(c, &user))
+            .await
+    }
+
+    async fn commit_facts(&self, user: &UserId, commit: FactsCommit) -> Result<u64, StoreError> {
+        let user = user.clone();
+        self.with_conn("commit_facts", true, move |c| facts::commit(c, &user, commit))
+            .await
+    }
+
+    async fn fact_history(&self, user: &UserId, fact: u64) -> Result<Vec<FactChange>, StoreError> {
+        let user = user.clone();
+        self.with_conn("fact_history", false, move |c| facts::history(c, &user, fact))
+            .await
+    }
+
+    async fn forget_user(&self, user: &UserId) -> Result<bool, StoreError> {
+        let user = user.clone();
+        self.with_conn("forget_user", true, move |c| facts::forget(c, &user))
+            .await
     }
 }
 
