@@ -19,8 +19,8 @@
 //! counts the client's `Sync` messages: load = 1, commit = 1 (a lost version check
 //! included), history, list, [`recent`](chatmem::Store::recent), clear and purge = 1 each;
 //! the crate's own tests check that a [`search`](chatmem::Store::search) and a commit that
-//! writes its index are 1 each too. Only a commit that got no answer costs more (see
-//! [*Outages*](#outages)).
+//! writes its index are 1 each too, and so is each facts call (see [*Facts*](#facts)). Only a
+//! commit that got no answer costs more (see [*Outages*](#outages)).
 //!
 //! # Outages
 //!
@@ -49,6 +49,9 @@
 //! One case stays a conflict although the first send applied: another writer loaded and
 //! committed on top of it before the resend arrived. The resend then finds a newer version
 //! and another token (only the last commit's token is kept).
+//!
+//! A user's [facts commit](chatmem::Store::commit_facts) is resent the same way: the user's
+//! row keeps the token of the last one.
 //!
 //! # Settings
 //!
@@ -106,9 +109,9 @@
 //!
 //! # Data layout
 //!
-//! Five tables and a sequence in the configured schema, at schema version
-//! [`SCHEMA_VERSION`] (7); the last two tables and the sequence are the lexical index (see
-//! [*Recall*](#recall)):
+//! Eight tables and a sequence in the configured schema, at schema version
+//! [`SCHEMA_VERSION`] (8): the postings tables and the sequence are the lexical index (see
+//! [*Recall*](#recall)), the `chatmem_fact*` tables users' facts (see [*Facts*](#facts)):
 //!
 //! - `chatmem_conversations`, one row per conversation: `id` (the primary key, `COLLATE
 //!   "C"` so that listing pages in byte order), `version`, `window_start`, `next_seq`,
@@ -132,6 +135,8 @@
 //!   the same round trip as the lexical search (on a second connection);
 //! - `chatmem_postings` and `chatmem_removed_postings`, the lexical index, and the sequence
 //!   `chatmem_index_keys` (see [*Recall*](#recall));
+//! - `chatmem_fact_users`, `chatmem_facts` and `chatmem_fact_history`, users' facts (see
+//!   [*Facts*](#facts));
 //! - `chatmem_schema_version`, one row per applied migration.
 //!
 //! `updated_at` is the commit statement's `now()` by the server's clock, the same instant its
@@ -162,7 +167,8 @@
 //! commits. Version 5 adds `updated_at` with a constant default (no rewrite either) and
 //! builds its index in the migration's transaction: writes wait for one pass over the
 //! conversation rows (not the messages). Version 6 adds the index's tables and sequence and
-//! only nullable or constant-default columns: no rewrite, nothing indexed retroactively. A
+//! only nullable or constant-default columns: no rewrite, nothing indexed retroactively.
+//! Version 7 adds two nullable columns, version 8 only the facts tables. A
 //! schema newer than this code is refused with [`StoreErrorKind::SchemaTooNew`](chatmem::store::StoreErrorKind::SchemaTooNew).
 //!
 //! # Recall
@@ -195,9 +201,36 @@
 //! A commit that neither indexes nor deletes messages is the statement it was before the
 //! index. The others take their parameters through a one-row CTE, so that PostgreSQL settles
 //! on one generic plan for them rather than planning the long statement at every commit.
+//!
+//! # Facts
+//!
+//! The store [keeps facts](chatmem::Store::keeps_facts), per user and apart from every
+//! conversation (clearing, expiring or purging one leaves its user's facts). User ids are
+//! `COLLATE "C"` text compared for equality, never a pattern.
+//!
+//! - `chatmem_fact_users`, one row per user from their first facts commit until
+//!   [`forget_user`](chatmem::Store::forget_user) deletes it (and, `ON DELETE CASCADE`, the
+//!   rows below): `version`, `next_id` (the id the next new fact gets) and `commit_token`.
+//! - `chatmem_facts`, keyed by (`user_id`, `fact_id`): the current facts, each as the JSON
+//!   serde_json writes of a [`Fact`](chatmem::facts::Fact).
+//! - `chatmem_fact_history`, keyed by (`user_id`, `fact_id`, `version`, `ord`): each
+//!   [`FactChange`](chatmem::facts::FactChange) as JSON, ordered by the commit that wrote it
+//!   and its place in that commit.
+//!
+//! [`load_facts`](chatmem::Store::load_facts) is one statement (the user row `UNION ALL` the
+//! facts, one snapshot). [`commit_facts`](chatmem::Store::commit_facts) is one statement: the
+//! version check is the user row's INSERT (expecting 0) or its UPDATE `WHERE version =
+//! expected`, so of writers at one version exactly one wins; only then does it delete the facts
+//! not in the new set, upsert the others (a row written only if it changed), delete the
+//! dropped facts' history and append the new entries. [`fact_history`](chatmem::Store::fact_history)
+//! and `forget_user` are one statement each, and all four are prepared when a pooled
+//! connection opens. A stored fact or entry that does not read back (bad JSON, an id other than
+//! its row's, a set breaking [`FactSet`](chatmem::facts::FactSet)'s rules) is a
+//! [`Corrupt`](chatmem::store::StoreErrorKind::Corrupt) error naming the row, never quoting it.
 
 mod builder;
 mod error;
+mod facts;
 mod migrate;
 mod params;
 mod rows;

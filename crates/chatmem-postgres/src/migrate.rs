@@ -19,12 +19,13 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (5, include_str!("../migrations/0005_updated_at.sql")),
     (6, include_str!("../migrations/0006_recall.sql")),
     (7, include_str!("../migrations/0007_vectors.sql")),
+    (8, include_str!("../migrations/0008_facts.sql")),
 ];
 
 /// The schema version this code writes and reads. 2 added `commit_token`, 3 the
 /// `counted_by` columns, 4 `summary`, 5 `updated_at` and its index, 6 the lexical index for
-/// recall, 7 recall's vectors.
-pub(crate) const LATEST: i32 = 7;
+/// recall, 7 recall's vectors, 8 users' facts.
+pub(crate) const LATEST: i32 = 8;
 
 /// This crate and [`LATEST`], for the version checks' errors.
 const VERSIONS: SchemaVersion = SchemaVersion {

@@ -1,8 +1,8 @@
 //! The SQL texts, with the schema's tables filled in once when the store is built.
 //!
 //! Every store operation is exactly one of these statements: one round trip each. Each is
-//! prepared once per pooled connection (a turn's statements when the connection opens,
-//! the others at their first use) and then sent as Bind/Execute/Sync, so the server does not
+//! prepared once per pooled connection (a turn's statements and the facts statements when
+//! the connection opens, the others at their first use) and then sent as Bind/Execute/Sync, so the server does not
 //! parse and plan it again on every call. Only a commit that got no answer is sent again, on a
 //! connection of its own, with `query_typed` (see `PostgresStore::commit`).
 
@@ -599,6 +599,113 @@ WHERE c.id = $1 AND ",
 ORDER BY m.seq LIMIT $5"
 );
 
+/// A user's facts, read from one snapshot: the user row (kind 0: `a` the version, `b` the
+/// next id) and a row per current fact (kind 1: `a` its id, `json` the fact). No row at all:
+/// an unknown or forgotten user.
+///
+/// `$1` user id.
+const FACTS_LOAD: &str = "SELECT 0 AS kind, u.version AS a, u.next_id AS b, NULL::text AS json
+FROM {fact_users} AS u WHERE u.user_id = $1
+UNION ALL
+SELECT 1, f.fact_id, NULL, f.json FROM {facts} AS f WHERE f.user_id = $1";
+
+/// Applies a facts commit if the user is still at the expected version, in one statement:
+/// the user row's version check, the set replaced, the dropped facts' history deleted, the
+/// new entries appended, the version bumped and the token kept.
+///
+/// The version check is on the user row, which every facts commit changes (and
+/// `FACTS_FORGET` deletes): expecting 0, the INSERT creates it, and of concurrent creators
+/// only one wins (the others' ON CONFLICT waits for it and does nothing); expecting more,
+/// the UPDATE matches only while `version = expected`, and under READ COMMITTED a commit
+/// that got there first makes it re-check the new row version and match nothing. Every other
+/// part joins `applied`, so it writes nothing unless the check passed, and then what it reads
+/// of the facts is current (a change since the snapshot would have changed the user row).
+///
+/// The set is replaced by deleting the facts not in it and upserting the others, a row
+/// written only when its JSON changed. The history DELETE cannot see the rows the INSERT
+/// adds (one snapshot), so the dropped facts' history goes before the new entries land, each
+/// placed by the new version and its place in the commit (from 1).
+///
+/// The last SELECT is as `COMMIT_RESULT`'s: the new version, or NULL when the check failed
+/// and then the user's current version and token (NULL: no user row), read from the
+/// statement's snapshot.
+///
+/// `$1` user id, `$2` expected version, `$3` next id, `$4` token (its u64 bits), `$5`/`$6`
+/// the set's fact ids and JSON, `$7`/`$8` the history entries' fact ids and JSON in order,
+/// `$9` the facts whose history goes.
+const FACTS_COMMIT: &str = "WITH k AS MATERIALIZED (
+    SELECT $1::text AS user_id, $2::bigint AS expected, $3::bigint AS next_id, $4::bigint AS token,
+           $5::bigint[] AS ids, $6::text[] AS facts, $7::bigint[] AS entry_facts, $8::text[] AS entries,
+           $9::bigint[] AS dropped
+),
+created AS (
+    INSERT INTO {fact_users} AS u (user_id, version, next_id, commit_token)
+    SELECT k.user_id, 1, k.next_id, k.token FROM k WHERE k.expected = 0
+    ON CONFLICT (user_id) DO NOTHING
+    RETURNING u.version
+),
+updated AS (
+    UPDATE {fact_users} AS u SET version = u.version + 1, next_id = k.next_id, commit_token = k.token
+    FROM k
+    WHERE u.user_id = k.user_id AND u.version = k.expected AND k.expected > 0
+    RETURNING u.version
+),
+applied AS MATERIALIZED (
+    SELECT version FROM created UNION ALL SELECT version FROM updated
+),
+gone AS (
+    DELETE FROM {facts} AS f USING applied, k
+    WHERE f.user_id = k.user_id AND f.fact_id <> ALL (k.ids)
+),
+put AS (
+    INSERT INTO {facts} AS f (user_id, fact_id, json)
+    SELECT k.user_id, s.id, s.json
+    FROM applied CROSS JOIN k CROSS JOIN LATERAL unnest(k.ids, k.facts) AS s(id, json)
+    ON CONFLICT (user_id, fact_id) DO UPDATE SET json = EXCLUDED.json
+    WHERE f.json IS DISTINCT FROM EXCLUDED.json
+),
+forgot AS (
+    DELETE FROM {fact_history} AS h USING applied, k
+    WHERE h.user_id = k.user_id AND h.fact_id = ANY (k.dropped)
+),
+logged AS (
+    INSERT INTO {fact_history} (user_id, fact_id, version, ord, json)
+    SELECT k.user_id, e.fact_id, a.version, e.ord, e.json
+    FROM applied AS a CROSS JOIN k
+    CROSS JOIN LATERAL unnest(k.entry_facts, k.entries) WITH ORDINALITY AS e(fact_id, json, ord)
+)
+SELECT (SELECT version FROM applied) AS new_version,
+       cur.version AS current_version, cur.commit_token AS current_token
+FROM (SELECT 1) AS one
+LEFT JOIN (
+    SELECT u.version, u.commit_token
+    FROM {fact_users} AS u
+    WHERE NOT EXISTS (SELECT 1 FROM applied) AND u.user_id = $1
+) AS cur ON true";
+
+/// The parameter types of `facts_commit`, `$1` … `$9`.
+const FACTS_COMMIT_TYPES: &[Type] = &[
+    Type::TEXT,
+    Type::INT8,
+    Type::INT8,
+    Type::INT8,
+    Type::INT8_ARRAY,
+    Type::TEXT_ARRAY,
+    Type::INT8_ARRAY,
+    Type::TEXT_ARRAY,
+    Type::INT8_ARRAY,
+];
+
+/// One fact's history entries in the order committed. `$1` user id, `$2` fact id.
+const FACT_HISTORY: &str = "SELECT h.json FROM {fact_history} AS h
+WHERE h.user_id = $1 AND h.fact_id = $2
+ORDER BY h.version, h.ord";
+
+/// Deletes the user row, the facts and their history with it (ON DELETE CASCADE); whether
+/// there was one. `$1` user id.
+const FACTS_FORGET: &str = "WITH d AS (DELETE FROM {fact_users} AS u WHERE u.user_id = $1 RETURNING 1)
+SELECT EXISTS (SELECT 1 FROM d)";
+
 /// The parameter types of `search`, `$1` … `$5`.
 const SEARCH_TYPES: &[Type] = &[Type::TEXT, Type::TEXT_ARRAY, Type::INT8, Type::INT8, Type::INT8];
 
@@ -627,6 +734,10 @@ pub(crate) struct Statements {
     pub(crate) vector_targets: Statement,
     pub(crate) vector_put: Statement,
     pub(crate) unembedded: Statement,
+    pub(crate) facts_load: Statement,
+    pub(crate) facts_commit: Statement,
+    pub(crate) fact_history: Statement,
+    pub(crate) facts_forget: Statement,
 }
 
 impl Statements {
@@ -647,6 +758,10 @@ impl Statements {
             client.prepare_typed_cached(&self.purge.text, self.purge.types),
             client.prepare_typed_cached(&self.search.text, self.search.types),
             client.prepare_typed_cached(&self.vector_search.text, self.vector_search.types),
+            client.prepare_typed_cached(&self.facts_load.text, self.facts_load.types),
+            client.prepare_typed_cached(&self.facts_commit.text, self.facts_commit.types),
+            client.prepare_typed_cached(&self.fact_history.text, self.fact_history.types),
+            client.prepare_typed_cached(&self.facts_forget.text, self.facts_forget.types),
         );
     }
 
@@ -656,6 +771,9 @@ impl Statements {
         let msgs = format!("{schema}.chatmem_messages");
         let postings = format!("{schema}.chatmem_postings");
         let removed = format!("{schema}.chatmem_removed_postings");
+        let fact_users = format!("{schema}.chatmem_fact_users");
+        let facts = format!("{schema}.chatmem_facts");
+        let fact_history = format!("{schema}.chatmem_fact_history");
         // The schema is quoted and holds no `'` (the builder checks), so it fits in a literal.
         let keys = format!("'{schema}.chatmem_index_keys'::regclass");
         let fill = |template: &str, types| Statement {
@@ -665,6 +783,9 @@ impl Statements {
                 .replace("{msgs}", &msgs)
                 .replace("{postings}", &postings)
                 .replace("{removed}", &removed)
+                .replace("{fact_users}", &fact_users)
+                .replace("{facts}", &facts)
+                .replace("{fact_history}", &fact_history)
                 .replace("{keys}", &keys),
             types,
         };
@@ -698,6 +819,10 @@ impl Statements {
                 UNEMBEDDED,
                 &[Type::TEXT, Type::INT8, Type::TEXT, Type::INT4, Type::INT8],
             ),
+            facts_load: fill(FACTS_LOAD, &[Type::TEXT]),
+            facts_commit: fill(FACTS_COMMIT, FACTS_COMMIT_TYPES),
+            fact_history: fill(FACT_HISTORY, &[Type::TEXT, Type::INT8]),
+            facts_forget: fill(FACTS_FORGET, &[Type::TEXT]),
         }
     }
 }
@@ -743,5 +868,11 @@ mod tests {
         }
         // Vectors are written on the rows `vector_targets` found live.
         assert!(!s.vector_put.text.contains('{') && s.vector_put.text.contains("\"s\".chatmem_messages"));
+        // Facts are apart from every conversation.
+        for sql in [&s.facts_load, &s.facts_commit, &s.fact_history, &s.facts_forget].map(|s| &s.text) {
+            assert!(!sql.contains('{'), "{sql}");
+            assert!(sql.contains("\"s\".chatmem_fact"), "{sql}");
+            assert!(!sql.contains("chatmem_conversations"), "{sql}");
+        }
     }
 }

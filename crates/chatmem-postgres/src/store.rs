@@ -9,16 +9,18 @@ use deadpool_postgres::tokio_postgres::{Config, NoTls, Row};
 use deadpool_postgres::{Object, Pool};
 use tokio::time::timeout;
 
+use chatmem::facts::{FactChange, UserId};
 use chatmem::recall::{IndexedMessage, MAX_POSTINGS_PER_TERM, MessageVector, Vector, VectorHit, rank_by_similarity};
 use chatmem::store::{
-    Commit, LexicalHit, RecentConversation, RecentPage, RecentQuery, SearchQuery, SearchResult, Snapshot, StoreError,
-    StoreErrorKind, StoredMessage, unix_micros,
+    Commit, FactsCommit, LexicalHit, RecentConversation, RecentPage, RecentQuery, SearchQuery, SearchResult, Snapshot,
+    StoreError, StoreErrorKind, StoredFacts, StoredMessage, unix_micros,
 };
 use chatmem::{ConversationId, Page, Store};
 use chatmem_sql::{Timeouts, history_messages, load_snapshot, outcome_unknown, statement_timed_out};
 
 use crate::builder::PostgresStoreBuilder;
 use crate::error::{connection_lost, db_error, pool_error};
+use crate::facts::{self, FactsParams};
 use crate::migrate;
 use crate::params::{CommitParams, cursor_time, token_bits};
 use crate::rows::{COLUMNS, Column, Reader};
@@ -51,9 +53,10 @@ const SERVER_ANSWERS_FIRST: Duration = Duration::from_millis(250);
 /// commit's token, the summary) and
 /// `chatmem_messages` (conversation id, sequence, token count and the counter that made it,
 /// the message JSON as text), and the lexical index it [searches](Store::search)
-/// (`chatmem_postings`, `chatmem_removed_postings`; see [*Recall*](crate#recall)); see
-/// [*Data layout*](crate#data-layout). Expired conversations read as absent and are deleted
-/// by [`Store::purge_expired`], their index with them.
+/// (`chatmem_postings`, `chatmem_removed_postings`; see [*Recall*](crate#recall)), and users'
+/// facts (`chatmem_fact_users`, `chatmem_facts`, `chatmem_fact_history`; see
+/// [*Facts*](crate#facts)); see [*Data layout*](crate#data-layout). Expired conversations read
+/// as absent and are deleted by [`Store::purge_expired`], their index with them.
 #[derive(Clone)]
 pub struct PostgresStore {
     pub(crate) pool: Pool,
@@ -207,12 +210,14 @@ impl PostgresStore {
     /// commit that landed while it waited for the row (possibly the first send, still
     /// running on the server when its answer was given up), it sends the statement once
     /// more to read that commit.
+    ///
+    /// `read` reads the statement's result row: a conversation's commit and a user's facts
+    /// commit are resent alike.
     async fn resend_commit(
         &self,
-        id: &ConversationId,
-        commit: &Commit,
         statement: &Statement,
         values: &[&(dyn ToSql + Sync)],
+        read: impl Fn(&[Row]) -> Result<Outcome, StoreError>,
     ) -> Result<Outcome, StoreError> {
         // A connection of its own, used once: sent unprepared (parsed with the same types).
         let params: Vec<(&(dyn ToSql + Sync), Type)> =
@@ -244,7 +249,7 @@ impl PostgresStore {
                     .query_typed(&statement.text, &params)
                     .await
                     .map_err(|e| db_error(e, WHAT, &self.target))?;
-                outcome = commit_outcome(id, &rows, commit)?;
+                outcome = read(&rows)?;
                 if outcome != (Outcome::Conflict { stale: true }) {
                     break;
                 }
@@ -300,20 +305,29 @@ fn commit_outcome(id: &ConversationId, rows: &[Row], commit: &Commit) -> Result<
     let row = rows
         .first()
         .ok_or_else(|| StoreError::new(StoreErrorKind::Other, "the commit statement returned no row"))?;
-    if let Some(version) = read.get::<Option<i64>>(row, 0)? {
-        return Ok(Outcome::Applied(read.counter(Some(version), "the new version")?));
-    }
+    let new = read
+        .get::<Option<i64>>(row, 0)?
+        .map(|version| read.counter(Some(version), "the new version"))
+        .transpose()?;
     // No live conversation reads as version 0, as a load would.
     let current = read.counter(Some(read.get::<Option<i64>>(row, 1)?.unwrap_or(0)), "version")?;
     let token = read.get::<Option<i64>>(row, 2)?;
-    let expected = commit.expected_version();
-    if current.checked_sub(1) == Some(expected) && token == Some(token_bits(commit.token())) {
-        // This very commit was applied by an earlier send whose answer was lost.
-        return Ok(Outcome::Applied(current));
+    Ok(outcome(new, current, token, commit.expected_version(), commit.token()))
+}
+
+/// What a commit statement's result says (the new version `new`; else the current version
+/// and token), for a commit that expected version `expected` and has token `own`.
+fn outcome(new: Option<u64>, current: u64, token: Option<i64>, expected: u64, own: u64) -> Outcome {
+    if let Some(version) = new {
+        return Outcome::Applied(version);
     }
-    Ok(Outcome::Conflict {
+    if current.checked_sub(1) == Some(expected) && token == Some(token_bits(own)) {
+        // This very commit was applied by an earlier send whose answer was lost.
+        return Outcome::Applied(current);
+    }
+    Outcome::Conflict {
         stale: current == expected,
-    })
+    }
 }
 
 /// Reads the rows of the search statement (see `sql::SEARCH`) for a query of `terms` terms.
@@ -463,7 +477,7 @@ impl Store for PostgresStore {
                 // The commit may have landed with only its answer lost: the token makes the
                 // same statement, sent again, answer with the version it made.
                 tracing::debug!(server = %self.target, error = %failed.error, "no answer to a commit; resending it once");
-                self.resend_commit(id, &commit, statement, values)
+                self.resend_commit(statement, values, |rows| commit_outcome(id, rows, &commit))
                     .await
                     .map_err(|e| outcome_unknown(e, WHAT, &self.target))?
             }
@@ -674,6 +688,80 @@ impl Store for PostgresStore {
                 Ok(IndexedMessage::new(message, at.map_or(0, unix_micros)))
             })
             .collect()
+    }
+
+    fn keeps_facts(&self) -> bool {
+        true
+    }
+
+    async fn load_facts(&self, user: &UserId) -> Result<StoredFacts, StoreError> {
+        let rows = self
+            .query("loading a user's facts", &self.sql.facts_load, &[&user.as_str()])
+            .await?;
+        facts::stored_facts(&rows)
+    }
+
+    async fn commit_facts(&self, user: &UserId, commit: FactsCommit) -> Result<u64, StoreError> {
+        const WHAT: &str = "committing a user's facts";
+        let p = FactsParams::new(&commit)?;
+        let user = user.as_str();
+        let values: [&(dyn ToSql + Sync); 9] = [
+            &user,
+            &p.expected,
+            &p.next_id,
+            &p.token,
+            &p.ids,
+            &p.facts,
+            &p.entry_facts,
+            &p.entries,
+            &p.dropped,
+        ];
+        let read = |rows: &[Row]| {
+            let (new, current, token) = facts::commit_result(rows)?;
+            Ok(outcome(new, current, token, commit.expected_version(), commit.token()))
+        };
+        let statement = &self.sql.facts_commit;
+        let outcome = match self.run(WHAT, statement, &values).await {
+            Ok(rows) => read(&rows)?,
+            Err(failed) if failed.maybe_applied => {
+                // As for a conversation's commit: the token makes a resend that finds it
+                // applied answer with the version it made.
+                tracing::debug!(server = %self.target, error = %failed.error, "no answer to a facts commit; resending it once");
+                self.resend_commit(statement, &values, read)
+                    .await
+                    .map_err(|e| outcome_unknown(e, WHAT, &self.target))?
+            }
+            Err(failed) => return Err(failed.error),
+        };
+        match outcome {
+            Outcome::Applied(version) => Ok(version),
+            Outcome::Conflict { .. } => Err(StoreError::facts_conflict()),
+        }
+    }
+
+    async fn fact_history(&self, user: &UserId, fact: u64) -> Result<Vec<FactChange>, StoreError> {
+        // No fact has an id beyond a bigint.
+        let Ok(id) = i64::try_from(fact) else {
+            return Ok(Vec::new());
+        };
+        let rows = self
+            .query(
+                "reading a fact's history",
+                &self.sql.fact_history,
+                &[&user.as_str(), &id],
+            )
+            .await?;
+        facts::history(&rows, fact)
+    }
+
+    async fn forget_user(&self, user: &UserId) -> Result<bool, StoreError> {
+        let rows = self
+            .query("forgetting a user's facts", &self.sql.facts_forget, &[&user.as_str()])
+            .await?;
+        match rows.first() {
+            Some(row) => facts::column(row, 0, "the forget result"),
+            None => Ok(false),
+        }
     }
 
     async fn purge_expired(&self) -> Result<u64, StoreError> {

@@ -1,9 +1,10 @@
 //! The PostgreSQL store's integration tests, one binary: the suites shared with MySQL (conformance,
 //! processes, round trips; see `chatmem_test::sql_suite`; the outage tests are `outage.rs`, a
-//! binary of their own), and the PostgreSQL-only checks of the schema, its migrations and the
-//! store's settings.
+//! binary of their own), and the PostgreSQL-only checks of the schema, its migrations, users'
+//! facts and the store's settings.
 
 mod common;
+mod facts;
 mod recall;
 mod settings;
 mod store;

@@ -54,7 +54,7 @@ async fn migrations_are_idempotent_under_concurrent_connects() {
 }
 
 /// The migrations as shipped, in order: an older schema is made with these themselves.
-const MIGRATIONS: [&str; 7] = [
+const MIGRATIONS: [&str; 8] = [
     include_str!("../../migrations/0001_init.sql"),
     include_str!("../../migrations/0002_commit_token.sql"),
     include_str!("../../migrations/0003_counted_by.sql"),
@@ -62,6 +62,7 @@ const MIGRATIONS: [&str; 7] = [
     include_str!("../../migrations/0005_updated_at.sql"),
     include_str!("../../migrations/0006_recall.sql"),
     include_str!("../../migrations/0007_vectors.sql"),
+    include_str!("../../migrations/0008_facts.sql"),
 ];
 
 /// A schema as chatmem-postgres wrote it at schema version `version`, with one
@@ -113,7 +114,7 @@ fn every_migration_is_listed_here() {
 #[ignore = "needs CHATMEM_TEST_PG_URL"]
 async fn older_schemas_migrate_and_keep_their_conversations() {
     let url = common::pg_url();
-    assert_eq!(chatmem_postgres::SCHEMA_VERSION, 7);
+    assert_eq!(chatmem_postgres::SCHEMA_VERSION, 8);
     for old in 1..chatmem_postgres::SCHEMA_VERSION {
         let schema = common::fresh_schema(&format!("v{old}"));
         let conv = id(&format!("v{old}"));
@@ -267,6 +268,20 @@ async fn older_schemas_migrate_and_keep_their_conversations() {
             (3, 3, vec![1, 1]),
             "from version {old}"
         );
+
+        // Facts, apart from the conversation: none before version 8, kept once committed.
+        let user = chatmem::UserId::new(conv.as_str()).expect("a conversation id is a user id");
+        assert_eq!(
+            store.load_facts(&user).await.expect("load facts"),
+            chatmem::store::StoredFacts::default()
+        );
+        let (added, _) =
+            chatmem::facts::add(&Default::default(), "Prefers email", None, &Default::default(), 1).expect("add");
+        let facts = chatmem::store::FactsCommit::new(&Default::default(), added)
+            .expect("a valid facts commit")
+            .expect("a change");
+        assert_eq!(store.commit_facts(&user, facts).await.expect("commit facts"), 1);
+        assert_eq!(store.load_facts(&user).await.expect("load facts").set.len(), 1);
 
         // Connecting again finds the schema current and changes nothing.
         common::store_in(&url, &schema).await;
