@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use crate::facts::{FactError, UserId};
 use crate::id::{ConversationId, InvalidConversationId};
 
 /// A `Result` with chatmem's [`Error`].
@@ -35,6 +36,27 @@ pub enum Error {
         /// The store's error.
         #[source]
         source: StoreError,
+    },
+    /// A store operation on one user's [facts](crate::facts) failed (a load, a commit, a
+    /// history read, forgetting the user), or the store keeps no facts. Names the user.
+    #[error("store failed for the facts of user {user:?}")]
+    Facts {
+        /// The user.
+        user: UserId,
+        /// The store's error.
+        #[source]
+        source: StoreError,
+    },
+    /// A change by hand to a user's facts broke one of the facts' rules (an unknown fact, a
+    /// text that cannot be a fact's, a key another fact has, a pin past the bounds): nothing
+    /// was written.
+    #[error("the facts of user {user:?} were not changed")]
+    FactRefused {
+        /// The user.
+        user: UserId,
+        /// The rule, and the fact.
+        #[source]
+        source: FactError,
     },
     /// A store operation not tied to one conversation (listing, purging) failed.
     #[error("store failed")]
@@ -77,7 +99,7 @@ impl Error {
     /// The store error behind this error, if any.
     pub fn store_error(&self) -> Option<&StoreError> {
         match self {
-            Error::Store { source, .. } | Error::StoreGlobal(source) => Some(source),
+            Error::Store { source, .. } | Error::Facts { source, .. } | Error::StoreGlobal(source) => Some(source),
             _ => None,
         }
     }
@@ -283,6 +305,11 @@ mod tests {
             };
             assert_eq!(on_one.is_transient(), transient, "{kind:?}");
             assert_eq!(Error::StoreGlobal(store(kind)).is_transient(), transient, "{kind:?}");
+            let on_facts = Error::Facts {
+                user: UserId::new("u").expect("a valid user id"),
+                source: store(kind),
+            };
+            assert_eq!(on_facts.is_transient(), transient, "{kind:?}");
         }
         assert!(
             Error::TooMuchContention {
@@ -298,6 +325,10 @@ mod tests {
                 reason: "unknown variant".into(),
             },
             Error::InvalidConfig("x".into()),
+            Error::FactRefused {
+                user: UserId::new("u").expect("a valid user id"),
+                source: FactError::UnknownFact(1),
+            },
             Error::BatchTooLarge {
                 messages: 2,
                 bytes: 2,

@@ -29,6 +29,12 @@
 //! - **Injected**: [`render`] writes the facts in one fixed order under [`FACTS_HEADING`],
 //!   within a token budget, the same bytes for the same facts, so a provider's cached prompt
 //!   prefix survives until a fact changes.
+//! - **In a turn**: with [`Facts`] configured
+//!   ([`ChatMemoryBuilder::facts`](crate::ChatMemoryBuilder::facts)), a turn begun for a user
+//!   ([`ChatMemory::begin_as`](crate::ChatMemory::begin_as)) loads the user's facts with the
+//!   conversation, at once, and its prompt sends them right after the system message; they
+//!   are never stored with the conversation. [`ChatMemory::add_fact`](crate::ChatMemory::add_fact)
+//!   and its siblings are the changes by hand, each through [`apply_facts`].
 //!
 //! Every change returns a new set and its [`FactChange`]s together ([`Changed`]): what a
 //! store commits at once, as a [`FactsCommit`](crate::store::FactsCommit) checked against the
@@ -63,6 +69,7 @@ mod key;
 mod merge;
 mod proposal;
 mod render;
+mod settings;
 mod text;
 mod user_id;
 
@@ -81,5 +88,6 @@ pub use key::{FactKey, InvalidFactKey, MAX_KEY_BYTES};
 pub use merge::merge;
 pub use proposal::{InvalidProposal, ProposedFact, Shown, parse_proposal};
 pub use render::{FACTS_HEADING, RenderedFacts, line, render, render_order};
+pub use settings::{DEFAULT_FACTS_MAX_TOKENS, Facts};
 pub use text::{InvalidFactText, clean_text, comparable_text, same_text};
 pub use user_id::{InvalidUserId, UserId};

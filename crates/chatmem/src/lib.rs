@@ -59,7 +59,7 @@ pub use crate::embeddings::{
     EmbeddingEvent, Embeddings,
 };
 pub use crate::error::{Error, Result};
-pub use crate::facts::{InvalidUserId, UserId};
+pub use crate::facts::{Facts, InvalidUserId, UserId};
 pub use crate::id::{ConversationId, InvalidConversationId, MAX_ID_BYTES};
 pub use crate::in_memory_store::InMemoryStore;
 pub use crate::json_error::{JsonFieldError, deserialize_json};

@@ -1,5 +1,7 @@
 //! [`ChatMemory`]: a store plus a window policy, the type applications use.
 
+mod facts;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -7,6 +9,7 @@ use crate::commit::Retention;
 use crate::counter::{Cl100k, CounterName, Memo, TextCounts, TokenCounter};
 use crate::embeddings::Embeddings;
 use crate::error::{Error, Result};
+use crate::facts::{Facts, UserId};
 use crate::id::ConversationId;
 use crate::in_memory_store::InMemoryStore;
 use crate::limits::BatchLimits;
@@ -73,6 +76,7 @@ pub struct ChatMemory<S = InMemoryStore> {
     summarizer: Option<Summarizer>,
     recall: Option<Recall>,
     embeddings: Option<EmbeddingsOn>,
+    facts: Option<Facts>,
 }
 
 /// Embeddings and the store they write vectors to (the memory's, shared).
@@ -214,13 +218,44 @@ impl<S: Store> ChatMemoryBuilder<S> {
         self
     }
 
+    /// Sends each user's [facts](crate::facts) with every turn of that user (default: no
+    /// facts): a turn begun with [`ChatMemory::begin_as`] loads them with the conversation,
+    /// at once, and its prompt carries them in one message right after the system message,
+    /// within [`Facts::token_budget`]. Needs a store that
+    /// [keeps facts](Store::keeps_facts) (checked by [`build`](ChatMemoryBuilder::build)).
+    ///
+    /// ```
+    /// use chatmem::facts::{FACTS_HEADING, Facts};
+    /// use chatmem::{ChatMemory, ConversationId, InMemoryStore, Message, UserId};
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let memory = ChatMemory::builder(InMemoryStore::new()).facts(Facts::new()).build()?;
+    /// let user = UserId::new("app-user-42")?;
+    /// memory.add_fact(&user, "Allergic to nuts", None).await?;
+    /// let mut turn = memory.begin_as(&ConversationId::new("c1")?, &user).await?;
+    /// turn.extend([Message::system("Be brief."), Message::user("Dessert ideas?")]);
+    /// let prompt = turn.prompt();
+    /// assert_eq!(prompt[1].text().unwrap(), format!("{FACTS_HEADING}\n- Allergic to nuts"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn facts(mut self, facts: Facts) -> Self {
+        self.inner.facts = Some(facts);
+        self
+    }
+
     /// The memory.
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] naming the setting when `max_attempts` or `max_batch` is 0, the
-    /// TTL is zero, the summarizer's bounds are zero, or recall is asked of a memory that drops
-    /// evicted messages or of a store that does not [search](Store::searches).
+    /// TTL is zero, the summarizer's bounds are zero, recall is asked of a memory that drops
+    /// evicted messages or of a store that does not [search](Store::searches), or facts of a
+    /// store that does not [keep them](Store::keeps_facts).
     pub fn build(self) -> Result<ChatMemory<S>> {
+        if self.inner.facts.is_some() && !self.inner.store.keeps_facts() {
+            return Err(Error::InvalidConfig(
+                "facts need a store that keeps them; this store does not".into(),
+            ));
+        }
         if self.inner.recall.is_some() {
             if self.inner.retention == Retention::DropEvicted {
                 return Err(Error::InvalidConfig(
@@ -315,6 +350,7 @@ impl<S: Store> ChatMemory<S> {
             summarizer: None,
             recall: None,
             embeddings: None,
+            facts: None,
         }
     }
 
@@ -402,6 +438,7 @@ impl<S: Store> ChatMemory<S> {
             recall: self.recall,
             // The vectors' store was the old one: embeddings are set again on the new.
             embeddings: None,
+            facts: self.facts,
         }
     }
 
@@ -432,6 +469,11 @@ impl<S: Store> ChatMemory<S> {
 
     pub(crate) fn embeddings_on(&self) -> Option<&EmbeddingsOn> {
         self.embeddings.as_ref()
+    }
+
+    /// The facts settings, if this memory sends its users' facts with their turns.
+    pub fn facts_settings(&self) -> Option<&Facts> {
+        self.facts.as_ref()
     }
 
     /// The recall settings, if this memory recalls.
@@ -534,6 +576,33 @@ impl<S: Store> ChatMemory<S> {
         Ok(Turn::new(self, id.clone(), loaded))
     }
 
+    /// Begins a [`Turn`] on conversation `id` for `user`, as [`begin`](ChatMemory::begin)
+    /// does, with the user's [facts](crate::facts): with [`Facts`] configured
+    /// ([`ChatMemoryBuilder::facts`]) the conversation and the user's facts are loaded at
+    /// once (two store calls awaited together, so facts add no round trip to wait for), and
+    /// the turn's [`prompt`](Turn::prompt) sends them right after the system message (see
+    /// [`Turn::facts`]). Without facts configured nothing more is loaded and the prompt is
+    /// [`begin`](ChatMemory::begin)'s. Either way the turn knows its [`user`](Turn::user),
+    /// and commits to `id` only: facts are never stored with the conversation.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the conversation's load fails; [`Error::Facts`] when the facts'
+    /// load does.
+    pub async fn begin_as(&self, id: &ConversationId, user: &UserId) -> Result<Turn<'_, S>> {
+        let Some(settings) = self.facts else {
+            let turn = self.begin(id).await?;
+            return Ok(turn.for_user(user.clone(), None));
+        };
+        let (snapshot, facts) = futures_util::future::join(self.store.load(id), self.store.load_facts(user)).await;
+        let snapshot = snapshot.map_err(|source| Error::Store { id: id.clone(), source })?;
+        let facts = facts.map_err(|source| Error::Facts {
+            user: user.clone(),
+            source,
+        })?;
+        let turn = Turn::new(self, id.clone(), self.window(snapshot));
+        Ok(turn.for_user(user.clone(), Some((facts, settings))))
+    }
+
     /// Adds `messages` to conversation `id` as one atomic batch, then applies the window: a
     /// [`Turn`] begun, given the messages and committed.
     ///
@@ -567,6 +636,7 @@ impl<S: Store> ChatMemory<S> {
             },
             keep_unsummarized: self.summarizer.is_some(),
             index: self.recall.is_some(),
+            facts_tokens: 0,
         }
     }
 

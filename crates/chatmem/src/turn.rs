@@ -14,13 +14,14 @@ use std::time::Duration;
 
 use crate::commit::Commit;
 use crate::error::{Error, Result};
+use crate::facts::{Facts, RenderedFacts, UserId, render};
 use crate::id::ConversationId;
 use crate::in_memory_store::InMemoryStore;
 use crate::memory::ChatMemory;
 use crate::message::{Message, Role};
 use crate::recall::{Recall, Recalled, SearchQuery, SearchResult};
 use crate::snapshot::Snapshot;
-use crate::store::Store;
+use crate::store::{Store, StoredFacts};
 use crate::stored_message::StoredMessage;
 use crate::summarizer::pending_summary;
 use crate::summary::{render_system, shown};
@@ -80,12 +81,40 @@ pub struct Turn<'m, S = InMemoryStore> {
     /// What [`recall`](Turn::recall) found for the turn's user message; dropped when another
     /// user message joins.
     recalled: Option<Recalled>,
+    /// Whose turn it is, and their facts ([`ChatMemory::begin_as`]); `None` for a turn begun
+    /// without a user.
+    user: Option<UserTurn>,
+}
+
+/// A turn's user and, with [`Facts`] configured, their facts as loaded and as sent.
+#[derive(Debug)]
+struct UserTurn {
+    user: UserId,
+    facts: Option<TurnFacts>,
+}
+
+/// A user's facts in a turn: rendered once, when the turn begins, within the budget the
+/// window leaves then; rendered again only if that budget changes (under a tight token
+/// window, as the turn's messages join or the conversation is reloaded), so the facts message
+/// is a function of the facts and the budget alone.
+#[derive(Debug)]
+struct TurnFacts {
+    loaded: StoredFacts,
+    /// [`Facts::token_budget`].
+    max_tokens: usize,
+    /// The budget `rendered` was rendered within.
+    within: usize,
+    rendered: Option<RenderedFacts>,
+    /// The facts rendered within another budget (with it), made when first needed; cleared
+    /// when the budget may change.
+    refit: OnceLock<(usize, Option<RenderedFacts>)>,
 }
 
 impl<S> fmt::Debug for Turn<'_, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Turn")
             .field("id", &self.id)
+            .field("user", &self.user.as_ref().map(|u| &u.user))
             .field("version", &self.loaded.snapshot().version)
             .field("new", &self.new.len())
             .finish_non_exhaustive()
@@ -139,7 +168,111 @@ impl<'m, S: Store> Turn<'m, S> {
             plans: AtomicU32::new(0),
             rendered: OnceLock::new(),
             recalled: None,
+            user: None,
         }
+    }
+
+    /// The turn for `user`, with their facts and the settings they are sent by (`None`: no
+    /// facts are sent).
+    pub(crate) fn for_user(mut self, user: UserId, facts: Option<(StoredFacts, Facts)>) -> Self {
+        let facts = facts.map(|(loaded, settings)| {
+            let max_tokens = settings.token_budget();
+            let within = self.facts_budget(max_tokens);
+            let rendered = render(&loaded.set, within, self.memory.counter().as_ref());
+            TurnFacts {
+                loaded,
+                max_tokens,
+                within,
+                rendered,
+                refit: OnceLock::new(),
+            }
+        });
+        self.user = Some(UserTurn { user, facts });
+        self
+    }
+
+    /// The user the turn was begun for ([`ChatMemory::begin_as`]), if one was.
+    pub fn user(&self) -> Option<&UserId> {
+        self.user.as_ref().map(|u| &u.user)
+    }
+
+    /// The user's facts as the turn loaded them, when the memory sends facts
+    /// ([`ChatMemoryBuilder::facts`](crate::ChatMemoryBuilder::facts)) and the turn was begun
+    /// for a user.
+    pub fn loaded_facts(&self) -> Option<&StoredFacts> {
+        self.turn_facts().map(|f| &f.loaded)
+    }
+
+    /// The user's facts as the [`prompt`](Turn::prompt) sends them: one user message under
+    /// [`FACTS_HEADING`](crate::facts::FACTS_HEADING), right after the system message (and the
+    /// summary in it), before the window; `None` when there is nothing to send (no facts, none
+    /// fits, no user, facts off).
+    ///
+    /// Written by [`render`] within [`Facts::token_budget`] and, under a token window, within
+    /// what the window's budget leaves after the system message, the summary and the turn's
+    /// own messages; the window then leaves room for it, so the facts never make the prompt
+    /// pass the budget. The same facts are the same bytes every turn while that room is at
+    /// least the facts' budget (a window of thousands of tokens and the default budget of
+    /// 1,000), so a provider's cached prefix survives until a fact changes. Never stored: the
+    /// commit writes the turn's messages only.
+    pub fn facts(&self) -> Option<&RenderedFacts> {
+        let facts = self.turn_facts()?;
+        let within = self.facts_budget(facts.max_tokens);
+        if within == facts.within {
+            return facts.rendered.as_ref();
+        }
+        let (made_within, refit) = facts.refit.get_or_init(|| {
+            (
+                within,
+                render(&facts.loaded.set, within, self.memory.counter().as_ref()),
+            )
+        });
+        debug_assert_eq!(*made_within, within, "the refit is cleared when the budget may change");
+        refit.as_ref()
+    }
+
+    fn turn_facts(&self) -> Option<&TurnFacts> {
+        self.user.as_ref().and_then(|u| u.facts.as_ref())
+    }
+
+    /// The budget the facts message is rendered within: `max_tokens`, and under a token window
+    /// at most what the budget leaves after the list's priming, the system message in effect,
+    /// the summary and the turn's own messages (which the prompt always sends): the facts
+    /// never take the room the turn needs.
+    fn facts_budget(&self, max_tokens: usize) -> usize {
+        let crate::policy::Budget::Tokens(max) = self.memory.policy().budget() else {
+            return max_tokens;
+        };
+        let snapshot = self.loaded.snapshot();
+        let system = self
+            .new
+            .iter()
+            .rev()
+            .find(|(m, _)| m.is_system())
+            .map(|(_, tokens)| *tokens)
+            .or_else(|| snapshot.system.as_ref().map(|s| s.tokens));
+        let summary = shown(snapshot.summary.as_ref()).map_or(0, |s| s.tokens);
+        let turn: u64 = self
+            .new
+            .iter()
+            .filter(|(m, _)| !m.is_system())
+            .map(|(_, tokens)| u64::from(*tokens))
+            .sum();
+        let taken = crate::tokens::PER_LIST as u64 + u64::from(system.unwrap_or(0)) + u64::from(summary) + turn;
+        let left = usize::try_from((max as u64).saturating_sub(taken)).unwrap_or(usize::MAX);
+        left.min(max_tokens)
+    }
+
+    /// Drops the facts rendered within another budget: the budget may have changed.
+    fn refit_facts(&mut self) {
+        if let Some(facts) = self.user.as_mut().and_then(|u| u.facts.as_mut()) {
+            facts.refit = OnceLock::new();
+        }
+    }
+
+    /// Whether `m` is the facts message the prompt sends.
+    fn is_facts(&self, m: &Message) -> bool {
+        self.facts().is_some_and(|f| std::ptr::eq(&f.message, m))
     }
 
     /// The conversation the turn belongs to.
@@ -170,6 +303,7 @@ impl<'m, S: Store> Turn<'m, S> {
         if message.is_system() {
             self.rendered = OnceLock::new();
         }
+        self.refit_facts();
         if message.role() == Role::User {
             self.recalled = None;
         }
@@ -245,7 +379,8 @@ impl<'m, S: Store> Turn<'m, S> {
     }
 
     /// What the model is sent: the system message (the turn's, if it replaces the stored
-    /// one, with the summary after it), then the part of the loaded window that memory will
+    /// one, with the summary after it), then the user's facts when the turn has them
+    /// ([`facts`](Turn::facts)), then the part of the loaded window that memory will
     /// still hold once the turn's messages are added (so the model never sees more than the
     /// policy allows), then the turn's messages other than a system message.
     ///
@@ -268,9 +403,14 @@ impl<'m, S: Store> Turn<'m, S> {
                 .as_ref(),
             None => system,
         };
+        let facts = self.facts().map(|f| &f.message);
         // Sized once: the prompt can be the whole window, and growing it step by step copies it.
-        let mut prompt = Vec::with_capacity(1 + plan.chosen.count());
+        let mut prompt = Vec::with_capacity(3 + plan.chosen.count());
         prompt.extend(system);
+        // The facts right after the system message: the same in every turn of the user, they
+        // belong to the prompt's fixed prefix, before the window that moves.
+        prompt.extend(facts);
+        let head = prompt.len();
         match &plan.chosen {
             // A run: the loaded messages from its start on, a slice (extended in one go).
             Chosen::Run { start, .. } => {
@@ -294,9 +434,9 @@ impl<'m, S: Store> Turn<'m, S> {
         // Recalled messages go just before the user message they answer: after the system
         // message, the summary and the window, whose place is unchanged.
         if let Some(recalled) = self.recalled.as_ref().and_then(|r| r.message.as_ref())
-            && let Some(at) = prompt.iter().rposition(|m| m.role() == Role::User)
+            && let Some(at) = prompt[head..].iter().rposition(|m| m.role() == Role::User)
         {
-            prompt.insert(at, recalled);
+            prompt.insert(head + at, recalled);
         }
         prompt
     }
@@ -341,7 +481,7 @@ impl<'m, S: Store> Turn<'m, S> {
         let Some(text) = prompt
             .iter()
             .rev()
-            .find(|m| m.role() == Role::User)
+            .find(|m| m.role() == Role::User && !self.is_facts(m))
             .and_then(|m| m.text())
         else {
             return Ok(None);
@@ -411,7 +551,8 @@ impl<'m, S: Store> Turn<'m, S> {
             None => snapshot.system.as_ref().map(|s| s.tokens),
         };
         let summary = shown(snapshot.summary.as_ref()).map_or(0, |s| u64::from(s.tokens));
-        (crate::tokens::PER_LIST as u64 + u64::from(system.unwrap_or(0)) + summary + turns)
+        let facts = self.facts().map_or(0, |f| f.tokens as u64);
+        (crate::tokens::PER_LIST as u64 + u64::from(system.unwrap_or(0)) + summary + facts + turns)
             .saturating_sub(plan.chosen.cleared().tokens_saved)
     }
 
@@ -473,6 +614,7 @@ impl<'m, S: Store> Turn<'m, S> {
         self.new.clear();
         self.plan = OnceLock::new();
         self.rendered = OnceLock::new();
+        self.refit_facts();
         Ok(())
     }
 
@@ -485,7 +627,9 @@ impl<'m, S: Store> Turn<'m, S> {
     fn make_plan(&self) -> Plan {
         #[cfg(test)]
         self.plans.fetch_add(1, Ordering::Relaxed);
-        plan(self.loaded.snapshot(), &self.new, &self.memory.settings())
+        let mut settings = self.memory.settings();
+        settings.facts_tokens = self.facts().map_or(0, |f| u32::try_from(f.tokens).unwrap_or(u32::MAX));
+        plan(self.loaded.snapshot(), &self.new, &settings)
     }
 
     /// Writes the turn as `how` says: the plan's commit (with a summary when `how`
@@ -547,6 +691,7 @@ impl<'m, S: Store> Turn<'m, S> {
                     tracing::debug!(attempt, "commit lost a version check; reloading");
                     backoff(attempt).await;
                     self.loaded = memory.load(&self.id).await?;
+                    self.refit_facts();
                 }
                 Err(e) if e.is_conflict() => {
                     return Err(Error::TooMuchContention {

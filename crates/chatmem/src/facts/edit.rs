@@ -5,7 +5,7 @@
 use crate::counter::TokenCounter;
 
 use super::bounds::{FactLimits, fact_tokens, pinned_cost};
-use super::change::{Cause, ChangeKind, Changed, FactChange};
+use super::change::{Cause, ChangeKind, Changed, EvictionReason, FactChange};
 use super::fact::{Fact, FactSet};
 use super::key::FactKey;
 use super::merge::{Said, apply_one};
@@ -50,6 +50,28 @@ pub enum FactError {
         /// [`FactLimits::max_tokens`].
         max: usize,
     },
+    /// The fact would leave at once to keep the user's facts within their bounds
+    /// ([`enforce`](super::enforce)): the pinned facts leave no room for it, or it alone
+    /// takes more tokens than the user's facts may. Refused whole: letting it in would evict
+    /// every other unpinned fact first.
+    #[error("{}", no_room(*fact, *reason))]
+    NoRoom {
+        /// The fact (for a new fact, the id it would have had).
+        fact: u64,
+        /// The bound it would leave for.
+        reason: EvictionReason,
+    },
+}
+
+fn no_room(fact: u64, reason: EvictionReason) -> String {
+    match reason {
+        EvictionReason::TooManyFacts => format!(
+            "fact {fact} would leave at once: the pinned facts are as many as the user keeps; unpin or delete one first"
+        ),
+        EvictionReason::TooManyTokens => format!(
+            "fact {fact} would leave at once: with the pinned facts it takes more tokens than the user's facts may; shorten it, or unpin or delete a pinned fact first"
+        ),
+    }
 }
 
 /// A person's edit of a fact: what to change (`None`: leave it).

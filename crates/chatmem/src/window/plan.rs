@@ -14,7 +14,7 @@ use crate::commit::Retention;
 use crate::commit::{Commit, CommitBuilder};
 use crate::counter::{CounterName, Memo, TokenCounter};
 use crate::message::Message;
-use crate::policy::WindowPolicy;
+use crate::policy::{Budget, WindowPolicy};
 use crate::snapshot::Snapshot;
 use crate::window::system_slot;
 
@@ -32,6 +32,11 @@ pub(crate) struct Settings<'a> {
     pub(crate) keep_unsummarized: bool,
     /// Index the appended messages for recall.
     pub(crate) index: bool,
+    /// The tokens of the user's facts message the prompt sends after the system message (0:
+    /// none). Under a token window the system slot takes them too, so the window leaves room
+    /// for them; under a message count the facts message is not one of the window's messages
+    /// (as the summary, inside the system message, and recall's message are not).
+    pub(crate) facts_tokens: u32,
 }
 
 /// A batch planned on a snapshot.
@@ -73,7 +78,7 @@ pub(crate) fn plan(snapshot: &Snapshot, batch: &[(Arc<Message>, u32)], settings:
             builder.push(Arc::clone(message), *tokens);
         }
     }
-    let (chosen, window_start) = window_of(snapshot, builder.draft(), settings.policy, &settings.tokens);
+    let (chosen, window_start) = window_of(snapshot, builder.draft(), settings);
     Plan {
         builder: builder.window_start(window_start),
         system_at,
@@ -83,9 +88,13 @@ pub(crate) fn plan(snapshot: &Snapshot, batch: &[(Arc<Message>, u32)], settings:
 
 /// The window over the loaded messages followed by the appended ones, and the sequence it
 /// starts at.
-fn window_of(snapshot: &Snapshot, draft: &Commit, policy: &WindowPolicy, counter: &dyn TokenCounter) -> (Chosen, u64) {
+fn window_of(snapshot: &Snapshot, draft: &Commit, settings: &Settings<'_>) -> (Chosen, u64) {
+    let (policy, counter): (&WindowPolicy, &dyn TokenCounter) = (settings.policy, &settings.tokens);
     let system = draft.system().or(snapshot.system.as_ref());
-    let slot = system_slot(system, snapshot.summary.as_ref());
+    let mut slot = system_slot(system, snapshot.summary.as_ref());
+    if settings.facts_tokens > 0 && matches!(policy.budget(), Budget::Tokens(_)) {
+        slot = Some(slot.unwrap_or(0).saturating_add(settings.facts_tokens));
+    }
     let appended = draft.appended();
     let chosen = select_loaded(
         &snapshot.messages,
@@ -135,6 +144,7 @@ mod tests {
             },
             keep_unsummarized: false,
             index: false,
+            facts_tokens: 0,
         }
     }
 
@@ -162,6 +172,31 @@ mod tests {
             Some("new")
         );
         assert_eq!(new.draft().appended().len(), 1);
+    }
+
+    #[test]
+    fn the_facts_message_takes_room_in_a_token_window_not_in_a_message_count() {
+        let counter = CounterName::from(UNCOUNTED);
+        let four = batch([
+            Message::user("u1"),
+            Message::assistant("a1"),
+            Message::user("u2"),
+            Message::assistant("a2"),
+        ]);
+        let start = |policy: &WindowPolicy, facts_tokens: u32| {
+            let settings = Settings {
+                facts_tokens,
+                ..settings(policy, &counter)
+            };
+            plan(&Snapshot::empty(), &four, &settings).draft().window_start()
+        };
+        // Each message is 1 token: 3 for the list and 4 messages fit in 7; with facts of 2
+        // tokens the window starts a turn later.
+        let tokens = WindowPolicy::tokens(7);
+        assert_eq!((start(&tokens, 0), start(&tokens, 2)), (1, 3));
+        // A message count leaves the facts message out of its count.
+        let messages = WindowPolicy::messages(4);
+        assert_eq!((start(&messages, 0), start(&messages, 2)), (1, 1));
     }
 
     #[test]
