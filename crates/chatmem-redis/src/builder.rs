@@ -140,6 +140,7 @@ impl RedisStoreBuilder {
                 schema: Script::new(scripts::SCHEMA),
                 search: Script::new(scripts::SEARCH),
                 fetch: Script::new(scripts::FETCH),
+                facts_commit: Script::new(scripts::FACTS_COMMIT),
             }),
             cache: Arc::new(WindowCache::new(self.window_cache_bytes)),
             response_timeout: resolved.response_timeout,

@@ -14,7 +14,8 @@
 //! stored message is never changed in place, and one edited by hand in Redis is not read
 //! again by a store that has it cached. It runs on a single Redis (or a
 //! primary with replicas) and on Redis Cluster (see *Redis Cluster* below). This crate is
-//! not a cache in front of another database.
+//! not a cache in front of another database. It keeps users' facts too (see *Facts* below),
+//! which never expire.
 //!
 //! TLS is not supported: a `rediss://` URL is refused with
 //! [`StoreErrorKind::InvalidInput`](chatmem::store::StoreErrorKind). Reach Redis over a private
@@ -180,6 +181,47 @@
 //! and its `clear` leaves the key behind (deleted when the conversation is created again,
 //! else at its TTL, if it has one).
 //!
+//! # Facts
+//!
+//! [`RedisStore`] [keeps facts](chatmem::Store::keeps_facts), per user and apart from every
+//! conversation: clearing, expiring or purging a conversation, that of the same id included,
+//! leaves its user's facts. A user's keys share the hash tag `{u:<tag>}`, `<tag>` being the
+//! lower-case hex of the user id's bytes (as for a conversation, so any id is safe; the `u:`
+//! makes it a tag no conversation has, so a user and a conversation of one id share no key),
+//! so Cluster keeps them in one slot:
+//!
+//! - `chatmem:{u:<tag>}:user`, a hash: `version`, `next_id` (the id the next new fact gets),
+//!   `token` (the last facts commit's, see *Outages*) and `id` (the raw user id). A user is
+//!   this hash: without it the user loads as unknown, whatever is left in the other two, and
+//!   the next commit deletes those first;
+//! - `chatmem:{u:<tag>}:facts`, a hash of the current facts: the fact id (decimal) -> the
+//!   JSON serde_json writes of the [`Fact`](chatmem::facts::Fact);
+//! - `chatmem:{u:<tag>}:history`, a hash of the facts' history: the fact id -> its
+//!   [`FactChange`](chatmem::facts::FactChange)s as JSON, each followed by a newline, in the
+//!   order committed (a fact superseded or evicted keeps its field; one deleted by hand loses
+//!   it).
+//!
+//! [`load_facts`](chatmem::Store::load_facts) is a `MULTI`/`EXEC` of `HMGET` (version, next
+//! id) and `HGETALL` (the facts), as a load of a window seen before is: no script, whose reply
+//! would pass through Lua. [`commit_facts`](chatmem::Store::commit_facts) is one script: the
+//! version check (and the token check: a resend of a commit that landed is answered with the
+//! version it made), then only what changed is written: the facts the commit made or changed
+//! (`HSET`), those no longer in the set deleted (`HKEYS`, `HDEL`), the dropped facts' history
+//! deleted, each fact's new entries appended to its field (`HMGET`, `HSET`), the header set.
+//! [`fact_history`](chatmem::Store::fact_history) (`HGET` of the header's version and of the
+//! fact's field) and [`forget_user`](chatmem::Store::forget_user) (`HGET` of the version, `DEL`
+//! of the three keys) are a `MULTI`/`EXEC` each. A stored fact or entry that does not read
+//! back (bad JSON, an id other than its field's, a set breaking
+//! [`FactSet`](chatmem::facts::FactSet)'s rules, a version that is not a number) is a
+//! [`Corrupt`](chatmem::store::StoreErrorKind::Corrupt) error naming the field, never quoting
+//! it.
+//!
+//! None of these keys is ever given a TTL, whatever the store's commits set on
+//! conversations: facts belong to a user, not to a conversation. So `volatile-*` eviction
+//! policies never evict them (see *Eviction*), and only
+//! [`forget_user`](chatmem::Store::forget_user) deletes them. No new layout version: older
+//! chatmem never reads these keys (it keeps no facts).
+//!
 //! # Expiry
 //!
 //! Every commit sets `PEXPIRE` on the keys of the conversation (both, or all three once it
@@ -213,16 +255,17 @@
 //!   full, commits fail with Redis's `OOM` error
 //!   ([`StoreErrorKind::Other`](chatmem::store::StoreErrorKind)) and reads keep working.
 //! - `volatile-lru`, `volatile-lfu`, `volatile-random`, `volatile-ttl` never evict a key
-//!   without a TTL: conversations committed with no TTL, the indexes and the schema key
-//!   are safe. A conversation with a TTL may be evicted before its deadline, and one key at
+//!   without a TTL: conversations committed with no TTL, users' facts, the indexes and the
+//!   schema key are safe. A conversation with a TTL may be evicted before its deadline, and one key at
 //!   a time: without its `:meta` it is gone (as if expired early), without its `:msgs` it
 //!   keeps its state but not its messages. Use these only when losing such conversations
 //!   early is acceptable. (Expiry itself is safe: a conversation's keys carry the same deadline, set
 //!   in the same script, and read as gone together.)
 //! - `allkeys-lru`, `allkeys-lfu`, `allkeys-random` are not safe: they may evict any key
 //!   at any time, including conversations without a TTL, half of a conversation as above,
-//!   and the indexes (their conversations then no longer `list`; an evicted recency index
-//!   is rebuilt by the next connect, every time 0).
+//!   a user's facts (a user without its `:user` hash is unknown; without its `:facts` or
+//!   `:history` it loses those), and the indexes (their conversations then no longer
+//!   `list`; an evicted recency index is rebuilt by the next connect, every time 0).
 //!
 //! The policy applies to the whole server, every database included: keep chatmem on a
 //! Redis of its own, or on one whose other users also want `noeviction`, rather than on a
@@ -276,6 +319,7 @@
 //! | operation | single Redis | Redis Cluster |
 //! |---|---|---|
 //! | `load`, `history`, `search` | 1 | 1 |
+//! | `load_facts`, `commit_facts`, `fact_history`, `forget_user` | 1 | 1 (the user's node) |
 //! | `commit` | 1 | 2 (script, `ZADD` of its time); 3 when it creates the conversation (`ZADD`s, script, `ZADD`s) |
 //! | `clear` | 1 | 1 when it did not exist; else 3 (script, `ZREM`s, `EXISTS`) |
 //! | `list` | 2 (`ZRANGEBYLEX`, one check-and-prune script) | 2 (`ZRANGEBYLEX`, then `N` `EXISTS` sent at once, one per node's connection); +2 (`ZREM`, `EXISTS`) when stale ids were met |
@@ -312,6 +356,9 @@
 //! that commit produced: if another writer commits on top of it in between, the resend
 //! fails as a conflict although the first send was applied.
 //!
+//! A user's [facts commit](chatmem::Store::commit_facts) is resent the same way: the user's
+//! header hash keeps the token of the last one.
+//!
 //! # Batch size
 //!
 //! Redis runs one script at a time and answers no other client meanwhile, so the size of a
@@ -332,6 +379,7 @@ mod builder;
 mod codec;
 mod conn;
 mod error;
+mod facts;
 mod index;
 mod keys;
 mod recall;

@@ -7,7 +7,7 @@ use redis::Value;
 use crate::codec;
 
 /// The bytes of a bulk or simple string reply; `None` for nil.
-fn reply_bytes(v: &Value) -> Option<Vec<u8>> {
+pub(crate) fn reply_bytes(v: &Value) -> Option<Vec<u8>> {
     match v {
         Value::BulkString(b) => Some(b.clone()),
         Value::SimpleString(s) => Some(s.clone().into_bytes()),
@@ -17,7 +17,7 @@ fn reply_bytes(v: &Value) -> Option<Vec<u8>> {
 }
 
 /// A number reply (integers come back as strings from hashes).
-fn reply_num(v: &Value) -> Option<u64> {
+pub(crate) fn reply_num(v: &Value) -> Option<u64> {
     match v {
         Value::Int(i) => u64::try_from(*i).ok(),
         Value::BulkString(b) => codec::parse_num(b),

@@ -994,6 +994,95 @@ end
 return {added, ids[#ids]}
 "#;
 
+/// The version-checked commit of a user's facts (see [`crate::facts`]). The version check
+/// is its only check: a `FactsCommit` cannot be built invalid, so what it carries is stored
+/// as it is.
+///
+/// `KEYS`: the user's header hash, current facts hash and history hash (one hash tag).
+/// `ARGV`: 1 the expected version, 2 the version this commit makes (both decimal, compared
+/// as text: no number passes through Lua), 3 the commit's token, 4 the next fact id, 5 the
+/// raw user id, then the new set's fact ids (a count, then the ids: stored facts not among
+/// them leave), the facts to write (a count, then `id, json` pairs: those the commit made or
+/// changed), the facts whose history goes (a count, then the ids), and the history to append
+/// (a count, then `fact, lines` pairs: each fact's new entries, one JSON a line).
+///
+/// Returns `{1, version}` when applied (also when this very commit, recognised by its token,
+/// already was: a resend after a lost reply), `{0, version}` on a lost version check, `{2,
+/// version}` when the stored version is not a number; `version` as stored, as text.
+pub(crate) const FACTS_COMMIT: &str = r#"
+local user, facts, history = KEYS[1], KEYS[2], KEYS[3]
+local cur = redis.call('HMGET', user, 'version', 'token')
+local version = cur[1] or '0'
+if not string.match(version, '^%d+$') then
+  return {2, version}
+end
+if version ~= ARGV[1] then
+  if version == ARGV[2] and cur[2] == ARGV[3] then
+    return {1, version}
+  end
+  return {0, version}
+end
+-- HDEL and HSET of many fields, a thousand at a time: unpack() of a huge table overflows
+-- Lua's C stack.
+local function hcall(cmd, key, args, step)
+  for i = 1, #args, step do
+    redis.call(cmd, key, unpack(args, i, math.min(i + step - 1, #args)))
+  end
+end
+-- ARGV[p] is a count; the `width * count` arguments after it, as a table.
+local p = 6
+local function take(width)
+  local n = tonumber(ARGV[p]) * width
+  local out = {}
+  for i = 1, n do
+    out[i] = ARGV[p + i]
+  end
+  p = p + n + 1
+  return out
+end
+local ids, written, dropped, appended = take(1), take(2), take(1), take(2)
+if not cur[1] then
+  -- An unknown user has no facts and no history, whatever was left behind (a header hash
+  -- without a version is none).
+  redis.call('DEL', user, facts, history)
+else
+  local keep = {}
+  for _, id in ipairs(ids) do
+    keep[id] = true
+  end
+  local gone = {}
+  for _, id in ipairs(redis.call('HKEYS', facts)) do
+    if not keep[id] then
+      gone[#gone + 1] = id
+    end
+  end
+  hcall('HDEL', facts, gone, 1000)
+end
+hcall('HSET', facts, written, 2000)
+hcall('HDEL', history, dropped, 1000)
+if #appended > 0 then
+  local names = {}
+  for i = 1, #appended, 2 do
+    names[#names + 1] = appended[i]
+  end
+  local old = {}
+  for i = 1, #names, 1000 do
+    local part = redis.call('HMGET', history, unpack(names, i, math.min(i + 999, #names)))
+    for j = 1, #part do
+      old[i + j - 1] = part[j]
+    end
+  end
+  local set = {}
+  for k, name in ipairs(names) do
+    set[#set + 1] = name
+    set[#set + 1] = (old[k] or '') .. appended[2 * k]
+  end
+  hcall('HSET', history, set, 2000)
+end
+redis.call('HSET', user, 'id', ARGV[5], 'version', ARGV[2], 'next_id', ARGV[4], 'token', ARGV[3])
+return {1, ARGV[2]}
+"#;
+
 /// Creates or upgrades the layout version key `KEYS[1]` to `ARGV[1]` (this code's
 /// version). Layout 1 is upgraded in place: its data reads as is (see `crate::schema`).
 /// Anything else is left alone for the caller to judge. Atomic, so a newer version written

@@ -1,13 +1,17 @@
 //! [`RedisStore`]: the store type and its [`Store`] operations (load, commit, history,
-//! clear, list, recent, purge_expired, search).
+//! clear, list, recent, purge_expired, search, and users' facts).
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chatmem::store::{Commit, RecentPage, RecentQuery, SearchQuery, SearchResult, Snapshot, StoreError, StoredMessage};
-use chatmem::{ConversationId, Page, Store, Summary};
+use chatmem::facts::FactChange;
+use chatmem::store::{
+    Commit, FactsCommit, RecentPage, RecentQuery, SearchQuery, SearchResult, Snapshot, StoreError, StoredFacts,
+    StoredMessage,
+};
+use chatmem::{ConversationId, Page, Store, Summary, UserId};
 use redis::{Script, Value};
 
 use crate::builder::{DEFAULT_KEY_PREFIX, DEFAULT_WINDOW_CACHE_BYTES, RedisStoreBuilder};
@@ -165,6 +169,7 @@ pub(crate) struct Scripts {
     pub(crate) schema: Script,
     pub(crate) search: Script,
     pub(crate) fetch: Script,
+    pub(crate) facts_commit: Script,
 }
 
 impl fmt::Debug for RedisStore {
@@ -445,6 +450,30 @@ impl Store for RedisStore {
     /// One script run on the conversation's node, exact as chatmem's BM25.
     async fn search(&self, id: &ConversationId, query: &SearchQuery) -> Result<SearchResult, StoreError> {
         self.search_index(id, query).await
+    }
+
+    /// Per user, in three hashes of their own hash tag, never expiring (see the crate docs,
+    /// *Facts*).
+    fn keeps_facts(&self) -> bool {
+        true
+    }
+
+    /// One `MULTI`/`EXEC` on the user's node.
+    async fn load_facts(&self, user: &UserId) -> Result<StoredFacts, StoreError> {
+        self.load_user_facts(user).await
+    }
+
+    /// One script on the user's node, resent once on a lost reply.
+    async fn commit_facts(&self, user: &UserId, commit: FactsCommit) -> Result<u64, StoreError> {
+        self.commit_user_facts(user, &commit).await
+    }
+
+    async fn fact_history(&self, user: &UserId, fact: u64) -> Result<Vec<FactChange>, StoreError> {
+        self.user_fact_history(user, fact).await
+    }
+
+    async fn forget_user(&self, user: &UserId) -> Result<bool, StoreError> {
+        self.forget_user_facts(user).await
     }
 }
 

@@ -151,7 +151,7 @@ async fn one_conversation_one_slot_many_conversations_many_nodes() {
 }
 
 /// A Cluster connection for poking at keys directly (it follows redirections).
-async fn raw_cluster(url: &str) -> redis::cluster_async::ClusterConnection {
+pub(crate) async fn raw_cluster(url: &str) -> redis::cluster_async::ClusterConnection {
     let nodes: Vec<String> = seed_nodes(url).iter().map(|n| format!("redis://{n}")).collect();
     redis::cluster::ClusterClient::new(nodes)
         .expect("valid node addresses")

@@ -1,6 +1,6 @@
 //! The Redis store's integration tests, one binary: the conformance suite and Redis-specific
 //! checks on one server (`store`, `counted_by`, `recall`, `summary`, `window_cache`, `urls`), on a
-//! Cluster (`cluster`), and across processes (`restart`, `stress`).
+//! Cluster (`cluster`), on both (`facts`), and across processes (`restart`, `stress`).
 //!
 //! Two binaries of their own: `outage.rs`, whose tests bound how long calls through a stalled
 //! or downed proxy take (the tests here, running beside them, would stretch those times), and
@@ -13,6 +13,7 @@
 mod cluster;
 mod common;
 mod counted_by;
+mod facts;
 mod recall;
 mod restart;
 mod store;

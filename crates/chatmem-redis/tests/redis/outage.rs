@@ -1,6 +1,6 @@
 //! Outages without touching the machine's Redis: refused and silent ports, a loopback
-//! proxy that goes down and comes back or cuts a connection mid-commit, and a killed
-//! client connection.
+//! proxy that goes down and comes back or cuts a connection mid-commit (a conversation's or a
+//! user's facts'), and a killed client connection.
 //!
 //! A test binary of its own: the tests bound how long calls take, and the tests of
 //! `tests/redis/main.rs` running beside them (conformance runs, sixteen-process stress)
@@ -13,8 +13,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use chatmem::store::{Commit, StoreErrorKind, StoredMessage};
-use chatmem::{ConversationId, Message, Retention, Store};
+use chatmem::facts::{FactLimits, add};
+use chatmem::store::{Commit, FactsCommit, StoreErrorKind, StoredFacts, StoredMessage};
+use chatmem::{ConversationId, Message, Retention, Store, UserId};
 use chatmem_redis::RedisStore;
 use common::{cleanup, raw, unique_prefix, url};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -335,6 +336,70 @@ async fn a_commit_whose_reply_times_out_is_sent_once_more() {
     let snap = store.load(&id).await.unwrap();
     assert_eq!(snap.version, 3);
     assert_eq!(snap.messages.len(), 6);
+    cleanup(&url, &prefix).await;
+}
+
+/// `text` added by hand to `loaded`, as a facts commit.
+fn adding_fact(loaded: &StoredFacts, text: &str) -> FactsCommit {
+    let (added, _) = add(&loaded.set, text, None, &FactLimits::default(), 1_000).expect("add");
+    FactsCommit::new(loaded, added).expect("valid").expect("a change")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_REDIS_URL"]
+async fn a_facts_commit_whose_reply_is_lost_is_applied_once() {
+    let url = url();
+    let (proxy, store, prefix) = proxied_store(&url, "facts-lost").await;
+    let user = UserId::new("facts-lost").unwrap();
+    let mut loaded = StoredFacts::default();
+    // Creating the user, then changing its facts: each time Redis runs the script but its
+    // reply is lost, once by a cut connection (resent on a new one), once held past the
+    // response timeout (sent once more); the token makes the resend answer with the version
+    // the first send made.
+    for (text, version) in [("Prefers email", 1), ("Works nights", 2), ("Has a cat", 3)] {
+        let held = version == 3;
+        if held {
+            *proxy.hold_next_reply.lock().unwrap() = Some(TIMEOUT + Duration::from_millis(300));
+        } else {
+            proxy.cut_next_request.store(true, Ordering::SeqCst);
+        }
+        let started = Instant::now();
+        let v = store
+            .commit_facts(&user, adding_fact(&loaded, text))
+            .await
+            .unwrap_or_else(|e| panic!("a facts commit that landed is reported as failed: {e}"));
+        assert_eq!(v, version, "{text}");
+        if held {
+            assert!(started.elapsed() >= TIMEOUT, "the reply was held back");
+        } else {
+            assert!(
+                !proxy.cut_next_request.load(Ordering::SeqCst),
+                "the proxy cut the connection"
+            );
+        }
+        loaded = store.load_facts(&user).await.expect("load");
+        assert_eq!(loaded.version, version);
+    }
+    let texts: Vec<&str> = loaded.set.facts().iter().map(|f| f.text.as_str()).collect();
+    assert_eq!(texts, ["Prefers email", "Works nights", "Has a cat"]);
+    for fact in 1..=3 {
+        let history = store.fact_history(&user, fact).await.expect("history");
+        assert_eq!(history.len(), 1, "fact {fact}'s history written once");
+    }
+    // Past both windows: the outcome is unknown, and here it did land, once.
+    *proxy.hold_next_reply.lock().unwrap() = Some(TIMEOUT * 3);
+    let started = Instant::now();
+    let e = store
+        .commit_facts(&user, adding_fact(&loaded, "Likes tea"))
+        .await
+        .unwrap_err();
+    let took = started.elapsed();
+    assert_eq!(e.kind(), StoreErrorKind::Unavailable, "{e}");
+    assert!(e.to_string().contains("outcome is unknown"), "{e}");
+    tokio::time::sleep(TIMEOUT * 3 - took + Duration::from_millis(200)).await;
+    let now = store.load_facts(&user).await.expect("load");
+    assert_eq!((now.version, now.set.len()), (4, 4));
+    assert_eq!(store.fact_history(&user, 4).await.expect("history").len(), 1);
     cleanup(&url, &prefix).await;
 }
 

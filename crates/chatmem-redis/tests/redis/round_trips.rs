@@ -1,4 +1,4 @@
-//! Counts the commands a load, a commit and a search send, from `INFO commandstats`
+//! Counts the commands a load, a commit, a search and each facts call send, from `INFO commandstats`
 //! deltas: one `EVALSHA` each (or, for a load of a conversation the store has seen, one
 //! `MULTI`/`EXEC` transaction), plus exactly the commands that script runs inside Redis (commandstats
 //! counts those too), so any extra client command would show. Kept alone in its test
@@ -9,8 +9,9 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use chatmem::store::{Commit, StoredMessage};
-use chatmem::{ChatMemory, ConversationId, Heuristic, Message, Retention, Store, Summary};
+use chatmem::facts::{FactLimits, add};
+use chatmem::store::{Commit, FactsCommit, StoredFacts, StoredMessage};
+use chatmem::{ChatMemory, ConversationId, Heuristic, Message, Retention, Store, Summary, UserId};
 use chatmem_test::commit_full;
 use common::{cleanup, raw, store, unique_prefix, url};
 use redis::aio::MultiplexedConnection;
@@ -453,6 +454,166 @@ async fn cluster_round_trips() {
             .arg(format!("{prefix}:{{{index}}}:recent"))
             .query_async(n)
             .await;
+        let _: redis::RedisResult<()> = redis::cmd("DEL").arg(format!("{prefix}:schema")).query_async(n).await;
+    }
+}
+
+/// `text` added by hand to `loaded`, as a facts commit.
+fn adding_fact(loaded: &StoredFacts, text: &str) -> FactsCommit {
+    let (added, _) = add(&loaded.set, text, None, &FactLimits::default(), 1_000).unwrap();
+    FactsCommit::new(loaded, added).unwrap().unwrap()
+}
+
+/// Each facts call of `store` is one round trip: one `MULTI`/`EXEC` or one `EVALSHA`, and
+/// inside only the commands named here. Measured over `nodes` (the one server, or every
+/// primary of a Cluster: the user's keys are all on one of them).
+async fn facts_calls_are_one_round_trip_each(store: &chatmem_redis::RedisStore, nodes: &mut [MultiplexedConnection]) {
+    // Warm up: the first run of the script on a node may need a SCRIPT LOAD.
+    for i in 0..20 {
+        let user = UserId::new(format!("warm-{i}")).unwrap();
+        store
+            .commit_facts(&user, adding_fact(&StoredFacts::default(), "x"))
+            .await
+            .unwrap();
+        store.forget_user(&user).await.unwrap();
+    }
+    let (mut unknown, mut creates, mut loads, mut commits, mut stale, mut histories, mut forgets) =
+        (None, None, None, None, None, None, None);
+    for round in 0..3 {
+        let user = UserId::new(format!("facts-rt-{round}")).unwrap();
+        let d = cluster_delta(nodes, async {
+            assert_eq!(store.load_facts(&user).await.unwrap(), StoredFacts::default())
+        })
+        .await;
+        unknown = fewest(unknown, d);
+        // A commit creating the user with 200 facts at once.
+        let mut changed = chatmem::facts::Changed {
+            set: Default::default(),
+            changes: Vec::new(),
+        };
+        for i in 0..200 {
+            let (added, _) = add(
+                &changed.set,
+                &format!("Fact number {i}"),
+                None,
+                &FactLimits::default(),
+                i,
+            )
+            .unwrap();
+            changed = changed.then(added);
+        }
+        let create = FactsCommit::new(&StoredFacts::default(), changed).unwrap().unwrap();
+        let d = cluster_delta(nodes, async {
+            assert_eq!(store.commit_facts(&user, create).await.unwrap(), 1)
+        })
+        .await;
+        creates = fewest(creates, d);
+        let mut loaded = StoredFacts::default();
+        let d = cluster_delta(nodes, async { loaded = store.load_facts(&user).await.unwrap() }).await;
+        loads = fewest(loads, d);
+        assert_eq!((loaded.set.len(), loaded.version), (200, 1));
+        let d = cluster_delta(nodes, async {
+            assert_eq!(
+                store
+                    .commit_facts(&user, adding_fact(&loaded, "One more"))
+                    .await
+                    .unwrap(),
+                2
+            )
+        })
+        .await;
+        commits = fewest(commits, d);
+        let d = cluster_delta(nodes, async {
+            let e = store
+                .commit_facts(&user, adding_fact(&loaded, "Stale"))
+                .await
+                .unwrap_err();
+            assert!(e.is_conflict(), "{e}");
+        })
+        .await;
+        stale = fewest(stale, d);
+        let d = cluster_delta(nodes, async {
+            assert_eq!(store.fact_history(&user, 201).await.unwrap().len(), 1)
+        })
+        .await;
+        histories = fewest(histories, d);
+        let d = cluster_delta(nodes, async { assert!(store.forget_user(&user).await.unwrap()) }).await;
+        forgets = fewest(forgets, d);
+    }
+    let (unknown, loads, creates, commits, stale, histories, forgets) = (
+        unknown.unwrap(),
+        loads.unwrap(),
+        creates.unwrap(),
+        commits.unwrap(),
+        stale.unwrap(),
+        histories.unwrap(),
+        forgets.unwrap(),
+    );
+    eprintln!("facts: load {loads:?}\ncreate {creates:?}\ncommit {commits:?}\nstale {stale:?}");
+    let transaction = |inside: &[(&str, u64)]| map(&[&[("multi", 1), ("exec", 1)], inside].concat());
+    assert_eq!(
+        unknown,
+        transaction(&[("hmget", 1), ("hgetall", 1)]),
+        "load of an unknown user = 1 round trip"
+    );
+    assert_eq!(
+        loads,
+        transaction(&[("hmget", 1), ("hgetall", 1)]),
+        "load of 200 facts = 1 round trip"
+    );
+    // The header's HMGET, the leftovers' DEL, the facts' HSET, the history's HMGET and HSET,
+    // the header's HSET.
+    assert_eq!(
+        creates,
+        map(&[("evalsha", 1), ("hmget", 2), ("del", 1), ("hset", 3)]),
+        "a commit creating 200 facts = 1 round trip"
+    );
+    // The same, the stored ids' HKEYS in place of the DEL: only the new fact is written.
+    assert_eq!(
+        commits,
+        map(&[("evalsha", 1), ("hmget", 2), ("hkeys", 1), ("hset", 3)]),
+        "a commit on 200 facts = 1 round trip"
+    );
+    assert_eq!(
+        stale,
+        map(&[("evalsha", 1), ("hmget", 1)]),
+        "a lost version check = 1 round trip, writing nothing"
+    );
+    assert_eq!(
+        histories,
+        transaction(&[("hget", 2)]),
+        "a fact's history = 1 round trip"
+    );
+    assert_eq!(
+        forgets,
+        transaction(&[("hget", 1), ("del", 1)]),
+        "forget_user = 1 round trip"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_REDIS_URL"]
+async fn facts_round_trips() {
+    let url = url();
+    let prefix = unique_prefix("round-trips-facts");
+    let store = store(&url, &prefix).await;
+    facts_calls_are_one_round_trip_each(&store, &mut [raw(&url).await]).await;
+    cleanup(&url, &prefix).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs CHATMEM_TEST_REDIS_CLUSTER_URL"]
+async fn cluster_facts_round_trips() {
+    let url = common::cluster_url();
+    let prefix = unique_prefix("cluster-round-trips-facts");
+    let store = store(&url, &prefix).await;
+    let mut nodes = Vec::new();
+    for host in url.trim_start_matches("redis+cluster://").split(',') {
+        nodes.push(raw(&format!("redis://{host}")).await);
+    }
+    facts_calls_are_one_round_trip_each(&store, &mut nodes).await;
+    // The users were forgotten; the schema key is what is left.
+    for n in &mut nodes {
         let _: redis::RedisResult<()> = redis::cmd("DEL").arg(format!("{prefix}:schema")).query_async(n).await;
     }
 }
