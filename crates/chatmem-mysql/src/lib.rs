@@ -35,7 +35,9 @@
 //! commands that wait for a reply: load = 1, commit = 1 (history, list,
 //! [`recent`](chatmem::Store::recent), [`search`](chatmem::Store::search), clear and purge are 1 each;
 //! a search with a vector sends its second statement at the same time, on a second connection,
-//! and [`put_vectors`](chatmem::Store::put_vectors) is 2, see [*Recall*](#recall)). Each statement is prepared once per pooled connection, at its first use there
+//! and [`put_vectors`](chatmem::Store::put_vectors) is 2, see [*Recall*](#recall)), and so is
+//! each facts call, its commit included (`chatmem_test::sql_suite::facts`; see
+//! [*Facts*](#facts)). Each statement is prepared once per pooled connection, at its first use there
 //! (one more round trip then); pooled connections are kept and never reset between uses.
 //!
 //! One value can never exceed the server's `max_allowed_packet` (MariaDB ships 16 MiB, less
@@ -70,6 +72,9 @@
 //! applied is unknown (reload to find out). Either way a commit is applied whole or not at
 //! all. As in every store, only the last token is kept: a resend that arrives after another
 //! writer's commit reports a conflict although the first send applied.
+//!
+//! A user's [facts commit](chatmem::Store::commit_facts) is resent the same way: the user's
+//! row keeps the token of the last one.
 //!
 //! # Settings
 //!
@@ -157,7 +162,7 @@
 //!
 //! # Data layout
 //!
-//! In the URL's database, at schema version [`SCHEMA_VERSION`] (4), with the default prefix:
+//! In the URL's database, at schema version [`SCHEMA_VERSION`] (5), with the default prefix:
 //!
 //! - `chatmem_conversations`, one row per conversation: `id` (`VARBINARY(256)`, the primary
 //!   key), `version`, `window_start`, `next_seq`, `expires_at` (`DATETIME(6)` in UTC; NULL:
@@ -182,9 +187,11 @@
 //!   (`ckey`, `seq`): `len`, `at_micros` and the message's `terms` as the commit sent them (how
 //!   a delete below a seq finds its postings without a second index on them); and
 //!   `chatmem_index_df`, keyed (`ckey`, `term`): `df`;
+//! - `chatmem_fact_users`, `chatmem_facts` and `chatmem_fact_history`, users' facts (see
+//!   [*Facts*](#facts));
 //! - `chatmem_schema_version`, one row per applied migration;
 //! - procedures `chatmem_commit_v3` (the commit), `chatmem_commit` (the commit as versions 1
-//!   and 2 call it) and `chatmem_clear`.
+//!   and 2 call it), `chatmem_clear` and `chatmem_commit_facts` (a user's facts commit).
 //!
 //! [`Store::recent`](chatmem::Store::recent) lists conversations by `updated_at`, which the
 //! commit procedure sets from the same `UTC_TIMESTAMP(6)` reading as `expires_at` (so their
@@ -231,9 +238,46 @@
 //! an in-place `ALTER`); nothing a version 3 process calls changes, so those still running
 //! keep committing (they write no vectors). The indexed messages stored before it are
 //! embedded by `chatmem reindex` ([`unembedded`](chatmem::Store::unembedded) finds them).
+//! Version 5 (`0005_facts.sql`) adds only the facts tables and their procedure; version 4
+//! processes still running keep committing (they keep no facts).
+//!
+//! # Facts
+//!
+//! The store [keeps facts](chatmem::Store::keeps_facts), per user and apart from every
+//! conversation (clearing, expiring or purging one leaves its user's facts). User ids are
+//! `VARBINARY(256)`, as conversation ids are: compared byte for byte (`ada`, `ada ` and `Ada`
+//! are three users), for equality only, never as a pattern.
+//!
+//! - `chatmem_fact_users`, one row per user from their first facts commit until
+//!   [`forget_user`](chatmem::Store::forget_user) deletes it (and, by foreign keys with `ON
+//!   DELETE CASCADE`, the rows below): `version`, `next_id` (the id the next new fact gets) and
+//!   `commit_token`;
+//! - `chatmem_facts`, keyed by (`user_id`, `fact_id`): the current facts, each as the JSON
+//!   serde_json writes of a [`Fact`](chatmem::facts::Fact);
+//! - `chatmem_fact_history`, keyed by (`user_id`, `fact_id`, `version`, `ord`): each
+//!   [`FactChange`](chatmem::facts::FactChange) as JSON, ordered by the commit that wrote it
+//!   and its place in that commit.
+//!
+//! [`load_facts`](chatmem::Store::load_facts) is one `SELECT` (the user row `UNION ALL` the
+//! facts, one consistent read). [`commit_facts`](chatmem::Store::commit_facts) is one `CALL
+//! chatmem_commit_facts(…)`, as a conversation's commit is one call: the procedure locks the
+//! user row and checks the version and token (expecting 0, it inserts the row, and of
+//! creators at once one wins on the primary key; expecting more, the locked row must be at
+//! that version), so of writers at one version exactly one wins; only then, in the same
+//! transaction, does it delete the facts not in the new set, upsert the others (a row whose
+//! JSON is the same is not written), delete the dropped facts' history and append the new
+//! entries, each set passed as one JSON array parameter read with `JSON_TABLE`. A commit
+//! whose parameters would pass the server's `max_allowed_packet` is refused as
+//! [`InvalidInput`](chatmem::store::StoreErrorKind::InvalidInput) before anything is sent
+//! (the set goes whole in every commit; no facts commit is staged).
+//! [`fact_history`](chatmem::Store::fact_history) and `forget_user` are one
+//! statement each. A stored fact or entry that does not read back (bad JSON, an id other than
+//! its row's, a set breaking [`FactSet`](chatmem::facts::FactSet)'s rules) is a
+//! [`Corrupt`](chatmem::store::StoreErrorKind::Corrupt) error naming the row, never quoting it.
 
 mod builder;
 mod error;
+mod facts;
 mod migrate;
 mod params;
 mod rows;

@@ -19,14 +19,15 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (2, include_str!("../migrations/0002_updated_at.sql")),
     (3, include_str!("../migrations/0003_recall.sql")),
     (4, include_str!("../migrations/0004_vectors.sql")),
+    (5, include_str!("../migrations/0005_facts.sql")),
 ];
 
 /// The line between two statements of a migration file (a procedure body holds `;`).
 const SPLIT: &str = "-- next statement\n";
 
 /// The schema version this code writes and reads. 2 added `updated_at`, 3 the lexical index
-/// for recall, 4 recall's vectors.
-pub(crate) const LATEST: i32 = 4;
+/// for recall, 4 recall's vectors, 5 users' facts.
+pub(crate) const LATEST: i32 = 5;
 
 /// This crate and [`LATEST`], for the version checks' errors.
 const VERSIONS: SchemaVersion = SchemaVersion {

@@ -208,6 +208,31 @@ ORDER BY i.seq
 LIMIT ?"
 );
 
+/// A user's facts, from one consistent read (one statement): the user row (kind 0: `a` the
+/// version, `b` the next id) and a row per current fact (kind 1: `a` its id, `json` the
+/// fact), in id order. No row at all: an unknown or forgotten user.
+///
+/// `?` user id, `?` the same id.
+const FACTS_LOAD: &str = "SELECT 0 AS kind, u.version AS a, u.next_id AS b, NULL AS json
+FROM {fact_users} AS u WHERE u.user_id = ?
+UNION ALL
+SELECT 1, f.fact_id, NULL, f.json FROM {facts} AS f WHERE f.user_id = ?
+ORDER BY kind, a";
+
+/// The facts commit procedure (as `migrations/0005_facts.sql` created it): `?` user id,
+/// expected version, next id, token, the set as one JSON array, the history entries as one
+/// JSON array, the facts whose history goes as one JSON array. One row: (applied, version).
+const FACTS_COMMIT: &str = "CALL {p}_commit_facts(?, ?, ?, ?, ?, ?, ?)";
+
+/// One fact's history entries in the order committed. `?` user id, `?` fact id.
+const FACT_HISTORY: &str = "SELECT h.json FROM {fact_history} AS h
+WHERE h.user_id = ? AND h.fact_id = ?
+ORDER BY h.version, h.ord";
+
+/// Deletes the user row, and with it (ON DELETE CASCADE) the facts and their history; the
+/// affected rows are the user rows (0 or 1). `?` user id.
+const FACTS_FORGET: &str = "DELETE FROM {fact_users} WHERE user_id = ?";
+
 /// Messages go with their rows (ON DELETE CASCADE); the affected rows are the conversations.
 const PURGE: &str = "DELETE FROM {conv} WHERE expires_at <= UTC_TIMESTAMP(6)";
 
@@ -234,6 +259,10 @@ pub(crate) struct Statements {
     pub(crate) vector_targets: String,
     pub(crate) vector_put: String,
     pub(crate) unembedded: String,
+    pub(crate) facts_load: String,
+    pub(crate) facts_commit: String,
+    pub(crate) fact_history: String,
+    pub(crate) facts_forget: String,
 }
 
 impl Statements {
@@ -262,6 +291,10 @@ impl Statements {
             vector_targets: fill(VECTOR_TARGETS),
             vector_put: fill(VECTOR_PUT),
             unembedded: fill(UNEMBEDDED),
+            facts_load: fill(FACTS_LOAD),
+            facts_commit: fill(FACTS_COMMIT),
+            fact_history: fill(FACT_HISTORY),
+            facts_forget: fill(FACTS_FORGET),
         }
     }
 }
@@ -274,6 +307,9 @@ pub(crate) fn fill(template: &str, prefix: &str) -> String {
         .replace("{docs}", &format!("`{prefix}_index_docs`"))
         .replace("{terms}", &format!("`{prefix}_index_terms`"))
         .replace("{df}", &format!("`{prefix}_index_df`"))
+        .replace("{fact_users}", &format!("`{prefix}_fact_users`"))
+        .replace("{facts}", &format!("`{prefix}_facts`"))
+        .replace("{fact_history}", &format!("`{prefix}_fact_history`"))
         .replace("{p}", prefix)
 }
 
@@ -310,12 +346,21 @@ mod tests {
             &s.vector_targets,
             &s.vector_put,
             &s.unembedded,
+            &s.facts_load,
+            &s.facts_commit,
+            &s.fact_history,
+            &s.facts_forget,
         ]
         .into_iter()
         .chain(&s.search)
         {
             assert!(!sql.contains('{'), "{sql}");
             assert!(sql.contains("t1_"), "{sql}");
+        }
+        // Facts are apart from every conversation.
+        for sql in [&s.facts_load, &s.facts_commit, &s.fact_history, &s.facts_forget] {
+            assert!(sql.contains("t1_fact") || sql.contains("t1_commit_facts"), "{sql}");
+            assert!(!sql.contains("conversations"), "{sql}");
         }
     }
 }

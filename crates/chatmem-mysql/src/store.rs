@@ -11,16 +11,18 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, Params, Pool, Row, Value};
 use tokio::time::timeout;
 
+use chatmem::facts::{FactChange, UserId};
 use chatmem::recall::{IndexedMessage, MessageVector};
 use chatmem::store::{
-    Commit, RecentConversation, RecentPage, RecentQuery, SearchQuery, SearchResult, Snapshot, StoreError,
-    StoreErrorKind, StoredMessage,
+    Commit, FactsCommit, RecentConversation, RecentPage, RecentQuery, SearchQuery, SearchResult, Snapshot, StoreError,
+    StoreErrorKind, StoredFacts, StoredMessage,
 };
 use chatmem::{ConversationId, Page, Store};
 use chatmem_sql::{Timeouts, history_messages, load_snapshot, outcome_unknown, statement_timed_out};
 
 use crate::builder::MysqlStoreBuilder;
 use crate::error::{connection_lost, db_error, no_connection};
+use crate::facts;
 use crate::migrate;
 use crate::params::{CommitParams, commit_params, values_len};
 use crate::rows::{COLUMNS, Column, Reader};
@@ -32,7 +34,7 @@ use crate::vectors;
 /// [`StoreErrorKind::SchemaTooNew`].
 pub const SCHEMA_VERSION: i32 = migrate::LATEST;
 
-/// Conversations in MySQL or MariaDB.
+/// Conversations, and users' facts, in MySQL or MariaDB.
 ///
 /// Made by [`MysqlStore::connect`] or [`MysqlStore::builder`]; cheap to clone and share (it
 /// holds a connection pool). Every operation is one prepared statement (one round trip;
@@ -211,22 +213,24 @@ impl MysqlStore {
 
     /// Sends a commit whose first send got no answer once more, on a new connection of its
     /// own (a pooled one may be as broken as the one just lost), within the connect timeout
-    /// plus the statement timeout. Its row lock makes it read the newest committed row, so
-    /// one send tells applied from conflict.
-    async fn resend_commit(&self, id: &ConversationId, params: CommitParams) -> Result<Option<u64>, StoreError> {
+    /// plus the statement timeout; its result rows. Its row lock makes it read the newest
+    /// committed row, so one send tells applied from conflict. A conversation's commit and a
+    /// user's facts commit are resent alike.
+    async fn resend_commit(
+        &self,
+        statement: &str,
+        values: Vec<Value>,
+        staging: Staging<'_>,
+    ) -> Result<Vec<Row>, StoreError> {
         const WHAT: &str = "resending a commit";
         let mut conn = match timeout(self.timeouts.connect, Conn::new(self.opts.clone())).await {
             Ok(Ok(conn)) => conn,
             Ok(Err(e)) => return Err(db_error(e, WHAT, &self.target)),
             Err(_) => return Err(no_connection(WHAT, &self.target)),
         };
-        let staging = Staging {
-            messages: &params.staged,
-            index: &params.staged_index,
-        };
         let sent = timeout(
             self.bound(staging),
-            send(&mut conn, &self.sql, &self.sql.commit, params.values, staging),
+            send(&mut conn, &self.sql, statement, values, staging),
         )
         .await;
         // Closed in the background: a silent server must not hold the caller.
@@ -234,10 +238,28 @@ impl MysqlStore {
             let _ = timeout(Duration::from_secs(1), conn.disconnect()).await;
         });
         match sent {
-            Ok(Ok(rows)) => commit_outcome(id, &rows),
+            Ok(Ok(rows)) => Ok(rows),
             Ok(Err(e)) => Err(db_error(e, WHAT, &self.target)),
             Err(_) => Err(statement_timed_out(WHAT, &self.target)),
         }
+    }
+
+    /// Refuses parameters that would make a packet over the server's `max_allowed_packet`,
+    /// with what to do, rather than sending them for the server to drop the connection
+    /// (which reads as an outage whose outcome is unknown).
+    fn check_packet(&self, what: &str, values: &[Value], advice: &str) -> Result<(), StoreError> {
+        let size = values_len(values) + PACKET_OVERHEAD;
+        if size > self.max_packet {
+            return Err(StoreError::new(
+                StoreErrorKind::InvalidInput,
+                format!(
+                    "{what} on {}: too large for the server: a packet of {size} bytes is over its \
+                     max_allowed_packet of {} bytes; raise max_allowed_packet or {advice}",
+                    self.target, self.max_packet
+                ),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -410,9 +432,11 @@ impl Store for MysqlStore {
                 // The commit may have landed with only its answer lost: the token makes the
                 // same call, sent again, answer with the version it made.
                 tracing::debug!(server = %self.target, error = %failed.error, "no answer to a commit; resending it once");
-                self.resend_commit(id, params)
+                let rows = self
+                    .resend_commit(&self.sql.commit, params.values.clone(), params.staging())
                     .await
-                    .map_err(|e| outcome_unknown(e, WHAT, &self.target))?
+                    .map_err(|e| outcome_unknown(e, WHAT, &self.target))?;
+                commit_outcome(id, &rows)?
             }
             Err(failed) => return Err(failed.error),
         };
@@ -552,17 +576,7 @@ impl Store for MysqlStore {
         let Some(params) = vectors::put_params(id, &rows, vectors)? else {
             return Ok(0);
         };
-        let size = values_len(&params) + PACKET_OVERHEAD;
-        if size > self.max_packet {
-            return Err(StoreError::new(
-                StoreErrorKind::InvalidInput,
-                format!(
-                    "{WHAT} on {}: too large for the server: a packet of {size} bytes is over its \
-                     max_allowed_packet of {} bytes; raise max_allowed_packet or store fewer vectors at once",
-                    self.target, self.max_packet
-                ),
-            ));
-        }
+        self.check_packet(WHAT, &params, "store fewer vectors at once")?;
         let written = self.execute(WHAT, &self.sql.vector_put, params).await?;
         Ok(usize::try_from(written).unwrap_or(usize::MAX))
     }
@@ -582,6 +596,66 @@ impl Store for MysqlStore {
             .query("listing messages without vectors", &self.sql.unembedded, params)
             .await?;
         vectors::unembedded(id, &rows)
+    }
+
+    fn keeps_facts(&self) -> bool {
+        true
+    }
+
+    async fn load_facts(&self, user: &UserId) -> Result<StoredFacts, StoreError> {
+        let key = facts::user_key(user);
+        let rows = self
+            .query("loading a user's facts", &self.sql.facts_load, vec![key.clone(), key])
+            .await?;
+        facts::stored_facts(&rows)
+    }
+
+    async fn commit_facts(&self, user: &UserId, commit: FactsCommit) -> Result<u64, StoreError> {
+        const WHAT: &str = "committing a user's facts";
+        let values = facts::commit_params(user, &commit)?;
+        self.check_packet(WHAT, &values, "keep fewer or shorter facts")?;
+        let statement = &self.sql.facts_commit;
+        let outcome = match self.run(WHAT, statement, values.clone(), Staging::NONE).await {
+            Ok(rows) => facts::commit_outcome(&rows)?,
+            Err(failed) if failed.maybe_applied => {
+                // As for a conversation's commit: the token makes the same call, sent again,
+                // answer with the version it made.
+                tracing::debug!(server = %self.target, error = %failed.error, "no answer to a facts commit; resending it once");
+                let rows = self
+                    .resend_commit(statement, values, Staging::NONE)
+                    .await
+                    .map_err(|e| outcome_unknown(e, WHAT, &self.target))?;
+                facts::commit_outcome(&rows)?
+            }
+            Err(failed) => return Err(failed.error),
+        };
+        outcome.ok_or_else(StoreError::facts_conflict)
+    }
+
+    async fn fact_history(&self, user: &UserId, fact: u64) -> Result<Vec<FactChange>, StoreError> {
+        // No fact has an id beyond a BIGINT.
+        let Ok(id) = i64::try_from(fact) else {
+            return Ok(Vec::new());
+        };
+        let rows = self
+            .query(
+                "reading a fact's history",
+                &self.sql.fact_history,
+                vec![facts::user_key(user), Value::Int(id)],
+            )
+            .await?;
+        facts::history(&rows, fact)
+    }
+
+    async fn forget_user(&self, user: &UserId) -> Result<bool, StoreError> {
+        let deleted = self
+            .execute(
+                "forgetting a user's facts",
+                &self.sql.facts_forget,
+                vec![facts::user_key(user)],
+            )
+            .await?;
+        Ok(deleted > 0)
     }
 
     async fn purge_expired(&self) -> Result<u64, StoreError> {

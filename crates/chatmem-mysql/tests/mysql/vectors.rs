@@ -115,7 +115,7 @@ async fn a_version_3_database_is_upgraded_and_its_indexed_messages_embedded() {
         .query_first(format!("SELECT MAX(version) FROM `{prefix}_schema_version`"))
         .await
         .expect("schema version");
-    assert_eq!((version, SCHEMA_VERSION), (Some(4), 4));
+    assert_eq!(version, Some(SCHEMA_VERSION));
     assert_eq!(unembedded(&store, &conv, "m", 2).await, [1], "indexed, not embedded");
     let v = vector("m", &[1.0, 0.0]);
     let kept = store
@@ -125,10 +125,10 @@ async fn a_version_3_database_is_upgraded_and_its_indexed_messages_embedded() {
     assert_eq!(kept, 1);
     assert_eq!(by_vector(&store, &conv, &v).await, [1]);
 
-    // A migration interrupted before it was recorded runs again over what it already did.
-    raw.query_drop(format!("DELETE FROM `{prefix}_schema_version` WHERE version = 4"))
+    // Migrations interrupted before they were recorded run again over what they already did.
+    raw.query_drop(format!("DELETE FROM `{prefix}_schema_version` WHERE version >= 4"))
         .await
-        .expect("forget version 4");
+        .expect("forget versions 4 and up");
     let again = common::store_in(&url, &prefix).await;
     assert_eq!(by_vector(&again, &conv, &v).await, [1], "the vector kept");
     let _ = raw.disconnect().await;

@@ -1,7 +1,8 @@
 //! The tests the SQL server stores (PostgreSQL, MySQL) share, written once: outages and lost
 //! replies through the [`Proxy`](crate::proxy::Proxy), round trips per operation, the
-//! conformance suite in a throwaway namespace, the tests across processes, and the store
-//! checks and helpers both stores' own tests use ([`store`]).
+//! conformance suite in a throwaway namespace, the tests across processes, users' facts
+//! beyond the conformance steps ([`facts`]), and the store checks and helpers both stores'
+//! own tests use ([`store`]).
 //!
 //! A store crate implements [`SqlDb`] in its tests (how to build its store from a URL, its
 //! wire protocol, its admin SQL) and calls each test body from a `#[tokio::test]` of its
@@ -17,6 +18,7 @@ use chatmem::{ConversationId, Store};
 use crate::proxy::Protocol;
 
 pub mod conformance;
+pub mod facts;
 pub mod outage;
 pub mod processes;
 pub mod round_trips;
@@ -31,7 +33,8 @@ pub async fn timed() -> tokio::sync::MutexGuard<'static, ()> {
 /// The statements that drop what a MySQL store with table prefix `prefix` made (its tables
 /// and procedures), for the tests' and the bench's clean-up.
 pub fn mysql_drop_statements(prefix: &str) -> Vec<String> {
-    // The recall index references the conversations, so it goes first.
+    // The recall index references the conversations, so it goes first; users' facts and
+    // their history reference the user rows.
     let tables = [
         "index_terms",
         "index_docs",
@@ -39,9 +42,12 @@ pub fn mysql_drop_statements(prefix: &str) -> Vec<String> {
         "index_keys",
         "messages",
         "conversations",
+        "fact_history",
+        "facts",
+        "fact_users",
         "schema_version",
     ];
-    let procedures = ["commit_v3", "commit", "clear"];
+    let procedures = ["commit_v3", "commit", "clear", "commit_facts"];
     tables
         .iter()
         .map(|t| format!("DROP TABLE IF EXISTS `{prefix}_{t}`"))
@@ -184,8 +190,9 @@ pub trait SqlDb: Send + Sync + 'static {
 
 /// The `#[tokio::test]`s of the shared suites for the [`SqlDb`] `$db` (a path that resolves
 /// in a child module, e.g. `crate::common::Pg`), each marked `#[ignore = $needs]`
-/// (e.g. `"needs CHATMEM_TEST_PG_URL"`), in the modules `conformance`, `processes` and
-/// `round_trips`; the outage tests are [`sql_outage_tests!`]'s.
+/// (e.g. `"needs CHATMEM_TEST_PG_URL"`), in the modules `conformance`, `processes`,
+/// `round_trips` and `sql_facts` (so that a store's own `facts` module fits beside it); the
+/// outage tests are [`sql_outage_tests!`]'s.
 ///
 /// The tests across processes re-run the test binary with a filter naming their child
 /// test, which they build from the module they are expanded in.
@@ -253,6 +260,28 @@ macro_rules! sql_suite_tests {
             #[ignore = $needs]
             async fn load_and_commit_are_one_round_trip_each() {
                 $crate::sql_suite::round_trips::load_and_commit_are_one_round_trip_each::<$db>().await;
+            }
+        }
+
+        mod sql_facts {
+            use $crate::sql_suite::facts;
+
+            #[tokio::test(flavor = "multi_thread")]
+            #[ignore = $needs]
+            async fn facts_calls_are_one_round_trip_each() {
+                facts::facts_calls_are_one_round_trip_each::<$db>().await;
+            }
+
+            #[tokio::test(flavor = "multi_thread")]
+            #[ignore = $needs]
+            async fn a_facts_commit_whose_reply_is_lost_is_applied_once() {
+                facts::a_facts_commit_whose_reply_is_lost_is_applied_once::<$db>().await;
+            }
+
+            #[tokio::test(flavor = "multi_thread")]
+            #[ignore = $needs]
+            async fn of_facts_writers_at_one_version_exactly_one_wins() {
+                facts::of_facts_writers_at_one_version_exactly_one_wins::<$db>().await;
             }
         }
     };
