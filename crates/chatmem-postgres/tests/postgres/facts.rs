@@ -1,17 +1,12 @@
-//! Users' facts in PostgreSQL beyond the conformance steps: one round trip per call on the
-//! wire, a facts commit whose reply is lost applied once, writers at one version of whom
-//! exactly one wins, and corrupt rows read as `Corrupt` errors.
+//! Users' facts in PostgreSQL beyond the conformance steps and the shared SQL suite's (round
+//! trips, a lost reply, racing writers; see `chatmem_test::sql_suite::facts`): corrupt rows
+//! read as `Corrupt` errors.
 
 use crate::common;
 
-use std::sync::Arc;
-
-use chatmem::facts::{FactLimits, FactSet, add};
+use chatmem::facts::{FactLimits, add};
 use chatmem::store::{FactsCommit, StoreErrorKind, StoredFacts};
 use chatmem::{Store, UserId};
-use chatmem_postgres::PostgresStore;
-use chatmem_test::proxy::{Protocol, Proxy, ReplyLoss};
-use chatmem_test::sql_suite::SqlDb;
 
 fn user(name: &str) -> UserId {
     UserId::new(chatmem_test::unique_id(name).as_str()).expect("a conversation id is a user id")
@@ -28,144 +23,6 @@ fn changed(json: &str, from: &str, to: &str) -> String {
     let changed = json.replacen(from, to, 1);
     assert_ne!(changed, json, "{from} in {json}");
     changed
-}
-
-fn texts(facts: &StoredFacts) -> Vec<&str> {
-    facts.set.facts().iter().map(|f| f.text.as_str()).collect()
-}
-
-/// A store in a fresh schema, through a loopback proxy, with one pooled connection.
-async fn proxied(tag: &str) -> (String, Proxy, PostgresStore) {
-    let url = common::pg_url();
-    let schema = common::fresh_schema(tag);
-    common::store_in(&url, &schema).await; // migrate outside the count
-    let proxy = Proxy::start(common::Pg::tcp_addr(&url), Protocol::Postgres).await;
-    let store = PostgresStore::builder(&common::Pg::url_via(&url, proxy.addr))
-        .schema(&schema)
-        .pool_size(1)
-        .connect()
-        .await
-        .expect("connect through the proxy");
-    (schema, proxy, store)
-}
-
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs CHATMEM_TEST_PG_URL"]
-async fn every_facts_call_is_one_round_trip() {
-    let (schema, proxy, store) = proxied("facts_rtt").await;
-    let user = user("facts-rtt");
-    macro_rules! trips {
-        ($op:expr) => {{
-            let before = proxy.round_trips();
-            let out = $op.await;
-            (proxy.round_trips() - before, out)
-        }};
-    }
-    let (n, loaded) = trips!(store.load_facts(&user));
-    assert_eq!(
-        (n, loaded.expect("load")),
-        (1, StoredFacts::default()),
-        "an unknown user"
-    );
-    // A commit making 200 facts at once.
-    let mut set = FactSet::default();
-    let mut changes = Vec::new();
-    for i in 0..200 {
-        let (added, _) = add(&set, &format!("Fact number {i}"), None, &FactLimits::default(), i).expect("add");
-        set = added.set;
-        changes.extend(added.changes);
-    }
-    let create = FactsCommit::new(&StoredFacts::default(), chatmem::facts::Changed { set, changes })
-        .expect("valid")
-        .expect("a change");
-    let (n, v) = trips!(store.commit_facts(&user, create));
-    assert_eq!((n, v.expect("create")), (1, 1), "a commit of 200 facts");
-    let (n, loaded) = trips!(store.load_facts(&user));
-    let loaded = loaded.expect("load");
-    assert_eq!(
-        (n, loaded.set.len(), loaded.version),
-        (1, 200, 1),
-        "a load of 200 facts"
-    );
-    let (n, v) = trips!(store.commit_facts(&user, adding(&loaded, "One more")));
-    assert_eq!((n, v.expect("update")), (1, 2), "a commit on them");
-    let (n, e) = trips!(store.commit_facts(&user, adding(&loaded, "Stale")));
-    assert!(e.expect_err("stale").is_conflict());
-    assert_eq!(n, 1, "a lost version check");
-    let (n, history) = trips!(store.fact_history(&user, 201));
-    assert_eq!((n, history.expect("history").len()), (1, 1));
-    let (n, forgot) = trips!(store.forget_user(&user));
-    assert_eq!((n, forgot.expect("forget")), (1, true));
-    common::drop_schema(&common::pg_url(), &schema).await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs CHATMEM_TEST_PG_URL"]
-async fn a_facts_commit_whose_reply_is_lost_is_applied_once() {
-    let (schema, proxy, store) = proxied("facts_lost").await;
-    let user = user("facts-lost");
-    let mut loaded = StoredFacts::default();
-    // Creating the user's row, then updating it.
-    for (text, version) in [("Prefers email", 1), ("Works nights", 2)] {
-        proxy.lose_next_reply(ReplyLoss::Close);
-        let before = proxy.statements();
-        let v = store
-            .commit_facts(&user, adding(&loaded, text))
-            .await
-            .unwrap_or_else(|e| panic!("a facts commit that landed is reported as failed: {e}"));
-        assert!(proxy.reply_lost(), "the proxy did not see the reply");
-        assert_eq!(proxy.statements() - before, 2, "sent, then resent once");
-        assert_eq!(v, version);
-        loaded = store.load_facts(&user).await.expect("load");
-        assert_eq!(loaded.version, version);
-    }
-    assert_eq!(texts(&loaded), ["Prefers email", "Works nights"]);
-    for fact in [1, 2] {
-        let history = store.fact_history(&user, fact).await.expect("history");
-        assert_eq!(history.len(), 1, "fact {fact}'s history written once");
-    }
-    common::drop_schema(&common::pg_url(), &schema).await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs CHATMEM_TEST_PG_URL"]
-async fn of_writers_at_one_version_exactly_one_wins() {
-    let url = common::pg_url();
-    let schema = common::fresh_schema("facts_race");
-    let store = Arc::new(common::store_in(&url, &schema).await);
-    for expected in [0, 1] {
-        let user = user(&format!("facts-race-{expected}"));
-        let mut loaded = StoredFacts::default();
-        if expected == 1 {
-            store
-                .commit_facts(&user, adding(&loaded, "First"))
-                .await
-                .expect("first");
-            loaded = store.load_facts(&user).await.expect("load");
-        }
-        let tasks: Vec<_> = (0..8)
-            .map(|w| {
-                let (store, user, commit) = (store.clone(), user.clone(), adding(&loaded, &format!("Writer {w}")));
-                tokio::spawn(async move { store.commit_facts(&user, commit).await })
-            })
-            .collect();
-        let mut won = Vec::new();
-        for (w, task) in tasks.into_iter().enumerate() {
-            match task.await.expect("a writer") {
-                Ok(version) => won.push((w, version)),
-                Err(e) => assert!(e.is_conflict(), "writer {w}: {e}"),
-            }
-        }
-        assert_eq!(won.len(), 1, "expecting {expected}: {won:?}");
-        let (w, version) = won[0];
-        assert_eq!(version, expected + 1);
-        let now = store.load_facts(&user).await.expect("load");
-        assert_eq!(now.version, expected + 1);
-        assert_eq!(texts(&now).last().copied(), Some(format!("Writer {w}").as_str()));
-        let history = store.fact_history(&user, expected + 1).await.expect("history");
-        assert_eq!(history.len(), 1, "only the winner's entry");
-    }
-    common::drop_schema(&url, &schema).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
