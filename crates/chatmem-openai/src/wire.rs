@@ -28,9 +28,18 @@ pub(crate) struct WireRequest<'a> {
     max_tokens: Option<u32>,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     stop: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<ResponseFormat>,
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     stream_options: Option<StreamOptions>,
+}
+
+/// `{"type": "json_object"}`: an answer that is one JSON object.
+#[derive(Debug, Serialize)]
+struct ResponseFormat {
+    #[serde(rename = "type")]
+    kind: &'static str,
 }
 
 #[derive(Debug, Serialize)]
@@ -95,6 +104,10 @@ pub(crate) fn request<'a>(model: &'a str, request: &'a ChatRequest<'_>, stream: 
         top_p: request.options.top_p,
         max_tokens: request.options.max_tokens,
         stop: &request.options.stop,
+        response_format: request
+            .options
+            .json_object
+            .then_some(ResponseFormat { kind: "json_object" }),
         stream,
         stream_options: stream.then_some(StreamOptions { include_usage: true }),
     }
@@ -521,6 +534,10 @@ mod tests {
         );
         assert_eq!(v["temperature"], 0.5);
         assert_eq!(v["stop"], json!(["END"]));
+        assert!(v.get("response_format").is_none());
+        req.options.json_object = true;
+        let v = serde_json::to_value(request("m", &req, false)).unwrap();
+        assert_eq!(v["response_format"], json!({"type": "json_object"}));
     }
 
     #[test]

@@ -40,6 +40,11 @@ pub struct SamplingOptions {
     /// Stop sequences.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stop: Vec<String>,
+    /// Asks for an answer that is one JSON object (OpenAI's `response_format: {"type":
+    /// "json_object"}`): what the facts model is asked for. A client whose provider cannot
+    /// ask for it leaves it out; the answer is checked either way.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub json_object: bool,
 }
 
 /// One model call's input. It borrows its messages: a prompt from memory is the loaded
