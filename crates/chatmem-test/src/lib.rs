@@ -25,8 +25,9 @@
 //! the [`proxy`] module; for a port that accepts and never answers, [`silent`]; for the tests
 //! the SQL server stores share, [`sql_suite`].
 //!
-//! The application crates' tests share the rest, each behind a feature so the store crates
-//! build none of it: a store that fails on demand ([`FailingStore`]); with `http`, the one
+//! The application crates' tests share the rest: a store that fails on demand
+//! ([`FailingStore`]); summary models ([`Scribe`], [`Failing`]) and a scripted facts model
+//! ([`FactsModel`]); and behind features, so the store crates build none of it: with `http`, the one
 //! loopback server (`loopback`) and the one mock OpenAI upstream (`upstream`); with `fuzz`, the
 //! fuzz targets' checks (`fuzz`, and with `server` too the server's).
 
@@ -40,6 +41,7 @@ pub mod app;
 pub mod bench;
 mod conformance;
 pub mod embedders;
+mod facts_models;
 pub mod failing;
 #[cfg(feature = "fuzz")]
 pub mod fuzz;
@@ -56,6 +58,7 @@ mod summary_models;
 pub mod upstream;
 
 pub use crate::conformance::{commit, commit_full};
+pub use crate::facts_models::{FactsModel, FactsRequest, Scripted};
 pub use crate::failing::FailingStore;
 pub use crate::stress::check_stress_history;
 pub use crate::summary_models::{Failing, Scribe, scribe_summary};
