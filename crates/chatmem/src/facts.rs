@@ -9,8 +9,9 @@
 //!
 //! - **Whose**: facts belong to a [`UserId`] (a conversation names its user) within a tenant,
 //!   and never cross either: a store keys a user's [`FactSet`] by both.
-//! - **Proposed**: off the turn's path, a facts model reads the messages that left a window
-//!   (with their sequence numbers, [`Shown`]) and the user's current facts, and answers
+//! - **Proposed**: off the turn's path, a facts model ([`FactExtractor`]) reads the messages
+//!   that left a window (or, every [`Facts::extract_every`] turns, the recent ones), with their
+//!   sequence numbers ([`Shown`]), and the user's current facts, and answers
 //!   `{"facts": [{"text": …, "key": … | null, "sources": [12, 13]}]}`. [`parse_proposal`]
 //!   checks the whole answer (shape, lengths, [`FactKey`]s, sources among those shown) and
 //!   discards it whole on the first violation ([`InvalidProposal`], with a
@@ -64,6 +65,7 @@ mod apply;
 mod bounds;
 mod change;
 mod edit;
+mod extract;
 mod fact;
 mod key;
 mod merge;
@@ -83,11 +85,16 @@ pub use bounds::{
 };
 pub use change::{Cause, ChangeKind, Changed, EvictionReason, FactChange};
 pub use edit::{FactEdit, FactError, add, delete, edit, pin, unpin};
+pub(crate) use extract::Job;
+pub use extract::{
+    DEFAULT_EXTRACTION_MAX_TOKENS, DEFAULT_EXTRACTION_TIMEOUT, ExtractionStats, FACTS_EXTRACTION_PROMPT, FactExtractor,
+    MAX_SHOWN_BYTES, MAX_SHOWN_MESSAGES,
+};
 pub use fact::{Fact, FactSet, FactSource, InvalidFactSet, MAX_FACT_ID, MAX_FACT_SOURCES};
 pub use key::{FactKey, InvalidFactKey, MAX_KEY_BYTES};
 pub use merge::merge;
 pub use proposal::{InvalidProposal, ProposedFact, Shown, parse_proposal};
 pub use render::{FACTS_HEADING, RenderedFacts, line, render, render_order};
-pub use settings::{DEFAULT_FACTS_MAX_TOKENS, Facts};
+pub use settings::{DEFAULT_EXTRACT_EVERY, DEFAULT_FACTS_MAX_TOKENS, Facts};
 pub use text::{InvalidFactText, clean_text, comparable_text, same_text};
 pub use user_id::{InvalidUserId, UserId};

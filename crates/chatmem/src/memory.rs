@@ -9,7 +9,7 @@ use crate::commit::Retention;
 use crate::counter::{Cl100k, CounterName, Memo, TextCounts, TokenCounter};
 use crate::embeddings::Embeddings;
 use crate::error::{Error, Result};
-use crate::facts::{Facts, UserId};
+use crate::facts::{FactExtractor, Facts, UserId};
 use crate::id::ConversationId;
 use crate::in_memory_store::InMemoryStore;
 use crate::limits::BatchLimits;
@@ -77,6 +77,20 @@ pub struct ChatMemory<S = InMemoryStore> {
     recall: Option<Recall>,
     embeddings: Option<EmbeddingsOn>,
     facts: Option<Facts>,
+    extraction: Option<ExtractionOn>,
+}
+
+/// A facts extractor and the store its background commits go to (the memory's, shared).
+#[derive(Clone)]
+pub(crate) struct ExtractionOn {
+    pub(crate) extractor: FactExtractor,
+    pub(crate) store: Arc<dyn Store>,
+}
+
+impl std::fmt::Debug for ExtractionOn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.extractor.fmt(f)
+    }
 }
 
 /// Embeddings and the store they write vectors to (the memory's, shared).
@@ -283,6 +297,14 @@ impl<S: Store> ChatMemoryBuilder<S> {
         if let Some(summarizer) = &self.inner.summarizer {
             summarizer.validate().map_err(Error::InvalidConfig)?;
         }
+        if let Some(on) = &self.inner.extraction {
+            if self.inner.facts.is_none() {
+                return Err(Error::InvalidConfig(
+                    "a facts extractor adds to users' facts: turn facts on to use it".into(),
+                ));
+            }
+            on.extractor.validate().map_err(Error::InvalidConfig)?;
+        }
         if self.inner.max_attempts == 0 {
             return Err(Error::InvalidConfig("max_attempts must be at least 1".into()));
         }
@@ -312,9 +334,31 @@ impl<S: Store + Clone + 'static> ChatMemoryBuilder<S> {
         self.inner = self.inner.with_embeddings(Some(embeddings));
         self
     }
+
+    /// Reads users' messages for facts with `extractor` (default: none, facts change only by
+    /// hand): after a turn begun for a user ([`ChatMemory::begin_as`]) commits, the messages it
+    /// evicted from the window (or, every [`Facts::extract_every`] turns, the recent ones) go
+    /// to the extractor's model in the background, and what it finds joins the user's facts
+    /// by the facts' rules. The turn never waits for it. Needs
+    /// [`facts`](ChatMemoryBuilder::facts) (checked by [`build`](ChatMemoryBuilder::build));
+    /// the store is cloned for the background commits, as for embeddings.
+    pub fn fact_extractor(mut self, extractor: FactExtractor) -> Self {
+        self.inner = self.inner.with_fact_extractor(Some(extractor));
+        self
+    }
 }
 
 impl<S: Store + Clone + 'static> ChatMemory<S> {
+    /// The same memory with another facts extractor (`None`: facts change only by hand). It
+    /// has effect only with [`Facts`] configured.
+    pub fn with_fact_extractor(mut self, extractor: Option<FactExtractor>) -> Self {
+        self.extraction = extractor.map(|extractor| ExtractionOn {
+            extractor,
+            store: Arc::new(self.store.clone()),
+        });
+        self
+    }
+
     /// The same memory with other embeddings (`None`: recall by words alone).
     pub fn with_embeddings(mut self, embeddings: Option<Embeddings>) -> Self {
         self.embeddings = embeddings.map(|settings| EmbeddingsOn {
@@ -351,6 +395,7 @@ impl<S: Store> ChatMemory<S> {
             recall: None,
             embeddings: None,
             facts: None,
+            extraction: None,
         }
     }
 
@@ -439,6 +484,8 @@ impl<S: Store> ChatMemory<S> {
             // The vectors' store was the old one: embeddings are set again on the new.
             embeddings: None,
             facts: self.facts,
+            // Its commits went to the old store too: set again on the new.
+            extraction: None,
         }
     }
 
@@ -469,6 +516,16 @@ impl<S: Store> ChatMemory<S> {
 
     pub(crate) fn embeddings_on(&self) -> Option<&EmbeddingsOn> {
         self.embeddings.as_ref()
+    }
+
+    /// The facts extractor, if this memory reads its users' messages for facts: its
+    /// [`stats`](FactExtractor::stats) and [`settle`](FactExtractor::settle).
+    pub fn fact_extractor(&self) -> Option<&FactExtractor> {
+        self.extraction.as_ref().map(|e| &e.extractor)
+    }
+
+    pub(crate) fn extraction_on(&self) -> Option<&ExtractionOn> {
+        self.extraction.as_ref()
     }
 
     /// The facts settings, if this memory sends its users' facts with their turns.

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use crate::commit::Commit;
 use crate::error::{Error, Result};
-use crate::facts::{Facts, RenderedFacts, UserId, render};
+use crate::facts::{Facts, Job, RenderedFacts, UserId, render};
 use crate::id::ConversationId;
 use crate::in_memory_store::InMemoryStore;
 use crate::memory::ChatMemory;
@@ -663,6 +663,17 @@ impl<'m, S: Store> Turn<'m, S> {
             }
             let commit = builder.build().map_err(|e| store_err(&self.id, e))?;
             let kept = keep.then(|| commit.clone());
+            // What the facts model reads once the commit returned (nothing without an
+            // extractor, or for a turn without a user).
+            let turn_ends = how.summarizes();
+            let to_extract = match (memory.extraction_on(), memory.facts_settings(), &self.user) {
+                (Some(on), Some(facts), Some(_)) => {
+                    let every = facts.extract_every_value();
+                    on.extractor
+                        .to_show(&self.id, self.loaded.snapshot(), &commit, every, turn_ends)
+                }
+                _ => Vec::new(),
+            };
             if !keep {
                 // Planned: the snapshot is no longer needed, and a store that shares its
                 // messages with it (the in-memory one) appends in place once it is let go.
@@ -684,6 +695,17 @@ impl<'m, S: Store> Turn<'m, S> {
                     {
                         on.settings
                             .after_commit(std::sync::Arc::clone(&on.store), &self.id, to_embed);
+                    }
+                    if let (Some(on), Some(user)) = (memory.extraction_on(), &self.user) {
+                        let job = Job {
+                            store: std::sync::Arc::clone(&on.store),
+                            user: user.user.clone(),
+                            conversation: self.id.clone(),
+                            messages: to_extract,
+                            limits: memory.fact_limits(),
+                            counter: std::sync::Arc::clone(memory.counter()),
+                        };
+                        on.extractor.after_commit(job, turn_ends);
                     }
                     return Ok(Some((kept, version)));
                 }

@@ -8,6 +8,10 @@ use super::bounds::FactLimits;
 /// The most tokens a turn's facts message takes by default.
 pub const DEFAULT_FACTS_MAX_TOKENS: usize = 1_000;
 
+/// How many turns without an eviction pass, by default, before the facts model reads the
+/// window's recent messages ([`Facts::extract_every`]).
+pub const DEFAULT_EXTRACT_EVERY: u32 = 10;
+
 /// Facts in a turn: a turn begun for a user
 /// ([`ChatMemory::begin_as`](crate::ChatMemory::begin_as)) sends what is known of that user
 /// in one message right after the system message, within a token budget.
@@ -27,12 +31,15 @@ pub const DEFAULT_FACTS_MAX_TOKENS: usize = 1_000;
 /// assert_eq!((facts.token_budget(), facts.fact_limits().max_facts()), (500, 50));
 /// assert_eq!(Facts::new().token_budget(), 1_000);
 /// assert!(Facts::new().max_tokens(0).unwrap_err().to_string().contains("max_tokens"));
+/// assert_eq!(Facts::new().extract_every(3)?.extract_every_value(), 3);
+/// assert_eq!(Facts::new().extract_every_value(), 10);
 /// # Ok::<(), chatmem::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Facts {
     max_tokens: usize,
     limits: FactLimits,
+    extract_every: u32,
 }
 
 impl Default for Facts {
@@ -47,6 +54,7 @@ impl Facts {
         Self {
             max_tokens: DEFAULT_FACTS_MAX_TOKENS,
             limits: FactLimits::default(),
+            extract_every: DEFAULT_EXTRACT_EVERY,
         }
     }
 
@@ -70,6 +78,28 @@ impl Facts {
     /// The same settings with a user's facts bounded by `limits`.
     pub fn limits(self, limits: FactLimits) -> Self {
         Self { limits, ..self }
+    }
+
+    /// The same settings with a conversation's recent messages read for facts every `turns`
+    /// turns that evict nothing (1: every turn).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] naming `extract_every` when `turns` is 0.
+    pub fn extract_every(self, turns: u32) -> Result<Self> {
+        if turns == 0 {
+            return Err(Error::InvalidConfig(
+                "facts extract_every must be at least 1 turn, got 0".into(),
+            ));
+        }
+        Ok(Self {
+            extract_every: turns,
+            ..self
+        })
+    }
+
+    /// The turns set by [`extract_every`](Facts::extract_every).
+    pub fn extract_every_value(&self) -> u32 {
+        self.extract_every
     }
 
     /// The most tokens the facts message takes.

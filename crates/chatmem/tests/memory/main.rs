@@ -1,11 +1,12 @@
 //! The core crate's integration tests, one binary: `ChatMemory` over the in-memory store, late
-//! summaries, facts in a turn, property tests of the window contract, and the fuzz targets' checks with every
+//! summaries, facts in a turn and read by a model, property tests of the window contract, and the fuzz targets' checks with every
 //! input the fuzzers found.
 
 mod chat_memory;
 mod clear_props;
 mod embeddings;
 mod facts;
+mod facts_extraction;
 mod fuzz_smoke;
 mod late_summaries;
 mod recall;
