@@ -8,7 +8,7 @@ mod tool_loop;
 
 use std::sync::Arc;
 
-use chatmem::{ChatMemory, ChatModel, ConversationId, InMemoryStore, Message, Store, Turn};
+use chatmem::{ChatMemory, ChatModel, ConversationId, InMemoryStore, Message, Store, Turn, UserId};
 
 pub use self::conversation::Conversation;
 pub use self::stream::TurnStream;
@@ -178,8 +178,9 @@ impl<M: ChatModel, S: Store> MemoryAdvisor<M, S> {
             messages,
             tools,
             options,
+            user,
         } = request;
-        let prepared = self.prepare(id, messages).await?;
+        let prepared = self.prepare(id, user.as_ref(), messages).await?;
         Ok(TurnLoop::new(
             prepared,
             tools,
@@ -190,10 +191,20 @@ impl<M: ChatModel, S: Store> MemoryAdvisor<M, S> {
     }
 
     /// Steps 1 and 2: the request checked, the turn begun (which messages are new and the
-    /// system message rule are the core turn's), and the eager write.
-    async fn prepare(&self, id: &ConversationId, messages: Vec<Message>) -> Result<Prepared<'_, S>, Error> {
+    /// system message rule are the core turn's), and the eager write. A turn for a user is
+    /// begun for them, with their facts.
+    async fn prepare(
+        &self,
+        id: &ConversationId,
+        user: Option<&UserId>,
+        messages: Vec<Message>,
+    ) -> Result<Prepared<'_, S>, Error> {
         chatmem::check_request(&messages).map_err(|e| Error::InvalidRequest(e.to_string()))?;
-        let mut turn = self.memory.begin(id).await.map_err(Error::Load)?;
+        let begun = match user {
+            Some(user) => self.memory.begin_as(id, user).await,
+            None => self.memory.begin(id).await,
+        };
+        let mut turn = begun.map_err(Error::Load)?;
         let skipped = turn.push_unstored(messages);
         // Before the eager write: a failed search leaves memory as it was.
         let recalled = turn.recall().await.map_err(Error::Load)?.injected().count();

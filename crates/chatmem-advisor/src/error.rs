@@ -13,7 +13,7 @@ pub enum Error {
     /// Nothing was loaded or called.
     #[error("invalid turn: {0}")]
     InvalidRequest(String),
-    /// Loading the conversation failed; the model was not called.
+    /// Loading the conversation (or the user's facts) failed; the model was not called.
     #[error("loading conversation memory failed")]
     Load(#[source] chatmem::Error),
     /// The model call failed. Memory is unchanged (in eager mode it holds the user message).

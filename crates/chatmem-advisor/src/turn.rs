@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 
-use chatmem::{ChatDelta, Message, SamplingOptions, ToolDefinition, Usage};
+use chatmem::{ChatDelta, Message, SamplingOptions, ToolDefinition, Usage, UserId};
 
 /// One turn: the messages new in this turn, and how to call the model.
 ///
@@ -24,6 +24,11 @@ pub struct TurnRequest {
     pub tools: Vec<ToolDefinition>,
     /// Sampling options.
     pub options: SamplingOptions,
+    /// The user the turn is for: the turn is begun with
+    /// [`ChatMemory::begin_as`](chatmem::ChatMemory::begin_as), so that with
+    /// [facts](chatmem::ChatMemoryBuilder::facts) configured the user's facts are sent (and
+    /// read from the turn afterwards). `None`: a turn of no one in particular.
+    pub user: Option<UserId>,
 }
 
 impl TurnRequest {
@@ -58,6 +63,12 @@ impl TurnRequest {
     /// Sets the sampling options.
     pub fn with_options(mut self, options: SamplingOptions) -> Self {
         self.options = options;
+        self
+    }
+
+    /// Sets the user the turn is for (see [`TurnRequest::user`](TurnRequest#structfield.user)).
+    pub fn with_user(mut self, user: UserId) -> Self {
+        self.user = Some(user);
         self
     }
 }

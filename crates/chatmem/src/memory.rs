@@ -592,6 +592,22 @@ impl<S: Store> ChatMemory<S> {
         )))
     }
 
+    /// The same memory with other facts settings (`None`: no facts sent), every other setting
+    /// kept: for a command that learns only later whether its turns are for a user.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`], as [`build`](ChatMemoryBuilder::build), for facts over a store
+    /// that does not [keep them](Store::keeps_facts).
+    pub fn with_facts(mut self, facts: Option<Facts>) -> Result<Self> {
+        if facts.is_some() && !self.store.keeps_facts() {
+            return Err(Error::InvalidConfig(
+                "facts need a store that keeps them; this store does not".into(),
+            ));
+        }
+        self.facts = facts;
+        Ok(self)
+    }
+
     /// The same memory with other recall settings (`None`: no recall), every other setting
     /// kept: for one request that asks for its own `k`. Recall on a memory built without it
     /// searches only what was committed with recall on.

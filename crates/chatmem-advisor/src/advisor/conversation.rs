@@ -49,6 +49,7 @@ impl<M: ChatModel, S: Store> ChatModel for Conversation<M, S> {
             messages: request.messages.into_iter().cloned().collect(),
             tools: request.tools,
             options: request.options,
+            user: None,
         };
         match self.advisor.call(&self.id, turn).await {
             Ok(t) => Ok(ChatResponse {
