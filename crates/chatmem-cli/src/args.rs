@@ -83,6 +83,8 @@ pub(crate) enum Command {
     /// Embed every indexed message that lacks a vector of the embedding model (resumable:
     /// run it again after an interruption; it changes no message).
     Reindex(crate::cmd::reindex::ReindexCommand),
+    /// A user's facts by hand: list, add, edit, pin, unpin, rm, history, forget (JSON out).
+    Facts(crate::cmd::facts::FactsCommand),
 }
 
 #[derive(Args, Debug)]

@@ -102,5 +102,6 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Export(args) => cmd::export::run(args).await,
         Command::Import(args) => cmd::import::run(args).await,
         Command::Reindex(args) => cmd::reindex::run(args).await,
+        Command::Facts(args) => cmd::facts::run(args).await,
     }
 }

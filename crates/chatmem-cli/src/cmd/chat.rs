@@ -7,8 +7,8 @@
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 
-use anyhow::{Result, bail};
-use chatmem::{ChatMemory, ConversationId, Message, Role, Store};
+use anyhow::{Context, Result, bail};
+use chatmem::{ChatMemory, ConversationId, Facts, Message, Role, Store, UserId};
 use chatmem_advisor::{MemoryAdvisor, TurnEvent, TurnRequest};
 use chatmem_openai::{OpenAiModel, Provider};
 use futures_util::StreamExt;
@@ -22,6 +22,10 @@ pub(crate) struct ChatArgs {
     /// The conversation to talk in: its memory is sent with each message and updated after.
     #[arg(long, value_name = "ID")]
     conversation: String,
+    /// The user talking: their facts (`chatmem facts`) are sent with each turn, right after
+    /// the system message. Needs a store that keeps facts.
+    #[arg(long, value_name = "U")]
+    user: Option<String>,
     /// A system message; it replaces the stored one when its text differs.
     #[arg(long, value_name = "TEXT")]
     system: Option<String>,
@@ -36,8 +40,8 @@ pub(crate) struct ChatArgs {
     /// The model name (default: the provider's, e.g. deepseek-chat).
     #[arg(long, value_name = "M")]
     model: Option<String>,
-    /// Print what each model call is sent (system message, summary, window, recalled
-    /// messages and the new message) to stderr before it is made.
+    /// Print what each model call is sent (system message, summary, the user's facts, window,
+    /// recalled messages and the new message) to stderr before it is made.
     #[arg(long)]
     show_memory: bool,
 }
@@ -45,18 +49,32 @@ pub(crate) struct ChatArgs {
 /// Runs `chatmem chat` (the store is created if missing).
 pub(crate) async fn run(command: ChatCommand) -> Result<()> {
     let summarizer = command.memory.summary.summarizer(|model| command.chat.model(model))?;
+    let user = command.chat.user()?;
     let memory = command.memory.open(summarizer).await?;
-    chat(command.chat, memory).await
+    let memory = match &user {
+        Some(_) => with_facts(memory)?,
+        None => memory,
+    };
+    chat(command.chat, user, memory).await
+}
+
+/// `memory` sending each user's facts with their turns; a store that keeps none is refused.
+fn with_facts(memory: ChatMemory<Arc<dyn Store>>) -> Result<ChatMemory<Arc<dyn Store>>> {
+    crate::cmd::facts::check_store(memory.store().as_ref()).context("--user")?;
+    Ok(memory.with_facts(Some(Facts::new()))?)
 }
 
 /// The chat itself, over `memory`.
-async fn chat(args: ChatArgs, memory: ChatMemory<Arc<dyn Store>>) -> Result<()> {
+async fn chat(args: ChatArgs, user: Option<UserId>, memory: ChatMemory<Arc<dyn Store>>) -> Result<()> {
     let id = ConversationId::new(args.conversation.clone())?;
     let model = args.model(None)?;
     crate::recall::warm(&memory).await;
     let advisor = MemoryAdvisor::new(model, memory);
     let request = |text: String| {
-        let turn = TurnRequest::user(text);
+        let mut turn = TurnRequest::user(text);
+        if let Some(user) = &user {
+            turn = turn.with_user(user.clone());
+        }
         match &args.system {
             Some(system) => turn.with_system(system.clone()),
             None => turn,
@@ -87,7 +105,7 @@ async fn chat(args: ChatArgs, memory: ChatMemory<Arc<dyn Store>>) -> Result<()> 
                 said.push(Message::system(system.clone()));
             }
             said.push(Message::user(text));
-            show_memory(&would_send(advisor.memory(), &id, said).await?);
+            show_memory(&would_send(advisor.memory(), &id, user.as_ref(), said).await?);
         }
         if interactive {
             // A failed turn is reported and the chat goes on; nothing of it was stored.
@@ -106,6 +124,14 @@ async fn chat(args: ChatArgs, memory: ChatMemory<Arc<dyn Store>>) -> Result<()> 
 }
 
 impl ChatArgs {
+    /// The `--user`, checked.
+    fn user(&self) -> Result<Option<UserId>> {
+        self.user
+            .as_deref()
+            .map(|u| UserId::new(u).context("--user"))
+            .transpose()
+    }
+
     /// The model for the provider / base URL / model flags, or the model named `name` on the
     /// same endpoint; a missing API key is a one-line error naming the variable.
     pub(crate) fn model(&self, name: Option<&str>) -> Result<OpenAiModel> {
@@ -163,14 +189,18 @@ async fn stream_turn<M: chatmem::ChatModel, S: Store>(
     Ok(())
 }
 
-/// What the model call for `said` would be sent: the turn as the advisor begins it (recall
-/// included), dropped uncommitted.
+/// What the model call for `said` would be sent: the turn as the advisor begins it (the
+/// user's facts and recall included), dropped uncommitted.
 async fn would_send(
     memory: &ChatMemory<Arc<dyn Store>>,
     id: &ConversationId,
+    user: Option<&UserId>,
     said: Vec<Message>,
 ) -> Result<Vec<Message>> {
-    let mut turn = memory.begin(id).await?;
+    let mut turn = match user {
+        Some(user) => memory.begin_as(id, user).await?,
+        None => memory.begin(id).await?,
+    };
     turn.push_unstored(said);
     turn.recall().await?;
     Ok(turn.prompt().into_iter().cloned().collect())

@@ -6,6 +6,7 @@ pub(crate) mod chat;
 pub(crate) mod clear;
 pub(crate) mod count;
 pub(crate) mod export;
+pub(crate) mod facts;
 pub(crate) mod get;
 pub(crate) mod history;
 pub(crate) mod import;

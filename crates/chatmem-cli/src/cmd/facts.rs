@@ -1,0 +1,268 @@
+//! `chatmem facts`: a user's facts by hand — list, add, edit, pin, unpin, rm, history,
+//! forget — on the store the other commands take, as JSON. Each change is
+//! [`ChatMemory`]'s own (`add_fact` and its siblings), so the facts' rules and bounds are the
+//! ones a server keeps.
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use chatmem::facts::{Cause, ChangeKind, Fact, FactChange, FactEdit, FactKey, render_order};
+use chatmem::{ChatMemory, Store, UserId};
+use clap::{Args, Subcommand};
+use serde::Serialize;
+
+use crate::args::StoreArgs;
+use crate::stdio::print_json;
+use crate::stores::Access;
+
+/// `chatmem facts`: which change, then whose facts and where.
+#[derive(Args, Debug)]
+pub(crate) struct FactsCommand {
+    #[command(subcommand)]
+    action: FactsAction,
+}
+
+#[derive(Subcommand, Debug)]
+enum FactsAction {
+    /// Print the user's facts and their version as JSON.
+    List(UserArgs),
+    /// Add a fact (a key supersedes the current fact with it; the same text confirms the fact
+    /// that says it) and print it.
+    Add {
+        #[command(flatten)]
+        user: UserArgs,
+        /// What it is about, dotted lowercase words (home.city).
+        #[arg(long, value_name = "KEY")]
+        key: Option<String>,
+        /// The fact, one line (several words are joined with spaces).
+        #[arg(value_name = "TEXT", required = true, num_args = 1..)]
+        text: Vec<String>,
+    },
+    /// Change a fact's text or key and print it.
+    Edit {
+        #[command(flatten)]
+        user: UserArgs,
+        /// The fact's id.
+        #[arg(value_name = "FACT")]
+        fact: u64,
+        /// Its new text.
+        #[arg(long, value_name = "TEXT")]
+        text: Option<String>,
+        /// Its new key (an empty one removes it).
+        #[arg(long, value_name = "KEY")]
+        key: Option<String>,
+    },
+    /// Pin a fact (it never leaves by the bounds and is sent first) and print it.
+    Pin(FactArgs),
+    /// Unpin a fact and print it.
+    Unpin(FactArgs),
+    /// Delete a fact, with the facts it superseded and every one's history; print the ids
+    /// deleted.
+    Rm(FactArgs),
+    /// Print what happened to a fact, oldest first, as JSON.
+    History(FactArgs),
+    /// Delete everything kept of the user's facts (their conversations stay).
+    Forget(UserArgs),
+}
+
+/// Whose facts, in which store.
+#[derive(Args, Debug)]
+struct UserArgs {
+    /// The user id.
+    #[arg(long, value_name = "U")]
+    user: String,
+    #[command(flatten)]
+    store: StoreArgs,
+}
+
+/// One fact of a user.
+#[derive(Args, Debug)]
+struct FactArgs {
+    #[command(flatten)]
+    user: UserArgs,
+    /// The fact's id.
+    #[arg(value_name = "FACT")]
+    fact: u64,
+}
+
+impl UserArgs {
+    /// The user and a memory over the store, opened for `access`, which must keep facts.
+    async fn open(&self, access: Access) -> Result<(ChatMemory<Arc<dyn Store>>, UserId)> {
+        let user = UserId::new(self.user.as_str()).context("--user")?;
+        let store = self.store.open(access).await?;
+        check_store(store.as_ref())?;
+        Ok((ChatMemory::new(store), user))
+    }
+}
+
+/// Refuses a store that keeps no facts, in one line.
+pub(crate) fn check_store(store: &dyn Store) -> Result<()> {
+    if !store.keeps_facts() {
+        bail!("facts need a store that keeps them, and this store does not");
+    }
+    Ok(())
+}
+
+/// A fact as the command prints it, the fields the server's `/v1/users/{user}/facts`
+/// answers: the stored fact with its times in RFC 3339.
+#[derive(Debug, Serialize)]
+pub(crate) struct FactView<'a> {
+    id: u64,
+    text: &'a str,
+    key: Option<&'a str>,
+    sources: &'a [chatmem::facts::FactSource],
+    /// When it was made.
+    created: Option<String>,
+    /// When it last changed (a confirmation included).
+    updated: Option<String>,
+    /// When it was last said to hold: the least recently confirmed unpinned fact leaves first.
+    confirmed: Option<String>,
+    pinned: bool,
+}
+
+impl<'a> From<&'a Fact> for FactView<'a> {
+    fn from(f: &'a Fact) -> Self {
+        Self {
+            id: f.id,
+            text: &f.text,
+            key: f.key.as_ref().map(FactKey::as_str),
+            sources: &f.sources,
+            created: rfc3339(f.created_micros),
+            updated: rfc3339(f.updated_micros),
+            confirmed: rfc3339(f.confirmed_micros),
+            pinned: f.pinned,
+        }
+    }
+}
+
+/// What `facts list` prints.
+#[derive(Debug, Serialize)]
+struct Listed<'a> {
+    /// In the order a turn sends them: pinned first, then those with a key by key, then the
+    /// others oldest first.
+    facts: Vec<FactView<'a>>,
+    /// Bumped by every change: 0 for a user with nothing kept.
+    version: u64,
+}
+
+/// What `facts history` prints.
+#[derive(Debug, Serialize)]
+struct History<'a> {
+    history: Vec<ChangeView<'a>>,
+}
+
+/// One entry of a fact's history, as the server writes it: what happened (`kind` and its
+/// fields), to which fact, when and what caused it.
+#[derive(Debug, Serialize)]
+struct ChangeView<'a> {
+    #[serde(flatten)]
+    kind: &'a ChangeKind,
+    fact: u64,
+    when: Option<String>,
+    cause: &'a Cause,
+}
+
+impl<'a> From<&'a FactChange> for ChangeView<'a> {
+    fn from(c: &'a FactChange) -> Self {
+        Self {
+            kind: &c.kind,
+            fact: c.fact,
+            when: rfc3339(c.at_micros),
+            cause: &c.cause,
+        }
+    }
+}
+
+/// What `facts rm` prints.
+#[derive(Debug, Serialize)]
+struct Deleted {
+    /// The fact and the facts it superseded, ascending.
+    deleted: Vec<u64>,
+}
+
+/// A time in Unix microseconds as RFC 3339 UTC; `None` for 0 or before (not recorded).
+fn rfc3339(micros: i64) -> Option<String> {
+    let micros = u64::try_from(micros).ok().filter(|&m| m > 0)?;
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_micros(micros);
+    Some(humantime::format_rfc3339_micros(at).to_string())
+}
+
+/// `KEY` as a fact key, the flag named in its error.
+fn key(key: &str) -> Result<FactKey> {
+    FactKey::new(key).context("--key")
+}
+
+/// Runs `chatmem facts`.
+pub(crate) async fn run(command: FactsCommand) -> Result<()> {
+    match command.action {
+        FactsAction::List(args) => {
+            let (memory, user) = args.open(Access::Read).await?;
+            let facts = memory.facts(&user).await?;
+            print_json(&Listed {
+                version: facts.version,
+                facts: render_order(&facts.set).into_iter().map(FactView::from).collect(),
+            })
+        }
+        FactsAction::Add { user, key: k, text } => {
+            let k = k.as_deref().map(key).transpose()?;
+            let (memory, user) = user.open(Access::Write).await?;
+            let fact = memory.add_fact(&user, &text.join(" "), k).await?;
+            print_json(&FactView::from(&fact))
+        }
+        FactsAction::Edit {
+            user,
+            fact,
+            text,
+            key: k,
+        } => {
+            if text.is_none() && k.is_none() {
+                bail!("nothing to change: give --text, --key or both");
+            }
+            let k = match k.as_deref() {
+                None => None,
+                Some("") => Some(None),
+                Some(k) => Some(Some(key(k)?)),
+            };
+            let (memory, user) = user.open(Access::Write).await?;
+            let fact = memory.edit_fact(&user, fact, FactEdit { text, key: k }).await?;
+            print_json(&FactView::from(&fact))
+        }
+        FactsAction::Pin(args) => pin(args, true).await,
+        FactsAction::Unpin(args) => pin(args, false).await,
+        FactsAction::Rm(args) => {
+            let (memory, user) = args.user.open(Access::Delete).await?;
+            let deleted = memory.delete_fact(&user, args.fact).await?;
+            print_json(&Deleted { deleted })
+        }
+        FactsAction::History(args) => {
+            let (memory, user) = args.user.open(Access::Read).await?;
+            let history = memory.fact_history(&user, args.fact).await?;
+            if history.is_empty() && memory.facts(&user).await?.set.get(args.fact).is_none() {
+                bail!(
+                    "user {:?} has no fact {} (none kept, none in history)",
+                    user.as_str(),
+                    args.fact
+                );
+            }
+            print_json(&History {
+                history: history.iter().map(ChangeView::from).collect(),
+            })
+        }
+        FactsAction::Forget(args) => {
+            let (memory, user) = args.open(Access::Delete).await?;
+            if !memory.forget_user(&user).await? {
+                eprintln!(
+                    "chatmem: no facts kept for user {:?} (nothing to forget)",
+                    user.as_str()
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+async fn pin(args: FactArgs, pinned: bool) -> Result<()> {
+    let (memory, user) = args.user.open(Access::Write).await?;
+    let fact = memory.pin_fact(&user, args.fact, pinned).await?;
+    print_json(&FactView::from(&fact))
+}
