@@ -1,6 +1,6 @@
 //! The `chatmem` binary run as a user would, in one test binary: the commands (stdin in, stdout
 //! and exit code out), which store a command opens, export and import, `chatmem chat` against a
-//! loopback upstream, `--recall` and `chatmem recall`, `chatmem serve` as a process (its logs,
+//! loopback upstream, `--recall` and `chatmem recall`, `chatmem facts` and `chat --user`, `chatmem serve` as a process (its logs,
 //! the Python example), the three OpenAI clients through it, and the Python and TypeScript
 //! packages' own suites against it.
 //!
@@ -11,6 +11,7 @@ mod chat;
 mod clients;
 mod commands;
 mod embeddings;
+mod facts;
 mod opening;
 mod python_package;
 mod recall;
