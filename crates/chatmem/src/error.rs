@@ -38,8 +38,9 @@ pub enum Error {
         source: StoreError,
     },
     /// A store operation on one user's [facts](crate::facts) failed (a load, a commit, a
-    /// history read, forgetting the user), or the store keeps no facts. Names the user.
-    #[error("store failed for the facts of user {user:?}")]
+    /// history read, forgetting the user), or the store keeps no facts. Names the user unless
+    /// the store's error already does (each fact is printed once down the chain).
+    #[error("{}", facts_failed(user, source))]
     Facts {
         /// The user.
         user: UserId,
@@ -92,6 +93,14 @@ fn store_failed(id: &ConversationId, source: &StoreError) -> String {
         "store failed".into()
     } else {
         format!("store failed for conversation {id:?}")
+    }
+}
+
+fn facts_failed(user: &UserId, source: &StoreError) -> String {
+    if source.user().is_some() {
+        "store failed for a user's facts".into()
+    } else {
+        format!("store failed for the facts of user {user:?}")
     }
 }
 
@@ -151,9 +160,10 @@ pub enum StoreErrorKind {
 
 /// An error from a [`Store`](crate::Store) backend.
 ///
-/// Carries a [`StoreErrorKind`], a short description, optionally the conversation, and the
-/// driver's error as `source`. Its message never repeats its source's: print the chain
-/// (each [`source`](std::error::Error::source) in turn) to see everything once.
+/// Carries a [`StoreErrorKind`], a short description, optionally the conversation or the user
+/// whose [facts](crate::facts) it is about, and the driver's error as `source`. Its message
+/// never repeats its source's: print the chain (each [`source`](std::error::Error::source) in
+/// turn) to see everything once.
 ///
 /// ```
 /// use chatmem::store::{StoreError, StoreErrorKind};
@@ -164,9 +174,17 @@ pub enum StoreErrorKind {
 #[derive(Debug)]
 pub struct StoreError {
     kind: StoreErrorKind,
-    conversation: Option<ConversationId>,
+    about: Option<About>,
     context: String,
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+/// What a [`StoreError`] is about: a store operation touches one conversation or one user's
+/// facts, never both (and one field for either keeps the error small).
+#[derive(Debug)]
+enum About {
+    Conversation(ConversationId),
+    User(UserId),
 }
 
 impl StoreError {
@@ -174,7 +192,7 @@ impl StoreError {
     pub fn new(kind: StoreErrorKind, context: impl Into<String>) -> Self {
         Self {
             kind,
-            conversation: None,
+            about: None,
             context: context.into(),
             source: None,
         }
@@ -202,15 +220,53 @@ impl StoreError {
         Self::new(StoreErrorKind::Corrupt, what.to_string()).for_conversation(id)
     }
 
-    /// The same error, naming conversation `id` in its message.
+    /// The same error, naming conversation `id` in its message (instead of a user, if it
+    /// named one).
     pub fn for_conversation(mut self, id: &ConversationId) -> Self {
-        self.conversation = Some(id.clone());
+        self.about = Some(About::Conversation(id.clone()));
         self
     }
 
     /// The conversation the error names, if any.
     pub fn conversation(&self) -> Option<&ConversationId> {
-        self.conversation.as_ref()
+        match &self.about {
+            Some(About::Conversation(id)) => Some(id),
+            _ => None,
+        }
+    }
+
+    /// Stored facts of `user` could not be read; `what` names the record (for example
+    /// `fact 3's row holds fact 4`), never what it holds. As
+    /// [`corrupt`](StoreError::corrupt) does for a conversation, every store reports
+    /// unreadable facts this way, so the message always names the user; the readers in
+    /// [`store`](crate::store) (such as [`read_fact`](crate::store::read_fact)) build theirs
+    /// with it.
+    ///
+    /// ```
+    /// use chatmem::UserId;
+    /// use chatmem::store::{StoreError, StoreErrorKind};
+    /// let e = StoreError::facts_corrupt(&UserId::new("ada")?, "fact 3's row holds fact 4");
+    /// assert_eq!(e.kind(), StoreErrorKind::Corrupt);
+    /// assert_eq!(e.to_string(), "stored data is corrupt: user \"ada\"'s facts: fact 3's row holds fact 4");
+    /// # Ok::<(), chatmem::facts::InvalidUserId>(())
+    /// ```
+    pub fn facts_corrupt(user: &UserId, what: impl fmt::Display) -> Self {
+        Self::new(StoreErrorKind::Corrupt, what.to_string()).for_user(user)
+    }
+
+    /// The same error, naming `user` (whose facts it is about) in its message (instead of a
+    /// conversation, if it named one).
+    pub fn for_user(mut self, user: &UserId) -> Self {
+        self.about = Some(About::User(user.clone()));
+        self
+    }
+
+    /// The user whose facts the error is about, if it names one.
+    pub fn user(&self) -> Option<&UserId> {
+        match &self.about {
+            Some(About::User(user)) => Some(user),
+            _ => None,
+        }
     }
 
     /// A lost version check.
@@ -266,8 +322,9 @@ impl fmt::Display for StoreError {
             StoreErrorKind::InvalidInput => "invalid store request",
             StoreErrorKind::Other => "store error",
         };
-        match &self.conversation {
-            Some(id) => write!(f, "{what}: conversation {id:?}: {}", self.context),
+        match &self.about {
+            Some(About::Conversation(id)) => write!(f, "{what}: conversation {id:?}: {}", self.context),
+            Some(About::User(user)) => write!(f, "{what}: user {user:?}'s facts: {}", self.context),
             None => write!(f, "{what}: {}", self.context),
         }
     }

@@ -1,6 +1,7 @@
 //! The [`Store`] trait that durable backends implement, the records it moves, and everything
 //! else a store implementer needs: [`Commit`] (built only by the core), a user's facts as
-//! loaded and committed ([`StoredFacts`], [`FactsCommit`]), [`SharedMessages`],
+//! loaded and committed ([`StoredFacts`], [`FactsCommit`]) and as the JSON every store keeps
+//! of them ([`fact_json`], [`read_fact`] and the rest), [`SharedMessages`],
 //! [`StoreError`] and its kinds, the counter names stored with token counts,
 //! [`redact_url`], the one way a store URL is printed, and [`split_ms_params`], the one way
 //! chatmem's `chatmem_*_ms` URL parameters are read. An application needs only what the crate
@@ -28,10 +29,12 @@ pub use crate::shared_messages::SharedMessages;
 pub use crate::snapshot::Snapshot;
 pub use crate::stored_message::StoredMessage;
 pub use facts::{FactsCommit, StoredFacts};
+pub use facts_json::{change_json, fact_json, read_change, read_fact, read_fact_set};
 pub use recent::{RecentConversation, RecentCursor, RecentPage, RecentQuery, now_micros, prefix_end, unix_micros};
 pub use url_params::split_ms_params;
 
 mod facts;
+mod facts_json;
 mod recent;
 mod url_params;
 
