@@ -253,7 +253,7 @@
 //!   DELETE CASCADE`, the rows below): `version`, `next_id` (the id the next new fact gets) and
 //!   `commit_token`;
 //! - `chatmem_facts`, keyed by (`user_id`, `fact_id`): the current facts, each as the JSON
-//!   serde_json writes of a [`Fact`](chatmem::facts::Fact);
+//!   [`fact_json`](chatmem::store::fact_json) writes of a [`Fact`](chatmem::facts::Fact);
 //! - `chatmem_fact_history`, keyed by (`user_id`, `fact_id`, `version`, `ord`): each
 //!   [`FactChange`](chatmem::facts::FactChange) as JSON, ordered by the commit that wrote it
 //!   and its place in that commit.
@@ -273,7 +273,9 @@
 //! [`fact_history`](chatmem::Store::fact_history) and `forget_user` are one
 //! statement each. A stored fact or entry that does not read back (bad JSON, an id other than
 //! its row's, a set breaking [`FactSet`](chatmem::facts::FactSet)'s rules) is a
-//! [`Corrupt`](chatmem::store::StoreErrorKind::Corrupt) error naming the row, never quoting it.
+//! [`Corrupt`](chatmem::store::StoreErrorKind::Corrupt) error naming the user and the row,
+//! never quoting it (chatmem's [`read_fact`](chatmem::store::read_fact) and the other readers
+//! check it, as every store does).
 
 mod builder;
 mod error;

@@ -607,7 +607,7 @@ impl Store for MysqlStore {
         let rows = self
             .query("loading a user's facts", &self.sql.facts_load, vec![key.clone(), key])
             .await?;
-        facts::stored_facts(&rows)
+        facts::stored_facts(user, &rows)
     }
 
     async fn commit_facts(&self, user: &UserId, commit: FactsCommit) -> Result<u64, StoreError> {
@@ -616,7 +616,7 @@ impl Store for MysqlStore {
         self.check_packet(WHAT, &values, "keep fewer or shorter facts")?;
         let statement = &self.sql.facts_commit;
         let outcome = match self.run(WHAT, statement, values.clone(), Staging::NONE).await {
-            Ok(rows) => facts::commit_outcome(&rows)?,
+            Ok(rows) => facts::commit_outcome(user, &rows)?,
             Err(failed) if failed.maybe_applied => {
                 // As for a conversation's commit: the token makes the same call, sent again,
                 // answer with the version it made.
@@ -625,7 +625,7 @@ impl Store for MysqlStore {
                     .resend_commit(statement, values, Staging::NONE)
                     .await
                     .map_err(|e| outcome_unknown(e, WHAT, &self.target))?;
-                facts::commit_outcome(&rows)?
+                facts::commit_outcome(user, &rows)?
             }
             Err(failed) => return Err(failed.error),
         };
@@ -644,7 +644,7 @@ impl Store for MysqlStore {
                 vec![facts::user_key(user), Value::Int(id)],
             )
             .await?;
-        facts::history(&rows, fact)
+        facts::history(user, &rows, fact)
     }
 
     async fn forget_user(&self, user: &UserId) -> Result<bool, StoreError> {

@@ -1,17 +1,20 @@
 //! Users' facts in rows: a [`FactsCommit`] as the facts commit statement's parameters, and
 //! the rows of the facts statements read back, bad data becoming `Corrupt` errors.
 //!
-//! A fact and a history entry are each kept as the JSON serde_json writes of [`Fact`] and
-//! [`FactChange`], beside the ids the statements select by. Reading checks the JSON against
-//! those ids and the set against [`FactSet::new`]'s rules. An error says which row is bad,
-//! never what it holds: a fact's text is private, and a JSON error's message can quote it.
+//! A fact and a history entry are each kept as the JSON [`chatmem::store::fact_json`] and
+//! [`chatmem::store::change_json`] write, beside the ids the statements select by, and read
+//! back by chatmem's readers ([`read_fact`], [`read_change`], [`read_fact_set`]), which check
+//! the JSON against those ids and the set against [`FactSet`](chatmem::facts::FactSet)'s
+//! rules. An error says which row is bad, never what it holds: a fact's text is private.
 
 use deadpool_postgres::tokio_postgres::Row;
 use deadpool_postgres::tokio_postgres::types::FromSql;
 
-use chatmem::facts::{Fact, FactChange, FactSet};
-use chatmem::store::{FactsCommit, StoreError, StoreErrorKind, StoredFacts};
-use chatmem::{JsonFieldError, deserialize_json};
+use chatmem::UserId;
+use chatmem::facts::FactChange;
+use chatmem::store::{
+    FactsCommit, StoreError, StoreErrorKind, StoredFacts, change_json, fact_json, read_change, read_fact, read_fact_set,
+};
 use chatmem_sql::to_bigint;
 
 use crate::params::token_bits;
@@ -39,13 +42,13 @@ impl FactsParams {
         let (mut ids, mut facts) = (Vec::with_capacity(set.len()), Vec::with_capacity(set.len()));
         for fact in set.facts() {
             ids.push(bigint(fact.id, "fact id")?);
-            facts.push(json(serde_json::to_string(fact), "a fact")?);
+            facts.push(fact_json(fact)?);
         }
         let history = commit.history();
         let (mut entry_facts, mut entries) = (Vec::with_capacity(history.len()), Vec::with_capacity(history.len()));
         for change in history {
             entry_facts.push(bigint(change.fact, "fact id")?);
-            entries.push(json(serde_json::to_string(change), "a fact's history entry")?);
+            entries.push(change_json(change)?);
         }
         Ok(Self {
             expected: bigint(commit.expected_version(), "expected facts version")?,
@@ -69,114 +72,83 @@ fn bigint(value: u64, what: &str) -> Result<i64, StoreError> {
     to_bigint(value, what, "PostgreSQL's bigint")
 }
 
-/// A `serde_json` result of writing `what`.
-fn json(written: serde_json::Result<String>, what: &str) -> Result<String, StoreError> {
-    written.map_err(|e| StoreError::new(StoreErrorKind::Other, format!("writing {what} as JSON")).with_source(e))
-}
-
-/// Bad data in a user's facts: `what` names the row and what is wrong with it.
-pub(crate) fn corrupt(what: impl std::fmt::Display) -> StoreError {
-    StoreError::new(StoreErrorKind::Corrupt, format!("a user's stored facts: {what}"))
-}
-
-/// Column `index` of `row`, `what` naming the row; unreadable (a missing column included) is
-/// corrupt.
-pub(crate) fn column<'r, T: FromSql<'r>>(row: &'r Row, index: usize, what: &str) -> Result<T, StoreError> {
+/// Column `index` of `row` of `user`'s facts, `what` naming the row; unreadable (a missing
+/// column included) is corrupt. The driver's error is not kept: it can quote the value.
+pub(crate) fn column<'r, T: FromSql<'r>>(
+    user: &UserId,
+    row: &'r Row,
+    index: usize,
+    what: &str,
+) -> Result<T, StoreError> {
     row.try_get(index)
-        .map_err(|_| corrupt(format!("{what} has no readable column {index}")))
+        .map_err(|_| StoreError::facts_corrupt(user, format!("{what} has no readable column {index}")))
 }
 
 /// `value` of `column` as a u64: NULL or negative is corrupt.
-fn counter(value: Option<i64>, column: &str) -> Result<u64, StoreError> {
+fn counter(user: &UserId, value: Option<i64>, column: &str) -> Result<u64, StoreError> {
     match value {
-        Some(v) => u64::try_from(v).map_err(|_| corrupt(format!("{column} is {v}"))),
-        None => Err(corrupt(format!("{column} is NULL"))),
+        Some(v) => u64::try_from(v).map_err(|_| StoreError::facts_corrupt(user, format!("{column} is {v}"))),
+        None => Err(StoreError::facts_corrupt(user, format!("{column} is NULL"))),
     }
 }
 
-/// The JSON `text` of row `what`, read whole by `read` (through
-/// [`chatmem::deserialize_json`], which tracks the field). The error names the field only:
-/// its reason can quote what the row holds.
-fn parsed<'a, T>(
-    text: &'a str,
-    what: &str,
-    read: impl FnOnce(&mut serde_json::Deserializer<serde_json::de::StrRead<'a>>) -> Result<T, JsonFieldError>,
-) -> Result<T, StoreError> {
-    let mut de = serde_json::Deserializer::from_str(text);
-    let value = read(&mut de).map_err(|e| match e.path() {
-        Some(field) => corrupt(format!("{what} is not valid JSON of one (field `{field}`)")),
-        None => corrupt(format!("{what} is not valid JSON of one")),
-    })?;
-    de.end()
-        .map_err(|_| corrupt(format!("{what} holds more than one JSON value")))?;
-    Ok(value)
-}
-
-/// Reads the rows of `sql::FACTS_LOAD`: no row, an unknown user.
-pub(crate) fn stored_facts(rows: &[Row]) -> Result<StoredFacts, StoreError> {
+/// Reads the rows of `sql::FACTS_LOAD` for `user`: no row, an unknown user.
+pub(crate) fn stored_facts(user: &UserId, rows: &[Row]) -> Result<StoredFacts, StoreError> {
     const USER: &str = "the facts' user row";
-    let mut user = None;
+    let mut head = None;
     let mut facts = Vec::with_capacity(rows.len().saturating_sub(1));
     for row in rows {
-        let a: Option<i64> = column(row, 1, "a facts row")?;
-        match column::<i32>(row, 0, "a facts row")? {
+        let a: Option<i64> = column(user, row, 1, "a facts row")?;
+        match column::<i32>(user, row, 0, "a facts row")? {
             0 => {
-                let next_id = counter(column(row, 2, USER)?, "next_id")?;
-                user = Some((counter(a, "version")?, next_id));
+                let next_id = counter(user, column(user, row, 2, USER)?, "next_id")?;
+                head = Some((counter(user, a, "version")?, next_id));
             }
             1 => {
-                let id = counter(a, "a fact's id")?;
+                let id = counter(user, a, "a fact's id")?;
                 let what = format!("fact {id}'s row");
-                let text: Option<&str> = column(row, 3, &what)?;
-                let text = text.ok_or_else(|| corrupt(format!("{what} has no JSON")))?;
-                let fact = parsed(text, &what, |de| deserialize_json::<_, Fact>(de))?;
-                if fact.id != id {
-                    return Err(corrupt(format!("{what} holds fact {}", fact.id)));
-                }
-                facts.push(fact);
+                let text: Option<&str> = column(user, row, 3, &what)?;
+                let text = text.ok_or_else(|| StoreError::facts_corrupt(user, format!("{what} has no JSON")))?;
+                facts.push(read_fact(user, text.as_bytes(), id, &what)?);
             }
-            kind => return Err(corrupt(format!("a facts row of kind {kind}"))),
+            kind => return Err(StoreError::facts_corrupt(user, format!("a facts row of kind {kind}"))),
         }
     }
-    let Some((version, next_id)) = user else {
+    let Some((version, next_id)) = head else {
         if facts.is_empty() {
             return Ok(StoredFacts::default());
         }
-        return Err(corrupt("facts without their user row"));
+        return Err(StoreError::facts_corrupt(user, "facts without their user row"));
     };
-    let set = FactSet::new(facts, next_id).map_err(|e| corrupt(format!("the set breaks a rule: {e}")))?;
+    let set = read_fact_set(user, facts, next_id)?;
     Ok(StoredFacts { set, version })
 }
 
-/// Reads the rows of `sql::FACT_HISTORY` for fact `fact`.
-pub(crate) fn history(rows: &[Row], fact: u64) -> Result<Vec<FactChange>, StoreError> {
+/// Reads the rows of `sql::FACT_HISTORY` for `user`'s fact `fact`.
+pub(crate) fn history(user: &UserId, rows: &[Row], fact: u64) -> Result<Vec<FactChange>, StoreError> {
     let what = format!("a history entry of fact {fact}");
     rows.iter()
-        .map(|row| {
-            let change = parsed(column(row, 0, &what)?, &what, |de| {
-                deserialize_json::<_, FactChange>(de)
-            })?;
-            if change.fact != fact {
-                return Err(corrupt(format!("{what} is of fact {}", change.fact)));
-            }
-            Ok(change)
-        })
+        .map(|row| read_change(user, column::<&str>(user, row, 0, &what)?.as_bytes(), fact, &what))
         .collect()
 }
 
 /// The three columns of a commit statement's result row (`sql::FACTS_COMMIT`, as
 /// `sql::COMMIT_RESULT`): the new version, else the current version and token.
-pub(crate) fn commit_result(rows: &[Row]) -> Result<(Option<u64>, u64, Option<i64>), StoreError> {
+pub(crate) fn commit_result(user: &UserId, rows: &[Row]) -> Result<(Option<u64>, u64, Option<i64>), StoreError> {
     const WHAT: &str = "the facts commit result";
     let row = rows
         .first()
         .ok_or_else(|| StoreError::new(StoreErrorKind::Other, "the facts commit statement returned no row"))?;
-    let new = column::<Option<i64>>(row, 0, WHAT)?
-        .map(|v| counter(Some(v), "the new facts version"))
+    let new = column::<Option<i64>>(user, row, 0, WHAT)?
+        .map(|v| counter(user, Some(v), "the new facts version"))
         .transpose()?;
     // No user row reads as version 0, as a load would.
-    let current = counter(Some(column::<Option<i64>>(row, 1, WHAT)?.unwrap_or(0)), "version")?;
-    Ok((new, current, column(row, 2, WHAT)?))
+    let current = counter(
+        user,
+        Some(column::<Option<i64>>(user, row, 1, WHAT)?.unwrap_or(0)),
+        "version",
+    )?;
+    Ok((new, current, column(user, row, 2, WHAT)?))
 }
 
 #[cfg(test)]
@@ -193,10 +165,21 @@ mod tests {
         let p = FactsParams::new(&commit).unwrap();
         assert_eq!((p.expected, p.next_id, p.token), (0, 3, token_bits(commit.token())));
         assert_eq!(p.ids, [1, 2]);
-        let back: Vec<Fact> = p.facts.iter().map(|j| serde_json::from_str(j).unwrap()).collect();
+        let user = UserId::new("ada").unwrap();
+        let back: Vec<_> = p
+            .ids
+            .iter()
+            .zip(&p.facts)
+            .map(|(&id, j)| read_fact(&user, j.as_bytes(), id as u64, "a fact").unwrap())
+            .collect();
         assert_eq!(back, commit.set().facts());
         assert_eq!(p.entry_facts, [1, 2]);
-        let back: Vec<FactChange> = p.entries.iter().map(|j| serde_json::from_str(j).unwrap()).collect();
+        let back: Vec<_> = p
+            .entry_facts
+            .iter()
+            .zip(&p.entries)
+            .map(|(&fact, j)| read_change(&user, j.as_bytes(), fact as u64, "an entry").unwrap())
+            .collect();
         assert_eq!(back, commit.history());
         assert!(p.dropped.is_empty());
 
@@ -211,36 +194,16 @@ mod tests {
     }
 
     #[test]
-    fn bad_json_is_corrupt_without_quoting_it() {
-        let fact = |json| parsed(json, "fact 1's row", |de| deserialize_json::<_, Fact>(de));
-        let e = fact(r#"{"id": 1, "text": ["Lives in Berlin"]}"#).unwrap_err();
+    fn counters_are_never_negative_or_null() {
+        let user = UserId::new("ada").unwrap();
+        let e = counter(&user, Some(-1), "version").unwrap_err();
         assert_eq!(e.kind(), StoreErrorKind::Corrupt);
-        let text = e.to_string();
-        assert!(
-            text.ends_with("fact 1's row is not valid JSON of one (field `text`)"),
-            "{text}"
-        );
-        assert!(!text.contains("Berlin"), "{text}");
-        assert!(std::error::Error::source(&e).is_none());
-        let e = fact("{\"id\": \"Lives in Berlin").unwrap_err().to_string();
-        assert!(e.ends_with("fact 1's row is not valid JSON of one (field `id`)"), "{e}");
-        assert!(!e.contains("Berlin"), "{e}");
-        let (added, _) = add(&FactSet::default(), "Lives in Berlin", None, &FactLimits::default(), 1).unwrap();
-        let json = serde_json::to_string(&added.set.facts()[0]).unwrap();
-        assert_eq!(fact(&json).unwrap(), added.set.facts()[0]);
-        let e = fact("[1").unwrap_err().to_string();
-        assert!(e.ends_with("fact 1's row is not valid JSON of one"), "{e}");
-        let e = fact(&format!("{json} {json}")).unwrap_err().to_string();
-        assert!(e.ends_with("fact 1's row holds more than one JSON value"), "{e}");
         assert_eq!(
-            counter(Some(-1), "version").unwrap_err().kind(),
-            StoreErrorKind::Corrupt
+            e.to_string(),
+            "stored data is corrupt: user \"ada\"'s facts: version is -1"
         );
-        assert!(
-            counter(None, "next_id")
-                .unwrap_err()
-                .to_string()
-                .contains("next_id is NULL")
-        );
+        let e = counter(&user, None, "next_id").unwrap_err().to_string();
+        assert!(e.ends_with("next_id is NULL"), "{e}");
+        assert_eq!(counter(&user, Some(3), "version").unwrap(), 3);
     }
 }

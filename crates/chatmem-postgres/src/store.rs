@@ -698,15 +698,15 @@ impl Store for PostgresStore {
         let rows = self
             .query("loading a user's facts", &self.sql.facts_load, &[&user.as_str()])
             .await?;
-        facts::stored_facts(&rows)
+        facts::stored_facts(user, &rows)
     }
 
     async fn commit_facts(&self, user: &UserId, commit: FactsCommit) -> Result<u64, StoreError> {
         const WHAT: &str = "committing a user's facts";
         let p = FactsParams::new(&commit)?;
-        let user = user.as_str();
+        let user_key = user.as_str();
         let values: [&(dyn ToSql + Sync); 9] = [
-            &user,
+            &user_key,
             &p.expected,
             &p.next_id,
             &p.token,
@@ -717,7 +717,7 @@ impl Store for PostgresStore {
             &p.dropped,
         ];
         let read = |rows: &[Row]| {
-            let (new, current, token) = facts::commit_result(rows)?;
+            let (new, current, token) = facts::commit_result(user, rows)?;
             Ok(outcome(new, current, token, commit.expected_version(), commit.token()))
         };
         let statement = &self.sql.facts_commit;
@@ -751,7 +751,7 @@ impl Store for PostgresStore {
                 &[&user.as_str(), &id],
             )
             .await?;
-        facts::history(&rows, fact)
+        facts::history(user, &rows, fact)
     }
 
     async fn forget_user(&self, user: &UserId) -> Result<bool, StoreError> {
@@ -759,7 +759,7 @@ impl Store for PostgresStore {
             .query("forgetting a user's facts", &self.sql.facts_forget, &[&user.as_str()])
             .await?;
         match rows.first() {
-            Some(row) => facts::column(row, 0, "the forget result"),
+            Some(row) => facts::column(user, row, 0, "the forget result"),
             None => Ok(false),
         }
     }

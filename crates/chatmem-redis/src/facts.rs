@@ -5,11 +5,12 @@
 //!   (the last facts commit's) and `id` (the raw user id). A user is this hash: without it
 //!   (never committed, forgotten, evicted or deleted by hand) the user is unknown, whatever
 //!   facts or history were left behind, and the next commit deletes those first.
-//! - `<prefix>:{u:<tag>}:facts`: fact id (decimal) -> the fact as the JSON serde_json writes
-//!   of a [`Fact`].
-//! - `<prefix>:{u:<tag>}:history`: fact id -> the fact's [`FactChange`]s as JSON, each
-//!   followed by a newline, in the order committed (serde_json's compact JSON escapes every
-//!   control character, so an entry never holds a newline of its own).
+//! - `<prefix>:{u:<tag>}:facts`: fact id (decimal) -> the fact as the JSON
+//!   [`chatmem::store::fact_json`] writes of a [`Fact`].
+//! - `<prefix>:{u:<tag>}:history`: fact id -> the fact's [`FactChange`]s as JSON
+//!   ([`chatmem::store::change_json`]'s), each followed by a newline, in the order committed
+//!   (that compact JSON escapes every control character, so an entry never holds a newline of
+//!   its own).
 //!
 //! A load is a `MULTI`/`EXEC` of `HMGET` (version, next id) and `HGETALL`: no script, whose
 //! reply would pass through Lua. A commit is one script ([`FACTS_COMMIT`](crate::scripts::FACTS_COMMIT)):
@@ -18,49 +19,22 @@
 //! entries appended to its field). A fact's history and forgetting a user are a `MULTI`/`EXEC`
 //! each. None of these keys is ever given a TTL: facts belong to a user, not a conversation.
 //!
-//! Reading checks the JSON against the field it is in and the set against
-//! [`FactSet::new`]'s rules. An error says which field is bad, never what it holds: a fact's
-//! text is private, and a JSON error's message can quote it.
+//! Reading is chatmem's readers' ([`read_fact`], [`read_change`], [`read_fact_set`]): they
+//! check the JSON against the field it is in and the set against
+//! [`FactSet`](chatmem::facts::FactSet)'s rules. An error says which field is bad, never what
+//! it holds: a fact's text is private.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 
-use chatmem::facts::{Fact, FactChange, FactSet};
-use chatmem::store::{FactsCommit, StoreError, StoreErrorKind, StoredFacts};
-use chatmem::{JsonFieldError, UserId, deserialize_json};
+use chatmem::UserId;
+use chatmem::facts::{Fact, FactChange};
+use chatmem::store::{
+    FactsCommit, StoreError, StoredFacts, change_json, fact_json, read_change, read_fact, read_fact_set,
+};
 use redis::Value;
 
 use crate::reply::{reply_bytes, reply_num};
 use crate::store::RedisStore;
-
-/// Stored facts of `user` that cannot be read; `what` names the field.
-fn corrupt(user: &UserId, what: impl fmt::Display) -> StoreError {
-    StoreError::new(StoreErrorKind::Corrupt, format!("user {user:?}'s stored facts: {what}"))
-}
-
-/// A `serde_json` result of writing `what`.
-fn json(written: serde_json::Result<String>, what: &str) -> Result<String, StoreError> {
-    written.map_err(|e| StoreError::new(StoreErrorKind::Other, format!("writing {what} as JSON")).with_source(e))
-}
-
-/// The one JSON value `text` holds, read whole by `read` (through
-/// [`chatmem::deserialize_json`], which tracks the field), `what` naming the field it was read
-/// from. The error names the JSON field only: its reason can quote what is stored.
-fn parsed<'a, T>(
-    user: &UserId,
-    text: &'a [u8],
-    what: &str,
-    read: impl FnOnce(&mut serde_json::Deserializer<serde_json::de::SliceRead<'a>>) -> Result<T, JsonFieldError>,
-) -> Result<T, StoreError> {
-    let mut de = serde_json::Deserializer::from_slice(text);
-    let value = read(&mut de).map_err(|e| match e.path() {
-        Some(field) => corrupt(user, format!("{what} is not valid JSON of one (field `{field}`)")),
-        None => corrupt(user, format!("{what} is not valid JSON of one")),
-    })?;
-    de.end()
-        .map_err(|_| corrupt(user, format!("{what} holds more than one JSON value")))?;
-    Ok(value)
-}
 
 /// The facts commit script's `ARGV` (see [`FACTS_COMMIT`](crate::scripts::FACTS_COMMIT)).
 ///
@@ -71,14 +45,14 @@ pub(crate) fn commit_args(user: &UserId, commit: &FactsCommit) -> Result<Vec<Str
     let expected = commit.expected_version();
     let version = expected
         .checked_add(1)
-        .ok_or_else(|| corrupt(user, "the version is at its largest"))?;
+        .ok_or_else(|| StoreError::facts_corrupt(user, "the version is at its largest"))?;
     let set = commit.set();
     let history = commit.history();
     let changed: BTreeSet<u64> = history.iter().map(|c| c.fact).collect();
     let mut lines: BTreeMap<u64, String> = BTreeMap::new();
     for change in history {
         let line = lines.entry(change.fact).or_default();
-        line.push_str(&json(serde_json::to_string(change), "a fact's history entry")?);
+        line.push_str(&change_json(change)?);
         line.push('\n');
     }
     let mut args = vec![
@@ -94,7 +68,7 @@ pub(crate) fn commit_args(user: &UserId, commit: &FactsCommit) -> Result<Vec<Str
     args.push(written.len().to_string());
     for fact in written {
         args.push(fact.id.to_string());
-        args.push(json(serde_json::to_string(fact), "a fact")?);
+        args.push(fact_json(fact)?);
     }
     args.push(commit.dropped().len().to_string());
     args.extend(commit.dropped().iter().map(u64::to_string));
@@ -127,27 +101,25 @@ fn hash_pairs(reply: Value) -> Option<Vec<(Value, Value)>> {
 /// Reads a load's replies: the header's `version` and `next_id`, and the facts hash.
 pub(crate) fn stored_facts(user: &UserId, header: &[Value], facts: Value) -> Result<StoredFacts, StoreError> {
     let [version, next_id] = header else {
-        return Err(corrupt(user, "unexpected load reply"));
+        return Err(StoreError::facts_corrupt(user, "unexpected load reply"));
     };
     if matches!(version, Value::Nil) {
         // No header: an unknown user, whatever was left behind.
         return Ok(StoredFacts::default());
     }
-    let version = reply_num(version).ok_or_else(|| corrupt(user, "field version is not a number"))?;
-    let next_id = reply_num(next_id).ok_or_else(|| corrupt(user, "field next_id is missing or not a number"))?;
-    let pairs = hash_pairs(facts).ok_or_else(|| corrupt(user, "unexpected load reply"))?;
+    let version = reply_num(version).ok_or_else(|| StoreError::facts_corrupt(user, "field version is not a number"))?;
+    let next_id = reply_num(next_id)
+        .ok_or_else(|| StoreError::facts_corrupt(user, "field next_id is missing or not a number"))?;
+    let pairs = hash_pairs(facts).ok_or_else(|| StoreError::facts_corrupt(user, "unexpected load reply"))?;
     let mut set = Vec::with_capacity(pairs.len());
     for (field, value) in pairs {
-        let id = reply_num(&field).ok_or_else(|| corrupt(user, "a fact's field is not a fact id"))?;
+        let id = reply_num(&field).ok_or_else(|| StoreError::facts_corrupt(user, "a fact's field is not a fact id"))?;
         let what = format!("fact {id}");
-        let text = reply_bytes(&value).ok_or_else(|| corrupt(user, format!("{what} is not a string")))?;
-        let fact = parsed(user, &text, &what, |de| deserialize_json::<_, Fact>(de))?;
-        if fact.id != id {
-            return Err(corrupt(user, format!("{what} holds fact {}", fact.id)));
-        }
-        set.push(fact);
+        let text =
+            reply_bytes(&value).ok_or_else(|| StoreError::facts_corrupt(user, format!("{what} is not a string")))?;
+        set.push(read_fact(user, &text, id, &what)?);
     }
-    let set = FactSet::new(set, next_id).map_err(|e| corrupt(user, format!("the set breaks a rule: {e}")))?;
+    let set = read_fact_set(user, set, next_id)?;
     Ok(StoredFacts { set, version })
 }
 
@@ -160,13 +132,7 @@ pub(crate) fn history(user: &UserId, fact: u64, lines: &[u8]) -> Result<Vec<Fact
     }
     lines
         .split(|&b| b == b'\n')
-        .map(|line| {
-            let change = parsed(user, line, &what, |de| deserialize_json::<_, FactChange>(de))?;
-            if change.fact != fact {
-                return Err(corrupt(user, format!("{what} is of fact {}", change.fact)));
-            }
-            Ok(change)
-        })
+        .map(|line| read_change(user, line, fact, &what))
         .collect()
 }
 
@@ -208,9 +174,9 @@ impl RedisStore {
             })
             .await?;
         match code {
-            1 => reply_num(&version).ok_or_else(|| corrupt(user, "the commit returned no version")),
+            1 => reply_num(&version).ok_or_else(|| StoreError::facts_corrupt(user, "the commit returned no version")),
             0 => Err(StoreError::facts_conflict()),
-            _ => Err(corrupt(user, "field version is not a number")),
+            _ => Err(StoreError::facts_corrupt(user, "field version is not a number")),
         }
     }
 
@@ -266,7 +232,8 @@ impl RedisStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chatmem::facts::{FactLimits, add};
+    use chatmem::facts::{FactLimits, FactSet, add};
+    use chatmem::store::StoreErrorKind;
 
     fn user() -> UserId {
         UserId::new("u{1}").unwrap()
@@ -283,16 +250,11 @@ mod tests {
         let (two, _) = add(&one.set, "Works nights", None, &FactLimits::default(), 8).unwrap();
         let commit = FactsCommit::new(&loaded, one.then(two)).unwrap().unwrap();
         let args = commit_args(&user(), &commit).unwrap();
-        let facts: Vec<String> = commit
-            .set()
-            .facts()
-            .iter()
-            .map(|f| serde_json::to_string(f).unwrap())
-            .collect();
+        let facts: Vec<String> = commit.set().facts().iter().map(|f| fact_json(f).unwrap()).collect();
         let entries: Vec<String> = commit
             .history()
             .iter()
-            .map(|c| serde_json::to_string(c).unwrap() + "\n")
+            .map(|c| change_json(c).unwrap() + "\n")
             .collect();
         let token = commit.token().to_string();
         let want = [
@@ -332,7 +294,7 @@ mod tests {
         );
         assert_eq!(args[9], "2");
         assert_eq!(
-            serde_json::from_str::<Fact>(&args[10]).unwrap(),
+            read_fact(&user(), args[10].as_bytes(), 2, "a fact").unwrap(),
             pinning.set().facts()[1]
         );
         assert_eq!(args[11..14], ["0", "1", "2"]);
@@ -359,7 +321,7 @@ mod tests {
     #[test]
     fn a_load_reads_back_and_bad_data_is_corrupt_without_quoting_it() {
         let (added, _) = add(&FactSet::default(), "Lives in Berlin", None, &FactLimits::default(), 1).unwrap();
-        let fact = serde_json::to_string(&added.set.facts()[0]).unwrap();
+        let fact = fact_json(&added.set.facts()[0]).unwrap();
         let header = [bulk("4"), bulk("2")];
         let facts = || Value::Array(vec![bulk("1"), bulk(&fact)]);
         let loaded = stored_facts(&user(), &header, facts()).unwrap();
@@ -383,10 +345,10 @@ mod tests {
             Value::Array(vec![bulk("1"), bulk(r#"{"id": 1, "text": ["Lives in Berlin"]}"#)]),
         );
         assert!(
-            text.ends_with("fact 1 is not valid JSON of one (field `text`)"),
+            text.ends_with("fact 1 is not valid JSON of a fact (field `text`)"),
             "{text}"
         );
-        assert!(text.contains("user \"u{1}\"'s stored facts"), "{text}");
+        assert!(text.contains("user \"u{1}\"'s facts"), "{text}");
         let text = damaged(&header, Value::Array(vec![bulk("2"), bulk(&fact)]));
         assert!(text.ends_with("fact 2 holds fact 1"), "{text}");
         let text = damaged(&header, Value::Array(vec![bulk("x"), bulk(&fact)]));
@@ -404,10 +366,7 @@ mod tests {
         let (one, _) = add(&FactSet::default(), "Lives in Berlin", None, &FactLimits::default(), 1).unwrap();
         let pinned = chatmem::facts::pin(&one.set, 1, &FactLimits::default(), &chatmem::Heuristic, 2).unwrap();
         let entries: Vec<FactChange> = one.changes.into_iter().chain(pinned.changes).collect();
-        let lines: String = entries
-            .iter()
-            .map(|c| serde_json::to_string(c).unwrap() + "\n")
-            .collect();
+        let lines: String = entries.iter().map(|c| change_json(c).unwrap() + "\n").collect();
         assert_eq!(history(&user(), 1, lines.as_bytes()).unwrap(), entries);
         assert!(history(&user(), 1, b"").unwrap().is_empty());
         let e = history(&user(), 2, lines.as_bytes()).unwrap_err().to_string();
@@ -416,6 +375,9 @@ mod tests {
         let e = history(&user(), 1, format!("{lines}[1\n").as_bytes())
             .unwrap_err()
             .to_string();
-        assert!(e.ends_with("a history entry of fact 1 is not valid JSON of one"), "{e}");
+        assert!(
+            e.ends_with("a history entry of fact 1 is not valid JSON of a history entry"),
+            "{e}"
+        );
     }
 }

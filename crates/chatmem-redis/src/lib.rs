@@ -195,7 +195,7 @@
 //!   this hash: without it the user loads as unknown, whatever is left in the other two, and
 //!   the next commit deletes those first;
 //! - `chatmem:{u:<tag>}:facts`, a hash of the current facts: the fact id (decimal) -> the
-//!   JSON serde_json writes of the [`Fact`](chatmem::facts::Fact);
+//!   JSON [`fact_json`](chatmem::store::fact_json) writes of the [`Fact`](chatmem::facts::Fact);
 //! - `chatmem:{u:<tag>}:history`, a hash of the facts' history: the fact id -> its
 //!   [`FactChange`](chatmem::facts::FactChange)s as JSON, each followed by a newline, in the
 //!   order committed (a fact superseded or evicted keeps its field; one deleted by hand loses
@@ -213,8 +213,9 @@
 //! of the three keys) are a `MULTI`/`EXEC` each. A stored fact or entry that does not read
 //! back (bad JSON, an id other than its field's, a set breaking
 //! [`FactSet`](chatmem::facts::FactSet)'s rules, a version that is not a number) is a
-//! [`Corrupt`](chatmem::store::StoreErrorKind::Corrupt) error naming the field, never quoting
-//! it.
+//! [`Corrupt`](chatmem::store::StoreErrorKind::Corrupt) error naming the user and the field,
+//! never quoting it (chatmem's [`read_fact`](chatmem::store::read_fact) and the other readers
+//! check it, as every store does).
 //!
 //! None of these keys is ever given a TTL, whatever the store's commits set on
 //! conversations: facts belong to a user, not to a conversation. So `volatile-*` eviction

@@ -1,17 +1,21 @@
 //! Users' [facts](chatmem::facts): the tables `fact_users`, `facts` and `fact_history`
 //! (`migrate::FACTS_TABLES`). A fact is kept as the JSON chatmem writes for a
-//! [`Fact`], a history entry as a [`FactChange`]'s, so what they hold is chatmem's to say
-//! and a new field needs no new column; the columns beside the JSON are the keys (the fact's
-//! id is in both, and a row whose two disagree is corrupt). Users are compared as exact
-//! strings (`=`, SQLite's binary collation), never as patterns. Nothing here expires:
-//! facts belong to a user, not to a conversation.
+//! [`Fact`] ([`fact_json`]), a history entry as a [`FactChange`]'s ([`change_json`]), so what
+//! they hold is chatmem's to say and a new field needs no new column; the columns beside the
+//! JSON are the keys (the fact's id is in both, and a row whose two disagree is corrupt).
+//! Reading is chatmem's readers' ([`read_fact`], [`read_change`], [`read_fact_set`]), as in
+//! every store: an error names the user and the column, never what it holds. Users are
+//! compared as exact strings (`=`, SQLite's binary collation), never as patterns. Nothing here
+//! expires: facts belong to a user, not to a conversation.
 
 use std::collections::HashMap;
 use std::fmt;
 
 use chatmem::UserId;
-use chatmem::facts::{Fact, FactChange, FactSet};
-use chatmem::store::{FactsCommit, StoreError, StoreErrorKind, StoredFacts};
+use chatmem::facts::{Fact, FactChange};
+use chatmem::store::{
+    FactsCommit, StoreError, StoredFacts, change_json, fact_json, read_change, read_fact, read_fact_set,
+};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
@@ -27,14 +31,9 @@ LEFT JOIN facts f ON f.user_id = u.user_id
 WHERE u.user_id = ?1
 ORDER BY f.id";
 
-/// Stored facts of `user` that cannot be read; `what` names the column and the row.
-fn corrupt(user: &UserId, what: impl fmt::Display) -> StoreError {
-    StoreError::new(StoreErrorKind::Corrupt, format!("user {user:?}'s facts: {what}"))
-}
-
 /// A stored id, count or version: never negative.
 fn to_u64(user: &UserId, value: i64, what: impl fmt::Display) -> Result<u64, StoreError> {
-    u64::try_from(value).map_err(|_| corrupt(user, format!("{what} is {value}")))
+    u64::try_from(value).map_err(|_| StoreError::facts_corrupt(user, format!("{what} is {value}")))
 }
 
 /// The JSON text in column `i` of `row`; `None` when it holds something else.
@@ -49,15 +48,11 @@ fn json_text<'r>(row: &'r Row<'_>, i: usize, op: &str) -> Result<Option<&'r [u8]
 fn fact(row: &Row<'_>, first: usize, user: &UserId, op: &str) -> Result<Fact, StoreError> {
     let id: i64 = row.get(first).map_err(|e| db_error(op, e))?;
     let id = to_u64(user, id, "facts.id")?;
+    let what = format!("facts.json of fact {id}");
     let Some(json) = json_text(row, first + 1, op)? else {
-        return Err(corrupt(user, format!("facts.json of fact {id} is not JSON text")));
+        return Err(StoreError::facts_corrupt(user, format!("{what} is not JSON text")));
     };
-    let fact: Fact = serde_json::from_slice(json)
-        .map_err(|e| corrupt(user, format!("facts.json of fact {id} is not a valid fact")).with_source(e))?;
-    if fact.id != id {
-        return Err(corrupt(user, format!("facts.json of fact {id} holds fact {}", fact.id)));
-    }
-    Ok(fact)
+    read_fact(user, json, id, &what)
 }
 
 /// One statement: the user row joined to the user's facts.
@@ -82,13 +77,7 @@ pub(crate) fn load(conn: &Connection, user: &UserId) -> Result<StoredFacts, Stor
     let Some((version, next_id)) = head else {
         return Ok(StoredFacts::default());
     };
-    let set = FactSet::new(facts, next_id).map_err(|e| {
-        corrupt(
-            user,
-            "the facts rows and fact_users.next_id are not a valid set of facts",
-        )
-        .with_source(e)
-    })?;
+    let set = read_fact_set(user, facts, next_id)?;
     Ok(StoredFacts { set, version })
 }
 
@@ -109,9 +98,6 @@ impl CommitRows {
     fn new(commit: FactsCommit) -> Result<Self, StoreError> {
         let (token, expected) = (commit.token(), commit.expected_version());
         let (set, history, dropped) = commit.into_parts();
-        let json = |r: serde_json::Result<String>, what: &str| {
-            r.map_err(|e| StoreError::new(StoreErrorKind::Other, format!("writing {what} as JSON")).with_source(e))
-        };
         Ok(Self {
             token: i64::from_ne_bytes(token.to_ne_bytes()),
             expected,
@@ -119,16 +105,11 @@ impl CommitRows {
             facts: set
                 .facts()
                 .iter()
-                .map(|f| Ok((to_i64(f.id, "fact id")?, json(serde_json::to_string(f), "a fact")?)))
+                .map(|f| Ok((to_i64(f.id, "fact id")?, fact_json(f)?)))
                 .collect::<Result<_, StoreError>>()?,
             history: history
                 .iter()
-                .map(|c| {
-                    Ok((
-                        to_i64(c.fact, "fact id")?,
-                        json(serde_json::to_string(c), "a history entry")?,
-                    ))
-                })
+                .map(|c| Ok((to_i64(c.fact, "fact id")?, change_json(c)?)))
                 .collect::<Result<_, StoreError>>()?,
             dropped: dropped
                 .into_iter()
@@ -167,7 +148,7 @@ pub(crate) fn commit(conn: &mut Connection, user: &UserId, commit: FactsCommit) 
     }
     let new_version = current
         .checked_add(1)
-        .ok_or_else(|| corrupt(user, "fact_users.version is at its largest"))?;
+        .ok_or_else(|| StoreError::facts_corrupt(user, "fact_users.version is at its largest"))?;
     let version = to_i64(new_version, "facts version")?;
     {
         // Which stored facts the new set leaves as they are, and which it takes away.
@@ -252,16 +233,11 @@ pub(crate) fn history(conn: &Connection, user: &UserId, fact: u64) -> Result<Vec
     let mut out = Vec::new();
     while let Some(row) = rows.next().map_err(err)? {
         let (version, n): (i64, i64) = (row.get(0).map_err(err)?, row.get(1).map_err(err)?);
-        let what = || format!("fact_history.json of fact {fact} (version {version}, entry {n})");
+        let what = format!("fact_history.json of fact {fact} (version {version}, entry {n})");
         let Some(json) = json_text(row, 2, WHAT)? else {
-            return Err(corrupt(user, format!("{} is not JSON text", what())));
+            return Err(StoreError::facts_corrupt(user, format!("{what} is not JSON text")));
         };
-        let change: FactChange = serde_json::from_slice(json)
-            .map_err(|e| corrupt(user, format!("{} is not a valid history entry", what())).with_source(e))?;
-        if change.fact != fact {
-            return Err(corrupt(user, format!("{} is of fact {}", what(), change.fact)));
-        }
-        out.push(change);
+        out.push(read_change(user, json, fact, &what)?);
     }
     Ok(out)
 }

@@ -301,6 +301,7 @@ async fn corrupt_fact_rows_are_corrupt_errors() {
         let message = e.to_string();
         assert!(message.contains(says), "case {i}: {message}");
         assert!(!message.contains("Berlin"), "a fact's text is private: {message}");
+        assert!(message.contains(&format!("{user:?}")), "names the user: {message}");
         raw.exec_drop(repair, fixed).await.expect("repair");
         assert_eq!(store.load_facts(&user).await.expect("repaired"), loaded, "case {i}");
     }
@@ -342,6 +343,7 @@ async fn corrupt_fact_rows_are_corrupt_errors() {
         let message = e.to_string();
         assert!(message.contains(says), "{message}");
         assert!(!message.contains("Berlin"), "a fact's text is private: {message}");
+        assert!(message.contains(&format!("{user:?}")), "names the user: {message}");
     }
     let _ = raw.disconnect().await;
     common::drop_prefix(&url, &prefix).await;

@@ -108,6 +108,7 @@ async fn corrupt_fact_rows_are_corrupt_errors() {
         let text = e.to_string();
         assert!(text.contains(says), "{text}");
         assert!(!text.contains("Berlin"), "a fact's text is private: {text}");
+        assert!(text.contains(&format!("{user:?}")), "names the user: {text}");
         if !repair.is_empty() {
             raw.batch_execute(repair).await.expect("repair");
             assert_eq!(store.load_facts(&user).await.expect("repaired"), loaded, "case {i}");
@@ -138,6 +139,7 @@ async fn corrupt_fact_rows_are_corrupt_errors() {
         let text = e.to_string();
         assert!(text.contains(says), "{text}");
         assert!(!text.contains("Berlin"), "a fact's text is private: {text}");
+        assert!(text.contains(&format!("{user:?}")), "names the user: {text}");
     }
     common::drop_schema(&url, &schema).await;
 }

@@ -208,6 +208,7 @@ async fn corrupt_facts_are_corrupt_errors(store: &RedisStore, conn: &mut impl Co
         let text = e.to_string();
         assert!(text.contains(says), "{text}");
         assert!(!text.contains("Berlin"), "a fact's text is private: {text}");
+        assert!(text.contains(&format!("{user:?}")), "names the user: {text}");
         if *field == "version" {
             // The commit script reads it too.
             let e = store
@@ -232,6 +233,7 @@ async fn corrupt_facts_are_corrupt_errors(store: &RedisStore, conn: &mut impl Co
         let text = e.to_string();
         assert!(text.contains(says), "{text}");
         assert!(!text.contains("Berlin"), "a fact's text is private: {text}");
+        assert!(text.contains(&format!("{user:?}")), "names the user: {text}");
     }
     assert!(store.forget_user(&user).await.unwrap());
 }
