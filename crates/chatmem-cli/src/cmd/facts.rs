@@ -266,3 +266,55 @@ async fn pin(args: FactArgs, pinned: bool) -> Result<()> {
     let fact = memory.pin_fact(&user, args.fact, pinned).await?;
     print_json(&FactView::from(&fact))
 }
+
+#[cfg(test)]
+mod tests {
+    use async_trait::async_trait;
+    use chatmem::store::{Commit, RecentPage, RecentQuery, Snapshot, StoreError, StoredMessage};
+    use chatmem::{ConversationId, InMemoryStore, Page};
+
+    use super::*;
+
+    /// A store that keeps conversations only: the facts calls are the trait's defaults.
+    #[derive(Debug, Default)]
+    struct NoFacts {
+        inner: InMemoryStore,
+    }
+
+    #[async_trait]
+    impl Store for NoFacts {
+        async fn load(&self, id: &ConversationId) -> Result<Snapshot, StoreError> {
+            self.inner.load(id).await
+        }
+        async fn commit(&self, id: &ConversationId, commit: Commit) -> Result<u64, StoreError> {
+            self.inner.commit(id, commit).await
+        }
+        async fn history(
+            &self,
+            id: &ConversationId,
+            after: u64,
+            limit: usize,
+        ) -> Result<Vec<StoredMessage>, StoreError> {
+            self.inner.history(id, after, limit).await
+        }
+        async fn clear(&self, id: &ConversationId) -> Result<bool, StoreError> {
+            self.inner.clear(id).await
+        }
+        async fn list(&self, after: Option<&ConversationId>, limit: usize) -> Result<Page, StoreError> {
+            self.inner.list(after, limit).await
+        }
+        async fn recent(&self, query: &RecentQuery) -> Result<RecentPage, StoreError> {
+            self.inner.recent(query).await
+        }
+    }
+
+    #[test]
+    fn a_store_without_facts_is_refused_in_one_line() {
+        let e = check_store(&NoFacts::default()).expect_err("refused");
+        assert_eq!(
+            e.to_string(),
+            "facts need a store that keeps them, and this store does not"
+        );
+        assert!(check_store(&InMemoryStore::new()).is_ok());
+    }
+}
