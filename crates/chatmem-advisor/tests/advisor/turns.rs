@@ -725,3 +725,37 @@ async fn without_an_executor_a_tool_call_ends_the_turn_and_results_come_next_tur
     );
     assert_eq!(advisor.memory().get(&conv).await.unwrap().len(), 5);
 }
+
+/// A turn for a user sends that user's facts right after the system message (and only
+/// theirs); the facts are not committed with the conversation, and a turn for no one sends
+/// none.
+#[tokio::test]
+async fn a_turn_for_a_user_sends_their_facts_and_stores_none_of_them() {
+    use chatmem::UserId;
+    use chatmem::facts::{FACTS_HEADING, Facts};
+    let server = MockUpstream::start(vec![text(ANSWER1), text(ANSWER2), text(ANSWER2)]).await;
+    let memory = ChatMemory::builder(InMemoryStore::new())
+        .facts(Facts::new())
+        .build()
+        .expect("valid memory settings");
+    let (ada, bob) = (UserId::new("ada").unwrap(), UserId::new("bob").unwrap());
+    memory.add_fact(&ada, "Prefers email", None).await.unwrap();
+    memory.add_fact(&bob, "Lives in Berlin", None).await.unwrap();
+    let advisor = MemoryAdvisor::new(server.model(), memory);
+    let conv = id("c1");
+    advisor.call(&conv, turn(TURN1).with_user(ada.clone())).await.unwrap();
+    let facts = format!("{FACTS_HEADING}\n- Prefers email");
+    assert_eq!(
+        roles_and_texts(&server.requests()[0]),
+        pairs(&[("system", SYSTEM), ("user", &facts), ("user", TURN1)])
+    );
+    let stored = advisor.memory().get(&conv).await.unwrap();
+    assert_eq!(texts(&stored), seed_stored(3));
+    advisor.call(&conv, turn(TURN2)).await.unwrap();
+    assert_eq!(roles_and_texts(&server.requests()[1]), seed_sent(4));
+    let mut stream = advisor.stream(&conv, turn(TURN2).with_user(ada)).await.unwrap();
+    while let Some(event) = stream.next().await {
+        event.unwrap();
+    }
+    assert_eq!(roles_and_texts(&server.requests()[2])[1], ("user".to_string(), facts));
+}
