@@ -11,7 +11,7 @@ use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::{HeaderValue, Method, header};
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, patch, post};
 use chatmem::{ChatMemory, Store};
 use http_body::Body as _;
 use tracing::Instrument;
@@ -26,6 +26,7 @@ use crate::route;
 use crate::routes;
 use crate::state::AppState;
 use crate::state::RequestId;
+use crate::users;
 
 /// The server's router over `memory`, ready for [`serve`](crate::serve()) or for tests to
 /// drive with `tower::ServiceExt::oneshot`. Its store calls are counted in `config.metrics`
@@ -45,7 +46,16 @@ pub fn app(memory: ChatMemory<Arc<dyn Store>>, config: ServerConfig) -> Router {
         let metrics = metrics.clone();
         e.observe(move |event| metrics.embedding(event))
     });
-    let memory = with_summaries_on_tokio(memory.with_store(metered).with_embeddings(embeddings), &metrics);
+    // The extractor's background commits go through the metered store too.
+    let extractor = memory.fact_extractor().cloned();
+    if let Some(extractor) = &extractor {
+        metrics.follow_extractions(extractor.clone());
+    }
+    let memory = memory
+        .with_store(metered)
+        .with_embeddings(embeddings)
+        .with_fact_extractor(extractor);
+    let memory = with_summaries_on_tokio(memory, &metrics);
     let edges = Arc::new(Edges::new(&config));
     let cors = edges::cors(&config);
     let state = AppState {
@@ -66,6 +76,12 @@ pub fn app(memory: ChatMemory<Arc<dyn Store>>, config: ServerConfig) -> Router {
         .route(route::PROMPT, post(routes::post_prompt))
         .route(route::RECALL, get(crate::recall::get_recall))
         .route(route::CONVERSATION, delete(routes::delete_conversation))
+        .route(
+            route::FACTS,
+            get(users::list_facts).post(users::add_fact).delete(users::forget_user),
+        )
+        .route(route::FACT, patch(users::patch_fact).delete(users::delete_fact))
+        .route(route::FACT_HISTORY, get(users::fact_history))
         .merge(crate::ui::routes())
         // On every route's handlers, not on the fallbacks: set before the method-not-allowed
         // fallback, which replaces the routes' default one, so a wrong method is answered

@@ -6,7 +6,8 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use chatmem::{ConversationId, InvalidConversationId};
+use chatmem::facts::InvalidUserId;
+use chatmem::{ConversationId, InvalidConversationId, UserId};
 use serde::Deserialize;
 use subtle::ConstantTimeEq;
 
@@ -274,6 +275,27 @@ impl Tenant {
             return Err(InvalidConversationId::Empty);
         }
         ConversationId::new(format!("{}{id}", self.prefix_str()))
+    }
+
+    /// The stored id of the tenant's user `id`: `<tenant>/<id>`, by the rule of
+    /// [`key`](Tenant::key), so one tenant's users' facts are not addressable by another's
+    /// requests.
+    ///
+    /// # Errors
+    /// The user id's error when the id (with the prefix) is not a valid user id.
+    ///
+    /// ```
+    /// let auth = chatmem_server::Auth::from_toml("[[token]]\ntoken = \"a-long-random-token\"\ntenant = \"team-a\"\n")?;
+    /// let tenant = auth.tenant_for("a-long-random-token").expect("a tenant");
+    /// assert_eq!(tenant.user("u-42")?.as_str(), "team-a/u-42");
+    /// assert!(tenant.user("").is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn user(&self, id: &str) -> Result<UserId, InvalidUserId> {
+        if id.is_empty() {
+            return Err(InvalidUserId::Empty);
+        }
+        UserId::new(format!("{}{id}", self.prefix_str()))
     }
 
     /// The id a client knows for stored key `key`, if the key is this tenant's.

@@ -33,7 +33,7 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::config::ServerConfig;
 use crate::error::{ApiError, ErrorCode};
-use crate::extract::CONVERSATION_HEADER;
+use crate::extract::{CONVERSATION_HEADER, USER_HEADER};
 use crate::state::RequestId;
 
 /// The loopback names a server without auth answers to (ports aside).
@@ -106,13 +106,15 @@ pub(crate) async fn guard(State(edges): State<Arc<Edges>>, request: Request, nex
 /// The middleware of the content-type rule, layered on the routes' handlers (`app.rs`), so it
 /// runs only for a request a handler is about to take: a method the route does not serve is
 /// answered 405 first (by the method-not-allowed fallback, no handler), a `POST` a handler
-/// serves without a JSON `Content-Type` 415, before its handler.
+/// serves without a JSON `Content-Type` 415 (a `PATCH` too), before its handler.
 pub(crate) async fn require_json(request: Request, next: Next) -> Response {
-    if request.method() == Method::POST && !is_json(request.headers().get(header::CONTENT_TYPE)) {
+    if matches!(*request.method(), Method::POST | Method::PATCH)
+        && !is_json(request.headers().get(header::CONTENT_TYPE))
+    {
         let e = ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ErrorCode::UnsupportedMediaType,
-            "a POST body must be JSON: send Content-Type: application/json",
+            "a POST or PATCH body must be JSON: send Content-Type: application/json",
         );
         return refuse(&request, e);
     }
@@ -153,11 +155,12 @@ pub(crate) fn cors(config: &ServerConfig) -> Option<CorsLayer> {
     Some(
         CorsLayer::new()
             .allow_origin(AllowOrigin::list(origins))
-            .allow_methods([Method::GET, Method::POST, Method::DELETE])
+            .allow_methods([Method::GET, Method::POST, Method::PATCH, Method::DELETE])
             .allow_headers([
                 header::AUTHORIZATION,
                 header::CONTENT_TYPE,
                 HeaderName::from_static(CONVERSATION_HEADER),
+                HeaderName::from_static(USER_HEADER),
             ])
             .expose_headers([HeaderName::from_static("x-request-id")])
             .max_age(Duration::from_secs(600)),

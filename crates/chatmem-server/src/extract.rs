@@ -160,6 +160,36 @@ fn header_conversation(state: &AppState, headers: &HeaderMap) -> Result<Conversa
     key(state, &tenant, id, "conversation id")
 }
 
+/// The header that names the user of a chat completion's conversation: the turn is begun
+/// for that user, with their facts.
+pub const USER_HEADER: &str = "x-chatmem-user";
+
+/// The user the `X-Chatmem-User` header names, for the caller's tenant (`None` without the
+/// header): 400 naming the header when it is not UTF-8 or not a valid user id, 413 over the id
+/// limit.
+#[derive(Debug)]
+pub(crate) struct HeaderUser(pub(crate) Option<chatmem::UserId>);
+
+impl FromRequestParts<AppState> for HeaderUser {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        header_user(state, &parts.headers)
+            .map(Self)
+            .map_err(|e| refused(parts, e))
+    }
+}
+
+fn header_user(state: &AppState, headers: &HeaderMap) -> Result<Option<chatmem::UserId>, ApiError> {
+    let Some(header) = headers.get(USER_HEADER) else {
+        return Ok(None);
+    };
+    let id = std::str::from_utf8(header.as_bytes())
+        .map_err(|_| ApiError::invalid("the X-Chatmem-User header is not UTF-8 text").with_param("X-Chatmem-User"))?;
+    let tenant = tenant(state, headers)?;
+    crate::users::user_id(state, &tenant, id, "X-Chatmem-User").map(Some)
+}
+
 /// The stored key of `id` for `tenant`; `what` names it in errors (`conversation id`, or
 /// `cursor` for a listing's cursor): over the id limit is 413, otherwise invalid is 400.
 pub(crate) fn key(state: &AppState, tenant: &Tenant, id: &str, what: &str) -> Result<ConversationId, ApiError> {

@@ -66,12 +66,13 @@ mod state;
 mod ui;
 mod unreadable;
 mod upstream;
+mod users;
 
 pub use crate::app::app;
 pub use crate::auth::{Auth, AuthError, DEFAULT_MAX_ID_BYTES, MAX_TENANT_BYTES, Tenant, bearer_token};
 pub use crate::config::{Limits, PolicyCaps, ServerConfig, Upstream};
 pub use crate::error::{ApiError, ErrorCode};
-pub use crate::extract::CONVERSATION_HEADER;
+pub use crate::extract::{CONVERSATION_HEADER, USER_HEADER};
 pub use crate::metrics::{Metrics, metrics_app};
 pub use crate::serve::{ServeOptions, serve};
 pub use crate::state::AppState;

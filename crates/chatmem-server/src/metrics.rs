@@ -122,6 +122,24 @@ struct Inner {
     writes_refused: Family<RefusedLabels, Counter>,
     cleared: ClearedMetrics,
     recalled: RecallMetrics,
+    facts: FactMetrics,
+}
+
+/// What the facts model's extractions did: the extractor's own counters
+/// ([`chatmem::facts::ExtractionStats`]), brought up to date at each scrape.
+struct FactMetrics {
+    calls: Counter,
+    failures: Counter,
+    store_failures: Counter,
+    discarded: Family<CodeLabels, Counter>,
+    changes: Family<TokenLabels, Counter>,
+    /// The extractor the counters follow, and what they last showed of it.
+    source: std::sync::Mutex<(Option<chatmem::facts::FactExtractor>, chatmem::facts::ExtractionStats)>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CodeLabels {
+    code: &'static str,
 }
 
 /// What recall put in the prompts the door sent upstream.
@@ -342,6 +360,40 @@ impl Metrics {
             "Tokens recall added to the prompts sent upstream: each prompt's recalled message",
             recalled.tokens.clone(),
         );
+        let facts = FactMetrics {
+            calls: Counter::default(),
+            failures: Counter::default(),
+            store_failures: Counter::default(),
+            discarded: Family::default(),
+            changes: Family::default(),
+            source: std::sync::Mutex::default(),
+        };
+        registry.register(
+            "fact_extractions",
+            "Calls of the facts model reading a user's messages for facts",
+            facts.calls.clone(),
+        );
+        registry.register(
+            "fact_extraction_failures",
+            "Calls of the facts model that failed or timed out (the facts stay as they were)",
+            facts.failures.clone(),
+        );
+        registry.register(
+            "fact_extraction_store_failures",
+            "Extractions whose facts could not be loaded or committed",
+            facts.store_failures.clone(),
+        );
+        registry.register(
+            "fact_extractions_discarded",
+            "Answers of the facts model discarded whole, nothing applied, by why (shape, too_large, \
+             too_many_facts, text, key, duplicate_key, no_sources, too_many_sources, source_not_shown)",
+            facts.discarded.clone(),
+        );
+        registry.register(
+            "fact_changes",
+            "Users' facts changed by extractions, by kind: added, superseded, confirmed, evicted",
+            facts.changes.clone(),
+        );
         Self {
             inner: Arc::new(Inner {
                 registry,
@@ -358,6 +410,7 @@ impl Metrics {
                 writes_refused,
                 cleared,
                 recalled,
+                facts,
             }),
         }
     }
@@ -373,7 +426,55 @@ impl Metrics {
         self.render_as(Format::Prometheus)
     }
 
+    /// Counts what `extractor`'s extractions do (its stats, brought up to date at each scrape).
+    pub(crate) fn follow_extractions(&self, extractor: chatmem::facts::FactExtractor) {
+        let mut source = self
+            .inner
+            .facts
+            .source
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        source.0 = Some(extractor);
+    }
+
+    /// Brings the extraction counters up to date with the extractor's stats: each counter goes
+    /// up by what its stat grew since the last scrape.
+    fn catch_up_extractions(&self) {
+        let facts = &self.inner.facts;
+        let mut source = facts.source.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(extractor) = &source.0 else {
+            return;
+        };
+        let now = extractor.stats();
+        let last = &source.1;
+        facts.calls.inc_by(now.calls.saturating_sub(last.calls));
+        facts.failures.inc_by(now.failures.saturating_sub(last.failures));
+        facts
+            .store_failures
+            .inc_by(now.store_failures.saturating_sub(last.store_failures));
+        for (code, n) in &now.discarded {
+            let before = last.discarded.get(code).copied().unwrap_or(0);
+            facts
+                .discarded
+                .get_or_create(&CodeLabels { code })
+                .inc_by(n.saturating_sub(before));
+        }
+        for (kind, n, before) in [
+            ("added", now.added, last.added),
+            ("superseded", now.superseded, last.superseded),
+            ("confirmed", now.confirmed, last.confirmed),
+            ("evicted", now.evicted, last.evicted),
+        ] {
+            facts
+                .changes
+                .get_or_create(&TokenLabels { kind })
+                .inc_by(n.saturating_sub(before));
+        }
+        source.1 = now;
+    }
+
     fn render_as(&self, format: Format) -> String {
+        self.catch_up_extractions();
         let mut out = String::new();
         let encoded = match format {
             Format::Prometheus => prometheus_text::encode(&mut out, &self.inner.registry),

@@ -31,6 +31,12 @@ use crate::schemas::{
     ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, ChatMessage, MessageSchema, ModelList,
 };
 use crate::state::AppState;
+use crate::users::{
+    __path_add_fact, __path_delete_fact, __path_fact_history, __path_forget_user, __path_list_facts, __path_patch_fact,
+};
+use crate::users::{
+    AddFact, FactBody, FactChangeSchema, FactsBody, HistoryBody as FactHistoryBody, PatchFact, SourceBody,
+};
 
 /// Declares an error answer that several routes share: a type a route's `responses(...)` lists
 /// by name, so the status and its description are written once. Each is the one
@@ -125,6 +131,12 @@ fn derived(auth: bool) -> utoipa::openapi::OpenApi {
         get_recall,
         get_history,
         delete_conversation,
+        list_facts,
+        add_fact,
+        patch_fact,
+        delete_fact,
+        fact_history,
+        forget_user,
         chat_completions,
         models
     ),
@@ -144,6 +156,13 @@ fn derived(auth: bool) -> utoipa::openapi::OpenApi {
         HitBody,
         OutcomeSchema,
         PolicySchema,
+        FactsBody,
+        FactBody,
+        SourceBody,
+        FactHistoryBody,
+        FactChangeSchema,
+        AddFact,
+        PatchFact,
         ChatCompletionRequest,
         ChatMessage,
         ChatCompletion,

@@ -16,6 +16,10 @@ pub(crate) const HISTORY: &str = "/v1/conversations/{id}/history";
 pub(crate) const PROMPT: &str = "/v1/conversations/{id}/prompt";
 /// What recall finds for a question, and why.
 pub(crate) const RECALL: &str = "/v1/conversations/{id}/recall";
+/// A user's facts (`{user}` one path segment, as `{id}`).
+pub(crate) const FACTS: &str = "/v1/users/{user}/facts";
+pub(crate) const FACT: &str = "/v1/users/{user}/facts/{fact}";
+pub(crate) const FACT_HISTORY: &str = "/v1/users/{user}/facts/{fact}/history";
 /// The memory inspector's pages (`ui/`).
 pub(crate) const UI: &str = "/ui";
 pub(crate) const UI_CONVERSATION: &str = "/ui/conversations/{id}";
@@ -27,7 +31,7 @@ pub(crate) const UI_SCRIPT: &str = "/ui/assets/ui.js";
 #[cfg(test)]
 pub(crate) const PAGES: [&str; 6] = [UI, UI_CONVERSATION, UI_SIGN_IN, UI_SIGN_OUT, UI_STYLE, UI_SCRIPT];
 /// Every template the router serves.
-pub(crate) const ALL: [&str; 17] = [
+pub(crate) const ALL: [&str; 20] = [
     HEALTHZ,
     METRICS,
     OPENAPI,
@@ -39,6 +43,9 @@ pub(crate) const ALL: [&str; 17] = [
     HISTORY,
     PROMPT,
     RECALL,
+    FACTS,
+    FACT,
+    FACT_HISTORY,
     UI,
     UI_CONVERSATION,
     UI_SIGN_IN,

@@ -249,6 +249,11 @@ pub(crate) struct PostMessages {
     #[serde(default)]
     #[schema(value_type = Option<crate::policy::PolicySchema>, nullable = false)]
     policy: Option<PolicyOverride>,
+    /// The conversation's user (any id the facts routes take): the turn is begun for them,
+    /// with their facts (and, with a facts model, their messages read for more).
+    #[serde(default)]
+    #[schema(nullable = false, min_length = 1)]
+    user: Option<String>,
 }
 
 /// `POST /v1/conversations/{id}/messages`: the batch committed atomically; the window after.
@@ -265,7 +270,7 @@ pub(crate) async fn post_messages(
     State(state): State<AppState>,
     rid: RequestId,
     Conversation { id, key, tenant }: Conversation,
-    JsonBody(PostMessages { messages, policy }): JsonBody<PostMessages>,
+    JsonBody(PostMessages { messages, policy, user }): JsonBody<PostMessages>,
 ) -> Response {
     let result = async {
         tenant.check_write()?;
@@ -276,7 +281,10 @@ pub(crate) async fn post_messages(
         let memory = policy
             .unwrap_or_default()
             .apply(&state.memory, &state.config.limits, "policy")?;
-        let mut turn = memory.begin(&key).await?;
+        let user = user
+            .map(|u| crate::users::user_id(&state, &tenant, &u, "user"))
+            .transpose()?;
+        let mut turn = begin(&memory, &key, user.as_ref()).await?;
         turn.extend(messages);
         let after = turn.commit_window().await?;
         tracing::debug!("messages committed");
@@ -284,6 +292,18 @@ pub(crate) async fn post_messages(
     }
     .await;
     respond(&rid, result)
+}
+
+/// A turn on conversation `key`, begun for `user` (with their facts) when one is named.
+async fn begin<'m>(
+    memory: &'m chatmem::ChatMemory<std::sync::Arc<dyn chatmem::Store>>,
+    key: &chatmem::ConversationId,
+    user: Option<&chatmem::UserId>,
+) -> Result<chatmem::Turn<'m, std::sync::Arc<dyn chatmem::Store>>, chatmem::Error> {
+    match user {
+        Some(user) => memory.begin_as(key, user).await,
+        None => memory.begin(key).await,
+    }
 }
 
 /// The body of `POST …/prompt`: what `POST …/messages` takes, read the same way.
@@ -299,6 +319,11 @@ pub(crate) struct PromptRequest {
     #[serde(default)]
     #[schema(value_type = Option<crate::policy::PolicySchema>, nullable = false)]
     policy: Option<PolicyOverride>,
+    /// The conversation's user (any id the facts routes take): the turn is begun for them,
+    /// with their facts (and, with a facts model, their messages read for more).
+    #[serde(default)]
+    #[schema(nullable = false, min_length = 1)]
+    user: Option<String>,
 }
 
 /// The answer of `POST …/prompt`.
@@ -364,8 +389,8 @@ pub(crate) struct ClearedBody {
 pub(crate) async fn post_prompt(
     State(state): State<AppState>,
     rid: RequestId,
-    Conversation { id, key, .. }: Conversation,
-    JsonBody(PromptRequest { messages, policy }): JsonBody<PromptRequest>,
+    Conversation { id, key, tenant }: Conversation,
+    JsonBody(PromptRequest { messages, policy, user }): JsonBody<PromptRequest>,
 ) -> Response {
     let result = async {
         state.config.limits.batch.check(&messages)?;
@@ -374,7 +399,10 @@ pub(crate) async fn post_prompt(
             .apply(&state.memory, &state.config.limits, "policy")?;
         // Begun as a write is, given the messages as the door gives them, then dropped
         // uncommitted.
-        let mut turn = memory.begin(&key).await?;
+        let user = user
+            .map(|u| crate::users::user_id(&state, &tenant, &u, "user"))
+            .transpose()?;
+        let mut turn = begin(&memory, &key, user.as_ref()).await?;
         let already_stored = turn.push_unstored(messages);
         // As the door does: the search, then the prompt with what it found.
         let recalled = crate::recall::recall_for(&mut turn, memory.recall_settings().is_some()).await?;

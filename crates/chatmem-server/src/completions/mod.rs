@@ -21,7 +21,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
-use chatmem::{ChatMemory, ConversationId, DeltaAccumulator, Store, Turn};
+use chatmem::{ChatMemory, ConversationId, DeltaAccumulator, Store, Turn, UserId};
 use chatmem_openai::passthrough::{messages_json, read_chunk, read_completion};
 use futures_util::{Stream, StreamExt};
 use serde_json::Value;
@@ -29,7 +29,7 @@ use serde_json::Value;
 use self::request::ChatRequest;
 use crate::auth::Tenant;
 use crate::error::{ApiError, ErrorBody, ErrorCode};
-use crate::extract::{HeaderConversation, RawBody, respond};
+use crate::extract::{HeaderConversation, HeaderUser, RawBody, respond};
 use crate::openapi::{ForbiddenWrite, NotJson, Unauthorized, UpstreamTimeout};
 use crate::schemas::{ChatCompletion, ChatCompletionRequest, ModelList};
 use crate::state::{AppState, RequestId};
@@ -38,12 +38,13 @@ use crate::upstream::{Failure, Head, UpstreamPool};
 /// `POST /v1/chat/completions`: the conversation of the `X-Chatmem-Conversation` header, the
 /// request read, then the exchange with the upstream.
 #[utoipa::path(post, path = "/v1/chat/completions",
-    params(("X-Chatmem-Conversation" = String, Header, description = "the conversation whose memory the call uses (UTF-8; any id the REST routes take)")),
+    params(("X-Chatmem-Conversation" = String, Header, description = "the conversation whose memory the call uses (UTF-8; any id the REST routes take)"),
+           ("X-Chatmem-User" = Option<String>, Header, description = "the conversation's user (UTF-8; any id the facts routes take): the turn is sent with the user's facts, and with a facts model the user's messages are read for more")),
     request_body(content = ChatCompletionRequest, description = "OpenAI's chat-completion request"),
     responses((status = 200, description = "the upstream's chat completion, after the turn was committed; with `\"stream\": true`, server-sent events (`data: ` a `ChatCompletionChunk`, then `data: [DONE]`), the turn committed before `[DONE]`",
                content((ChatCompletion = "application/json"), (String = "text/event-stream"))),
               Unauthorized, ForbiddenWrite, NotJson, UpstreamTimeout,
-              (status = 400, description = "an invalid request (the message names the field, e.g. `n` or `messages[0].role`), no conversation header, or the upstream's own 400 passed through", body = ErrorBody),
+              (status = 400, description = "an invalid request (the message names the field, e.g. `n` or `messages[0].role`), no conversation header, an invalid `X-Chatmem-User` header (`param` names it), or the upstream's own 400 passed through", body = ErrorBody),
               (status = 404, description = "the upstream's 404 (an unknown model), passed through", body = ErrorBody),
               (status = 409, description = "the upstream's 409, or too many concurrent writers to the conversation", body = ErrorBody),
               (status = 413, description = "over a limit (body, messages per request, text per message, id), or the upstream's 413", body = ErrorBody),
@@ -56,6 +57,7 @@ pub(crate) async fn chat_completions(
     State(state): State<AppState>,
     rid: RequestId,
     HeaderConversation(key): HeaderConversation,
+    HeaderUser(user): HeaderUser,
     RawBody(body): RawBody,
 ) -> Response {
     let result = async {
@@ -65,6 +67,7 @@ pub(crate) async fn chat_completions(
             memory: Arc::clone(&state.memory),
             pool,
             key,
+            user,
             request,
             rid: rid.clone(),
         };
@@ -89,6 +92,8 @@ struct Exchange {
     memory: Arc<ChatMemory<Arc<dyn Store>>>,
     pool: Arc<UpstreamPool>,
     key: ConversationId,
+    /// The conversation's user, whose facts the turn is sent with.
+    user: Option<UserId>,
     request: ChatRequest,
     rid: RequestId,
 }
@@ -127,12 +132,17 @@ impl Exchange {
             memory,
             pool,
             key,
+            user,
             request,
             rid,
         } = self;
         async_stream::stream! {
             let ChatRequest { body, messages, stream } = request;
-            let mut turn = match memory.begin(&key).await {
+            let begun = match &user {
+                Some(user) => memory.begin_as(&key, user).await,
+                None => memory.begin(&key).await,
+            };
+            let mut turn = match begun {
                 Ok(turn) => turn,
                 Err(e) => {
                     yield Err(ApiError::from(e));

@@ -31,6 +31,9 @@ pub enum ErrorCode {
     BodyTimeout,
     /// 409: too many concurrent writers to the conversation; retrying may succeed.
     Contention,
+    /// 409: a change to a user's facts that their other facts leave no room for (a key another
+    /// fact has, a pin past the bounds, a fact that would leave at once); nothing was written.
+    FactRefused,
     /// 413: over one of the server's limits (body, messages per request, text per message, id).
     TooLarge,
     /// 414: a request URI over the URI limit (or over 64 KiB, refused by the HTTP parser).
@@ -64,7 +67,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in the order SERVER.md lists them.
-    pub const ALL: [Self; 23] = [
+    pub const ALL: [Self; 24] = [
         Self::InvalidRequest,
         Self::BadRequest,
         Self::Unauthorized,
@@ -75,6 +78,7 @@ impl ErrorCode {
         Self::MethodNotAllowed,
         Self::BodyTimeout,
         Self::Contention,
+        Self::FactRefused,
         Self::TooLarge,
         Self::UriTooLong,
         Self::UnsupportedMediaType,
@@ -109,6 +113,7 @@ impl ErrorCode {
             Self::MethodNotAllowed => "method_not_allowed",
             Self::BodyTimeout => "body_timeout",
             Self::Contention => "contention",
+            Self::FactRefused => "fact_refused",
             Self::TooLarge => "too_large",
             Self::UriTooLong => "uri_too_long",
             Self::UnsupportedMediaType => "unsupported_media_type",

@@ -12,6 +12,7 @@ mod inspector;
 mod bounded_reads;
 mod clearing;
 mod completions;
+mod facts;
 mod fuzz_smoke;
 mod http;
 mod observability;

@@ -261,13 +261,22 @@ async fn the_openapi_document_matches_the_router_and_the_error_shape() {
         ("POST", "/v1/conversations/{id}/prompt"),
         ("GET", "/v1/conversations/{id}/recall"),
         ("DELETE", "/v1/conversations/{id}"),
+        ("GET", "/v1/users/{user}/facts"),
+        ("POST", "/v1/users/{user}/facts"),
+        ("DELETE", "/v1/users/{user}/facts"),
+        ("PATCH", "/v1/users/{user}/facts/{fact}"),
+        ("DELETE", "/v1/users/{user}/facts/{fact}"),
+        ("GET", "/v1/users/{user}/facts/{fact}/history"),
     ]
     .into_iter()
     .map(|(m, p)| (m.to_owned(), p.to_owned()))
     .collect();
     assert_eq!(operations, expected);
     for (method, path) in &operations {
-        let uri = path.replace("{id}", "a%2Fb");
+        let uri = path
+            .replace("{id}", "a%2Fb")
+            .replace("{user}", "a%2Fb")
+            .replace("{fact}", "1");
         let method = Method::from_bytes(method.as_bytes()).expect("method");
         let r = server.send_json(method.clone(), &uri, &batch()).await;
         assert_ne!(r.status, StatusCode::METHOD_NOT_ALLOWED, "{method} {path}");
