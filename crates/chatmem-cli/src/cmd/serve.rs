@@ -71,6 +71,17 @@ pub(crate) struct ServeArgs {
     /// (default: info for chatmem, warn for the rest).
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    /// Send each user's facts with their turns (a chat completion's X-Chatmem-User header, a
+    /// REST turn's "user"); the store must keep users' facts.
+    #[arg(long)]
+    facts: bool,
+    /// The model that reads users' messages for facts, in the background, on the upstream
+    /// endpoint (as --summary-model); implies --facts.
+    #[arg(long, value_name = "M")]
+    facts_model: Option<String>,
+    /// The most tokens of facts sent with a turn (default 1000).
+    #[arg(long, value_name = "N", value_parser = positive)]
+    facts_max_tokens: Option<usize>,
 }
 
 /// `--allowed-host`: a name, optionally with a port (`chatmem.internal`, `10.0.0.5:8080`).
@@ -122,11 +133,51 @@ impl ServeArgs {
         let (Some(url), Some(name)) = (&self.upstream_base_url, name) else {
             bail!("--summarize needs --upstream-base-url and --summary-model: the summary model is called there");
         };
+        upstream_model(url, name)
+    }
+
+    /// `memory` with the facts the flags ask for: sent with users' turns (`--facts`, within
+    /// `--facts-max-tokens`), and read from their messages by `--facts-model` on the upstream.
+    /// A store that keeps no facts is refused here, not at the first turn.
+    fn with_facts(
+        &self,
+        memory: chatmem::ChatMemory<std::sync::Arc<dyn chatmem::Store>>,
+    ) -> anyhow::Result<chatmem::ChatMemory<std::sync::Arc<dyn chatmem::Store>>> {
+        if !self.facts && self.facts_model.is_none() {
+            if self.facts_max_tokens.is_some() {
+                bail!("--facts-max-tokens needs --facts (or --facts-model)");
+            }
+            return Ok(memory);
+        }
+        if !memory.store().keeps_facts() {
+            bail!("--facts needs a store that keeps users' facts; this store does not");
+        }
+        let mut facts = chatmem::Facts::new();
+        if let Some(tokens) = self.facts_max_tokens {
+            facts = facts.max_tokens(tokens)?;
+        }
+        let memory = memory.with_facts(Some(facts))?;
+        let Some(name) = &self.facts_model else {
+            return Ok(memory);
+        };
+        let Some(url) = &self.upstream_base_url else {
+            bail!("--facts-model needs --upstream-base-url: the facts model is called there");
+        };
+        let extractor = chatmem::facts::FactExtractor::new(upstream_model(url, name)?, |call| {
+            tokio::spawn(call);
+        });
+        Ok(memory.with_fact_extractor(Some(extractor)))
+    }
+}
+
+/// Model `name` on the OpenAI-compatible endpoint at `url`, with the upstream's key.
+fn upstream_model(url: &str, name: &str) -> anyhow::Result<chatmem_openai::OpenAiModel> {
+    {
         let builder = match upstream_key() {
             Some(key) => chatmem_openai::OpenAiModel::builder().api_key(key),
             None => chatmem_openai::OpenAiModel::builder().no_api_key(),
         };
-        Ok(builder.base_url(url.clone()).model(name.to_owned()).build()?)
+        Ok(builder.base_url(url.to_owned()).model(name.to_owned()).build()?)
     }
 }
 
@@ -151,7 +202,7 @@ pub(crate) async fn run(command: ServeCommand) -> anyhow::Result<()> {
     let summary = &command.memory.summary;
     let summary_model = summary.required_model()?;
     let summarizer = summary.summarizer(|_| command.serve.summary_model(summary_model))?;
-    let memory = command.memory.open(summarizer).await?;
+    let memory = command.serve.with_facts(command.memory.open(summarizer).await?)?;
     // The embedding model's calibration runs beside the start; until it answers, questions
     // are recalled by words.
     let warming = memory.clone();
@@ -249,12 +300,39 @@ mod tests {
 
     use crate::args::{Cli, Command};
 
-    fn options(args: &[&str]) -> chatmem_server::ServeOptions {
+    fn args(args: &[&str]) -> super::ServeArgs {
         let cli = Cli::try_parse_from(["chatmem", "serve"].iter().chain(args)).expect("valid flags");
         let Command::Serve(command) = cli.command else {
             panic!("not serve")
         };
-        command.serve.serve_options()
+        command.serve
+    }
+
+    fn options(flags: &[&str]) -> chatmem_server::ServeOptions {
+        args(flags).serve_options()
+    }
+
+    #[test]
+    fn the_facts_flags_turn_facts_on_and_refuse_what_cannot_work() {
+        use std::sync::Arc;
+        let memory = || chatmem::ChatMemory::new(Arc::new(chatmem::InMemoryStore::new()) as Arc<dyn chatmem::Store>);
+        let off = args(&[]).with_facts(memory()).expect("no facts");
+        assert!(off.facts_settings().is_none());
+        let on = args(&["--facts", "--facts-max-tokens=300"])
+            .with_facts(memory())
+            .expect("facts on");
+        assert_eq!(on.facts_settings().map(chatmem::Facts::token_budget), Some(300));
+        assert!(on.fact_extractor().is_none());
+        let alone = args(&["--facts-max-tokens=300"]).with_facts(memory());
+        assert!(alone.is_err_and(|e| e.to_string().contains("needs --facts")));
+        let nowhere = args(&["--facts-model=cheap"]).with_facts(memory());
+        assert!(nowhere.is_err_and(|e| e.to_string().contains("--upstream-base-url")));
+        let read = args(&["--facts-model=cheap", "--upstream-base-url=http://127.0.0.1:9/v1"])
+            .with_facts(memory())
+            .expect("a facts model");
+        assert!(read.facts_settings().is_some(), "--facts-model implies --facts");
+        assert!(read.fact_extractor().is_some());
+        assert!(Cli::try_parse_from(["chatmem", "serve", "--facts-max-tokens=0"]).is_err());
     }
 
     #[test]
