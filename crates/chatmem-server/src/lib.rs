@@ -22,12 +22,13 @@
 //! | `GET /v1/conversations/{id}/recall?q=…&k=N` | what recall finds for the question among the messages that left the window, `{"conversation", "enabled", "k", "hits", "injected", "injected_tokens"}`, each hit with its score, relevance, rank and outcome (404 for an unknown conversation) |
 //! | `DELETE /v1/conversations/{id}` | 204, or 404 |
 //! | `GET /v1/conversations?cursor=…&limit=…` | `{"conversations": [...], "next_cursor"}` |
+//! | `GET`, `POST`, `DELETE /v1/users/{user}/facts`; `PATCH`, `DELETE /v1/users/{user}/facts/{fact}`; `GET …/{fact}/history` | a user's facts, read and changed by hand (`{"facts", "version"}`, the fact, 204; 404 for an unknown fact, 409 `fact_refused` for a change the facts' rules refuse) |
 //! | `GET /healthz` | 200 when the store answers, 503 otherwise |
 //! | `GET /metrics` | [`Metrics`] as Prometheus text 0.0.4, or OpenMetrics when `Accept` prefers it (bearer token as every route; [`metrics_app`] serves it without one on a second listener) |
 //! | `GET /openapi.json` | this API as OpenAPI 3.1, generated from the code |
 //! | `GET /v1/models` | the upstream's model list, as it came (502 naming the upstream's status when it fails) |
 //! | `GET /ui`, `GET /ui/conversations/{id}` | the memory inspector: web pages showing a conversation's history with the window the model sees marked (`ui/`; sign-in cookie with `--auth`) |
-//! | `POST /v1/chat/completions` with header `X-Chatmem-Conversation: {id}` | OpenAI's chat completion from the upstream model, the client's request passed through with `messages` replaced by the conversation's window and the new messages, the answer (JSON, or SSE with `"stream": true`) passed back as it came; the turn is committed once the answer is complete |
+//! | `POST /v1/chat/completions` with header `X-Chatmem-Conversation: {id}` (and optionally `X-Chatmem-User: {user}`: the turn is sent with the user's facts) | OpenAI's chat completion from the upstream model, the client's request passed through with `messages` replaced by the conversation's window and the new messages, the answer (JSON, or SSE with `"stream": true`) passed back as it came; the turn is committed once the answer is complete |
 //!
 //! `{id}` is one path segment, percent-decoded: an id may hold `/`, sent as `%2F`
 //! (`/v1/conversations/a%2Fb/messages` is conversation `a/b`; `/v1/conversations/a/b/messages`
