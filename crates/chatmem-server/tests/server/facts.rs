@@ -22,7 +22,10 @@ fn server(config: ServerConfig) -> App {
 }
 
 fn server_with(config: ServerConfig, extractor: Option<FactExtractor>) -> App {
-    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
+    server_over(Arc::new(InMemoryStore::new()), config, extractor)
+}
+
+fn server_over(store: Arc<dyn Store>, config: ServerConfig, extractor: Option<FactExtractor>) -> App {
     let builder = ChatMemory::builder(store)
         .policy(WindowPolicy::messages(4))
         .facts(Facts::new());
@@ -48,7 +51,20 @@ fn two_tenants() -> ServerConfig {
 
 #[tokio::test]
 async fn facts_are_listed_added_patched_pinned_deleted_and_forgotten() {
-    let app = server(ServerConfig::default());
+    by_hand(&server(ServerConfig::default())).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn facts_by_hand_on_sqlite() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = chatmem_sqlite::SqliteStore::open(dir.path().join("facts.db"))
+        .await
+        .expect("open");
+    by_hand(&server_over(Arc::new(store), ServerConfig::default(), None)).await;
+}
+
+/// Every facts route, as a person in charge of a user's facts uses them.
+async fn by_hand(app: &App) {
     let facts = "/v1/users/app-user-42/facts";
     let empty = app.get(facts).await;
     assert_eq!(empty.status, StatusCode::OK);
