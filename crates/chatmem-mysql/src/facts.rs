@@ -7,15 +7,15 @@
 //! the JSON against those ids and the set against [`FactSet`](chatmem::facts::FactSet)'s
 //! rules. An error says which row is bad, never what it holds: a fact's text is private.
 
+use std::borrow::Cow;
+
 use mysql_async::prelude::FromValue;
 use mysql_async::{Row, Value};
 
 use chatmem::UserId;
 use chatmem::facts::FactChange;
-use chatmem::store::{
-    FactsCommit, StoreError, StoreErrorKind, StoredFacts, change_json, fact_json, read_change, read_fact, read_fact_set,
-};
-use chatmem_sql::to_bigint;
+use chatmem::store::{FactsCommit, StoreError, StoreErrorKind, StoredFacts, change_json, fact_json, read_change};
+use chatmem_sql::{FactsRow, facts_counter, to_bigint};
 
 /// The user id as the tables key it: its UTF-8 bytes (`VARBINARY`, compared exactly).
 pub(crate) fn user_key(user: &UserId) -> Value {
@@ -77,45 +77,27 @@ fn column<T: FromValue>(user: &UserId, row: &Row, index: usize, what: &str) -> R
     }
 }
 
-/// `value` of `column` as a u64: NULL or negative is corrupt.
-fn counter(user: &UserId, value: Option<i64>, column: &str) -> Result<u64, StoreError> {
-    match value {
-        Some(v) => u64::try_from(v).map_err(|_| StoreError::facts_corrupt(user, format!("{column} is {v}"))),
-        None => Err(StoreError::facts_corrupt(user, format!("{column} is NULL"))),
-    }
-}
-
-/// Reads the rows of `sql::FACTS_LOAD` for `user`: no row, an unknown user.
+/// Reads the rows of `sql::FACTS_LOAD` for `user`: no row, an unknown user. The columns are
+/// read here; what they mean, [`chatmem_sql::stored_facts`].
 pub(crate) fn stored_facts(user: &UserId, rows: &[Row]) -> Result<StoredFacts, StoreError> {
     const ROW: &str = "a facts row";
-    const USER: &str = "the facts' user row";
-    let mut head = None;
-    let mut facts = Vec::with_capacity(rows.len().saturating_sub(1));
-    for row in rows {
-        let a: Option<i64> = column(user, row, 1, ROW)?;
-        match column::<i64>(user, row, 0, ROW)? {
-            0 => {
-                let next_id = counter(user, column(user, row, 2, USER)?, "next_id")?;
-                head = Some((counter(user, a, "version")?, next_id));
-            }
-            1 => {
-                let id = counter(user, a, "a fact's id")?;
-                let what = format!("fact {id}'s row");
-                let text: Option<Vec<u8>> = column(user, row, 3, &what)?;
-                let text = text.ok_or_else(|| StoreError::facts_corrupt(user, format!("{what} has no JSON")))?;
-                facts.push(read_fact(user, &text, id, &what)?);
-            }
-            kind => return Err(StoreError::facts_corrupt(user, format!("a facts row of kind {kind}"))),
-        }
-    }
-    let Some((version, next_id)) = head else {
-        if facts.is_empty() {
-            return Ok(StoredFacts::default());
-        }
-        return Err(StoreError::facts_corrupt(user, "facts without their user row"));
-    };
-    let set = read_fact_set(user, facts, next_id)?;
-    Ok(StoredFacts { set, version })
+    chatmem_sql::stored_facts(
+        user,
+        rows.iter().map(|row| {
+            let a: Option<i64> = column(user, row, 1, ROW)?;
+            Ok(match column::<i64>(user, row, 0, ROW)? {
+                0 => FactsRow::User {
+                    version: a,
+                    next_id: column(user, row, 2, "the facts' user row")?,
+                },
+                1 => FactsRow::Fact {
+                    id: a,
+                    json: column::<Option<Vec<u8>>>(user, row, 3, "a fact's row")?.map(Cow::Owned),
+                },
+                kind => FactsRow::Other(kind),
+            })
+        }),
+    )
 }
 
 /// Reads the rows of `sql::FACT_HISTORY` for `user`'s fact `fact`.
@@ -135,7 +117,7 @@ pub(crate) fn commit_outcome(user: &UserId, rows: &[Row]) -> Result<Option<u64>,
         .first()
         .ok_or_else(|| StoreError::new(StoreErrorKind::Other, "the facts commit procedure returned no row"))?;
     if column::<i64>(user, row, 0, WHAT)? == 1 {
-        return counter(user, column(user, row, 1, WHAT)?, "the new facts version").map(Some);
+        return facts_counter(user, column(user, row, 1, WHAT)?, "the new facts version").map(Some);
     }
     Ok(None)
 }
@@ -144,6 +126,7 @@ pub(crate) fn commit_outcome(user: &UserId, rows: &[Row]) -> Result<Option<u64>,
 mod tests {
     use super::*;
     use chatmem::facts::{FactLimits, add};
+    use chatmem::store::read_fact;
 
     fn bytes(value: &Value) -> &[u8] {
         match value {
@@ -191,19 +174,5 @@ mod tests {
         assert_eq!((&p[1], &p[2]), (&Value::Int(1), &Value::Int(3)));
         assert_eq!(bytes(&p[5]), b"[]");
         assert_eq!(bytes(&p[6]), b"[2]");
-    }
-
-    #[test]
-    fn counters_are_never_negative_or_null() {
-        let user = UserId::new("ada").unwrap();
-        let e = counter(&user, Some(-1), "version").unwrap_err();
-        assert_eq!(e.kind(), StoreErrorKind::Corrupt);
-        assert_eq!(
-            e.to_string(),
-            "stored data is corrupt: user \"ada\"'s facts: version is -1"
-        );
-        let e = counter(&user, None, "next_id").unwrap_err().to_string();
-        assert!(e.ends_with("next_id is NULL"), "{e}");
-        assert_eq!(counter(&user, Some(3), "version").unwrap(), 3);
     }
 }

@@ -7,15 +7,15 @@
 //! the JSON against those ids and the set against [`FactSet`](chatmem::facts::FactSet)'s
 //! rules. An error says which row is bad, never what it holds: a fact's text is private.
 
+use std::borrow::Cow;
+
 use deadpool_postgres::tokio_postgres::Row;
 use deadpool_postgres::tokio_postgres::types::FromSql;
 
 use chatmem::UserId;
 use chatmem::facts::FactChange;
-use chatmem::store::{
-    FactsCommit, StoreError, StoreErrorKind, StoredFacts, change_json, fact_json, read_change, read_fact, read_fact_set,
-};
-use chatmem_sql::to_bigint;
+use chatmem::store::{FactsCommit, StoreError, StoreErrorKind, StoredFacts, change_json, fact_json, read_change};
+use chatmem_sql::{FactsRow, facts_counter, to_bigint};
 
 use crate::params::token_bits;
 
@@ -84,44 +84,27 @@ pub(crate) fn column<'r, T: FromSql<'r>>(
         .map_err(|_| StoreError::facts_corrupt(user, format!("{what} has no readable column {index}")))
 }
 
-/// `value` of `column` as a u64: NULL or negative is corrupt.
-fn counter(user: &UserId, value: Option<i64>, column: &str) -> Result<u64, StoreError> {
-    match value {
-        Some(v) => u64::try_from(v).map_err(|_| StoreError::facts_corrupt(user, format!("{column} is {v}"))),
-        None => Err(StoreError::facts_corrupt(user, format!("{column} is NULL"))),
-    }
-}
-
-/// Reads the rows of `sql::FACTS_LOAD` for `user`: no row, an unknown user.
+/// Reads the rows of `sql::FACTS_LOAD` for `user`: no row, an unknown user. The columns are
+/// read here; what they mean, [`chatmem_sql::stored_facts`].
 pub(crate) fn stored_facts(user: &UserId, rows: &[Row]) -> Result<StoredFacts, StoreError> {
-    const USER: &str = "the facts' user row";
-    let mut head = None;
-    let mut facts = Vec::with_capacity(rows.len().saturating_sub(1));
-    for row in rows {
-        let a: Option<i64> = column(user, row, 1, "a facts row")?;
-        match column::<i32>(user, row, 0, "a facts row")? {
-            0 => {
-                let next_id = counter(user, column(user, row, 2, USER)?, "next_id")?;
-                head = Some((counter(user, a, "version")?, next_id));
-            }
-            1 => {
-                let id = counter(user, a, "a fact's id")?;
-                let what = format!("fact {id}'s row");
-                let text: Option<&str> = column(user, row, 3, &what)?;
-                let text = text.ok_or_else(|| StoreError::facts_corrupt(user, format!("{what} has no JSON")))?;
-                facts.push(read_fact(user, text.as_bytes(), id, &what)?);
-            }
-            kind => return Err(StoreError::facts_corrupt(user, format!("a facts row of kind {kind}"))),
-        }
-    }
-    let Some((version, next_id)) = head else {
-        if facts.is_empty() {
-            return Ok(StoredFacts::default());
-        }
-        return Err(StoreError::facts_corrupt(user, "facts without their user row"));
-    };
-    let set = read_fact_set(user, facts, next_id)?;
-    Ok(StoredFacts { set, version })
+    const ROW: &str = "a facts row";
+    chatmem_sql::stored_facts(
+        user,
+        rows.iter().map(|row| {
+            let a: Option<i64> = column(user, row, 1, ROW)?;
+            Ok(match column::<i32>(user, row, 0, ROW)? {
+                0 => FactsRow::User {
+                    version: a,
+                    next_id: column(user, row, 2, "the facts' user row")?,
+                },
+                1 => FactsRow::Fact {
+                    id: a,
+                    json: column::<Option<&str>>(user, row, 3, "a fact's row")?.map(|j| Cow::Borrowed(j.as_bytes())),
+                },
+                kind => FactsRow::Other(kind.into()),
+            })
+        }),
+    )
 }
 
 /// Reads the rows of `sql::FACT_HISTORY` for `user`'s fact `fact`.
@@ -140,10 +123,10 @@ pub(crate) fn commit_result(user: &UserId, rows: &[Row]) -> Result<(Option<u64>,
         .first()
         .ok_or_else(|| StoreError::new(StoreErrorKind::Other, "the facts commit statement returned no row"))?;
     let new = column::<Option<i64>>(user, row, 0, WHAT)?
-        .map(|v| counter(user, Some(v), "the new facts version"))
+        .map(|v| facts_counter(user, Some(v), "the new facts version"))
         .transpose()?;
     // No user row reads as version 0, as a load would.
-    let current = counter(
+    let current = facts_counter(
         user,
         Some(column::<Option<i64>>(user, row, 1, WHAT)?.unwrap_or(0)),
         "version",
@@ -155,6 +138,7 @@ pub(crate) fn commit_result(user: &UserId, rows: &[Row]) -> Result<(Option<u64>,
 mod tests {
     use super::*;
     use chatmem::facts::{FactLimits, add};
+    use chatmem::store::read_fact;
 
     #[test]
     fn a_commit_becomes_its_rows() {
@@ -191,19 +175,5 @@ mod tests {
         let p = FactsParams::new(&deleting).unwrap();
         assert_eq!((p.expected, p.next_id, p.ids, p.dropped), (1, 3, vec![1], vec![2]));
         assert!(p.entries.is_empty());
-    }
-
-    #[test]
-    fn counters_are_never_negative_or_null() {
-        let user = UserId::new("ada").unwrap();
-        let e = counter(&user, Some(-1), "version").unwrap_err();
-        assert_eq!(e.kind(), StoreErrorKind::Corrupt);
-        assert_eq!(
-            e.to_string(),
-            "stored data is corrupt: user \"ada\"'s facts: version is -1"
-        );
-        let e = counter(&user, None, "next_id").unwrap_err().to_string();
-        assert!(e.ends_with("next_id is NULL"), "{e}");
-        assert_eq!(counter(&user, Some(3), "version").unwrap(), 3);
     }
 }
