@@ -19,6 +19,7 @@ mod vectors;
 mod versions;
 mod window;
 
+pub(crate) use facts::one_facts_writer_wins_a_version;
 use harness::Run;
 pub use harness::{commit, commit_full};
 

@@ -88,6 +88,15 @@ pub async fn run_conformance(store: Arc<dyn Store>) {
     conformance::run(store).await;
 }
 
+/// Checks that of eight writers committing a new user's facts on one version at once
+/// (version 0, then 1), exactly one wins each time, the others see a conflict and only the
+/// winner's fact and history entry are kept; panics otherwise. Not a step of
+/// [`run_conformance`], whose concurrent writers try again until they land: a store's own
+/// tests run it where its version check can race (a server store).
+pub async fn check_one_facts_writer_wins(store: Arc<dyn Store>) {
+    conformance::one_facts_writer_wins_a_version(store).await;
+}
+
 /// The value of the environment variable `var` that an `#[ignore = "needs VAR"]` test needs.
 ///
 /// Tests that need a database server, a browser or another program are marked

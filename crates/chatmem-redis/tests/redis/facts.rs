@@ -238,39 +238,6 @@ async fn corrupt_facts_are_corrupt_errors(store: &RedisStore, conn: &mut impl Co
     assert!(store.forget_user(&user).await.unwrap());
 }
 
-/// Of 8 writers committing at one version (0, then 1), exactly one wins; the others conflict
-/// and write nothing.
-async fn of_writers_at_one_version_exactly_one_wins(store: &RedisStore) {
-    let store = Arc::new(store.clone());
-    for expected in [0, 1] {
-        let user = user(&format!("race-{expected}"));
-        let mut loaded = StoredFacts::default();
-        if expected == 1 {
-            loaded = commit_texts(&store, &user, &["First"]).await;
-        }
-        let tasks: Vec<_> = (0..8)
-            .map(|w| {
-                let (store, user, commit) = (store.clone(), user.clone(), adding(&loaded, &format!("Writer {w}")));
-                tokio::spawn(async move { store.commit_facts(&user, commit).await })
-            })
-            .collect();
-        let mut won = Vec::new();
-        for (w, task) in tasks.into_iter().enumerate() {
-            match task.await.expect("a writer") {
-                Ok(version) => won.push((w, version)),
-                Err(e) => assert!(e.is_conflict(), "writer {w}: {e}"),
-            }
-        }
-        assert_eq!(won.len(), 1, "expecting {expected}: {won:?}");
-        let (w, version) = won[0];
-        assert_eq!(version, expected + 1);
-        let now = store.load_facts(&user).await.unwrap();
-        assert_eq!(now.version, expected + 1);
-        assert_eq!(texts(&now).last().copied(), Some(format!("Writer {w}").as_str()));
-        assert_eq!(store.fact_history(&user, expected + 1).await.unwrap().len(), 1);
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs CHATMEM_TEST_REDIS_URL"]
 async fn facts_on_one_redis() {
@@ -282,7 +249,7 @@ async fn facts_on_one_redis() {
     facts_never_expire_and_live_apart(&store, &mut conn, &prefix, false).await;
     a_user_without_its_header_is_unknown(&store, &mut conn, &prefix).await;
     corrupt_facts_are_corrupt_errors(&store, &mut conn, &prefix).await;
-    of_writers_at_one_version_exactly_one_wins(&store).await;
+    chatmem_test::check_one_facts_writer_wins(Arc::new(store.clone())).await;
     common::cleanup(&url, &prefix).await;
 }
 
@@ -297,6 +264,6 @@ async fn facts_on_a_cluster() {
     facts_never_expire_and_live_apart(&store, &mut conn, &prefix, true).await;
     a_user_without_its_header_is_unknown(&store, &mut conn, &prefix).await;
     corrupt_facts_are_corrupt_errors(&store, &mut conn, &prefix).await;
-    of_writers_at_one_version_exactly_one_wins(&store).await;
+    chatmem_test::check_one_facts_writer_wins(Arc::new(store.clone())).await;
     crate::cluster::cleanup(&url, &prefix).await;
 }

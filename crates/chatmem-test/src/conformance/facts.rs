@@ -72,6 +72,22 @@ impl Run {
         );
         now
     }
+
+    /// The facts an extraction from `conversation` proposes (`facts`: text, key, sources),
+    /// merged into `loaded` and bounded by `limits`, committed as
+    /// [`commit_changed`](Self::commit_changed) does. Returns what loads.
+    async fn commit_extracted(
+        &self,
+        user: &UserId,
+        loaded: &StoredFacts,
+        conversation: &str,
+        facts: &[(&str, Option<&str>, &[u64])],
+        limits: &FactLimits,
+        now: i64,
+    ) -> StoredFacts {
+        let changed = extraction(&loaded.set, conversation, facts, limits, now);
+        self.commit_changed(user, loaded, changed).await
+    }
 }
 
 /// The facts model's answer for `facts` (text, key, sources), as JSON.
@@ -189,22 +205,26 @@ pub(super) async fn facts_supersede_keeps_history(run: &Run) {
     }
     let user = run.user("facts/supersede");
     let limits = FactLimits::default();
-    let first = extraction(
-        &FactSet::default(),
-        "facts-c1",
-        &[("Lives in Berlin", Some("home.city"), &[1])],
-        &limits,
-        at(1),
-    );
-    let one = run.commit_changed(&user, &StoredFacts::default(), first).await;
-    let second = extraction(
-        &one.set,
-        "facts-c2",
-        &[("Lives in Hamburg", Some("home.city"), &[5])],
-        &limits,
-        at(2),
-    );
-    let two = run.commit_changed(&user, &one, second).await;
+    let one = run
+        .commit_extracted(
+            &user,
+            &StoredFacts::default(),
+            "facts-c1",
+            &[("Lives in Berlin", Some("home.city"), &[1])],
+            &limits,
+            at(1),
+        )
+        .await;
+    let two = run
+        .commit_extracted(
+            &user,
+            &one,
+            "facts-c2",
+            &[("Lives in Hamburg", Some("home.city"), &[5])],
+            &limits,
+            at(2),
+        )
+        .await;
     assert_eq!(texts(&two.set), ["Lives in Hamburg"]);
     assert_eq!(two.set.facts()[0].id, 2);
 
@@ -347,14 +367,16 @@ pub(super) async fn facts_caps(run: &Run) {
     }
     let user = run.user("facts/caps");
     let limits = FactLimits::default().with_max_facts(3).expect("a limit");
-    let first = extraction(
-        &FactSet::default(),
-        "facts-c1",
-        &[("Oldest and pinned", None, &[1]), ("Second", None, &[2])],
-        &limits,
-        at(1),
-    );
-    let now = run.commit_changed(&user, &StoredFacts::default(), first).await;
+    let now = run
+        .commit_extracted(
+            &user,
+            &StoredFacts::default(),
+            "facts-c1",
+            &[("Oldest and pinned", None, &[1]), ("Second", None, &[2])],
+            &limits,
+            at(1),
+        )
+        .await;
     let pinned = pin(&now.set, 1, &limits, &Heuristic, at(1)).expect("pin");
     let now = run.commit_changed(&user, &now, pinned).await;
     let more = extraction(
@@ -398,22 +420,26 @@ pub(super) async fn facts_delete(run: &Run) {
     }
     let user = run.user("facts/delete");
     let limits = FactLimits::default();
-    let first = extraction(
-        &FactSet::default(),
-        "facts-c1",
-        &[("Lives in Berlin", Some("home.city"), &[1]), ("Has a cat", None, &[2])],
-        &limits,
-        at(1),
-    );
-    let now = run.commit_changed(&user, &StoredFacts::default(), first).await;
-    let moved = extraction(
-        &now.set,
-        "facts-c1",
-        &[("Lives in Hamburg", Some("home.city"), &[3])],
-        &limits,
-        at(2),
-    );
-    let now = run.commit_changed(&user, &now, moved).await;
+    let now = run
+        .commit_extracted(
+            &user,
+            &StoredFacts::default(),
+            "facts-c1",
+            &[("Lives in Berlin", Some("home.city"), &[1]), ("Has a cat", None, &[2])],
+            &limits,
+            at(1),
+        )
+        .await;
+    let now = run
+        .commit_extracted(
+            &user,
+            &now,
+            "facts-c1",
+            &[("Lives in Hamburg", Some("home.city"), &[3])],
+            &limits,
+            at(2),
+        )
+        .await;
     assert_eq!(texts(&now.set), ["Has a cat", "Lives in Hamburg"]);
     let cat = run.fact_history(&user, 2).await;
 
@@ -434,14 +460,16 @@ pub(super) async fn facts_delete(run: &Run) {
     assert_eq!(run.fact_history(&user, 2).await, cat, "the others' history kept");
 
     // A new fact gets a new id, with a history of its own only.
-    let again = extraction(
-        &after.set,
-        "facts-c1",
-        &[("Lives in Hamburg", Some("home.city"), &[3])],
-        &limits,
-        at(3),
-    );
-    let now = run.commit_changed(&user, &after, again).await;
+    let now = run
+        .commit_extracted(
+            &user,
+            &after,
+            "facts-c1",
+            &[("Lives in Hamburg", Some("home.city"), &[3])],
+            &limits,
+            at(3),
+        )
+        .await;
     assert_eq!(
         now.set.by_key(&FactKey::new("home.city").unwrap()).map(|f| f.id),
         Some(4)
@@ -607,5 +635,50 @@ pub(super) async fn facts_concurrent_writers(run: &Run) {
     assert_eq!(said, expected, "no writer's fact lost");
     for fact in now.set.facts() {
         assert_eq!(kinds(&run.fact_history(&user, fact.id).await), ["added"]);
+    }
+}
+
+/// Eight writers commit on one version at once, creating `store`'s facts of a new user
+/// (version 0) and then changing them (version 1): exactly one wins each time, the others
+/// see a conflict, and only the winner's fact and history entry are kept. Unlike
+/// [`facts_concurrent_writers`], no writer tries again, so the store's version check alone
+/// decides.
+pub(crate) async fn one_facts_writer_wins_a_version(store: Arc<dyn Store>) {
+    let run = Run {
+        store,
+        prefix: format!("race-{}", crate::run_token()),
+    };
+    for expected in [0, 1] {
+        let user = run.user(&format!("facts/race-{expected}"));
+        let mut loaded = StoredFacts::default();
+        if expected == 1 {
+            let first = adding(&loaded, "First", at(1)).expect("add").expect("a change");
+            run.commit_facts(&user, first).await;
+            loaded = run.load_facts(&user).await;
+        }
+        let tasks: Vec<_> = (0..8)
+            .map(|w| {
+                let commit = adding(&loaded, &format!("Writer {w}"), at(2))
+                    .expect("add")
+                    .expect("a change");
+                let (store, user) = (run.store.clone(), user.clone());
+                tokio::spawn(async move { store.commit_facts(&user, commit).await })
+            })
+            .collect();
+        let mut won = Vec::new();
+        for (w, task) in tasks.into_iter().enumerate() {
+            match task.await.expect("a writer") {
+                Ok(version) => won.push((w, version)),
+                Err(e) => assert!(e.is_conflict(), "writer {w}: {e}"),
+            }
+        }
+        assert_eq!(won.len(), 1, "expecting {expected}: {won:?}");
+        let (w, version) = won[0];
+        assert_eq!(version, expected + 1);
+        let now = run.load_facts(&user).await;
+        assert_eq!(now.version, expected + 1);
+        assert_eq!(texts(&now.set).last().copied(), Some(format!("Writer {w}").as_str()));
+        let history = run.fact_history(&user, expected + 1).await;
+        assert_eq!(history.len(), 1, "only the winner's entry");
     }
 }

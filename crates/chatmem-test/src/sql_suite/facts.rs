@@ -141,44 +141,11 @@ pub async fn a_facts_commit_whose_reply_is_lost_is_applied_once<D: SqlDb>() {
     D::drop_namespace(&url, &namespace).await;
 }
 
-/// Eight writers commit on one version at once, creating the user's facts (version 0) and
-/// then changing them (version 1): exactly one wins each time, the others see a conflict,
-/// and only the winner's fact and history entry are kept.
+/// [`check_one_facts_writer_wins`](crate::check_one_facts_writer_wins) on a store in a
+/// fresh namespace.
 pub async fn of_facts_writers_at_one_version_exactly_one_wins<D: SqlDb>() {
     let url = D::url();
     let namespace = D::fresh_namespace("facts_race");
-    let store = Arc::new(D::store_in(&url, &namespace).await);
-    for expected in [0, 1] {
-        let user = user(&format!("facts-race-{expected}"));
-        let mut loaded = StoredFacts::default();
-        if expected == 1 {
-            store
-                .commit_facts(&user, adding(&loaded, "First"))
-                .await
-                .expect("first");
-            loaded = store.load_facts(&user).await.expect("load");
-        }
-        let tasks: Vec<_> = (0..8)
-            .map(|w| {
-                let (store, user, commit) = (store.clone(), user.clone(), adding(&loaded, &format!("Writer {w}")));
-                tokio::spawn(async move { store.commit_facts(&user, commit).await })
-            })
-            .collect();
-        let mut won = Vec::new();
-        for (w, task) in tasks.into_iter().enumerate() {
-            match task.await.expect("a writer") {
-                Ok(version) => won.push((w, version)),
-                Err(e) => assert!(e.is_conflict(), "writer {w}: {e}"),
-            }
-        }
-        assert_eq!(won.len(), 1, "expecting {expected}: {won:?}");
-        let (w, version) = won[0];
-        assert_eq!(version, expected + 1);
-        let now = store.load_facts(&user).await.expect("load");
-        assert_eq!(now.version, expected + 1);
-        assert_eq!(texts(&now).last().copied(), Some(format!("Writer {w}").as_str()));
-        let history = store.fact_history(&user, expected + 1).await.expect("history");
-        assert_eq!(history.len(), 1, "only the winner's entry");
-    }
+    crate::check_one_facts_writer_wins(Arc::new(D::store_in(&url, &namespace).await)).await;
     D::drop_namespace(&url, &namespace).await;
 }
