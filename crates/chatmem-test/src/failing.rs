@@ -18,7 +18,8 @@ use chatmem::{ConversationId, InMemoryStore, Page, Store, UserId};
 /// loads) fail as unavailable while it is [`down`](Self::set_down), and a
 /// [`broken`](Self::broken) one fails every conversation load. A
 /// [`blind`](Self::blind) one does not search (as a store without recall), and its searches
-/// can be [slowed](Self::set_search_delay).
+/// can be [slowed](Self::set_search_delay). One [`without_facts`](Self::without_facts) keeps
+/// conversations only.
 #[derive(Debug, Default)]
 pub struct FailingStore {
     inner: InMemoryStore,
@@ -26,6 +27,7 @@ pub struct FailingStore {
     down: AtomicBool,
     broken: bool,
     blind: bool,
+    factless: bool,
     search_delay_micros: AtomicU64,
 }
 
@@ -51,6 +53,26 @@ impl FailingStore {
             blind: true,
             ..Self::default()
         }
+    }
+
+    /// A store that works but keeps no facts: [`Store::keeps_facts`] is false, and a facts
+    /// call asked of it is refused as invalid input, as a store without facts refuses it.
+    pub fn without_facts() -> Self {
+        Self {
+            factless: true,
+            ..Self::default()
+        }
+    }
+
+    /// The error of a facts call if this store keeps no facts.
+    fn facts_kept(&self) -> Result<(), StoreError> {
+        if self.factless {
+            return Err(StoreError::new(
+                StoreErrorKind::InvalidInput,
+                "this store keeps no facts (the test made it without)",
+            ));
+        }
+        Ok(())
     }
 
     /// Every search waits `delay` before it answers.
@@ -129,22 +151,26 @@ impl Store for FailingStore {
         self.inner.search(id, query).await
     }
     fn keeps_facts(&self) -> bool {
-        self.inner.keeps_facts()
+        !self.factless && self.inner.keeps_facts()
     }
     async fn load_facts(&self, user: &UserId) -> Result<StoredFacts, StoreError> {
+        self.facts_kept()?;
         self.unless_down()?;
         self.inner.load_facts(user).await
     }
     async fn commit_facts(&self, user: &UserId, commit: FactsCommit) -> Result<u64, StoreError> {
+        self.facts_kept()?;
         if self.lose_one() {
             return Err(StoreError::facts_conflict());
         }
         self.inner.commit_facts(user, commit).await
     }
     async fn fact_history(&self, user: &UserId, fact: u64) -> Result<Vec<FactChange>, StoreError> {
+        self.facts_kept()?;
         self.inner.fact_history(user, fact).await
     }
     async fn forget_user(&self, user: &UserId) -> Result<bool, StoreError> {
+        self.facts_kept()?;
         self.inner.forget_user(user).await
     }
 }

@@ -382,13 +382,7 @@ mod tests {
     use super::*;
     use crate::commit::Retention;
     use crate::message::Message;
-
-    fn block_on<F: std::future::Future>(f: F) -> F::Output {
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .expect("a runtime")
-            .block_on(f)
-    }
+    use crate::test_support::block_on;
 
     /// Appends `n` user messages on `loaded`, moving the window start to keep the last `keep`.
     fn turn(loaded: &Snapshot, n: u64, keep: u64, retention: Retention) -> Commit {

@@ -48,6 +48,8 @@ pub mod store;
 mod stored_message;
 mod summarizer;
 mod summary;
+#[cfg(test)]
+mod test_support;
 pub mod tokens;
 mod turn;
 pub mod window;

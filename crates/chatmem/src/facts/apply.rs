@@ -128,21 +128,10 @@ where
 mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
 
-    use async_trait::async_trait;
-
     use super::*;
     use crate::InMemoryStore;
     use crate::facts::{FactLimits, FactSet, add};
-    use crate::id::ConversationId;
-    use crate::page::Page;
-    use crate::store::{Commit, RecentPage, RecentQuery, Snapshot, StoredMessage};
-
-    fn block_on<F: std::future::Future>(f: F) -> F::Output {
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .expect("a runtime")
-            .block_on(f)
-    }
+    use crate::test_support::{block_on, over_inner_store};
 
     fn by_hand(e: crate::facts::FactError) -> StoreError {
         StoreError::new(StoreErrorKind::InvalidInput, e.to_string())
@@ -158,47 +147,13 @@ mod tests {
         set.facts().iter().map(|f| f.text.as_str()).collect()
     }
 
-    /// A test store's impl: the conversation calls forwarded to its `inner` in-memory store,
-    /// then the facts calls given (expanded before `async_trait` reads the impl).
-    macro_rules! test_store {
-        ($ty:ty { $($facts:tt)* }) => {
-            #[async_trait]
-            impl Store for $ty {
-            async fn load(&self, id: &ConversationId) -> Result<Snapshot, StoreError> {
-                self.inner.load(id).await
-            }
-            async fn commit(&self, id: &ConversationId, commit: Commit) -> Result<u64, StoreError> {
-                self.inner.commit(id, commit).await
-            }
-            async fn history(
-                &self,
-                id: &ConversationId,
-                after: u64,
-                limit: usize,
-            ) -> Result<Vec<StoredMessage>, StoreError> {
-                self.inner.history(id, after, limit).await
-            }
-            async fn clear(&self, id: &ConversationId) -> Result<bool, StoreError> {
-                self.inner.clear(id).await
-            }
-            async fn list(&self, after: Option<&ConversationId>, limit: usize) -> Result<Page, StoreError> {
-                self.inner.list(after, limit).await
-            }
-            async fn recent(&self, query: &RecentQuery) -> Result<RecentPage, StoreError> {
-                self.inner.recent(query).await
-            }
-            $($facts)*
-            }
-        };
-    }
-
     /// A store that keeps conversations only: the facts calls are the trait's defaults.
     #[derive(Debug, Default)]
     struct NoFacts {
         inner: InMemoryStore,
     }
 
-    test_store!(NoFacts {});
+    over_inner_store!(NoFacts {});
 
     /// An in-memory store where, before each of the next `rivals` facts commits, another
     /// writer adds a fact of its own: the commit then finds the facts changed since they
@@ -210,7 +165,7 @@ mod tests {
         rival_commits: AtomicU32,
     }
 
-    test_store!(Racing {
+    over_inner_store!(Racing {
         fn keeps_facts(&self) -> bool {
             true
         }

@@ -16,6 +16,7 @@ use chatmem::{
     ChatMemory, ConversationId, Error, Heuristic, InMemoryStore, Message, Page, Recall, Store, TokenCounter, UserId,
     WindowPolicy,
 };
+use chatmem_test::FailingStore;
 
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -143,7 +144,7 @@ fn without_facts_to_send_the_prompt_is_byte_for_byte_the_prompt_of_begin() {
         assert_eq!(bytes(&as_user.prompt()), bytes(&plain.prompt()));
 
         // Facts off: begin_as loads no facts (the store need not keep any) and sends none.
-        let off = ChatMemory::builder(NoFacts::default())
+        let off = ChatMemory::builder(FailingStore::without_facts())
             .policy(WindowPolicy::messages(10))
             .build()
             .unwrap();
@@ -382,7 +383,7 @@ fn recall_and_facts_together_each_in_its_place() {
 
 #[test]
 fn build_refuses_facts_on_a_store_that_keeps_none() {
-    let e = ChatMemory::builder(NoFacts::default())
+    let e = ChatMemory::builder(FailingStore::without_facts())
         .facts(Facts::new())
         .build()
         .unwrap_err();
@@ -606,34 +607,6 @@ fn the_conversation_and_the_facts_load_at_once() {
         assert_eq!(e.to_string(), "store failed for the facts of user \"ada\"");
         assert!(e.is_transient());
     });
-}
-
-/// A store that keeps conversations only (the facts calls are the trait's defaults).
-#[derive(Debug, Default, Clone)]
-struct NoFacts {
-    inner: Arc<InMemoryStore>,
-}
-
-#[async_trait]
-impl Store for NoFacts {
-    async fn load(&self, id: &ConversationId) -> Result<Snapshot, StoreError> {
-        self.inner.load(id).await
-    }
-    async fn commit(&self, id: &ConversationId, commit: Commit) -> Result<u64, StoreError> {
-        self.inner.commit(id, commit).await
-    }
-    async fn history(&self, id: &ConversationId, after: u64, limit: usize) -> Result<Vec<StoredMessage>, StoreError> {
-        self.inner.history(id, after, limit).await
-    }
-    async fn clear(&self, id: &ConversationId) -> Result<bool, StoreError> {
-        self.inner.clear(id).await
-    }
-    async fn list(&self, after: Option<&ConversationId>, limit: usize) -> Result<Page, StoreError> {
-        self.inner.list(after, limit).await
-    }
-    async fn recent(&self, query: &RecentQuery) -> Result<RecentPage, StoreError> {
-        self.inner.recent(query).await
-    }
 }
 
 /// An in-memory store whose conversation load and facts load, once told to
