@@ -77,3 +77,4 @@ pub use crate::extract::{CONVERSATION_HEADER, USER_HEADER};
 pub use crate::metrics::{Metrics, metrics_app};
 pub use crate::serve::{ServeOptions, serve};
 pub use crate::state::AppState;
+pub use crate::users::{FactBody, FactsBody, HistoryBody, SourceBody};

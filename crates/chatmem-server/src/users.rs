@@ -111,10 +111,10 @@ fn facts_error(e: chatmem::Error) -> ApiError {
     }
 }
 
-/// One fact, as the routes answer it.
-#[derive(serde::Serialize, utoipa::ToSchema)]
+/// One fact, as the routes answer it (and `chatmem facts` prints it: one shape for both).
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
 #[schema(as = Fact)]
-pub(crate) struct FactBody {
+pub struct FactBody {
     /// Its id, unique among the user's facts (current and past) and never given again.
     id: u64,
     /// What is known, one line.
@@ -136,9 +136,9 @@ pub(crate) struct FactBody {
 }
 
 /// A message a fact was read from.
-#[derive(serde::Serialize, utoipa::ToSchema)]
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
 #[schema(as = FactSource)]
-pub(crate) struct SourceBody {
+pub struct SourceBody {
     /// The conversation id, as the tenant knows it.
     conversation: String,
     /// The message's sequence number in it (as in `…/history`).
@@ -146,7 +146,9 @@ pub(crate) struct SourceBody {
 }
 
 impl FactBody {
-    fn of(fact: &Fact, tenant: &Tenant) -> Self {
+    /// `fact` as `tenant` sees it: its sources' conversations named by the tenant's ids (a
+    /// source of another tenant, which cannot be, is left out).
+    pub fn of(fact: &Fact, tenant: &Tenant) -> Self {
         Self {
             id: fact.id,
             text: fact.text.clone(),
@@ -170,9 +172,9 @@ impl FactBody {
 }
 
 /// The answer of `GET /v1/users/{user}/facts`.
-#[derive(serde::Serialize, utoipa::ToSchema)]
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
 #[schema(as = Facts)]
-pub(crate) struct FactsBody {
+pub struct FactsBody {
     /// The user's current facts, in the order a turn sends them: pinned first, then those with
     /// a key by key, then the others oldest first.
     facts: Vec<FactBody>,
@@ -181,12 +183,34 @@ pub(crate) struct FactsBody {
 }
 
 /// The answer of `GET …/facts/{fact}/history`.
-#[derive(serde::Serialize, utoipa::ToSchema)]
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
 #[schema(as = FactHistory)]
-pub(crate) struct HistoryBody {
+pub struct HistoryBody {
     /// What happened to the fact, oldest first.
     #[schema(value_type = Vec<FactChangeSchema>)]
     history: Vec<Value>,
+}
+
+impl FactsBody {
+    /// A user's facts as `tenant` sees them, in the order a turn sends them.
+    pub fn of(stored: &chatmem::store::StoredFacts, tenant: &Tenant) -> Self {
+        Self {
+            facts: chatmem::facts::render_order(&stored.set)
+                .into_iter()
+                .map(|f| FactBody::of(f, tenant))
+                .collect(),
+            version: stored.version,
+        }
+    }
+}
+
+impl HistoryBody {
+    /// A fact's history as `tenant` sees it, oldest first.
+    pub fn of(history: &[FactChange], tenant: &Tenant) -> Self {
+        Self {
+            history: history.iter().map(|c| change_json(c, tenant)).collect(),
+        }
+    }
 }
 
 /// One entry of a fact's history: what happened to it, when and why. `kind` says which other
@@ -268,12 +292,7 @@ pub(crate) async fn list_facts(
     let result = async {
         facts_kept(&state)?;
         let stored = state.memory.facts(&user).await.map_err(facts_error)?;
-        let order = chatmem::facts::render_order(&stored.set);
-        Ok(Json(FactsBody {
-            facts: order.into_iter().map(|f| FactBody::of(f, &tenant)).collect(),
-            version: stored.version,
-        })
-        .into_response())
+        Ok(Json(FactsBody::of(&stored, &tenant)).into_response())
     }
     .await;
     respond(&rid, result)
@@ -442,10 +461,7 @@ pub(crate) async fn fact_history(
         if history.is_empty() {
             return Err(ApiError::not_found(format!("no fact {id} (for this user)")));
         }
-        Ok(Json(HistoryBody {
-            history: history.iter().map(|c| change_json(c, &tenant)).collect(),
-        })
-        .into_response())
+        Ok(Json(HistoryBody::of(&history, &tenant)).into_response())
     }
     .await;
     respond(&rid, result)

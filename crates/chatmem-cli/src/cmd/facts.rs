@@ -6,8 +6,9 @@
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
-use chatmem::facts::{Cause, ChangeKind, Fact, FactChange, FactEdit, FactKey, render_order};
+use chatmem::facts::{Fact, FactEdit, FactKey};
 use chatmem::{ChatMemory, Store, UserId};
+use chatmem_server::{FactBody, FactsBody, HistoryBody, Tenant};
 use clap::{Args, Subcommand};
 use serde::Serialize;
 
@@ -103,88 +104,11 @@ pub(crate) fn check_store(store: &dyn Store) -> Result<()> {
     Ok(())
 }
 
-/// A fact as the command prints it, the fields the server's `/v1/users/{user}/facts`
-/// answers: the stored fact with its times in RFC 3339.
-#[derive(Debug, Serialize)]
-pub(crate) struct FactView<'a> {
-    id: u64,
-    text: &'a str,
-    key: Option<&'a str>,
-    sources: &'a [chatmem::facts::FactSource],
-    /// When it was made.
-    created: Option<String>,
-    /// When it last changed (a confirmation included).
-    updated: Option<String>,
-    /// When it was last said to hold: the least recently confirmed unpinned fact leaves first.
-    confirmed: Option<String>,
-    pinned: bool,
-}
-
-impl<'a> From<&'a Fact> for FactView<'a> {
-    fn from(f: &'a Fact) -> Self {
-        Self {
-            id: f.id,
-            text: &f.text,
-            key: f.key.as_ref().map(FactKey::as_str),
-            sources: &f.sources,
-            created: rfc3339(f.created_micros),
-            updated: rfc3339(f.updated_micros),
-            confirmed: rfc3339(f.confirmed_micros),
-            pinned: f.pinned,
-        }
-    }
-}
-
-/// What `facts list` prints.
-#[derive(Debug, Serialize)]
-struct Listed<'a> {
-    /// In the order a turn sends them: pinned first, then those with a key by key, then the
-    /// others oldest first.
-    facts: Vec<FactView<'a>>,
-    /// Bumped by every change: 0 for a user with nothing kept.
-    version: u64,
-}
-
-/// What `facts history` prints.
-#[derive(Debug, Serialize)]
-struct History<'a> {
-    history: Vec<ChangeView<'a>>,
-}
-
-/// One entry of a fact's history, as the server writes it: what happened (`kind` and its
-/// fields), to which fact, when and what caused it.
-#[derive(Debug, Serialize)]
-struct ChangeView<'a> {
-    #[serde(flatten)]
-    kind: &'a ChangeKind,
-    fact: u64,
-    when: Option<String>,
-    cause: &'a Cause,
-}
-
-impl<'a> From<&'a FactChange> for ChangeView<'a> {
-    fn from(c: &'a FactChange) -> Self {
-        Self {
-            kind: &c.kind,
-            fact: c.fact,
-            when: rfc3339(c.at_micros),
-            cause: &c.cause,
-        }
-    }
-}
-
 /// What `facts rm` prints.
 #[derive(Debug, Serialize)]
 struct Deleted {
     /// The fact and the facts it superseded, ascending.
     deleted: Vec<u64>,
-}
-
-/// A time in Unix microseconds as RFC 3339 UTC; `None` for 0 or before (not recorded).
-fn rfc3339(micros: i64) -> Option<String> {
-    let micros = u64::try_from(micros).ok().filter(|&m| m > 0)?;
-    let at = std::time::UNIX_EPOCH + std::time::Duration::from_micros(micros);
-    Some(humantime::format_rfc3339_micros(at).to_string())
 }
 
 /// `KEY` as a fact key, the flag named in its error.
@@ -198,16 +122,13 @@ pub(crate) async fn run(command: FactsCommand) -> Result<()> {
         FactsAction::List(args) => {
             let (memory, user) = args.open(Access::Read).await?;
             let facts = memory.facts(&user).await?;
-            print_json(&Listed {
-                version: facts.version,
-                facts: render_order(&facts.set).into_iter().map(FactView::from).collect(),
-            })
+            print_json(&FactsBody::of(&facts, &Tenant::open()))
         }
         FactsAction::Add { user, key: k, text } => {
             let k = k.as_deref().map(key).transpose()?;
             let (memory, user) = user.open(Access::Write).await?;
             let fact = memory.add_fact(&user, &text.join(" "), k).await?;
-            print_json(&FactView::from(&fact))
+            print_json(&fact_json(&fact))
         }
         FactsAction::Edit {
             user,
@@ -225,7 +146,7 @@ pub(crate) async fn run(command: FactsCommand) -> Result<()> {
             };
             let (memory, user) = user.open(Access::Write).await?;
             let fact = memory.edit_fact(&user, fact, FactEdit { text, key: k }).await?;
-            print_json(&FactView::from(&fact))
+            print_json(&fact_json(&fact))
         }
         FactsAction::Pin(args) => pin(args, true).await,
         FactsAction::Unpin(args) => pin(args, false).await,
@@ -244,9 +165,7 @@ pub(crate) async fn run(command: FactsCommand) -> Result<()> {
                     args.fact
                 );
             }
-            print_json(&History {
-                history: history.iter().map(ChangeView::from).collect(),
-            })
+            print_json(&HistoryBody::of(&history, &Tenant::open()))
         }
         FactsAction::Forget(args) => {
             let (memory, user) = args.open(Access::Delete).await?;
@@ -261,10 +180,16 @@ pub(crate) async fn run(command: FactsCommand) -> Result<()> {
     }
 }
 
+/// A fact as the server's users routes answer it: one shape for both, the store's ids as
+/// they are (no tenant).
+fn fact_json(fact: &Fact) -> FactBody {
+    FactBody::of(fact, &Tenant::open())
+}
+
 async fn pin(args: FactArgs, pinned: bool) -> Result<()> {
     let (memory, user) = args.user.open(Access::Write).await?;
     let fact = memory.pin_fact(&user, args.fact, pinned).await?;
-    print_json(&FactView::from(&fact))
+    print_json(&fact_json(&fact))
 }
 
 #[cfg(test)]
