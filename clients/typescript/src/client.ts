@@ -577,6 +577,52 @@ function query(params: object | undefined): string {
   return text === "" ? "" : `?${text}`;
 }
 
+/** A message a fact was read from. */
+export interface FactSource {
+  /** The conversation id, as the tenant knows it. */
+  conversation: string;
+  /** The message's sequence number in it. */
+  seq: number;
+}
+
+/** What is known about a user, as `GET /v1/users/{user}/facts` answers it. */
+export interface Fact {
+  /** Unique among the user's facts, current and past; never given again. */
+  id: number;
+  /** What is known, one line. */
+  text: string;
+  /** What it is about (`home.city`): a newer fact with the same key supersedes it. */
+  key: string | null;
+  /** The messages it was read from (none for a fact added by hand). */
+  sources: FactSource[];
+  /** When it was made, RFC 3339. */
+  created: string | null;
+  /** When it last changed, RFC 3339. */
+  updated: string | null;
+  /** When it was last said to hold, RFC 3339. */
+  confirmed: string | null;
+  /** A pinned fact never leaves by the bounds and is written first. */
+  pinned: boolean;
+}
+
+/** A user's current facts, in the order a turn sends them, and their version. */
+export interface Facts {
+  facts: Fact[];
+  version: number;
+}
+
+/** What happened to a fact, oldest first: each entry's `kind` says which fields it has. */
+export interface FactHistory {
+  history: Array<{ fact: number; kind: string; when: string | null; cause: Record<string, unknown> } & Record<string, unknown>>;
+}
+
+/** A change to a fact by hand: a new text, a new key (`null` removes it), a pin. */
+export interface FactEdit {
+  text?: string;
+  key?: string | null;
+  pinned?: boolean;
+}
+
 /**
  * A client of `chatmem serve`: one method per REST route. Each call has a timeout
  * ({@link ChatmemClientOptions.timeoutMs}), and an error answer throws a {@link ChatmemError}.
@@ -703,6 +749,39 @@ export class ChatmemClient {
   /** `DELETE /v1/conversations/{id}`: deletes window, history and summary. */
   async deleteConversation(id: string, options?: CallOptions): Promise<void> {
     const response = await this.#request("DELETE", `/v1/conversations/${segment(id)}`, undefined, options);
+    await response.body?.cancel();
+  }
+
+  /** `GET /v1/users/{user}/facts`: the user's current facts and their version. */
+  listFacts(user: string, options?: CallOptions): Promise<Facts> {
+    return this.#json("GET", `/v1/users/${segment(user)}/facts`, undefined, options);
+  }
+
+  /** `POST /v1/users/{user}/facts`: adds a fact by hand (a `key` supersedes the fact with it). */
+  addFact(user: string, text: string, key?: string | null, options?: CallOptions): Promise<Fact> {
+    const body = key === undefined ? { text } : { text, key };
+    return this.#json("POST", `/v1/users/${segment(user)}/facts`, body, options);
+  }
+
+  /** `PATCH /v1/users/{user}/facts/{fact}`: changes a fact's text or key, then pins or unpins it. */
+  editFact(user: string, fact: number, edit: FactEdit, options?: CallOptions): Promise<Fact> {
+    return this.#json("PATCH", `/v1/users/${segment(user)}/facts/${fact}`, edit, options);
+  }
+
+  /** `DELETE /v1/users/{user}/facts/{fact}`: the fact is gone, its history with it. */
+  async deleteFact(user: string, fact: number, options?: CallOptions): Promise<void> {
+    const response = await this.#request("DELETE", `/v1/users/${segment(user)}/facts/${fact}`, undefined, options);
+    await response.body?.cancel();
+  }
+
+  /** `GET /v1/users/{user}/facts/{fact}/history`: what happened to the fact, oldest first. */
+  factHistory(user: string, fact: number, options?: CallOptions): Promise<FactHistory> {
+    return this.#json("GET", `/v1/users/${segment(user)}/facts/${fact}/history`, undefined, options);
+  }
+
+  /** `DELETE /v1/users/{user}/facts`: forgets everything kept about the user. */
+  async forgetUser(user: string, options?: CallOptions): Promise<void> {
+    const response = await this.#request("DELETE", `/v1/users/${segment(user)}/facts`, undefined, options);
     await response.body?.cancel();
   }
 

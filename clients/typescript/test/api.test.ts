@@ -133,6 +133,12 @@ const ROUTES = {
   "GET /v1/conversations/{id}/history": "getHistory",
   "POST /v1/chat/completions": "chatCompletion",
   "GET /v1/models": "models",
+  "GET /v1/users/{user}/facts": "listFacts",
+  "POST /v1/users/{user}/facts": "addFact",
+  "DELETE /v1/users/{user}/facts": "forgetUser",
+  "PATCH /v1/users/{user}/facts/{fact}": "editFact",
+  "DELETE /v1/users/{user}/facts/{fact}": "deleteFact",
+  "GET /v1/users/{user}/facts/{fact}/history": "factHistory",
 } as const satisfies Record<string, keyof ChatmemClient>;
 
 /** The query parameters each route takes, as the client's parameter types name them. */
@@ -222,6 +228,36 @@ for (const store of stores()) {
       assert.match(await client.metrics(), /^# (HELP|TYPE) /m);
       assert.match(await client.metrics({ openMetrics: true }), /# EOF\n?$/);
       assert.equal((await client.openapi()).openapi, "3.1.0");
+    });
+
+    test("a user's facts: add, list, edit and pin, history, delete, forget", async () => {
+      const user = uniqueId("ada/1");
+      assert.deepEqual(await client.listFacts(user), { facts: [], version: 0 });
+      const city = await client.addFact(user, "Lives in Berlin", "home.city");
+      assert.equal(city.text, "Lives in Berlin");
+      assert.equal(city.key, "home.city");
+      assert.equal(city.pinned, false);
+      const tea = await client.addFact(user, "Likes green tea");
+      assert.equal(tea.key, null);
+      const moved = await client.addFact(user, "Lives in Hamburg", "home.city");
+      assert.notEqual(moved.id, city.id, "a key supersedes: a new fact");
+      const pinned = await client.editFact(user, tea.id, { text: "Likes black tea", pinned: true });
+      assert.equal(pinned.text, "Likes black tea");
+      assert.equal(pinned.pinned, true);
+      const listed = await client.listFacts(user);
+      assert.deepEqual(
+        listed.facts.map((f) => f.text),
+        ["Likes black tea", "Lives in Hamburg"],
+        "pinned first, then by key",
+      );
+      assert.ok(listed.version > 0);
+      const kinds = (await client.factHistory(user, city.id)).history.map((e) => e.kind);
+      assert.deepEqual(kinds, ["added", "superseded"]);
+      await client.deleteFact(user, moved.id);
+      assert.deepEqual((await client.listFacts(user)).facts.map((f) => f.id), [tea.id]);
+      await assert.rejects(client.factHistory(user, moved.id), (e: unknown) => e instanceof ChatmemError && e.status === 404);
+      await client.forgetUser(user);
+      assert.deepEqual((await client.listFacts(user)).facts, []);
     });
 
     test("post, window, history by pages, list by pages, delete", async () => {
