@@ -45,6 +45,30 @@ pub(crate) fn declare(doc: &mut Value, config: &ServerConfig) {
         "maxLength": limits.max_id_bytes,
         "pattern": &*ID_PATTERN,
     });
+    // A user id follows a conversation id's rules (one check in the core for both).
+    schemas["UserId"] = json!({
+        "type": "string",
+        "description": format!(
+            "A user id: as a conversation id, 1 to {} bytes of UTF-8, no control or invisible character.",
+            limits.max_id_bytes
+        ),
+        "minLength": 1,
+        "maxLength": limits.max_id_bytes,
+        "pattern": &*ID_PATTERN,
+    });
+    let key = json!({
+        "description": "What the fact is about: segments of lowercase ASCII letters, digits, `_` and `-` joined by `.` (null: none).",
+        "oneOf": [
+            {"type": "string", "minLength": 1, "maxLength": chatmem::facts::MAX_KEY_BYTES,
+             "pattern": "^[a-z0-9_-]+(\\.[a-z0-9_-]+)*$"},
+            {"type": "null"},
+        ],
+    });
+    for body in ["AddFact", "PatchFact"] {
+        if schemas[body]["properties"].is_object() {
+            schemas[body]["properties"]["key"] = key.clone();
+        }
+    }
     for (name, schema) in messages() {
         schemas[name] = schema;
     }
@@ -57,6 +81,10 @@ pub(crate) fn declare(doc: &mut Value, config: &ServerConfig) {
         schemas[body]["properties"]["policy"] = json!({
             "description": "A window policy for this request instead of the server's (null: the server's).",
             "oneOf": [{"$ref": "#/components/schemas/Policy"}, {"type": "null"}],
+        });
+        schemas[body]["properties"]["user"] = json!({
+            "description": "The conversation's user, whose facts the turn is sent with (null or left out: none).",
+            "oneOf": [{"$ref": "#/components/schemas/UserId"}, {"type": "null"}],
         });
     }
     schemas["ChatCompletionRequest"]["properties"]["messages"] = json!({
@@ -129,6 +157,9 @@ pub(crate) fn declare(doc: &mut Value, config: &ServerConfig) {
                     (Some("id"), Some("path")) => {
                         param["schema"] = reference("ConversationId");
                     }
+                    (Some("user"), Some("path")) => {
+                        param["schema"] = reference("UserId");
+                    }
                     (Some("cursor"), Some("query")) if path == crate::route::CONVERSATIONS => {
                         param["schema"] = reference("ConversationId");
                     }
@@ -140,7 +171,8 @@ pub(crate) fn declare(doc: &mut Value, config: &ServerConfig) {
                         });
                     }
                     (Some(header), Some("header"))
-                        if header.eq_ignore_ascii_case(crate::extract::CONVERSATION_HEADER) =>
+                        if header.eq_ignore_ascii_case(crate::extract::CONVERSATION_HEADER)
+                            || header.eq_ignore_ascii_case(crate::extract::USER_HEADER) =>
                     {
                         param["schema"] = json!({
                             "type": "string",
@@ -617,8 +649,14 @@ fn policy_query(params: &mut Vec<Value>, config: &ServerConfig) {
             }
             Some("evict_to") => param["description"] = json!(EVICT_TO),
             Some("clear_tool_results.keep") => param["schema"]["maximum"] = json!(chatmem::MAX_CLEAR_KEEP),
-            Some("clear_tool_results.trigger_tokens") => param["description"] = json!(TRIGGER),
-            Some("clear_tool_results.clear_at_least_tokens") => param["description"] = json!(BLOCK),
+            Some("clear_tool_results.trigger_tokens") => {
+                param["description"] = json!(TRIGGER);
+                param["schema"]["maximum"] = json!(u64::MAX);
+            }
+            Some("clear_tool_results.clear_at_least_tokens") => {
+                param["description"] = json!(BLOCK);
+                param["schema"]["maximum"] = json!(u64::MAX);
+            }
             Some("clear_tool_results.exclude_tools") => {
                 param["schema"]["maxItems"] = json!(chatmem::MAX_EXCLUDED_TOOLS);
                 param["schema"]["items"] =
