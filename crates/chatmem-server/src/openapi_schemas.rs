@@ -64,11 +64,16 @@ pub(crate) fn declare(doc: &mut Value, config: &ServerConfig) {
             {"type": "null"},
         ],
     });
+    let text = json!({"type": "string", "minLength": 1, "pattern": &*FACT_TEXT_PATTERN});
     for body in ["AddFact", "PatchFact"] {
         if schemas[body]["properties"].is_object() {
             schemas[body]["properties"]["key"] = key.clone();
+            schemas[body]["properties"]["text"] = text.clone();
         }
     }
+    // A change must change something: text, key or pin, each given as a value.
+    schemas["PatchFact"]["minProperties"] = json!(1);
+    schemas["PatchFact"]["properties"]["pinned"] = json!({"type": "boolean"});
     for (name, schema) in messages() {
         schemas[name] = schema;
     }
@@ -224,11 +229,31 @@ const HEADER_ID_PATTERN: &str = "^[!-~]([ -~]*[!-~])?$";
 /// are written as `\uXXXX` escapes; the few refused characters above it are written as
 /// themselves (an escape above the BMP is not one every regex dialect reads alike).
 static ID_PATTERN: LazyLock<String> = LazyLock::new(|| {
-    let refused = |c: char| c.is_control() || chatmem::printable::is_invisible_or_separator(c);
+    let refused = class(|c| c.is_control() || chatmem::printable::is_invisible_or_separator(c));
+    format!("^[^{refused}]*$")
+});
+
+/// A fact's text as the core's `clean_text` takes it: white space anywhere (it is collapsed),
+/// at least one other character, and no control or invisible character but white space and
+/// the zero-width joiners.
+static FACT_TEXT_PATTERN: LazyLock<String> = LazyLock::new(|| {
+    let refused = |c: char| {
+        !c.is_whitespace()
+            && (c.is_control()
+                || (chatmem::printable::is_invisible_or_separator(c) && !matches!(c, '\u{200C}' | '\u{200D}')))
+    };
+    let (r, rw) = (class(refused), class(|c| refused(c) || c.is_whitespace()));
+    format!("^[^{r}]*[^{rw}][^{r}]*$")
+});
+
+/// The characters `pick` takes, as the inside of a regex character class. BMP characters
+/// are written as `\uXXXX` escapes; those above it as themselves (an escape above the BMP is
+/// not one every regex dialect reads alike).
+fn class(pick: impl Fn(char) -> bool) -> String {
     let mut ranges: Vec<(char, char)> = Vec::new();
     for c in (0..=u32::from(char::MAX))
         .filter_map(char::from_u32)
-        .filter(|&c| refused(c))
+        .filter(|&c| pick(c))
     {
         match ranges.last_mut() {
             Some((_, end)) if u32::from(*end) + 1 == u32::from(c) => *end = c,
@@ -242,7 +267,7 @@ static ID_PATTERN: LazyLock<String> = LazyLock::new(|| {
             c.to_string()
         }
     };
-    let class: String = ranges
+    ranges
         .iter()
         .map(|&(a, b)| {
             if a == b {
@@ -251,9 +276,8 @@ static ID_PATTERN: LazyLock<String> = LazyLock::new(|| {
                 format!("{}-{}", one(a), one(b))
             }
         })
-        .collect();
-    format!("^[^{class}]*$")
-});
+        .collect()
+}
 
 /// `oneOf` the schemas named.
 fn one_of(names: &[&str]) -> Vec<Value> {
