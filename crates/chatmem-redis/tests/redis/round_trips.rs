@@ -16,6 +16,10 @@ use chatmem_test::commit_full;
 use common::{cleanup, raw, store, unique_prefix, url};
 use redis::aio::MultiplexedConnection;
 
+/// The counters are the server's, so the tests of this binary take turns: one test's commands
+/// would otherwise show in another's counts.
+static ALONE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// `cmdstat_<name>` -> calls.
 async fn command_calls(conn: &mut MultiplexedConnection) -> BTreeMap<String, u64> {
     let info: String = redis::cmd("INFO").arg("commandstats").query_async(conn).await.unwrap();
@@ -82,6 +86,7 @@ fn turn(seq: u64) -> Vec<StoredMessage> {
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs CHATMEM_TEST_REDIS_URL"]
 async fn load_and_commit_are_one_round_trip_each() {
+    let _alone = ALONE.lock().await;
     let url = url();
     let prefix = unique_prefix("round-trips");
     let store = store(&url, &prefix).await;
@@ -265,6 +270,7 @@ fn a_search(id: &ConversationId) -> (ConversationId, chatmem::recall::SearchQuer
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs CHATMEM_TEST_REDIS_URL"]
 async fn a_search_and_an_indexed_commit_are_one_round_trip_each() {
+    let _alone = ALONE.lock().await;
     let url = url();
     let prefix = unique_prefix("round-trips-recall");
     let store = store(&url, &prefix).await;
@@ -348,6 +354,7 @@ async fn cluster_delta<F: std::future::Future<Output = ()>>(
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs CHATMEM_TEST_REDIS_CLUSTER_URL"]
 async fn cluster_round_trips() {
+    let _alone = ALONE.lock().await;
     let url = common::cluster_url();
     let prefix = unique_prefix("cluster-round-trips");
     let store = store(&url, &prefix).await;
@@ -594,6 +601,7 @@ async fn facts_calls_are_one_round_trip_each(store: &chatmem_redis::RedisStore, 
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs CHATMEM_TEST_REDIS_URL"]
 async fn facts_round_trips() {
+    let _alone = ALONE.lock().await;
     let url = url();
     let prefix = unique_prefix("round-trips-facts");
     let store = store(&url, &prefix).await;
@@ -604,6 +612,7 @@ async fn facts_round_trips() {
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs CHATMEM_TEST_REDIS_CLUSTER_URL"]
 async fn cluster_facts_round_trips() {
+    let _alone = ALONE.lock().await;
     let url = common::cluster_url();
     let prefix = unique_prefix("cluster-round-trips-facts");
     let store = store(&url, &prefix).await;
