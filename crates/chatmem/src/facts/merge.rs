@@ -18,7 +18,9 @@ use super::text::comparable_text;
 ///   the new one gets the next id (and the old one's pin, since the pin was on what the key is
 ///   about), the old one leaves the set and is recorded as
 ///   [`Superseded`](ChangeKind::Superseded) by it, then the new one as
-///   [`Added`](ChangeKind::Added).
+///   [`Added`](ChangeKind::Added). Unless it is older: when the current fact was said later in
+///   the same conversation (a source there after every source of the new one), the new one is
+///   an earlier value whose extraction finished late, and is left out, with no change.
 /// - A fact with a key no current fact has takes the place of a current fact without a key
 ///   that says the same (which takes the key and is confirmed), or else is added.
 /// - A fact without a key that says the same as a current fact (with a key or without; the
@@ -81,6 +83,7 @@ pub(crate) fn apply_one(out: &mut Changed, said: &Said<'_>) -> u64 {
     let keyed = said.key.and_then(|k| out.set.by_key(k)).map(|f| (f.id, says_it(f)));
     let target = match (said.key, keyed) {
         (Some(_), Some((id, true))) => Some((id, None)),
+        (Some(_), Some((old, false))) if said_before(out.set.get(old), said.sources) => return old,
         (Some(_), Some((old, false))) => return supersede(out, old, said),
         (Some(k), None) => out
             .set
@@ -111,6 +114,26 @@ pub(crate) fn apply_one(out: &mut Changed, said: &Said<'_>) -> u64 {
         },
     });
     id
+}
+
+/// Whether `current` was said after `sources` in a conversation they share: a source of
+/// `current` there with a later message than every one of `sources` there. Extractions of one
+/// conversation may finish out of order (the model is slow, the turns are not), so an older
+/// value must not supersede a newer one; across conversations there is no such order to go by.
+fn said_before(current: Option<&Fact>, sources: &[FactSource]) -> bool {
+    let Some(current) = current else { return false };
+    sources.iter().any(|s| {
+        let newest_said = sources
+            .iter()
+            .filter(|o| o.conversation == s.conversation)
+            .map(|o| o.seq)
+            .max()
+            .unwrap_or(s.seq);
+        current
+            .sources
+            .iter()
+            .any(|c| c.conversation == s.conversation && c.seq > newest_said)
+    })
 }
 
 /// Replaces fact `old` by a new fact of what was said, under the same key.
@@ -264,6 +287,41 @@ mod tests {
         );
         assert_eq!(merged.set.len(), 2);
         assert_eq!(merged.set.next_id(), before.next_id());
+    }
+
+    #[test]
+    fn an_older_value_of_a_key_from_the_same_conversation_supersedes_nothing() {
+        // Extractions of one conversation may land out of order: the value said at #20 was
+        // applied before the one said at #10 came back.
+        let mut newer = fact(1, "Lives in Hamburg", Some("home.city"));
+        newer.sources = vec![source("c2", 20)];
+        let before = set(vec![newer.clone()]);
+        let late = merge(
+            &before,
+            &[proposed("Lives in Berlin", Some("home.city"), &[9, 10])],
+            &cause(),
+            5,
+        );
+        assert_eq!(late.set, before, "the newer value stays, unchanged");
+        assert!(late.changes.is_empty(), "{:?}", late.changes);
+
+        // Said later in the conversation, or in another one, it supersedes as usual.
+        let later = merge(
+            &before,
+            &[proposed("Lives in Berlin", Some("home.city"), &[21])],
+            &cause(),
+            5,
+        );
+        assert_eq!(kinds(&later), [(1, "superseded"), (2, "added")]);
+        let mut elsewhere = newer;
+        elsewhere.sources = vec![source("c1", 20)];
+        let other = merge(
+            &set(vec![elsewhere]),
+            &[proposed("Lives in Berlin", Some("home.city"), &[10])],
+            &cause(),
+            5,
+        );
+        assert_eq!(kinds(&other), [(1, "superseded"), (2, "added")]);
     }
 
     #[test]
