@@ -1,7 +1,7 @@
 """Each test session starts real ``chatmem serve`` processes (the binary ``CHATMEM_BIN`` names):
 one over SQLite, and one over PostgreSQL when ``CHATMEM_TEST_PG_URL`` is set (skipped, with
 the reason, otherwise). Both run with ``--auth``: two tenants whose names are new each session,
-so runs that share a PostgreSQL database never see each other's conversations.
+so runs that share a PostgreSQL database never see each other's conversations or users' facts.
 """
 
 from __future__ import annotations
@@ -121,7 +121,8 @@ def server(request: pytest.FixtureRequest) -> Iterator[Server]:
             f'[[token]]\ntoken = "{token_b}"\ntenant = "py-b-{run}"\n'
         )
         log = Path(tmp, "serve.log")
-        proc, url = _start(store, auth, log)
+        # --facts: a turn naming its user is sent their facts (one naming none is not).
+        proc, url = _start(store, auth, log, "--facts")
         try:
             yield Server(backend, url, token_a, token_b)
             for token in (token_a, token_b):  # leave nothing behind in a shared database
@@ -227,6 +228,12 @@ def _proxy(*extra: str) -> Iterator[Proxy]:
 def proxy() -> Iterator[Proxy]:
     """``chatmem serve --upstream-base-url`` (in-memory store) before a loopback model."""
     yield from _proxy()
+
+
+@pytest.fixture(scope="session")
+def facts_proxy() -> Iterator[Proxy]:
+    """:func:`proxy` sending each named user's facts with their turns (``--facts``)."""
+    yield from _proxy("--facts")
 
 
 @pytest.fixture(scope="session")

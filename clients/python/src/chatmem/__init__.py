@@ -1,8 +1,8 @@
 """chatmem: a typed client for ``chatmem serve``, with LangChain and LlamaIndex adapters.
 
-``Client`` and ``AsyncClient`` call every REST route; ``chatmem.langchain`` (extra
-``langchain``) and ``chatmem.llama_index`` (extra ``llama-index``) keep a framework's messages
-in chatmem.
+``Client`` and ``AsyncClient`` call every REST route, users' facts included;
+``chatmem.langchain`` (extra ``langchain``) and ``chatmem.llama_index`` (extra ``llama-index``)
+keep a framework's messages in chatmem.
 """
 
 from .client import (
@@ -13,6 +13,10 @@ from .client import (
     ClearToolResults,
     Client,
     ConversationPage,
+    Fact,
+    FactChange,
+    Facts,
+    FactSource,
     HistoryPage,
     Message,
     Policy,
@@ -53,6 +57,10 @@ __all__ = [
     "ConflictError",
     "ConversationPage",
     "ConversionError",
+    "Fact",
+    "FactChange",
+    "FactSource",
+    "Facts",
     "HistoryPage",
     "Message",
     "NotFoundError",

@@ -8,10 +8,11 @@ how they send. Message text is never logged.
 
 from __future__ import annotations
 
+import enum
 import os
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypedDict, TypeVar
+from typing import Any, Generic, Literal, NamedTuple, TypedDict, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -25,6 +26,10 @@ __all__ = [
     "Cleared",
     "Client",
     "ConversationPage",
+    "Fact",
+    "FactChange",
+    "FactSource",
+    "Facts",
     "HistoryPage",
     "Message",
     "Policy",
@@ -224,6 +229,86 @@ class ConversationPage:
     next_cursor: str | None
 
 
+class FactSource(NamedTuple):
+    """A message a fact was read from: ``(conversation, seq)``."""
+
+    conversation: str
+    """The conversation id, as the tenant knows it."""
+    seq: int
+    """The message's sequence number in it (as in the history)."""
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One thing known about a user, kept across their conversations (the server's ``Fact``)."""
+
+    id: int
+    """Unique among the user's facts, current and past; never given again."""
+    text: str
+    """What is known, one line."""
+    key: str | None
+    """What it is about (``home.city``): a newer fact with the same key supersedes it."""
+    sources: list[FactSource]
+    """The messages it was read from, oldest first (none for a fact added by hand)."""
+    created: str | None
+    """When it was made, RFC 3339."""
+    updated: str | None
+    """When it last changed in any way, RFC 3339."""
+    confirmed: str | None
+    """When it was last said to hold, RFC 3339: the least recently confirmed unpinned fact is
+    the first to leave when the user's facts pass their bounds."""
+    pinned: bool
+    """A pinned fact never leaves by the bounds, and is written first."""
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What ``GET /v1/users/{user}/facts`` answers: the user's current facts, in the order a
+    turn sends them (pinned first, then those with a key by key, then the others oldest first),
+    and their version."""
+
+    facts: list[Fact]
+    version: int
+    """0 for a user with no facts yet; every change bumps it."""
+
+
+@dataclass(frozen=True)
+class FactChange:
+    """One entry of a fact's history: what happened to it, when and why. ``kind`` says which of
+    the optional fields it has; a field the entry does not have is ``None``."""
+
+    fact: int
+    """The fact it happened to."""
+    kind: str
+    """``added``, ``confirmed``, ``superseded``, ``edited``, ``pinned``, ``unpinned`` or
+    ``evicted`` (a newer server may send others)."""
+    when: str | None
+    """When, RFC 3339."""
+    cause: dict[str, Any]
+    """What caused it: ``{"by": "hand"}`` (a person, through the API) or ``{"by":
+    "extraction", "conversation": id}`` (the facts model's reading of that conversation)."""
+    text: str | None = None
+    """The fact's text right after it (``added``, ``superseded``, ``edited``, ``evicted``)."""
+    key: str | None = None
+    """Its key right after it (``added``, ``edited``; ``confirmed`` when it took one)."""
+    supersedes: int | None = None
+    """``added``: the fact it replaced (same key)."""
+    by: int | None = None
+    """``superseded``: the fact that replaced it."""
+    sources: list[FactSource] | None = None
+    """``confirmed``: the messages that said it this time."""
+    reason: str | None = None
+    """``evicted``: the bound it left for, ``too_many_facts`` or ``too_many_tokens``."""
+
+
+class _Unset(enum.Enum):
+    """The default of an argument whose ``None`` means something (a key removed)."""
+
+    UNSET = enum.auto()
+
+
+_UNSET = _Unset.UNSET
+
 T = TypeVar("T")
 
 
@@ -236,19 +321,76 @@ class _Call(Generic[T]):
     parse: Callable[[httpx.Response], T]
     params: Mapping[str, str | int | list[str]] | None = None
     body: Mapping[str, Any] | None = None
-    headers: Mapping[str, str] | None = None
+    headers: Mapping[str, str | bytes] | None = None
+
+
+def _segment(id: str, what: str) -> str:
+    """``id`` as one percent-encoded path segment (a ``/`` in it is sent as ``%2F``; the ids
+    ``.`` and ``..`` as ``%2E``s, which no URL normalizer removes as it removes dot segments);
+    ``what`` names it in the error for an id that is not a str."""
+    if not isinstance(id, str):
+        raise TypeError(f"a {what} is a str, not {type(id).__name__}")
+    segment = quote(id, safe="")
+    if segment in (".", ".."):
+        segment = segment.replace(".", "%2E")
+    return segment
 
 
 def _conversation_path(conversation: str, suffix: str = "") -> str:
-    """``/v1/conversations/{id}{suffix}``, the id one percent-encoded path segment (a ``/`` in
-    it is sent as ``%2F``; the ids ``.`` and ``..`` as ``%2E``s, which no URL normalizer
-    removes as it removes dot segments)."""
-    if not isinstance(conversation, str):
-        raise TypeError(f"a conversation id is a str, not {type(conversation).__name__}")
-    segment = quote(conversation, safe="")
-    if segment in (".", ".."):
-        segment = segment.replace(".", "%2E")
-    return f"/v1/conversations/{segment}{suffix}"
+    """``/v1/conversations/{id}{suffix}``, the id one path segment (:func:`_segment`)."""
+    return f"/v1/conversations/{_segment(conversation, 'conversation id')}{suffix}"
+
+
+def _user_path(user: str, fact: int | None = None, suffix: str = "") -> str:
+    """``/v1/users/{user}/facts[/{fact}]{suffix}``, the user id one path segment
+    (:func:`_segment`, as a conversation id) and the fact id a whole number."""
+    path = f"/v1/users/{_segment(user, 'user id')}/facts"
+    if fact is None:
+        return path + suffix
+    # A bool is an int to Python, never a fact id; a str could be any path.
+    if not isinstance(fact, int) or isinstance(fact, bool):
+        raise TypeError(f"a fact id is an int, not {type(fact).__name__}")
+    return f"{path}/{fact}{suffix}"
+
+
+def _user_field(user: str | None) -> str | None:
+    """A turn's ``user`` as the body sends it (checked by the server as the facts routes do)."""
+    if user is not None and not isinstance(user, str):
+        raise TypeError(f"a user id is a str, not {type(user).__name__}")
+    return user
+
+
+def _turn_body(
+    messages: Sequence[Message], policy: Policy | None, user: str | None
+) -> dict[str, Any]:
+    """The body of ``POST …/messages`` and ``POST …/prompt``."""
+    body: dict[str, Any] = {"messages": list(messages)}
+    if policy:
+        body["policy"] = dict(policy)
+    if _user_field(user) is not None:
+        body["user"] = user
+    return body
+
+
+def _user_header(user: str) -> bytes:
+    """``user`` as the value of the ``X-Chatmem-User`` header: UTF-8, as the server reads it.
+
+    An id a header cannot carry as it is (a control character, or a space or tab at either
+    end, which HTTP strips) raises :class:`ValueError`; the server would refuse most of them
+    as user ids anyway, and the rest would arrive as another id."""
+    if not isinstance(user, str):
+        raise TypeError(f"a user id is a str, not {type(user).__name__}")
+    bad = next((i for i, c in enumerate(user) if c < " " or c == "\x7f"), None)
+    if bad is not None:
+        raise ValueError(
+            f"user: a control character at position {bad}; "
+            "the X-Chatmem-User header cannot carry it (and no user id has one)"
+        )
+    if user != user.strip(" \t"):
+        raise ValueError(
+            "user: a space or tab at either end; the X-Chatmem-User header would lose it"
+        )
+    return user.encode("utf-8")
 
 
 def _params(**values: str | int | None) -> dict[str, str | int]:
@@ -338,6 +480,58 @@ def _conversations(r: httpx.Response) -> ConversationPage:
     return ConversationPage(body["conversations"], body.get("next_cursor"))
 
 
+def _sources(values: Any) -> list[FactSource]:
+    # A history entry names a source of another tenant (which cannot be) as null; left out, as
+    # the server leaves it out of a fact's own sources.
+    return [
+        FactSource(s["conversation"], s["seq"])
+        for s in values or []
+        if isinstance(s.get("conversation"), str)
+    ]
+
+
+def _fact_of(f: Mapping[str, Any]) -> Fact:
+    return Fact(
+        id=f["id"],
+        text=f["text"],
+        key=f.get("key"),
+        sources=_sources(f.get("sources")),
+        created=f.get("created"),
+        updated=f.get("updated"),
+        confirmed=f.get("confirmed"),
+        pinned=bool(f.get("pinned", False)),
+    )
+
+
+def _change_of(c: Mapping[str, Any]) -> FactChange:
+    sources = c.get("sources")
+    return FactChange(
+        fact=c["fact"],
+        kind=c["kind"],
+        when=c.get("when"),
+        cause=dict(c.get("cause") or {}),
+        text=c.get("text"),
+        key=c.get("key"),
+        supersedes=c.get("supersedes"),
+        by=c.get("by"),
+        sources=None if sources is None else _sources(sources),
+        reason=c.get("reason"),
+    )
+
+
+def _fact(r: httpx.Response) -> Fact:
+    return _fact_of(r.json())
+
+
+def _facts(r: httpx.Response) -> Facts:
+    body = r.json()
+    return Facts([_fact_of(f) for f in body["facts"]], body["version"])
+
+
+def _fact_history(r: httpx.Response) -> list[FactChange]:
+    return [_change_of(c) for c in r.json()["history"]]
+
+
 def _json(r: httpx.Response) -> dict[str, Any]:
     body: dict[str, Any] = r.json()
     return body
@@ -365,22 +559,18 @@ class _Routes:
 
     @staticmethod
     def add_messages(
-        conversation: str, messages: Sequence[Message], policy: Policy | None
+        conversation: str, messages: Sequence[Message], policy: Policy | None, user: str | None
     ) -> _Call[Window]:
         if not messages:
             raise ValueError("messages is empty: a commit adds at least one message")
-        body: dict[str, Any] = {"messages": list(messages)}
-        if policy:
-            body["policy"] = dict(policy)
+        body = _turn_body(messages, policy, user)
         return _Call("POST", _conversation_path(conversation, "/messages"), _window, body=body)
 
     @staticmethod
     def prompt(
-        conversation: str, messages: Sequence[Message], policy: Policy | None
+        conversation: str, messages: Sequence[Message], policy: Policy | None, user: str | None
     ) -> _Call[Prompt]:
-        body: dict[str, Any] = {"messages": list(messages)}
-        if policy:
-            body["policy"] = dict(policy)
+        body = _turn_body(messages, policy, user)
         return _Call("POST", _conversation_path(conversation, "/prompt"), _prompt, body=body)
 
     @staticmethod
@@ -408,11 +598,55 @@ class _Routes:
         return _Call("DELETE", _conversation_path(conversation), _nothing)
 
     @staticmethod
-    def chat_completion(conversation: str, request: Mapping[str, Any]) -> _Call[dict[str, Any]]:
+    def chat_completion(
+        conversation: str, request: Mapping[str, Any], user: str | None
+    ) -> _Call[dict[str, Any]]:
         if request.get("stream"):
             raise ValueError("stream: not supported here; use an OpenAI client for streaming")
-        headers = {"X-Chatmem-Conversation": conversation}
+        headers: dict[str, str | bytes] = {"X-Chatmem-Conversation": conversation}
+        if user is not None:
+            headers["X-Chatmem-User"] = _user_header(user)
         return _Call("POST", "/v1/chat/completions", _json, body=request, headers=headers)
+
+    @staticmethod
+    def list_facts(user: str) -> _Call[Facts]:
+        return _Call("GET", _user_path(user), _facts)
+
+    @staticmethod
+    def add_fact(user: str, text: str, key: str | None) -> _Call[Fact]:
+        if not isinstance(text, str):
+            raise TypeError(f"a fact's text is a str, not {type(text).__name__}")
+        body: dict[str, Any] = {"text": text}
+        if key is not None:
+            body["key"] = key
+        return _Call("POST", _user_path(user), _fact, body=body)
+
+    @staticmethod
+    def edit_fact(
+        user: str, fact: int, text: str | None, key: str | _Unset | None, pinned: bool | None
+    ) -> _Call[Fact]:
+        body: dict[str, Any] = {}
+        if text is not None:
+            body["text"] = text
+        if key is not _UNSET:
+            body["key"] = key  # None: the key removed
+        if pinned is not None:
+            body["pinned"] = pinned
+        if not body:
+            raise ValueError("give text, key or pinned: the edit changes nothing")
+        return _Call("PATCH", _user_path(user, fact), _fact, body=body)
+
+    @staticmethod
+    def delete_fact(user: str, fact: int) -> _Call[None]:
+        return _Call("DELETE", _user_path(user, fact), _nothing)
+
+    @staticmethod
+    def fact_history(user: str, fact: int) -> _Call[list[FactChange]]:
+        return _Call("GET", _user_path(user, fact, "/history"), _fact_history)
+
+    @staticmethod
+    def forget_user(user: str) -> _Call[None]:
+        return _Call("DELETE", _user_path(user), _nothing)
 
     @staticmethod
     def models() -> _Call[dict[str, Any]]:
@@ -514,19 +748,32 @@ class Client:
         return self._send(_Routes.get_messages(conversation, policy))
 
     def add_messages(
-        self, conversation: str, messages: Sequence[Message], *, policy: Policy | None = None
+        self,
+        conversation: str,
+        messages: Sequence[Message],
+        *,
+        policy: Policy | None = None,
+        user: str | None = None,
     ) -> Window:
-        """``POST /v1/conversations/{id}/messages``: one atomic commit; the window after it."""
-        return self._send(_Routes.add_messages(conversation, messages, policy))
+        """``POST /v1/conversations/{id}/messages``: one atomic commit; the window after it.
+        ``user`` names the conversation's user: the turn is theirs (with a facts model on the
+        server, their messages are read for facts)."""
+        return self._send(_Routes.add_messages(conversation, messages, policy, user))
 
     def prompt(
-        self, conversation: str, messages: Sequence[Message], *, policy: Policy | None = None
+        self,
+        conversation: str,
+        messages: Sequence[Message],
+        *,
+        policy: Policy | None = None,
+        user: str | None = None,
     ) -> Prompt:
         """``POST /v1/conversations/{id}/prompt``: a dry run, committing nothing. The messages
         the next model call would be sent if ``messages`` were said now (empty: the prompt as
         it stands), as the OpenAI door sends them, with their tokens and what clearing took
-        out. A conversation that does not exist yet is no error: its prompt is ``messages``."""
-        return self._send(_Routes.prompt(conversation, messages, policy))
+        out. A conversation that does not exist yet is no error: its prompt is ``messages``.
+        With ``user`` (and ``chatmem serve --facts``) the prompt has that user's facts."""
+        return self._send(_Routes.prompt(conversation, messages, policy, user))
 
     def recall(self, conversation: str, q: str, k: int | None = None) -> Recall:
         """``GET /v1/conversations/{id}/recall``: what recall finds for the question ``q``
@@ -572,10 +819,59 @@ class Client:
         """``DELETE /v1/conversations/{id}``: window, history and summary (404 if none)."""
         self._send(_Routes.delete_conversation(conversation))
 
-    def chat_completion(self, conversation: str, request: Mapping[str, Any]) -> dict[str, Any]:
+    def chat_completion(
+        self, conversation: str, request: Mapping[str, Any], *, user: str | None = None
+    ) -> dict[str, Any]:
         """``POST /v1/chat/completions`` with memory (not streamed): ``request`` is OpenAI's
-        chat-completion request; the answer is the upstream's, as it came."""
-        return self._send(_Routes.chat_completion(conversation, request))
+        chat-completion request; the answer is the upstream's, as it came. ``user`` is sent
+        as ``X-Chatmem-User``: with ``chatmem serve --facts`` the model is sent that user's
+        facts (an id a header cannot carry raises :class:`ValueError` before any request)."""
+        return self._send(_Routes.chat_completion(conversation, request, user))
+
+    def list_facts(self, user: str) -> Facts:
+        """``GET /v1/users/{user}/facts``: the user's current facts, in the order a turn sends
+        them, and their version (none, version 0, for a user never seen)."""
+        return self._send(_Routes.list_facts(user))
+
+    def add_fact(self, user: str, text: str, *, key: str | None = None) -> Fact:
+        """``POST /v1/users/{user}/facts``: adds a fact by hand; the fact the text is now in. A
+        ``key`` supersedes the current fact with it (kept in its history); a text the same as a
+        current fact's confirms that fact. A text that cannot be a fact's raises
+        :class:`~chatmem.BadRequestError` naming ``text`` (``key`` for a bad key); a fact the
+        pinned facts leave no room for :class:`~chatmem.ConflictError` (``fact_refused``)."""
+        return self._send(_Routes.add_fact(user, text, key))
+
+    def edit_fact(
+        self,
+        user: str,
+        fact: int,
+        *,
+        text: str | None = None,
+        key: str | _Unset | None = _UNSET,
+        pinned: bool | None = None,
+    ) -> Fact:
+        """``PATCH /v1/users/{user}/facts/{fact}``: changes the fact's text or key (``key=None``
+        removes it; left out, it stays), then pins or unpins it; the fact as it is now. The
+        edit and the pin are committed one after the other: when the pin is refused
+        (:class:`~chatmem.ConflictError`, ``fact_refused``: past the bounds), the edit stays.
+        An unknown fact is :class:`~chatmem.NotFoundError`; giving nothing to change raises
+        :class:`ValueError` before any request."""
+        return self._send(_Routes.edit_fact(user, fact, text, key, pinned))
+
+    def delete_fact(self, user: str, fact: int) -> None:
+        """``DELETE /v1/users/{user}/facts/{fact}``: deletes the fact with its history, and the
+        facts it superseded with theirs (:class:`~chatmem.NotFoundError` if none)."""
+        self._send(_Routes.delete_fact(user, fact))
+
+    def fact_history(self, user: str, fact: int) -> list[FactChange]:
+        """``GET /v1/users/{user}/facts/{fact}/history``: what happened to the fact, oldest
+        first, current or past (:class:`~chatmem.NotFoundError` once it is deleted)."""
+        return self._send(_Routes.fact_history(user, fact))
+
+    def forget_user(self, user: str) -> None:
+        """``DELETE /v1/users/{user}/facts``: forgets every fact of the user and every history
+        entry (also when nothing was kept); the user's conversations stay."""
+        self._send(_Routes.forget_user(user))
 
     def models(self) -> dict[str, Any]:
         """``GET /v1/models``: the upstream's model list, as it came."""
@@ -632,19 +928,31 @@ class AsyncClient:
         return await self._send(_Routes.get_messages(conversation, policy))
 
     async def add_messages(
-        self, conversation: str, messages: Sequence[Message], *, policy: Policy | None = None
+        self,
+        conversation: str,
+        messages: Sequence[Message],
+        *,
+        policy: Policy | None = None,
+        user: str | None = None,
     ) -> Window:
-        """``POST /v1/conversations/{id}/messages``: one atomic commit; the window after it."""
-        return await self._send(_Routes.add_messages(conversation, messages, policy))
+        """``POST /v1/conversations/{id}/messages``: one atomic commit; the window after it
+        (``user``: as :meth:`Client.add_messages`)."""
+        return await self._send(_Routes.add_messages(conversation, messages, policy, user))
 
     async def prompt(
-        self, conversation: str, messages: Sequence[Message], *, policy: Policy | None = None
+        self,
+        conversation: str,
+        messages: Sequence[Message],
+        *,
+        policy: Policy | None = None,
+        user: str | None = None,
     ) -> Prompt:
         """``POST /v1/conversations/{id}/prompt``: a dry run, committing nothing. The messages
         the next model call would be sent if ``messages`` were said now (empty: the prompt as
         it stands), as the OpenAI door sends them, with their tokens and what clearing took
-        out. A conversation that does not exist yet is no error: its prompt is ``messages``."""
-        return await self._send(_Routes.prompt(conversation, messages, policy))
+        out. A conversation that does not exist yet is no error: its prompt is ``messages``.
+        With ``user`` (and ``chatmem serve --facts``) the prompt has that user's facts."""
+        return await self._send(_Routes.prompt(conversation, messages, policy, user))
 
     async def recall(self, conversation: str, q: str, k: int | None = None) -> Recall:
         """``GET /v1/conversations/{id}/recall``: what recall finds for the question ``q``
@@ -695,10 +1003,43 @@ class AsyncClient:
         await self._send(_Routes.delete_conversation(conversation))
 
     async def chat_completion(
-        self, conversation: str, request: Mapping[str, Any]
+        self, conversation: str, request: Mapping[str, Any], *, user: str | None = None
     ) -> dict[str, Any]:
-        """``POST /v1/chat/completions`` with memory (not streamed)."""
-        return await self._send(_Routes.chat_completion(conversation, request))
+        """``POST /v1/chat/completions`` with memory (not streamed; ``user`` as
+        :meth:`Client.chat_completion` sends it)."""
+        return await self._send(_Routes.chat_completion(conversation, request, user))
+
+    async def list_facts(self, user: str) -> Facts:
+        """``GET /v1/users/{user}/facts`` (:meth:`Client.list_facts`)."""
+        return await self._send(_Routes.list_facts(user))
+
+    async def add_fact(self, user: str, text: str, *, key: str | None = None) -> Fact:
+        """``POST /v1/users/{user}/facts`` (:meth:`Client.add_fact`)."""
+        return await self._send(_Routes.add_fact(user, text, key))
+
+    async def edit_fact(
+        self,
+        user: str,
+        fact: int,
+        *,
+        text: str | None = None,
+        key: str | _Unset | None = _UNSET,
+        pinned: bool | None = None,
+    ) -> Fact:
+        """``PATCH /v1/users/{user}/facts/{fact}`` (:meth:`Client.edit_fact`)."""
+        return await self._send(_Routes.edit_fact(user, fact, text, key, pinned))
+
+    async def delete_fact(self, user: str, fact: int) -> None:
+        """``DELETE /v1/users/{user}/facts/{fact}`` (:meth:`Client.delete_fact`)."""
+        await self._send(_Routes.delete_fact(user, fact))
+
+    async def fact_history(self, user: str, fact: int) -> list[FactChange]:
+        """``GET /v1/users/{user}/facts/{fact}/history`` (:meth:`Client.fact_history`)."""
+        return await self._send(_Routes.fact_history(user, fact))
+
+    async def forget_user(self, user: str) -> None:
+        """``DELETE /v1/users/{user}/facts`` (:meth:`Client.forget_user`)."""
+        await self._send(_Routes.forget_user(user))
 
     async def models(self) -> dict[str, Any]:
         """``GET /v1/models``."""

@@ -65,7 +65,8 @@ class APIError(ChatmemError):
 
 
 class BadRequestError(APIError):
-    """400: an invalid id, body, policy or parameter; the message names the field."""
+    """400: an invalid id, body, policy or parameter (``param`` names it: ``user``, ``fact``,
+    ``text``, ``key``, ...), or a facts route on a server whose store keeps no facts."""
 
 
 class AuthenticationError(APIError):
@@ -77,11 +78,13 @@ class PermissionDeniedError(APIError):
 
 
 class NotFoundError(APIError):
-    """404: no such conversation (for this tenant)."""
+    """404: no such conversation, or no such fact of the user (for this tenant)."""
 
 
 class ConflictError(APIError):
-    """409: the conversation changed under a write too often (contention)."""
+    """409: the conversation or the user's facts changed under a write too often (``code``
+    ``contention``: retry), or a change to a user's facts that their other facts leave no room
+    for (``fact_refused``: a key another fact has, a pin past the bounds; nothing written)."""
 
 
 class RequestTooLargeError(APIError):
