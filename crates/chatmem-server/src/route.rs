@@ -23,15 +23,32 @@ pub(crate) const FACT_HISTORY: &str = "/v1/users/{user}/facts/{fact}/history";
 /// The memory inspector's pages (`ui/`).
 pub(crate) const UI: &str = "/ui";
 pub(crate) const UI_CONVERSATION: &str = "/ui/conversations/{id}";
+/// A user's facts (`{user}` one path segment, as the API's), a fact's history, and the list
+/// page's form that opens them (`?user=`).
+pub(crate) const UI_USERS: &str = "/ui/users";
+pub(crate) const UI_FACTS: &str = "/ui/users/{user}/facts";
+pub(crate) const UI_FACT: &str = "/ui/users/{user}/facts/{fact}";
+pub(crate) const UI_FACT_HISTORY: &str = "/ui/users/{user}/facts/{fact}/history";
 pub(crate) const UI_SIGN_IN: &str = "/ui/sign-in";
 pub(crate) const UI_SIGN_OUT: &str = "/ui/sign-out";
 pub(crate) const UI_STYLE: &str = "/ui/assets/ui.css";
 pub(crate) const UI_SCRIPT: &str = "/ui/assets/ui.js";
 /// The inspector's templates: web pages and their assets, outside the API's description.
 #[cfg(test)]
-pub(crate) const PAGES: [&str; 6] = [UI, UI_CONVERSATION, UI_SIGN_IN, UI_SIGN_OUT, UI_STYLE, UI_SCRIPT];
+pub(crate) const PAGES: [&str; 10] = [
+    UI,
+    UI_CONVERSATION,
+    UI_USERS,
+    UI_FACTS,
+    UI_FACT,
+    UI_FACT_HISTORY,
+    UI_SIGN_IN,
+    UI_SIGN_OUT,
+    UI_STYLE,
+    UI_SCRIPT,
+];
 /// Every template the router serves.
-pub(crate) const ALL: [&str; 20] = [
+pub(crate) const ALL: [&str; 24] = [
     HEALTHZ,
     METRICS,
     OPENAPI,
@@ -48,6 +65,10 @@ pub(crate) const ALL: [&str; 20] = [
     FACT_HISTORY,
     UI,
     UI_CONVERSATION,
+    UI_USERS,
+    UI_FACTS,
+    UI_FACT,
+    UI_FACT_HISTORY,
     UI_SIGN_IN,
     UI_SIGN_OUT,
     UI_STYLE,

@@ -74,7 +74,7 @@ impl FromRequestParts<AppState> for UserPath {
 }
 
 /// A fact id of a path: a whole number from 1, as the routes give them.
-fn parse_fact_id(text: &str) -> Result<u64, ApiError> {
+pub(crate) fn parse_fact_id(text: &str) -> Result<u64, ApiError> {
     Some(text)
         .filter(|t| !t.is_empty() && t.len() <= 20 && t.bytes().all(|b| b.is_ascii_digit()))
         .and_then(|t| t.parse::<u64>().ok())
@@ -83,7 +83,7 @@ fn parse_fact_id(text: &str) -> Result<u64, ApiError> {
 }
 
 /// Refused when the store keeps no facts: the facts routes have nothing to read or change.
-fn facts_kept(state: &AppState) -> Result<(), ApiError> {
+pub(crate) fn facts_kept(state: &AppState) -> Result<(), ApiError> {
     if state.memory.store().keeps_facts() {
         Ok(())
     } else {
@@ -97,7 +97,7 @@ fn facts_kept(state: &AppState) -> Result<(), ApiError> {
 /// the rule (404 for an unknown fact, 400 for a text that cannot be a fact's, 409
 /// `fact_refused` for a change the user's other facts leave no room for); the rest as every
 /// route answers a memory error.
-fn facts_error(e: chatmem::Error) -> ApiError {
+pub(crate) fn facts_error(e: chatmem::Error) -> ApiError {
     let chatmem::Error::FactRefused { source, .. } = &e else {
         return ApiError::from(e);
     };

@@ -1,6 +1,7 @@
 //! The memory inspector at `/ui`: web pages that show what the model sees of a conversation
 //! (its history with the window marked, the summary, the budget, the prompt), for people
-//! debugging an answer. Same tenants and tokens as the API; it reads through the same
+//! debugging an answer, and a user's facts with where they came from and their history
+//! (`facts.rs`). Same tenants and tokens as the API; it reads through the same
 //! [`ChatMemory`](chatmem::ChatMemory) and writes only to delete.
 //!
 //! - Pages are rendered on the server (maud, which escapes every value) with one small
@@ -16,11 +17,13 @@
 //!   with a narrower path, say) is not signed in. Signing out ends the session. A request with
 //!   `Authorization: Bearer` works too. Without either, a page answers 401 with the sign-in
 //!   form.
-//! - Deleting is `DELETE /ui/conversations/{id}` from the page's script, for a token that may
-//!   write; a page cannot be made to send it from another site (a `DELETE` needs a preflight,
-//!   and the cookie is `SameSite=Strict`).
-//! - Errors are pages holding the one error shape's status, code, message and request id.
+//! - Deleting is `DELETE /ui/conversations/{id}` (or `/ui/users/{user}/facts/{fact}`) from the
+//!   page's script, for a token that may write; a page cannot be made to send it from another
+//!   site (a `DELETE` needs a preflight, and the cookie is `SameSite=Strict`).
+//! - Errors are pages holding the one error shape's status, code, message, the parameter it
+//!   names, and request id.
 
+mod facts;
 mod page;
 mod session;
 mod view;
@@ -73,6 +76,10 @@ pub(crate) fn routes() -> Router<AppState> {
         .route(route::UI_SIGN_IN, post(sign_in))
         .route(route::UI_SIGN_OUT, post(sign_out))
         .route(route::UI_CONVERSATION, get(conversation).delete(delete))
+        .route(route::UI_USERS, get(facts::open))
+        .route(route::UI_FACTS, get(facts::facts))
+        .route(route::UI_FACT, axum::routing::delete(facts::delete))
+        .route(route::UI_FACT_HISTORY, get(facts::history))
         .route(
             route::UI_STYLE,
             get(|| async { asset("text/css; charset=utf-8", STYLE) }),
@@ -122,7 +129,7 @@ fn error_page(rid: &RequestId, e: ApiError) -> Response {
     }
     html(
         status,
-        page::error(status.as_u16(), e.code().as_str(), e.message(), &rid.0),
+        page::error(status.as_u16(), e.code().as_str(), e.message(), e.param(), &rid.0),
     )
 }
 

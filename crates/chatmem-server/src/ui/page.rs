@@ -8,10 +8,11 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use chatmem::recall::{Considered, Outcome, Recalled};
 
 use super::view::{BudgetBar, ConversationView, Piece, Row, Sent, Unit};
+use crate::route;
 
 /// What stays as is in a path segment (RFC 3986's unreserved characters); the rest, `/`
 /// included, is percent-encoded, so every id is one segment.
-const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');
+pub(super) const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');
 
 /// Whether a page shows `c` as its escape rather than as itself: control characters (but
 /// line breaks and tabs), and characters that are invisible or reorder the text around them
@@ -24,7 +25,7 @@ fn hidden(c: char) -> bool {
 
 /// Text as a page shows it: escaped by maud, and each [`hidden`] character as the escape
 /// editors write (`\u{202E}`), marked.
-struct Shown<'a>(&'a str);
+pub(super) struct Shown<'a>(pub(super) &'a str);
 
 impl Render for Shown<'_> {
     fn render_to(&self, buffer: &mut String) {
@@ -66,7 +67,7 @@ const FOLD_BYTES: usize = 16 << 10;
 const FOLDED_START: usize = 4 << 10;
 
 /// A message's text: [`Shown`], folded past [`FOLD_BYTES`] with its size.
-fn text_block(class: &str, text: &str) -> Markup {
+pub(super) fn text_block(class: &str, text: &str) -> Markup {
     if text.len() <= FOLD_BYTES {
         return html! { div class=(class) { (Shown(text)) } };
     }
@@ -102,7 +103,7 @@ pub(crate) struct Viewer<'a> {
     pub(crate) signed_in: bool,
 }
 
-fn layout(title: &str, viewer: Option<Viewer<'_>>, body: Markup) -> Markup {
+pub(super) fn layout(title: &str, viewer: Option<Viewer<'_>>, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -146,7 +147,7 @@ pub(crate) struct ListRow {
 }
 
 /// A time in µs since the epoch as RFC 3339 UTC, to the second; 0 is "not recorded".
-fn when(micros: i64) -> String {
+pub(super) fn when(micros: i64) -> String {
     match u64::try_from(micros) {
         Ok(micros) if micros > 0 => {
             let at = std::time::UNIX_EPOCH + std::time::Duration::from_micros(micros);
@@ -179,6 +180,12 @@ pub(crate) fn list(viewer: Viewer<'_>, rows: &[ListRow], prefix: &str, next: Opt
             label for="prefix" { "Id starts with" }
             input #prefix type="search" name="prefix" value=(prefix) autocomplete="off";
             button type="submit" { "Filter" }
+        }
+        // A conversation does not name its user: a user's facts are opened by their id.
+        form.filter method="get" action=(route::UI_USERS) {
+            label for="user" { "A user's facts, by user id" }
+            input #user type="search" name="user" autocomplete="off" required;
+            button type="submit" { "Show facts" }
         }
         @if rows.is_empty() {
             p.empty { "No conversation" @if !prefix.is_empty() { " starts with " code { (prefix) } } "." }
@@ -545,10 +552,11 @@ pub(crate) fn sign_in(message: Option<&str>) -> Markup {
 }
 
 /// An error, as a page: the status, and the one error shape's code, message and request id.
-pub(crate) fn error(status: u16, code: &str, message: &str, request_id: &str) -> Markup {
+pub(crate) fn error(status: u16, code: &str, message: &str, param: Option<&str>, request_id: &str) -> Markup {
     let body = html! {
         h1 { (status) " " (code) }
         p { (message) }
+        @if let Some(param) = param { p.note { "Parameter " code.param { (param) } } }
         p.note { "Request id " code { (request_id) } }
         p { a href="/ui" { "Back to the conversations" } }
     };

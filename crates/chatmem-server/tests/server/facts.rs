@@ -247,7 +247,7 @@ async fn hostile_user_ids_are_refused_naming_user() {
 
 /// A store that keeps conversations and no facts.
 #[derive(Debug)]
-struct NoFacts(InMemoryStore);
+pub(crate) struct NoFacts(pub(crate) InMemoryStore);
 
 #[async_trait::async_trait]
 impl Store for NoFacts {

@@ -22,4 +22,5 @@ mod recall;
 mod summaries;
 mod ui;
 mod ui_browser;
+mod ui_facts;
 mod web_pages;

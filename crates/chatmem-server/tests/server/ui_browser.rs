@@ -18,7 +18,7 @@ const TOKEN_A: &str = "token-of-team-a-0001";
 const TOKEN_B: &str = "token-of-team-b-0001";
 
 /// The chromedriver named by `CHATMEM_TEST_CHROMEDRIVER`.
-fn chromedriver() -> String {
+pub(crate) fn chromedriver() -> String {
     chatmem_test::required_env(
         "CHATMEM_TEST_CHROMEDRIVER",
         "apt install chromium chromium-driver, then point it at /usr/bin/chromedriver",
@@ -26,7 +26,7 @@ fn chromedriver() -> String {
 }
 
 /// A chromedriver process on a free loopback port, killed when dropped.
-struct Driver {
+pub(crate) struct Driver {
     child: Child,
     url: String,
 }
@@ -38,7 +38,7 @@ impl Drop for Driver {
     }
 }
 
-async fn start_driver(path: &str) -> Driver {
+pub(crate) async fn start_driver(path: &str) -> Driver {
     let port = chatmem_test::loopback::free_port();
     let child = Command::new(path)
         .arg(format!("--port={port}"))
@@ -66,7 +66,7 @@ async fn start_driver(path: &str) -> Driver {
 }
 
 /// A headless Chromium session; `phone`: a 375-px-wide phone screen, else 1280 × 900.
-async fn browser(driver: &Driver, phone: bool) -> Client {
+pub(crate) async fn browser(driver: &Driver, phone: bool) -> Client {
     let binary = std::env::var("CHATMEM_TEST_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
     let mut options = json!({
         "binary": binary,
@@ -105,14 +105,14 @@ fn screenshots() -> PathBuf {
     dir
 }
 
-async fn screenshot(client: &Client, name: &str) {
+pub(crate) async fn screenshot(client: &Client, name: &str) {
     let png = client.screenshot().await.expect("a screenshot");
     let path = screenshots().join(name);
     std::fs::write(&path, png).expect("the screenshot is written");
     eprintln!("screenshot: {}", path.display());
 }
 
-async fn js(client: &Client, script: &str) -> Value {
+pub(crate) async fn js(client: &Client, script: &str) -> Value {
     client.execute(script, vec![]).await.expect("the script runs")
 }
 

@@ -1,4 +1,4 @@
-// chatmem memory inspector: sign in and out, delete, copy the prompt. Served from the binary
+// chatmem memory inspector: sign in and out, delete (a conversation, a fact), copy the prompt. Served from the binary
 // (the pages allow no inline script). Every request is same-origin JSON, as the edge rules ask.
 "use strict";
 
@@ -41,6 +41,15 @@ document.addEventListener("DOMContentLoaded", () => {
       const failed = await send("DELETE", button.dataset.delete);
       if (failed) alert(failed);
       else location.assign("/ui");
+    });
+  }
+  for (const button of document.querySelectorAll("[data-delete-fact]")) {
+    button.addEventListener("click", async () => {
+      const question = `Delete fact #${button.dataset.fact}? Its history and the facts it superseded go with it; this cannot be undone.`;
+      if (!confirm(question)) return;
+      const failed = await send("DELETE", button.dataset.deleteFact);
+      if (failed) alert(failed);
+      else location.reload();
     });
   }
   for (const button of document.querySelectorAll("[data-copy]")) {
