@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -170,6 +171,19 @@ def test_chat_completion_with_memory_and_models(proxy: Proxy, conversation: str)
         with pytest.raises(chatmem.BadRequestError) as e:
             c.chat_completion(conversation, {"model": "m", "messages": [TURN[0]], "n": 2})
         assert "n" in e.value.message
+
+
+def test_the_door_takes_any_conversation_id_a_header_can_carry(proxy: Proxy) -> None:
+    conversation = f"订单-{uuid.uuid4().hex}"  # sent as UTF-8 in X-Chatmem-Conversation
+    with proxy.server.client() as c:
+        c.chat_completion(conversation, {"model": "fake-model", "messages": [TURN[0]]})
+        assert c.get_messages(conversation).messages[0] == TURN[0]
+        count = len(proxy.received)
+        for bad in ("bad\nid", " padded", "tab\t"):
+            with pytest.raises(ValueError, match="X-Chatmem-Conversation header"):
+                c.chat_completion(bad, {"model": "fake-model", "messages": [TURN[0]]})
+        assert len(proxy.received) == count
+        c.delete_conversation(conversation)
 
 
 def test_url_and_token_from_the_environment(

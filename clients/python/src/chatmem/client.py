@@ -321,7 +321,7 @@ class _Call(Generic[T]):
     parse: Callable[[httpx.Response], T]
     params: Mapping[str, str | int | list[str]] | None = None
     body: Mapping[str, Any] | None = None
-    headers: Mapping[str, str | bytes] | None = None
+    headers: Mapping[str, bytes] | None = None
 
 
 def _segment(id: str, what: str) -> str:
@@ -372,25 +372,24 @@ def _turn_body(
     return body
 
 
-def _user_header(user: str) -> bytes:
-    """``user`` as the value of the ``X-Chatmem-User`` header: UTF-8, as the server reads it.
+def _header_id(id: str, header: str, what: str) -> bytes:
+    """``id`` (a conversation or user id, ``what`` names it) as the value of ``header``: UTF-8,
+    as the server reads it, so an id may be any text (``订单-LC202610060018``), as in a path.
 
     An id a header cannot carry as it is (a control character, or a space or tab at either
-    end, which HTTP strips) raises :class:`ValueError`; the server would refuse most of them
-    as user ids anyway, and the rest would arrive as another id."""
-    if not isinstance(user, str):
-        raise TypeError(f"a user id is a str, not {type(user).__name__}")
-    bad = next((i for i, c in enumerate(user) if c < " " or c == "\x7f"), None)
+    end, which HTTP strips) raises :class:`ValueError` before any request; the server would
+    refuse most of them as ids anyway, and the rest would arrive as another id."""
+    if not isinstance(id, str):
+        raise TypeError(f"a {what} is a str, not {type(id).__name__}")
+    bad = next((i for i, c in enumerate(id) if c < " " or c == "\x7f"), None)
     if bad is not None:
         raise ValueError(
-            f"user: a control character at position {bad}; "
-            "the X-Chatmem-User header cannot carry it (and no user id has one)"
+            f"{what}: a control character at position {bad}; "
+            f"the {header} header cannot carry it (and no id has one)"
         )
-    if user != user.strip(" \t"):
-        raise ValueError(
-            "user: a space or tab at either end; the X-Chatmem-User header would lose it"
-        )
-    return user.encode("utf-8")
+    if id != id.strip(" \t"):
+        raise ValueError(f"{what}: a space or tab at either end; the {header} header would lose it")
+    return id.encode("utf-8")
 
 
 def _params(**values: str | int | None) -> dict[str, str | int]:
@@ -603,9 +602,13 @@ class _Routes:
     ) -> _Call[dict[str, Any]]:
         if request.get("stream"):
             raise ValueError("stream: not supported here; use an OpenAI client for streaming")
-        headers: dict[str, str | bytes] = {"X-Chatmem-Conversation": conversation}
+        headers = {
+            "X-Chatmem-Conversation": _header_id(
+                conversation, "X-Chatmem-Conversation", "conversation id"
+            )
+        }
         if user is not None:
-            headers["X-Chatmem-User"] = _user_header(user)
+            headers["X-Chatmem-User"] = _header_id(user, "X-Chatmem-User", "user id")
         return _Call("POST", "/v1/chat/completions", _json, body=request, headers=headers)
 
     @staticmethod
@@ -825,7 +828,8 @@ class Client:
         """``POST /v1/chat/completions`` with memory (not streamed): ``request`` is OpenAI's
         chat-completion request; the answer is the upstream's, as it came. ``user`` is sent
         as ``X-Chatmem-User``: with ``chatmem serve --facts`` the model is sent that user's
-        facts (an id a header cannot carry raises :class:`ValueError` before any request)."""
+        facts. Both ids go in headers, as UTF-8: one a header cannot carry (a control
+        character, a space at either end) raises :class:`ValueError` before any request."""
         return self._send(_Routes.chat_completion(conversation, request, user))
 
     def list_facts(self, user: str) -> Facts:
