@@ -135,6 +135,8 @@ export interface PostMessages {
   messages: Message[];
   /** A window policy for this request. */
   policy?: Policy;
+  /** The conversation's user (any id the facts routes take): the turn is theirs, with their facts. */
+  user?: string;
 }
 
 /** The body of `POST /v1/conversations/{id}/prompt`: what `POST …/messages` takes. */
@@ -143,6 +145,8 @@ export interface PromptRequest {
   messages: Message[];
   /** A window policy for this request. */
   policy?: Policy;
+  /** The conversation's user (any id the facts routes take): the prompt has their facts. */
+  user?: string;
 }
 
 /** What clearing old tool results took out of a prompt. */
@@ -494,6 +498,15 @@ export interface CallOptions {
   signal?: AbortSignal;
 }
 
+/** Per-call options of a turn: whose it is, besides {@link CallOptions}. */
+export interface TurnOptions extends CallOptions {
+  /**
+   * The conversation's user (any id the facts routes take): with `chatmem serve --facts` the
+   * turn is sent that user's facts (and with `--facts-model` their messages are read for more).
+   */
+  user?: string;
+}
+
 /**
  * An error answer of the server (its status and JSON error body), or a call that got no answer
  * (`status` 0, `code` `timeout` or `connection_error`, the reason as `cause`).
@@ -544,6 +557,59 @@ function segment(id: string): string {
     });
   }
   return encodeURIComponent(id);
+}
+
+/**
+ * `id` (a conversation or user id, `what` names it) as the value of `header`: its UTF-8
+ * bytes, one character each (a "binary string"), since `fetch` sends each character of a
+ * header value as one byte and throws on any above U+00FF; the server reads the bytes as
+ * UTF-8, so an id may be any text (`订单-LC202610060018`), as in a path. An id a header cannot
+ * carry as it is throws a {@link ChatmemError} (`invalid_request`, `param` the header) before
+ * any request: a control character (`fetch` refuses some, the server the rest), a space or
+ * tab at either end (`fetch` strips them: another id would arrive), or a lone surrogate (not
+ * text UTF-8 can encode). The message never shows the id.
+ */
+function headerId(id: string, header: string, what: string): string {
+  const refuse = (why: string) =>
+    new ChatmemError(0, { code: "invalid_request", message: `${what}: ${why}`, param: header });
+  if (typeof id !== "string") throw refuse(`a string, not ${typeof id}`);
+  const bad = [...id].findIndex((c) => c < " " || c === "\x7f");
+  if (bad >= 0) {
+    throw refuse(`a control character at position ${bad}; the ${header} header cannot carry it (and no id has one)`);
+  }
+  if (id !== id.replace(/^[ \t]+|[ \t]+$/g, "")) {
+    throw refuse(`a space or tab at either end; the ${header} header would lose it`);
+  }
+  if (/\p{Cs}/u.test(id)) {
+    throw refuse(`a lone surrogate; the ${header} header carries UTF-8, which cannot encode it`);
+  }
+  let binary = "";
+  for (const byte of new TextEncoder().encode(id)) binary += String.fromCharCode(byte);
+  return binary;
+}
+
+/** The headers of a chat completion: its conversation, and its user when one is named. */
+function doorHeaders(conversation: string, user: string | undefined): Record<string, string> {
+  const headers: Record<string, string> = {
+    "x-chatmem-conversation": headerId(conversation, "X-Chatmem-Conversation", "conversation id"),
+  };
+  if (user !== undefined) headers["x-chatmem-user"] = headerId(user, "X-Chatmem-User", "user id");
+  return headers;
+}
+
+/** A turn's body: `messages`, and `policy` and `user` when given. */
+function turnBody(messages: Message[], policy: Policy | undefined, user: string | undefined): PostMessages {
+  const body: PostMessages = { messages };
+  if (policy !== undefined) body.policy = policy;
+  if (user !== undefined) body.user = user;
+  return body;
+}
+
+/** Call options without a turn's `user` (which goes in the body or a header, never to fetch). */
+function callOptions(options: TurnOptions | undefined): CallOptions | undefined {
+  if (options === undefined) return undefined;
+  const { user: _user, ...call } = options;
+  return call;
 }
 
 /** `params` as a query string (`?a=1&b=x`), leaving out undefined values. */
@@ -699,22 +765,25 @@ export class ChatmemClient {
 
   /**
    * `POST /v1/conversations/{id}/messages`: adds `messages` in one atomic commit (all or
-   * nothing) and answers the window after it.
+   * nothing) and answers the window after it. `options.user` (sent as the body's `user`)
+   * names the conversation's user: the turn is theirs (the server checks the id, 400 naming
+   * `user`).
    */
-  postMessages(id: string, messages: Message[], policy?: Policy, options?: CallOptions): Promise<Window> {
-    const body: PostMessages = policy === undefined ? { messages } : { messages, policy };
-    return this.#json("POST", `/v1/conversations/${segment(id)}/messages`, body, options);
+  postMessages(id: string, messages: Message[], policy?: Policy, options?: TurnOptions): Promise<Window> {
+    const body = turnBody(messages, policy, options?.user);
+    return this.#json("POST", `/v1/conversations/${segment(id)}/messages`, body, callOptions(options));
   }
 
   /**
    * `POST /v1/conversations/{id}/prompt`: a dry run, committing nothing. What the next model
    * call would be sent if `messages` were said now (empty: the prompt as it stands), as the
    * OpenAI door sends it, with its tokens and what clearing took out. A conversation that does
-   * not exist yet is no error: its prompt is `messages`.
+   * not exist yet is no error: its prompt is `messages`. With `options.user` (the body's
+   * `user`) and `chatmem serve --facts` the prompt has that user's facts.
    */
-  prompt(id: string, messages: Message[], policy?: Policy, options?: CallOptions): Promise<Prompt> {
-    const body: PromptRequest = policy === undefined ? { messages } : { messages, policy };
-    return this.#json("POST", `/v1/conversations/${segment(id)}/prompt`, body, options);
+  prompt(id: string, messages: Message[], policy?: Policy, options?: TurnOptions): Promise<Prompt> {
+    const body: PromptRequest = turnBody(messages, policy, options?.user);
+    return this.#json("POST", `/v1/conversations/${segment(id)}/prompt`, body, callOptions(options));
   }
 
   /**
@@ -789,27 +858,35 @@ export class ChatmemClient {
    * `POST /v1/chat/completions` (a server started with `--upstream-base-url`): the upstream's
    * answer, with conversation `conversation`'s memory. For `stream: true` use
    * {@link ChatmemClient.streamChatCompletion}.
+   *
+   * `conversation` goes in the `X-Chatmem-Conversation` header and `options.user` in
+   * `X-Chatmem-User` (with `chatmem serve --facts` the model is sent that user's facts; the
+   * request's own `user` field is OpenAI's, passed to the upstream), both as UTF-8, so any
+   * id the REST routes take works. An id a header cannot carry (a control character, a space
+   * or tab at either end, a lone surrogate) rejects with a {@link ChatmemError}
+   * (`invalid_request`, status 0, `param` the header) before any request.
    */
-  chatCompletion(conversation: string, request: ChatCompletionRequest, options?: CallOptions): Promise<ChatCompletion> {
-    const timed = { timeoutMs: this.#completionTimeoutMs, ...options };
-    return this.#json("POST", "/v1/chat/completions", { ...request, stream: false }, timed, {
-      "x-chatmem-conversation": conversation,
-    });
+  async chatCompletion(conversation: string, request: ChatCompletionRequest, options?: TurnOptions): Promise<ChatCompletion> {
+    const headers = doorHeaders(conversation, options?.user);
+    const timed = { timeoutMs: this.#completionTimeoutMs, ...callOptions(options) };
+    return await this.#json("POST", "/v1/chat/completions", { ...request, stream: false }, timed, headers);
   }
 
   /**
    * `POST /v1/chat/completions` with `stream: true`: the answer's chunks as they come. The
    * completion timeout bounds the whole stream; an error event of the stream, or a stream
-   * that ends without `[DONE]`, throws a {@link ChatmemError}.
+   * that ends without `[DONE]`, throws a {@link ChatmemError}. The ids and `options.user` as
+   * in {@link ChatmemClient.chatCompletion}.
    */
   async *streamChatCompletion(
     conversation: string,
     request: ChatCompletionRequest,
-    options?: CallOptions,
+    options?: TurnOptions,
   ): AsyncGenerator<ChatCompletionChunk> {
-    const timed = { timeoutMs: this.#completionTimeoutMs, ...options };
+    const headers = doorHeaders(conversation, options?.user);
+    const timed = { timeoutMs: this.#completionTimeoutMs, ...callOptions(options) };
     const response = await this.#request("POST", "/v1/chat/completions", { ...request, stream: true }, timed, {
-      "x-chatmem-conversation": conversation,
+      ...headers,
       accept: "text/event-stream",
     });
     const requestId = response.headers.get("x-request-id") ?? undefined;

@@ -80,8 +80,8 @@ const SCHEMAS = {
   ),
   ToolCall: fields<ToolCall>()(["id", "type", "function"], ["id", "type", "function"]),
   FunctionCall: fields<FunctionCall>()(["name", "arguments"], ["name", "arguments"]),
-  PostMessages: fields<PostMessages>()(["messages"], ["messages", "policy"]),
-  PromptRequest: fields<PromptRequest>()(["messages"], ["messages", "policy"]),
+  PostMessages: fields<PostMessages>()(["messages"], ["messages", "policy", "user"]),
+  PromptRequest: fields<PromptRequest>()(["messages"], ["messages", "policy", "user"]),
   Prompt: fields<Prompt>()(
     ["conversation", "messages", "tokens", "already_stored", "cleared", "recalled"],
     ["conversation", "messages", "tokens", "already_stored", "cleared", "recalled"],
