@@ -14,6 +14,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::{prometheus_text, text};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -133,6 +134,7 @@ struct FactMetrics {
     store_failures: Counter,
     discarded: Family<CodeLabels, Counter>,
     changes: Family<TokenLabels, Counter>,
+    running: Gauge,
     /// The extractor the counters follow, and what they last showed of it.
     source: std::sync::Mutex<(Option<chatmem::facts::FactExtractor>, chatmem::facts::ExtractionStats)>,
 }
@@ -366,6 +368,7 @@ impl Metrics {
             store_failures: Counter::default(),
             discarded: Family::default(),
             changes: Family::default(),
+            running: Gauge::default(),
             source: std::sync::Mutex::default(),
         };
         registry.register(
@@ -393,6 +396,11 @@ impl Metrics {
             "fact_changes",
             "Users' facts changed by extractions, by kind: added, superseded, confirmed, evicted",
             facts.changes.clone(),
+        );
+        registry.register(
+            "fact_extractions_running",
+            "Extractions started and not finished yet (0: every one so far has landed or given up)",
+            facts.running.clone(),
         );
         Self {
             inner: Arc::new(Inner {
@@ -470,6 +478,7 @@ impl Metrics {
                 .get_or_create(&TokenLabels { kind })
                 .inc_by(n.saturating_sub(before));
         }
+        facts.running.set(i64::try_from(now.running).unwrap_or(i64::MAX));
         source.1 = now;
     }
 

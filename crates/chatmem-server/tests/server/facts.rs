@@ -471,4 +471,8 @@ async fn a_fact_the_facts_model_reads_in_one_conversation_reaches_the_next() {
             .any(|l| l.starts_with("chatmem_fact_changes_total{kind=\"added\"} 1")),
         "{metrics}"
     );
+    assert!(
+        metrics.lines().any(|l| l == "chatmem_fact_extractions_running 0"),
+        "every extraction landed: {metrics}"
+    );
 }

@@ -157,6 +157,9 @@ pub struct ExtractionStats {
     pub confirmed: u64,
     /// Facts evicted to keep a user's facts within their bounds after an extraction.
     pub evicted: u64,
+    /// Extractions started and not finished yet (a gauge, not a count): 0 when every
+    /// extraction so far has landed or given up.
+    pub running: u64,
 }
 
 impl ExtractionStats {
@@ -225,6 +228,7 @@ impl FactExtractor {
             superseded: load(&c.superseded),
             confirmed: load(&c.confirmed),
             evicted: load(&c.evicted),
+            running: self.running.load(Ordering::SeqCst) as u64,
         }
     }
 
@@ -262,9 +266,11 @@ impl FactExtractor {
     }
 
     /// What the commit `commit`, planned on `snapshot`, shows the model once written: the
-    /// messages it evicts from the window; else, when `turn_ends` and this is the `every`th
-    /// turn since the conversation's last extraction, the window's messages after it not
-    /// shown yet; else none. Within [`MAX_SHOWN_MESSAGES`] and [`MAX_SHOWN_BYTES`].
+    /// messages it evicts from the window, but those an earlier extraction of this process
+    /// was shown (read every `every` turns while still in the window: each message is read
+    /// once); else, when `turn_ends` and this is the `every`th turn since the conversation's
+    /// last extraction, the window's messages not shown yet; else none. Within
+    /// [`MAX_SHOWN_MESSAGES`] and [`MAX_SHOWN_BYTES`].
     pub(crate) fn to_show(
         &self,
         id: &ConversationId,
@@ -275,14 +281,14 @@ impl FactExtractor {
     ) -> Vec<StoredMessage> {
         let new_start = commit.window_start();
         let all = || snapshot.messages.iter().chain(commit.appended());
-        let evicted: Vec<StoredMessage> = all()
-            .filter(|m| m.seq >= snapshot.window_start && m.seq < new_start)
-            .cloned()
-            .collect();
-        if !evicted.is_empty() {
+        let progress = self.progress(id);
+        if new_start > snapshot.window_start {
+            let evicted: Vec<StoredMessage> = all()
+                .filter(|m| m.seq >= snapshot.window_start && m.seq < new_start && m.seq > progress.last_shown)
+                .cloned()
+                .collect();
             return newest_within(evicted);
         }
-        let progress = self.progress(id);
         if !turn_ends || progress.turns.saturating_add(1) < every {
             return Vec::new();
         }

@@ -196,6 +196,33 @@ async fn malformed_answers_are_discarded_and_counted_by_code() {
 }
 
 #[tokio::test]
+async fn every_message_is_read_once_when_read_before_it_leaves_the_window() {
+    let model = Arc::new(FactsModel::new(|_| Scripted::Answer(r#"{"facts": []}"#.into())));
+    let m = memory(&model, Duration::from_secs(5), 2);
+    let (c, u) = (id("c1"), user("u1"));
+    turn(&m, &c, &u, "one").await;
+    turn(&m, &c, &u, "two").await; // the 2nd turn: the window's 4 messages are read
+    settle(&m).await;
+    assert_eq!(model.calls(), 1);
+    turn(&m, &c, &u, "three").await; // evicts the 4 already read: no call
+    settle(&m).await;
+    assert_eq!(model.calls(), 1, "what left the window was read already");
+    turn(&m, &c, &u, "four").await; // 2 turns since: the 4 messages not read yet
+    turn(&m, &c, &u, "five").await; // evicts "three" and "four", read; no call
+    settle(&m).await;
+    let shown: Vec<u64> = model.requests().iter().flat_map(FactsRequest::shown_seqs).collect();
+    let mut once = shown.clone();
+    once.dedup();
+    assert_eq!(shown, once, "no message shown twice: {shown:?}");
+    assert_eq!(
+        shown,
+        (1..=8).collect::<Vec<u64>>(),
+        "every message of the first four turns, once"
+    );
+    assert_eq!(model.calls(), 2);
+}
+
+#[tokio::test]
 async fn a_hung_or_failing_model_holds_and_fails_no_turn() {
     let model = Arc::new(FactsModel::new(|r| {
         if r.input.contains("hang") {
@@ -213,11 +240,17 @@ async fn a_hung_or_failing_model_holds_and_fails_no_turn() {
     for said in ["hang", "b", "c"] {
         turn(&m, &c, &u, said).await;
     }
+    let hung = m.fact_extractor().expect("an extractor").stats();
+    assert_eq!(hung.running, 1, "the extraction of the first eviction is running");
     turn(&m, &c, &u, "fail").await;
     turn(&m, &c, &u, "e").await; // evicts "c" and "fail": the call fails
     settle(&m).await;
     let stats = m.fact_extractor().expect("an extractor").stats();
-    assert_eq!((stats.calls, stats.failures), (2, 2), "a timeout and an error, counted");
+    assert_eq!(
+        (stats.calls, stats.failures, stats.running),
+        (2, 2, 0),
+        "a timeout and an error, counted"
+    );
     assert_eq!(m.facts(&u).await.expect("facts").version, 0);
     // The model is back: the next block lands.
     turn(&m, &c, &u, "f").await;
