@@ -82,6 +82,11 @@ pub(crate) struct ServeArgs {
     /// The most tokens of facts sent with a turn (default 1000).
     #[arg(long, value_name = "N", value_parser = positive)]
     facts_max_tokens: Option<usize>,
+    /// How many turns that evict nothing pass before --facts-model reads a conversation's
+    /// recent messages (default 10; 1: every turn). Messages leaving the window are read as
+    /// they leave.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    facts_every: Option<u32>,
 }
 
 /// `--allowed-host`: a name, optionally with a port (`chatmem.internal`, `10.0.0.5:8080`).
@@ -147,6 +152,9 @@ impl ServeArgs {
             if self.facts_max_tokens.is_some() {
                 bail!("--facts-max-tokens needs --facts (or --facts-model)");
             }
+            if self.facts_every.is_some() {
+                bail!("--facts-every needs --facts-model: it says how often that model reads");
+            }
             return Ok(memory);
         }
         if !memory.store().keeps_facts() {
@@ -155,6 +163,12 @@ impl ServeArgs {
         let mut facts = chatmem::Facts::new();
         if let Some(tokens) = self.facts_max_tokens {
             facts = facts.max_tokens(tokens)?;
+        }
+        if let Some(turns) = self.facts_every {
+            if self.facts_model.is_none() {
+                bail!("--facts-every needs --facts-model: it says how often that model reads");
+            }
+            facts = facts.extract_every(turns)?;
         }
         let memory = memory.with_facts(Some(facts))?;
         let Some(name) = &self.facts_model else {
@@ -333,6 +347,17 @@ mod tests {
         assert!(read.facts_settings().is_some(), "--facts-model implies --facts");
         assert!(read.fact_extractor().is_some());
         assert!(Cli::try_parse_from(["chatmem", "serve", "--facts-max-tokens=0"]).is_err());
+        let every = args(&[
+            "--facts-model=cheap",
+            "--facts-every=2",
+            "--upstream-base-url=http://127.0.0.1:9/v1",
+        ])
+        .with_facts(memory())
+        .expect("a facts model reading every 2 turns");
+        assert_eq!(every.facts_settings().map(chatmem::Facts::extract_every_value), Some(2));
+        let unread = args(&["--facts", "--facts-every=2"]).with_facts(memory());
+        assert!(unread.is_err_and(|e| e.to_string().contains("--facts-every needs --facts-model")));
+        assert!(Cli::try_parse_from(["chatmem", "serve", "--facts-every=0"]).is_err());
     }
 
     #[test]
