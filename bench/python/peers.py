@@ -352,10 +352,11 @@ def chatmem_bin():
 
 
 class Server:
-    """`chatmem serve` on a free loopback port: the window policy of the W3 peers (20
-    messages), evicted messages kept as history (W3's history is stored, W4 reads it all)."""
+    """`chatmem serve` on a free loopback port: by default the window policy of the W3 peers
+    (20 messages), evicted messages kept as history (W3's history is stored, W4 reads it all);
+    `args`, when given, are its flags instead."""
 
-    def __init__(self, binary, store_url, log_dir):
+    def __init__(self, binary, store_url, log_dir, args=None):
         import httpx
 
         with socket.socket() as s:
@@ -364,7 +365,8 @@ class Server:
         self.url = f"http://127.0.0.1:{port}"
         self.log_path = os.path.join(log_dir, f"serve-{port}.log")
         self.log = open(self.log_path, "wb")
-        cmd = [binary, "serve", "--listen", f"127.0.0.1:{port}", "--store", store_url, "--max-messages", str(W3_MESSAGES), "--retention", "keep-history"]
+        flags = ["--max-messages", str(W3_MESSAGES), "--retention", "keep-history"] if args is None else list(args)
+        cmd = [binary, "serve", "--listen", f"127.0.0.1:{port}", "--store", store_url, *flags]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
         deadline = time.monotonic() + 60
         while True:

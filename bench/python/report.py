@@ -15,6 +15,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+import fc_report
 import rc_report
 
 out = sys.argv[1]
@@ -599,6 +600,7 @@ def tc_section():
 
 tc_section()
 md += rc_report.section(rows, out, plt)
+md += fc_report.section(rows, out, plt)
 
 with open(os.path.join(out, "tables.md"), "w") as f:
     f.write("\n".join(md) + "\n")
