@@ -13,11 +13,12 @@ use chatmem_server::{Auth, ServerConfig, app};
 use chatmem_test::app::App;
 use serde_json::{Value, json};
 
-const TOKEN_A: &str = "token-of-team-a-0001";
-const TOKEN_B: &str = "token-of-team-b-0001";
-const READER_A: &str = "reader-of-team-a-001";
+pub(crate) const TOKEN_A: &str = "token-of-team-a-0001";
+pub(crate) const TOKEN_B: &str = "token-of-team-b-0001";
+pub(crate) const READER_A: &str = "reader-of-team-a-001";
 
-fn with_auth() -> ServerConfig {
+/// Tenants a (a writer and a reader) and b.
+pub(crate) fn with_auth() -> ServerConfig {
     let toml = format!(
         "[[token]]\ntoken = \"{TOKEN_A}\"\ntenant = \"a\"\n\n[[token]]\ntoken = \"{TOKEN_B}\"\ntenant = \"b\"\n\n\
          [[token]]\ntoken = \"{READER_A}\"\ntenant = \"a\"\nwrite = false\n"
@@ -47,21 +48,24 @@ async fn seed(server: &App, id: &str, token: Option<&str>) {
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
 }
 
-async fn page(server: &App, url: &str, token: Option<&str>) -> (StatusCode, String) {
+/// An inspector page, as `token` (or none): an HTML page under the inspector's CSP.
+pub(crate) async fn page(server: &App, url: &str, token: Option<&str>) -> (StatusCode, String) {
     let r = as_token(server, token).get(url).await;
     let csp = r.header("content-security-policy").unwrap_or_default();
     assert!(
         csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"),
         "{url}: CSP {csp:?}"
     );
+    assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"), "{url}");
     (r.status, r.text())
 }
 
-/// The `<article>` of message `anchor` (`m3`, `system`): its opening tag and content.
-pub(super) fn article<'a>(html: &'a str, anchor: &str) -> &'a str {
+/// The `<article>` whose id is `anchor` (a message's `m3` or `system`, a fact's `f2`): its
+/// opening tag and content.
+pub(crate) fn article<'a>(html: &'a str, anchor: &str) -> &'a str {
     let at = html
         .find(&format!("id=\"{anchor}\""))
-        .unwrap_or_else(|| panic!("no message {anchor}"));
+        .unwrap_or_else(|| panic!("no article {anchor}: {html}"));
     let start = html[..at].rfind("<article").expect("an article");
     let end = at + html[at..].find("</article>").expect("its end");
     &html[start..end]

@@ -207,13 +207,21 @@ async fn the_inspector_shows_the_window_escapes_text_and_fits_a_phone() {
     screenshot(&client, "readme.png").await;
     client.close().await.expect("closed");
 
-    // A phone: nothing wider than the screen.
-    let phone = browser(&driver, true).await;
-    for (url, name) in [
-        (format!("{base}/ui"), "list-375.png"),
-        (format!("{base}/ui/conversations/seed-003"), "conversation-375.png"),
-    ] {
-        phone.goto(&url).await.expect("the page");
+    fits_a_phone(
+        &driver,
+        &[
+            (format!("{base}/ui"), "list-375.png"),
+            (format!("{base}/ui/conversations/seed-003"), "conversation-375.png"),
+        ],
+    )
+    .await;
+}
+
+/// Each page (URL, screenshot name) on a 375-pixel phone: nothing wider than the screen.
+pub(crate) async fn fits_a_phone(driver: &Driver, pages: &[(String, &str)]) {
+    let phone = browser(driver, true).await;
+    for (url, name) in pages {
+        phone.goto(url).await.expect("the page");
         let widths = js(
             &phone,
             "return [window.innerWidth, document.documentElement.scrollWidth]",

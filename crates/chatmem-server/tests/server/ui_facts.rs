@@ -10,27 +10,13 @@ use axum::http::StatusCode;
 use chatmem::facts::{Cause, FACTS_HEADING, FactLimits, Facts, Shown, merge, parse_proposal};
 use chatmem::store::FactsCommit;
 use chatmem::{ChatMemory, ConversationId, InMemoryStore, Retention, Store, UserId, WindowPolicy};
-use chatmem_server::{Auth, ServerConfig, app};
+use chatmem_server::{ServerConfig, app};
 use chatmem_test::app::App;
 use serde_json::json;
 
 use crate::facts::NoFacts;
 use crate::inspector::seed_messages;
-
-const TOKEN_A: &str = "token-of-team-a-0001";
-const TOKEN_B: &str = "token-of-team-b-0001";
-const READER_A: &str = "reader-of-team-a-001";
-
-fn with_auth() -> ServerConfig {
-    let toml = format!(
-        "[[token]]\ntoken = \"{TOKEN_A}\"\ntenant = \"a\"\n\n[[token]]\ntoken = \"{TOKEN_B}\"\ntenant = \"b\"\n\n\
-         [[token]]\ntoken = \"{READER_A}\"\ntenant = \"a\"\nwrite = false\n"
-    );
-    ServerConfig {
-        auth: Some(Auth::from_toml(&toml).expect("a valid auth file")),
-        ..ServerConfig::default()
-    }
-}
+use crate::ui::{READER_A, TOKEN_A, TOKEN_B, article, page, with_auth};
 
 /// The inspector over `store` (history kept, a window of 4, facts sent with turns).
 fn inspector(store: Arc<dyn Store>, config: ServerConfig) -> App {
@@ -70,28 +56,9 @@ async fn extracted(
 }
 
 /// A page as `token`'s bearer: its status and text, after checking it carries the pages' CSP.
-async fn page(server: &App, url: &str, token: Option<&str>) -> (StatusCode, String) {
-    let r = match token {
-        Some(token) => server.as_bearer(token).get(url).await,
-        None => server.get(url).await,
-    };
-    let csp = r.header("content-security-policy").unwrap_or_default();
-    assert!(
-        csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"),
-        "{url}: CSP {csp:?}"
-    );
-    assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"), "{url}");
-    (r.status, r.text())
-}
-
 /// The `<article>` of fact `id` on a facts page.
 fn fact_article(html: &str, id: u64) -> &str {
-    let at = html
-        .find(&format!("id=\"f{id}\""))
-        .unwrap_or_else(|| panic!("no fact {id}: {html}"));
-    let start = html[..at].rfind("<article").expect("an article");
-    let end = at + html[at..].find("</article>").expect("its end");
-    &html[start..end]
+    article(html, &format!("f{id}"))
 }
 
 /// Tenant a's user u42: "Lives in Berlin" read from message 1 of order-1, superseded by "Lives
@@ -390,7 +357,7 @@ async fn a_server_that_sends_no_facts_says_so() {
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs CHATMEM_TEST_CHROMEDRIVER"]
 async fn in_a_browser_the_form_opens_the_facts_and_a_fact_is_deleted_with_confirmation() {
-    use crate::ui_browser::{browser, chromedriver, js, screenshot, start_driver};
+    use crate::ui_browser::{browser, chromedriver, fits_a_phone, screenshot, start_driver};
     use fantoccini::Locator;
 
     let path = chromedriver();
@@ -456,21 +423,12 @@ async fn in_a_browser_the_form_opens_the_facts_and_a_fact_is_deleted_with_confir
     assert_eq!(listed["facts"].as_array().map(Vec::len), Some(1), "{listed}");
     client.close().await.expect("closed");
 
-    // A phone: nothing wider than the screen.
-    let phone = browser(&driver, true).await;
-    for (url, name) in [
-        (format!("{base}/ui/users/u42/facts"), "facts-375.png"),
-        (format!("{base}/ui/users/u42/facts/2/history"), "fact-history-375.png"),
-    ] {
-        phone.goto(&url).await.expect("the page");
-        let widths = js(
-            &phone,
-            "return [window.innerWidth, document.documentElement.scrollWidth]",
-        )
-        .await;
-        assert_eq!(widths[0], 375, "{url}: {widths}");
-        assert!(widths[1].as_u64() <= Some(375), "{url} overflows: {widths}");
-        screenshot(&phone, name).await;
-    }
-    phone.close().await.expect("closed");
+    fits_a_phone(
+        &driver,
+        &[
+            (format!("{base}/ui/users/u42/facts"), "facts-375.png"),
+            (format!("{base}/ui/users/u42/facts/2/history"), "fact-history-375.png"),
+        ],
+    )
+    .await;
 }
