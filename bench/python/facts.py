@@ -50,11 +50,12 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import quote
 
 import httpx
 import tiktoken
+
+from loopback import json_server
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -175,28 +176,8 @@ class Oracle:
         self.lock = threading.Lock()
         self.delay = 0.0
         self.reset()
-        oracle = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *a):
-                pass
-
-            def do_POST(self):
-                n = int(self.headers.get("Content-Length") or 0)
-                req = json.loads(self.rfile.read(n) or b"{}")
-                body = json.dumps(oracle.answer(req)).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.server = json_server(self.answer)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def reset(self):
         with self.lock:

