@@ -394,15 +394,12 @@ pub(crate) async fn patch_fact(
             ));
         }
         let key = key.map(fact_key).transpose()?;
-        let mut now = None;
-        if text.is_some() || key.is_some() {
-            let edit = FactEdit { text, key };
-            now = Some(state.memory.edit_fact(&user, id, edit).await.map_err(facts_error)?);
-        }
-        if let Some(pinned) = pinned {
-            now = Some(state.memory.pin_fact(&user, id, pinned).await.map_err(facts_error)?);
-        }
-        let fact = now.ok_or_else(|| ApiError::invalid("the body changes nothing"))?;
+        // The edit and the pin in one commit: a refused pin leaves the text as it was.
+        let fact = state
+            .memory
+            .change_fact(&user, id, FactEdit { text, key }, pinned)
+            .await
+            .map_err(facts_error)?;
         tracing::debug!(fact = fact.id, "fact changed");
         Ok(Json(FactBody::of(&fact, &tenant)).into_response())
     }

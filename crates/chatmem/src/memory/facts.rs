@@ -89,14 +89,7 @@ impl<S: Store> ChatMemory<S> {
     /// fact's, a key another fact has, a pinned fact grown past the tokens, or a fact that
     /// would leave at once by the bounds; [`Error::Facts`] when the store fails.
     pub async fn edit_fact(&self, user: &UserId, fact: u64, change: FactEdit) -> Result<Fact> {
-        let (limits, counter) = (self.fact_limits(), self.counter().clone());
-        let facts = self
-            .change_facts(user, &mut |set, now| {
-                let changed = edit(set, fact, change.clone(), &limits, counter.as_ref(), now)?;
-                within_bounds(changed, fact, &limits, counter.as_ref(), now)
-            })
-            .await?;
-        the_fact(user, &facts, fact)
+        self.change_fact(user, fact, change, None).await
     }
 
     /// Pins fact `fact` (`pinned`: a pinned fact never leaves by the bounds and is written
@@ -108,11 +101,32 @@ impl<S: Store> ChatMemory<S> {
     /// ([`FactError::TooManyPinned`], [`FactError::PinnedTokensPastCap`]: unpin or delete a
     /// pinned fact first); [`Error::Facts`] when the store fails.
     pub async fn pin_fact(&self, user: &UserId, fact: u64, pinned: bool) -> Result<Fact> {
+        self.change_fact(user, fact, FactEdit::default(), Some(pinned)).await
+    }
+
+    /// [`edit_fact`](ChatMemory::edit_fact) and then [`pin_fact`](ChatMemory::pin_fact) in
+    /// one commit (a server's `PATCH` of text and pin together): when either is refused,
+    /// nothing is written. `change` empty with a pin: only the pin. Returns the fact as it is
+    /// now.
+    ///
+    /// # Errors
+    /// As [`edit_fact`](ChatMemory::edit_fact) and [`pin_fact`](ChatMemory::pin_fact).
+    pub async fn change_fact(&self, user: &UserId, fact: u64, change: FactEdit, pinned: Option<bool>) -> Result<Fact> {
         let (limits, counter) = (self.fact_limits(), self.counter().clone());
+        let edits = change != FactEdit::default() || pinned.is_none();
         let facts = self
-            .change_facts(user, &mut |set, now| match pinned {
-                true => pin(set, fact, &limits, counter.as_ref(), now),
-                false => unpin(set, fact, now),
+            .change_facts(user, &mut |set, now| {
+                let mut changed = Changed::unchanged(set);
+                if edits {
+                    let edited = edit(set, fact, change.clone(), &limits, counter.as_ref(), now)?;
+                    changed = within_bounds(edited, fact, &limits, counter.as_ref(), now)?;
+                }
+                let then = match pinned {
+                    Some(true) => pin(&changed.set, fact, &limits, counter.as_ref(), now)?,
+                    Some(false) => unpin(&changed.set, fact, now)?,
+                    None => return Ok(changed),
+                };
+                Ok(changed.then(then))
             })
             .await?;
         the_fact(user, &facts, fact)

@@ -518,7 +518,30 @@ fn facts_by_hand_end_to_end_and_a_deleted_fact_is_never_sent_again() {
         let e = refused(fewer.pin_fact(&ada, other.id, true).await.unwrap_err());
         assert_eq!(e, FactError::TooManyPinned { fact: other.id, max: 2 });
         assert!(e.to_string().contains("unpin or delete one first"), "{e}");
+        // An edit with a refused pin writes nothing, the edit included: one commit.
+        let both = FactEdit {
+            text: Some("Has two cats".into()),
+            key: None,
+        };
+        let e = refused(
+            fewer
+                .change_fact(&ada, other.id, both.clone(), Some(true))
+                .await
+                .unwrap_err(),
+        );
+        assert!(matches!(e, FactError::NoRoom { .. }), "{e}");
         assert_eq!(memory.facts(&ada).await.unwrap().version, version_pinned + 1);
+        let unchanged = memory.facts(&ada).await.unwrap();
+        assert_eq!(
+            unchanged.set.get(other.id).map(|f| f.text.as_str()),
+            Some(other.text.as_str())
+        );
+        // Under the bounds that allow it, both land in one commit.
+        let changed = memory.change_fact(&ada, other.id, both, Some(true)).await.unwrap();
+        assert_eq!((changed.text.as_str(), changed.pinned), ("Has two cats", true));
+        assert_eq!(memory.facts(&ada).await.unwrap().version, version_pinned + 2);
+        memory.pin_fact(&ada, other.id, false).await.unwrap();
+        let other = memory.facts(&ada).await.unwrap().set.get(other.id).cloned().unwrap();
         let dutch = memory.add_fact(&ada, "Speaks Dutch", None).await.unwrap();
         // The cat left to make room for Dutch, recorded as evicted.
         assert_eq!(
