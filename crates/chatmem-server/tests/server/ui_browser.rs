@@ -217,6 +217,20 @@ async fn the_inspector_shows_the_window_escapes_text_and_fits_a_phone() {
     .await;
 }
 
+/// Clicks the button `css` and accepts the confirmation it asks for; returns its question.
+pub(crate) async fn click_and_confirm(client: &Client, css: &str) -> String {
+    client
+        .find(Locator::Css(css))
+        .await
+        .expect("the button")
+        .click()
+        .await
+        .expect("clicked");
+    let question = client.get_alert_text().await.expect("a confirmation");
+    client.accept_alert().await.expect("confirmed");
+    question
+}
+
 /// Each page (URL, screenshot name) on a 375-pixel phone: nothing wider than the screen.
 pub(crate) async fn fits_a_phone(driver: &Driver, pages: &[(String, &str)]) {
     let phone = browser(driver, true).await;
@@ -296,16 +310,8 @@ async fn tenants_sign_in_and_a_writer_deletes_with_confirmation() {
         .expect("signed out");
     sign_in(TOKEN_A).await;
     client.goto(&page).await.expect("the page");
-    client
-        .find(Locator::Css("[data-delete]"))
-        .await
-        .expect("the delete button")
-        .click()
-        .await
-        .expect("clicked");
-    let question = client.get_alert_text().await.expect("a confirmation");
+    let question = click_and_confirm(&client, "[data-delete]").await;
     assert!(question.contains("order-1"), "{question}");
-    client.accept_alert().await.expect("confirmed");
     client
         .wait()
         .for_url(&format!("{base}/ui").parse().expect("a URL"))

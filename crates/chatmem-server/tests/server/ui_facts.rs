@@ -357,7 +357,7 @@ async fn a_server_that_sends_no_facts_says_so() {
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs CHATMEM_TEST_CHROMEDRIVER"]
 async fn in_a_browser_the_form_opens_the_facts_and_a_fact_is_deleted_with_confirmation() {
-    use crate::ui_browser::{browser, chromedriver, fits_a_phone, screenshot, start_driver};
+    use crate::ui_browser::{browser, chromedriver, click_and_confirm, fits_a_phone, screenshot, start_driver};
     use fantoccini::Locator;
 
     let path = chromedriver();
@@ -396,16 +396,8 @@ async fn in_a_browser_the_form_opens_the_facts_and_a_fact_is_deleted_with_confir
     let heading = client.find(Locator::Css("h1")).await.expect("a heading");
     assert_eq!(heading.text().await.expect("text"), "Facts of user u42");
     screenshot(&client, "facts-1280.png").await;
-    client
-        .find(Locator::Css("#f1 [data-delete-fact]"))
-        .await
-        .expect("the delete button")
-        .click()
-        .await
-        .expect("clicked");
-    let question = client.get_alert_text().await.expect("a confirmation");
+    let question = click_and_confirm(&client, "#f1 [data-delete-fact]").await;
     assert!(question.contains("#1"), "{question}");
-    client.accept_alert().await.expect("confirmed");
     // The page reloads without it.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while client.find(Locator::Css("#f1")).await.is_ok() {
