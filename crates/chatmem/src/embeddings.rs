@@ -535,7 +535,7 @@ impl EmbedFailure {
 /// it is among them (a user message and the assistant message right after it, an assistant
 /// message and the user message right before it), oldest first; `None` for a message that says
 /// nothing. The speaker matters to a small model: a question about Caroline otherwise ranks a
-/// turn addressed to her ("Wow, Caroline!") over what she said (BENCHMARKS.md, RC).
+/// turn addressed to her ("Wow, Caroline!") over what she said (bench/results/rc/README.md).
 fn exchange_texts(written: &[(u64, Arc<Message>)]) -> Vec<Option<String>> {
     use crate::message::Role;
     let said = |i: usize| {

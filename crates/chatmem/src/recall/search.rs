@@ -10,7 +10,7 @@ use super::vector::{Vector, VectorHit};
 pub const BM25_K1: f64 = 1.2;
 /// BM25's length normalization: below the textbook 0.75, since a chat message's length says
 /// less about what it is about than a document's (on LoCoMo 0.5 finds about a point more of
-/// the evidence at k = 5 and 10 than 0.75; 0.3 to 0.5 all alike: BENCHMARKS.md).
+/// the evidence at k = 5 and 10 than 0.75; 0.3 to 0.5 all alike: bench/results/rc/README.md).
 pub const BM25_B: f64 = 0.5;
 
 /// One appended message's index entry, carried by a [`Commit`](crate::store::Commit) made
