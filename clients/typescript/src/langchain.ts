@@ -72,6 +72,7 @@ import {
   type ContentPart,
   type Message,
   type Policy,
+  type Prompt,
   type Role,
   type ToolCall,
 } from "./client.js";
@@ -527,6 +528,39 @@ export function fromChatmemMessage(message: Message): BaseMessage {
 }
 
 // ---------------------------------------------------------------------------------------------
+// A user's facts
+
+/** The first line of the message a user's facts are sent in (the server's `FACTS_HEADING`). */
+export const FACTS_HEADING = "What is known about the user (kept across conversations):";
+
+const isSystem = (m: Message | undefined) => m?.role === "system" || m?.role === "developer";
+
+/**
+ * The facts message of `prompt` (an empty turn's `POST …/prompt` for the user) and the part of
+ * `window` (the conversation's window, with each message's LangChain copy) that the prompt
+ * sends with it; `facts` undefined and `window` whole when the prompt has no facts message.
+ *
+ * The server sends the facts message right after the system message, under
+ * {@link FACTS_HEADING}; under a token window it leaves room for it by sending fewer of the
+ * oldest messages, so the window keeps as many of its newest as the prompt sends (what recall
+ * adds aside), and the facts never make it pass the budget. A message of the window at the
+ * facts' place that reads the same is the conversation's own, not the facts message; and the
+ * facts are left out rather than leave none of the window.
+ */
+export function windowWithFacts(window: Message[], prompt: Prompt): { window: Message[]; facts?: Message } {
+  const at = isSystem(prompt.messages[0]) ? 1 : 0;
+  const m = prompt.messages[at];
+  if (!m || m.role !== "user" || typeof m.content !== "string" || !m.content.startsWith(`${FACTS_HEADING}\n`)) return { window };
+  const head = isSystem(window[0]) ? 1 : 0;
+  const own = window[head];
+  if (own && own.role === "user" && own.content === m.content) return { window };
+  const body = window.slice(head);
+  const sent = prompt.messages.length - at - 1 - (prompt.recalled.seqs.length > 0 ? 1 : 0);
+  if (sent <= 0 && body.length > 0) return { window };
+  return { window: [...window.slice(0, head), ...body.slice(Math.max(body.length - sent, 0))], facts: { role: "user", content: m.content } };
+}
+
+// ---------------------------------------------------------------------------------------------
 // The history
 
 /** A write that failed, not yet reported by a read. */
@@ -601,6 +635,13 @@ export interface ChatmemChatMessageHistoryInput {
   /** A window policy sent with every read and write, instead of the server's. */
   policy?: Policy;
   /**
+   * The conversation's user (any id the facts routes take), sent with every write and every
+   * {@link ChatmemChatMessageHistory.getPromptMessages}: the turns are theirs (with
+   * `chatmem serve --facts-model` their messages are read for facts), and the prompt has their
+   * facts (`--facts`). `getMessages()` never holds the facts message.
+   */
+  user?: string;
+  /**
    * Called with the error and the messages when a write fails, before `addMessages` throws
    * (which `RunnableWithMessageHistory` only logs).
    */
@@ -612,6 +653,13 @@ export interface ChatmemChatMessageHistoryInput {
  * model should see, not everything stored: the system message first, with the summary of what
  * left the window (`--summarize`) after its text as the server renders it (a system message of
  * its own when there is none), then the recent turns. `addMessages()` is one atomic POST.
+ *
+ * With a `user`, every write names the conversation's user, and {@link getPromptMessages} (a
+ * dry run through `POST …/prompt`) is what the model should be sent with that user's facts.
+ * `getMessages()` stays the window without them (a GET carries no user): LangChain reads it
+ * back as what is stored (`RunnableWithMessageHistory` counts it to tell the history it
+ * prepended from the new input, and code that reads and writes messages back would store a
+ * facts message as the user's own), so the facts message is never in it and never written.
  *
  * A write that fails throws; it is also remembered, and the next `getMessages()` of the
  * conversation (through any history over the same client) throws an {@link UnstoredWriteError}
@@ -625,6 +673,8 @@ export class ChatmemChatMessageHistory extends BaseListChatMessageHistory {
   readonly conversationId: string;
   /** The client the history calls. */
   readonly client: ChatmemClient;
+  /** The conversation's user, sent with every write and prompt (undefined: none). */
+  readonly user: string | undefined;
   readonly #policy: Policy | undefined;
   readonly #onError: ChatmemChatMessageHistoryInput["onError"];
 
@@ -633,8 +683,23 @@ export class ChatmemChatMessageHistory extends BaseListChatMessageHistory {
     super();
     this.conversationId = fields.conversationId;
     this.client = fields.client ?? (fields.clientOptions ? new ChatmemClient(fields.clientOptions) : defaultClient());
+    this.user = fields.user;
     this.#policy = fields.policy;
     this.#onError = fields.onError;
+  }
+
+  /** The turn options naming the history's user, if it has one. */
+  #turn(): { user: string } | undefined {
+    return this.user === undefined ? undefined : { user: this.user };
+  }
+
+  /** Throws an {@link UnstoredWriteError} for a write of the conversation that failed since the last read. */
+  #reportFailed(): void {
+    const failed = this.#failed().get(this.conversationId);
+    if (failed) {
+      this.#failed().delete(this.conversationId);
+      throw new UnstoredWriteError(this.conversationId, failed);
+    }
   }
 
   #failed(): Map<string, FailedWrite> {
@@ -647,15 +712,12 @@ export class ChatmemChatMessageHistory extends BaseListChatMessageHistory {
   }
 
   /**
-   * The window the model should see; empty for a conversation not stored yet. Throws an
+   * The window the model should see, the user's facts aside (see the class; they come through
+   * {@link getPromptMessages}); empty for a conversation not stored yet. Throws an
    * {@link UnstoredWriteError} if a write of the conversation failed since the last read.
    */
   async getMessages(): Promise<BaseMessage[]> {
-    const failed = this.#failed().get(this.conversationId);
-    if (failed) {
-      this.#failed().delete(this.conversationId);
-      throw new UnstoredWriteError(this.conversationId, failed);
-    }
+    this.#reportFailed();
     try {
       const window = await this.client.getMessages(this.conversationId, this.#policy);
       return window.messages.map(fromChatmemMessage);
@@ -663,6 +725,23 @@ export class ChatmemChatMessageHistory extends BaseListChatMessageHistory {
       if (e instanceof ChatmemError && e.status === 404 && e.code === "not_found") return [];
       throw e;
     }
+  }
+
+  /**
+   * What the next model call would be sent if `messages` were said now (none: the prompt as
+   * it stands), as `POST …/prompt` answers it with the history's policy and user: the system
+   * message with the summary, the user's facts (`chatmem serve --facts`) in one human message
+   * under {@link FACTS_HEADING}, the window (old tool results cleared as the policy says), what
+   * recall finds for the new messages, then `messages`. Nothing is committed: add the turn
+   * with `addMessages` after the model answered. The messages are the bodies the model is
+   * sent, converted (no LangChain copies: no ids, no `additional_kwargs` beyond reasoning);
+   * the facts message is not one of the conversation's, so it is never to be added back.
+   * Throws an {@link UnstoredWriteError} as `getMessages()` does.
+   */
+  async getPromptMessages(messages: BaseMessage[] = []): Promise<BaseMessage[]> {
+    this.#reportFailed();
+    const prompt = await this.client.prompt(this.conversationId, messages.map(toChatmemMessage), this.#policy, this.#turn());
+    return prompt.messages.map(fromChatmemMessage);
   }
 
   /** Adds one message (one POST). */
@@ -678,7 +757,7 @@ export class ChatmemChatMessageHistory extends BaseListChatMessageHistory {
   override async addMessages(messages: BaseMessage[]): Promise<void> {
     if (messages.length === 0) return;
     try {
-      await this.client.postMessages(this.conversationId, messages.map(toChatmemMessage), this.#policy);
+      await this.client.postMessages(this.conversationId, messages.map(toChatmemMessage), this.#policy, this.#turn());
     } catch (e) {
       this.#failed().set(this.conversationId, { messages: messages.length, error: e });
       this.#onError?.(e, messages);

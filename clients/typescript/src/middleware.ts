@@ -8,6 +8,14 @@
  * commit at the next model call, so a stored tool call never lacks its results; what is left
  * at the end of the run (a tool that returned directly) is committed then.
  *
+ * With a `user`, every commit names the conversation's user (with `chatmem serve --facts-model`
+ * their messages are read for facts), and each model call is sent that user's facts (`--facts`)
+ * right after the system message, as the server renders them: one human message under
+ * {@link FACTS_HEADING}, read through `POST …/prompt` with the user (the window's GET carries
+ * none; under a token window the window sent is then as much shorter as the prompt's, so the
+ * facts never pass the budget). It is only in what the model is sent: never in the agent's
+ * state, never committed.
+ *
  * @example
  * ```ts
  * import { createAgent } from "langchain";
@@ -23,7 +31,7 @@ import { AIMessage, type BaseMessage, SystemMessage, ToolMessage } from "@langch
 import { createMiddleware } from "langchain";
 
 import { ChatmemClient, type ChatmemClientOptions, ChatmemError, type Message, type Policy } from "./client.js";
-import { fromChatmemMessage, LANGCHAIN_KEY, toChatmemMessage } from "./langchain.js";
+import { FACTS_HEADING, fromChatmemMessage, LANGCHAIN_KEY, toChatmemMessage, windowWithFacts } from "./langchain.js";
 
 /** What a {@link chatmemMiddleware} keeps. */
 export interface ChatmemMiddlewareOptions {
@@ -35,6 +43,11 @@ export interface ChatmemMiddlewareOptions {
   clientOptions?: ChatmemClientOptions;
   /** A window policy sent with every read and write, instead of the server's. */
   policy?: Policy;
+  /**
+   * The conversation's user (any id the facts routes take): sent with every commit, and each
+   * model call is sent their facts (see the module's documentation). None: no facts.
+   */
+  user?: string;
 }
 
 /** The id chatmem's copy of `m` holds. */
@@ -108,6 +121,7 @@ function holdsSystem(window: Message[], system: SystemMessage): boolean {
 export function chatmemMiddleware(options: ChatmemMiddlewareOptions = {}) {
   const client = options.client ?? new ChatmemClient(options.clientOptions);
   const policy = options.policy;
+  const turn = options.user === undefined ? undefined : { user: options.user };
 
   const conversationOf = (runtime: { configurable?: { thread_id?: unknown } } | undefined): string => {
     const id = options.conversationId ?? runtime?.configurable?.thread_id;
@@ -136,7 +150,7 @@ export function chatmemMiddleware(options: ChatmemMiddlewareOptions = {}) {
         m.lc_kwargs.id = m.id;
       }
     }
-    const window = (await client.postMessages(id, messages.map(toChatmemMessage), policy)).messages;
+    const window = (await client.postMessages(id, messages.map(toChatmemMessage), policy, turn)).messages;
     const last = messages.at(-1);
     if (last && !window.some((s) => isStored(last, s))) {
       throw new ChatmemError(0, {
@@ -159,7 +173,16 @@ export function chatmemMiddleware(options: ChatmemMiddlewareOptions = {}) {
       const batch = system && textOf(system.content) !== "" && !holdsSystem(window, system) ? [system, ...pending] : pending;
       if (batch.length > 0) window = await commit(id, batch);
 
-      const seen = window.map(fromChatmemMessage);
+      let seen = window.map(fromChatmemMessage);
+      if (turn) {
+        // The window as committed keeps every message's LangChain copy; the prompt's bodies do
+        // not, so only the facts message (and the room it takes) is taken from it.
+        const { window: kept, facts } = windowWithFacts(window, await client.prompt(id, [], policy, turn));
+        if (facts) {
+          seen = kept.map(fromChatmemMessage);
+          seen.splice(seen[0] && SystemMessage.isInstance(seen[0]) ? 1 : 0, 0, fromChatmemMessage(facts));
+        }
+      }
       const first = seen[0];
       const response = await handler({
         ...request,
