@@ -27,6 +27,11 @@ summary into the system message, or someone edited the body), the body's content
 message without the copy (another client's, or the server's system message holding only the
 summary) is converted from the body. chatmem keeps one system message per conversation: a
 later one replaces it.
+
+A history given a ``user`` (see :class:`ChatmemChatMessageHistory`) also reads that user's
+facts: one ``HumanMessage`` right after the system message, marked with
+``additional_kwargs[FACTS_KEY]`` (see :func:`is_facts`). It is what the server sends a model,
+never a message of the conversation: writing leaves it out.
 """
 
 from __future__ import annotations
@@ -54,20 +59,28 @@ from langchain_core.messages import (
 from langchain_core.messages.tool import ToolCall as LCToolCall
 from langchain_core.messages.tool import invalid_tool_call, tool_call
 
-from .client import AsyncClient, Client, Message, Policy, ToolCall
+from ._facts import facts_at, with_facts
+from .client import AsyncClient, Client, Message, Policy, ToolCall, Window
 from .errors import ChatmemError, ConversionError, NotFoundError
 
 __all__ = [
+    "FACTS_KEY",
     "LANGCHAIN_KEY",
     "ChatmemChatMessageHistory",
     "UnstoredWriteError",
     "from_chatmem",
     "image_block",
+    "is_facts",
     "to_chatmem",
 ]
 
 LANGCHAIN_KEY = "langchain"
 """The key of a chatmem message's ``metadata`` that holds LangChain's copy of the message."""
+
+FACTS_KEY = "chatmem_facts"
+"""The ``additional_kwargs`` key (value ``True``) marking the message a user's facts are read in:
+chat models leave a human message's ``additional_kwargs`` out of what they send, and it survives
+LangChain's serialization (a checkpointer, a trace)."""
 
 _ROLE_KEY = "__openai_role__"  # how langchain-openai marks a developer message
 _ABSENT = object()
@@ -461,6 +474,30 @@ def from_chatmem(message: Message) -> BaseMessage:
     return _rebuild(message)
 
 
+def is_facts(message: BaseMessage) -> bool:
+    """Whether ``message`` is the facts message a history with a ``user`` reads (never stored:
+    the adapters' writes leave it out)."""
+    return isinstance(message, HumanMessage) and message.additional_kwargs.get(FACTS_KEY) is True
+
+
+def facts_message(message: Message) -> HumanMessage:
+    """The prompt's facts message as LangChain's, marked (see :data:`FACTS_KEY`)."""
+    return HumanMessage(cast(str, message.get("content")), additional_kwargs={FACTS_KEY: True})
+
+
+def window_messages(window: Window | None, prompt: Sequence[Message] | None) -> list[BaseMessage]:
+    """``window`` as LangChain's messages, with the facts message of ``prompt`` (an empty turn's
+    prompt for the history's user) where the server sends it (``None``: no user)."""
+    stored = window.messages if window is not None else []
+    if prompt is None:
+        return [from_chatmem(m) for m in stored]
+    kept, facts = with_facts(stored, prompt)
+    messages = [from_chatmem(m) for m in kept]
+    if facts is not None:
+        messages.insert(facts_at(kept), facts_message(facts))
+    return messages
+
+
 def image_block(data: bytes, mime_type: str) -> dict[str, Any]:
     """A user content block for an image given as bytes (a data URL)."""
     encoded = base64.b64encode(data).decode("ascii")
@@ -507,6 +544,15 @@ class ChatmemChatMessageHistory(BaseChatMessageHistory):
     :class:`~chatmem.Client` from ``CHATMEM_URL`` / ``CHATMEM_TOKEN``; with ``async_client``
     the ``a*`` methods use it rather than a thread. ``policy`` is sent with every request.
 
+    ``user`` names the conversation's user (``chatmem serve --facts``): every write is theirs
+    (with a facts model, their messages are read for facts), and ``messages`` also holds their
+    facts, in one ``HumanMessage`` right after the system message, as the server sends a model
+    (:func:`is_facts`; read with a second request, an empty turn's ``POST …/prompt``; a token
+    window then holds fewer of its oldest messages, leaving room for them). The facts message
+    is never stored: ``add_messages`` leaves it out, so ``RunnableWithMessageHistory`` (which
+    writes only each turn's new messages) or a read-modify-write never makes it a message of
+    the conversation. Without ``user`` nothing names a user and no facts are read.
+
     A write that fails raises, calls ``on_error(error, messages)`` first, and is remembered:
     the next read of the conversation (by any history of the same server, token and
     conversation in this process) raises :class:`UnstoredWriteError` once, unless a later
@@ -520,12 +566,14 @@ class ChatmemChatMessageHistory(BaseChatMessageHistory):
         client: Client | None = None,
         async_client: AsyncClient | None = None,
         policy: Policy | None = None,
+        user: str | None = None,
         on_error: Callable[[Exception, list[BaseMessage]], None] | None = None,
     ) -> None:
         self.conversation_id = conversation_id
         self.client = client or Client()
         self.async_client = async_client
         self.policy = policy
+        self.user = user
         self.on_error = on_error
 
     def _report_failed(self, client: Client | AsyncClient) -> None:
@@ -548,23 +596,30 @@ class ChatmemChatMessageHistory(BaseChatMessageHistory):
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
-        """The window the model should see, system message and summary first. Raises
-        :class:`UnstoredWriteError` if a write of the conversation failed since the last read."""
+        """The window the model should see, system message and summary first (then, with a
+        ``user``, their facts). Raises :class:`UnstoredWriteError` if a write of the
+        conversation failed since the last read."""
         self._report_failed(self.client)
-        try:
+        window: Window | None = None
+        with contextlib.suppress(NotFoundError):
             window = self.client.get_messages(self.conversation_id, policy=self.policy)
-        except NotFoundError:
-            return []
-        return [from_chatmem(m) for m in window.messages]
+        prompt = None
+        if self.user is not None:
+            prompt = self.client.prompt(
+                self.conversation_id, [], policy=self.policy, user=self.user
+            ).messages
+        return window_messages(window, prompt)
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
-        """Stores ``messages`` in one atomic commit."""
-        sent = list(messages)
+        """Stores ``messages`` in one atomic commit (the facts message left out)."""
+        sent = [m for m in messages if not is_facts(m)]
         if not sent:
             return
         try:
             converted = [to_chatmem(m, i) for i, m in enumerate(sent)]
-            self.client.add_messages(self.conversation_id, converted, policy=self.policy)
+            self.client.add_messages(
+                self.conversation_id, converted, policy=self.policy, user=self.user
+            )
         except Exception as e:
             self._wrote(self.client, e, sent)
             raise
@@ -580,23 +635,28 @@ class ChatmemChatMessageHistory(BaseChatMessageHistory):
         if self.async_client is None:
             return await super().aget_messages()
         self._report_failed(self.async_client)
-        try:
+        window: Window | None = None
+        with contextlib.suppress(NotFoundError):
             window = await self.async_client.get_messages(self.conversation_id, policy=self.policy)
-        except NotFoundError:
-            return []
-        return [from_chatmem(m) for m in window.messages]
+        prompt = None
+        if self.user is not None:
+            answer = await self.async_client.prompt(
+                self.conversation_id, [], policy=self.policy, user=self.user
+            )
+            prompt = answer.messages
+        return window_messages(window, prompt)
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Stores ``messages`` in one atomic commit, through ``async_client`` when given."""
         if self.async_client is None:
             return await super().aadd_messages(messages)
-        sent = list(messages)
+        sent = [m for m in messages if not is_facts(m)]
         if not sent:
             return
         try:
             converted = [to_chatmem(m, i) for i, m in enumerate(sent)]
             await self.async_client.add_messages(
-                self.conversation_id, converted, policy=self.policy
+                self.conversation_id, converted, policy=self.policy, user=self.user
             )
         except Exception as e:
             self._wrote(self.async_client, e, sent)

@@ -17,11 +17,18 @@ boundary unless the policy names one (a turn longer than the window leaves no us
 start on). Which messages are stored is kept in the agent's state (``chatmem_stored``, their
 ids); a message without an id is given one, as LangGraph's reducer would. A failed commit
 raises from the model call: nothing is lost silently.
+
+With a user (``user``, or the run's ``config["configurable"]["user_id"]``) every commit is that
+user's turn (with a facts model, their messages are read for facts) and the model is also sent
+their facts, as the server's OpenAI door sends them: one user message right after the system
+message (read with an empty turn's ``POST …/prompt``; a token window then sends fewer of its
+oldest messages). It is in the model's request only, never in the agent's state or in chatmem.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import uuid
@@ -43,7 +50,7 @@ from typing_extensions import NotRequired
 
 from .client import AsyncClient, Client, Message, Policy, Window
 from .errors import NotFoundError
-from .langchain import from_chatmem, to_chatmem
+from .langchain import is_facts, to_chatmem, window_messages
 
 __all__ = ["ChatmemMiddleware", "ChatmemState"]
 
@@ -84,15 +91,23 @@ class _Turn:
                 self.commit.append(system)
                 self.system_digest = digest
         for message in request.messages:
+            if is_facts(message):  # the server's, sent with every turn of the user
+                continue
             if message.id is None or message.id not in known:
                 new.append(_with_id(message))
         self.commit += [to_chatmem(m, i) for i, m in enumerate(new, len(self.commit))]
         self.new = [m.id for m in new if m.id is not None]
         self.stored += self.new
 
-    def prompt(self, request: ModelRequest[Any], window: Window | None) -> ModelRequest[Any]:
-        """``request`` with chatmem's window as its messages (and system message)."""
-        messages: list[Any] = [from_chatmem(m) for m in (window.messages if window else [])]
+    def prompt(
+        self,
+        request: ModelRequest[Any],
+        window: Window | None,
+        facts: Sequence[Message] | None,
+    ) -> ModelRequest[Any]:
+        """``request`` with chatmem's window as its messages (and system message), and the
+        user's facts from ``facts`` (an empty turn's prompt for the user; ``None``: no user)."""
+        messages: list[Any] = window_messages(window, facts)
         system = request.system_message
         if messages and isinstance(messages[0], SystemMessage):
             system = messages.pop(0)  # the stored one: the summary is rendered into it
@@ -122,6 +137,9 @@ class ChatmemMiddleware(AgentMiddleware[ChatmemState, Any]):
     (read with LangGraph's ``get_config``, which on Python 3.10 fails in async code: give
     ``conversation_id`` there).
     ``policy`` is sent with every request (``boundary`` defaults to ``"pair-safe"``).
+    ``user`` names the conversation's user; without it each run's
+    ``config["configurable"]["user_id"]`` does, when there is one (a str), and else the turns
+    name no user and no facts are sent.
     """
 
     state_schema = ChatmemState
@@ -133,19 +151,31 @@ class ChatmemMiddleware(AgentMiddleware[ChatmemState, Any]):
         async_client: AsyncClient | None = None,
         conversation_id: str | None = None,
         policy: Policy | None = None,
+        user: str | None = None,
     ) -> None:
         super().__init__()
         self.client = client or Client()
         self.async_client = async_client
         self.conversation_id = conversation_id
+        self.user = user
         self.policy: Policy = {"boundary": "pair-safe", **(policy or {})}
         # Ids committed by a model call that then failed, so its state update never came:
         # a retry must not commit them again.
         self._pending: dict[str, set[str]] = {}
 
-    def _plan(self, request: ModelRequest[Any]) -> tuple[str, _Turn]:
+    def _plan(self, request: ModelRequest[Any]) -> tuple[str, str | None, _Turn]:
         conversation = self._conversation()
-        return conversation, _Turn(request, self._pending.get(conversation, set()))
+        turn = _Turn(request, self._pending.get(conversation, set()))
+        return conversation, self._user(), turn
+
+    def _user(self) -> str | None:
+        if self.user is not None:
+            return self.user
+        try:
+            user = get_config().get("configurable", {}).get("user_id")
+        except RuntimeError:
+            return None
+        return user if isinstance(user, str) else None
 
     def _committed(self, conversation: str, turn: _Turn) -> None:
         if turn.new:
@@ -177,23 +207,37 @@ class ChatmemMiddleware(AgentMiddleware[ChatmemState, Any]):
             )
         return thread
 
-    def _window(self, conversation: str, commit: Sequence[Message]) -> Window | None:
+    def _window(
+        self, conversation: str, user: str | None, commit: Sequence[Message]
+    ) -> tuple[Window | None, list[Message] | None]:
+        """Commits ``commit``; the window after it, and the user's facts prompt (``None``
+        without a user)."""
+        window: Window | None = None
         if commit:
-            return self.client.add_messages(conversation, commit, policy=self.policy)
-        try:
-            return self.client.get_messages(conversation, policy=self.policy)
-        except NotFoundError:
-            return None
+            window = self.client.add_messages(conversation, commit, policy=self.policy, user=user)
+        else:
+            with contextlib.suppress(NotFoundError):
+                window = self.client.get_messages(conversation, policy=self.policy)
+        if user is None:
+            return window, None
+        return window, self.client.prompt(conversation, [], policy=self.policy, user=user).messages
 
-    async def _awindow(self, conversation: str, commit: Sequence[Message]) -> Window | None:
+    async def _awindow(
+        self, conversation: str, user: str | None, commit: Sequence[Message]
+    ) -> tuple[Window | None, list[Message] | None]:
         if self.async_client is None:
-            return await asyncio.to_thread(self._window, conversation, commit)
+            return await asyncio.to_thread(self._window, conversation, user, commit)
+        client = self.async_client
+        window: Window | None = None
         if commit:
-            return await self.async_client.add_messages(conversation, commit, policy=self.policy)
-        try:
-            return await self.async_client.get_messages(conversation, policy=self.policy)
-        except NotFoundError:
-            return None
+            window = await client.add_messages(conversation, commit, policy=self.policy, user=user)
+        else:
+            with contextlib.suppress(NotFoundError):
+                window = await client.get_messages(conversation, policy=self.policy)
+        if user is None:
+            return window, None
+        prompt = await client.prompt(conversation, [], policy=self.policy, user=user)
+        return window, prompt.messages
 
     def wrap_model_call(
         self,
@@ -201,13 +245,13 @@ class ChatmemMiddleware(AgentMiddleware[ChatmemState, Any]):
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> Any:
         """Commits the turn so far, calls the model with the window, commits its answer."""
-        conversation, turn = self._plan(request)
-        window = self._window(conversation, turn.commit)
+        conversation, user, turn = self._plan(request)
+        window, facts = self._window(conversation, user, turn.commit)
         self._committed(conversation, turn)
-        response = handler(turn.prompt(request, window))
+        response = handler(turn.prompt(request, window, facts))
         answer, result = turn.answer(response)
         if answer:
-            self.client.add_messages(conversation, answer, policy=self.policy)
+            self.client.add_messages(conversation, answer, policy=self.policy, user=user)
         return self._done(conversation, turn, response, result)
 
     async def awrap_model_call(
@@ -216,16 +260,18 @@ class ChatmemMiddleware(AgentMiddleware[ChatmemState, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> Any:
         """:meth:`wrap_model_call` for the async agent."""
-        conversation, turn = self._plan(request)
-        window = await self._awindow(conversation, turn.commit)
+        conversation, user, turn = self._plan(request)
+        window, facts = await self._awindow(conversation, user, turn.commit)
         self._committed(conversation, turn)
-        response = await handler(turn.prompt(request, window))
+        response = await handler(turn.prompt(request, window, facts))
         answer, result = turn.answer(response)
         if answer:
             if self.async_client is None:
                 await asyncio.to_thread(
-                    self.client.add_messages, conversation, answer, policy=self.policy
+                    self.client.add_messages, conversation, answer, policy=self.policy, user=user
                 )
             else:
-                await self.async_client.add_messages(conversation, answer, policy=self.policy)
+                await self.async_client.add_messages(
+                    conversation, answer, policy=self.policy, user=user
+                )
         return self._done(conversation, turn, response, result)

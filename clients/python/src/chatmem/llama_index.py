@@ -23,6 +23,10 @@ alone: the body wins.
 chatmem keeps one system (or developer) message per conversation, the last written, and reads
 it first. The LlamaIndex roles ``chatbot`` and ``model`` are stored as assistants, ``function``
 as a tool result (it needs ``additional_kwargs["tool_call_id"]``, as a ``tool`` message does).
+
+A :class:`ChatmemMemory` given a ``user`` also reads that user's facts, in a
+:class:`FactsMessage` right after the system message: what the server sends a model, never a
+message of the conversation (writing leaves it out).
 """
 
 from __future__ import annotations
@@ -53,10 +57,11 @@ from llama_index.core.memory.types import BaseMemory
 from llama_index.core.storage.chat_store.base import BaseChatStore
 from pydantic import AnyUrl, BaseModel, PrivateAttr
 
-from .client import AsyncClient, Client, Message, Policy, ToolCall
+from ._facts import facts_at, with_facts
+from .client import AsyncClient, Client, Message, Policy, ToolCall, Window
 from .errors import ConversionError, NotFoundError
 
-__all__ = ["ChatmemChatStore", "ChatmemMemory", "from_chatmem", "to_chatmem"]
+__all__ = ["ChatmemChatStore", "ChatmemMemory", "FactsMessage", "from_chatmem", "to_chatmem"]
 
 METADATA_KEY = "llama_index"
 """The ``metadata`` key holding what rebuilds a ``ChatMessage`` exactly."""
@@ -528,8 +533,35 @@ def _from_body(message: Message) -> ChatMessage:
     return ChatMessage(role=MessageRole(message["role"]), blocks=blocks, additional_kwargs=kwargs)
 
 
+class FactsMessage(ChatMessage):
+    """The user message a user's facts are read in (:class:`ChatmemMemory` with a ``user``):
+    a ``ChatMessage`` to a model, which it is sent as; never stored, the memory's writes leave
+    it out."""
+
+
+def _stored(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+    """``messages`` without the facts message, which is the server's and never stored."""
+    return [m for m in messages if not isinstance(m, FactsMessage)]
+
+
 def _convert(messages: Sequence[ChatMessage]) -> list[Message]:
-    return [to_chatmem(m, i) for i, m in enumerate(messages)]
+    return [to_chatmem(m, i) for i, m in enumerate(_stored(messages))]
+
+
+def _window_messages(window: Window | None, prompt: Sequence[Message] | None) -> list[ChatMessage]:
+    """``window`` as LlamaIndex's messages, with the facts message of ``prompt`` (an empty
+    turn's prompt for the memory's user; ``None``: no user) where the server sends it."""
+    stored = window.messages if window is not None else []
+    if prompt is None:
+        return [from_chatmem(m) for m in stored]
+    kept, facts = with_facts(stored, prompt)
+    messages = [from_chatmem(m) for m in kept]
+    if facts is not None:
+        text = facts.get("content")
+        messages.insert(
+            facts_at(kept), FactsMessage(role=MessageRole.USER, blocks=[TextBlock(text=str(text))])
+        )
+    return messages
 
 
 # ---------------------------------------------------------------------------------------------
@@ -547,9 +579,19 @@ class ChatmemMemory(BaseMemory):
     atomic. ``reset`` deletes the conversation. ``client`` defaults to a
     :class:`~chatmem.Client` from ``CHATMEM_URL`` / ``CHATMEM_TOKEN``; with ``async_client``
     the ``a*`` methods use it rather than a thread. A refused write raises.
+
+    ``user`` names the conversation's user (``chatmem serve --facts``): every write is theirs
+    (with a facts model, their messages are read for facts), and ``get`` also holds their facts,
+    in one :class:`FactsMessage` right after the system message, as the server sends a model
+    (read with a second request, an empty turn's ``POST …/prompt``; a token window then holds
+    fewer of its oldest messages, leaving room for them). The facts message is never stored:
+    ``put``, ``put_messages`` and ``set`` leave it out, so an agent that writes back what it
+    read stores its messages only. ``get_all`` is what is stored, without facts. Without
+    ``user`` nothing names a user and no facts are read.
     """
 
     conversation_id: str
+    user: str | None = None
     _client: Client = PrivateAttr()
     _async_client: AsyncClient | None = PrivateAttr(default=None)
     _policy: Policy | None = PrivateAttr(default=None)
@@ -561,8 +603,9 @@ class ChatmemMemory(BaseMemory):
         *,
         async_client: AsyncClient | None = None,
         policy: Policy | None = None,
+        user: str | None = None,
     ) -> None:
-        super().__init__(**{"conversation_id": conversation_id})
+        super().__init__(**{"conversation_id": conversation_id, "user": user})
         self._client = client or Client()
         self._async_client = async_client
         self._policy = policy
@@ -574,7 +617,7 @@ class ChatmemMemory(BaseMemory):
 
     @classmethod
     def from_defaults(cls, **kwargs: Any) -> ChatmemMemory:
-        """``ChatmemMemory(conversation_id, client, async_client=, policy=)``; with
+        """``ChatmemMemory(conversation_id, client, async_client=, policy=, user=)``; with
         ``chat_history``, :meth:`set` to it."""
         history = kwargs.pop("chat_history", None)
         memory = cls(**kwargs)
@@ -585,24 +628,33 @@ class ChatmemMemory(BaseMemory):
     # reading
 
     def get(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
-        """The window (empty when there is no conversation)."""
-        try:
+        """The window (none when there is no conversation), with a ``user``'s facts."""
+        window: Window | None = None
+        with contextlib.suppress(NotFoundError):
             window = self._client.get_messages(self.conversation_id, policy=self._policy)
-        except NotFoundError:
-            return []
-        return [from_chatmem(m) for m in window.messages]
+        prompt = None
+        if self.user is not None:
+            prompt = self._client.prompt(
+                self.conversation_id, [], policy=self._policy, user=self.user
+            ).messages
+        return _window_messages(window, prompt)
 
     async def aget(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
         """The window, through ``async_client`` when given."""
         if self._async_client is None:
             return await super().aget(input, **kwargs)
-        try:
+        window: Window | None = None
+        with contextlib.suppress(NotFoundError):
             window = await self._async_client.get_messages(
                 self.conversation_id, policy=self._policy
             )
-        except NotFoundError:
-            return []
-        return [from_chatmem(m) for m in window.messages]
+        prompt = None
+        if self.user is not None:
+            answer = await self._async_client.prompt(
+                self.conversation_id, [], policy=self._policy, user=self.user
+            )
+            prompt = answer.messages
+        return _window_messages(window, prompt)
 
     def get_all(self) -> list[ChatMessage]:
         """Everything stored, oldest first (the system message first)."""
@@ -633,38 +685,48 @@ class ChatmemMemory(BaseMemory):
         await self.aput_messages([message])
 
     def put_messages(self, messages: list[ChatMessage]) -> None:
-        """Appends ``messages`` in one atomic commit (none: nothing is sent)."""
-        if messages:
-            self._client.add_messages(self.conversation_id, _convert(messages), policy=self._policy)
+        """Appends ``messages`` in one atomic commit (none, or only the facts message: nothing
+        is sent)."""
+        new = _convert(messages)
+        if new:
+            self._client.add_messages(
+                self.conversation_id, new, policy=self._policy, user=self.user
+            )
 
     async def aput_messages(self, messages: list[ChatMessage]) -> None:
         """Appends ``messages`` in one atomic commit, through ``async_client`` when given."""
         if self._async_client is None:
             return await super().aput_messages(messages)
-        if messages:
+        new = _convert(messages)
+        if new:
             await self._async_client.add_messages(
-                self.conversation_id, _convert(messages), policy=self._policy
+                self.conversation_id, new, policy=self._policy, user=self.user
             )
 
     def set(self, messages: list[ChatMessage]) -> None:
-        """Makes ``messages`` the conversation (see the class's description)."""
+        """Makes ``messages`` the conversation (see the class's description; the facts
+        message left out)."""
+        messages = _stored(messages)
         new = _convert(messages)  # a message chatmem cannot hold writes nothing
         stored = self.get_all()
         if stored and stored == messages[: len(stored)]:
             if new[len(stored) :]:
                 self._client.add_messages(
-                    self.conversation_id, new[len(stored) :], policy=self._policy
+                    self.conversation_id, new[len(stored) :], policy=self._policy, user=self.user
                 )
             return
         if stored:
             self.reset()
         if new:
-            self._client.add_messages(self.conversation_id, new, policy=self._policy)
+            self._client.add_messages(
+                self.conversation_id, new, policy=self._policy, user=self.user
+            )
 
     async def aset(self, messages: list[ChatMessage]) -> None:
         """:meth:`set`, through ``async_client`` when given."""
         if self._async_client is None:
             return await super().aset(messages)
+        messages = _stored(messages)
         new = _convert(messages)
         stored = await self.aget_all()
         if stored and stored == messages[: len(stored)]:
@@ -672,7 +734,9 @@ class ChatmemMemory(BaseMemory):
         elif stored:
             await self.areset()
         if new:
-            await self._async_client.add_messages(self.conversation_id, new, policy=self._policy)
+            await self._async_client.add_messages(
+                self.conversation_id, new, policy=self._policy, user=self.user
+            )
 
     def reset(self) -> None:
         """Deletes the conversation: window, history and summary."""
@@ -701,6 +765,8 @@ class ChatmemChatStore(BaseChatStore):
     atomic, and the history beyond the window is lost). ``client`` defaults to a
     :class:`~chatmem.Client` from ``CHATMEM_URL`` / ``CHATMEM_TOKEN``; with ``async_client``
     the ``a*`` methods use it rather than a thread; ``policy`` is sent with every request.
+    It names no user, so no facts are read or sent: :class:`ChatmemMemory` with a ``user``
+    does that.
     """
 
     _client: Client = PrivateAttr()
