@@ -105,6 +105,48 @@ def test_a_history_with_a_user_sends_their_facts_and_never_stores_them(
     assert not _has_facts_text(stored)
 
 
+class AddsAFact(RecordingChatModel):
+    """A model that, while it answers, has a facts model land the user's first fact."""
+
+    adds: Any = None
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
+        if self.adds is not None:
+            self.adds()
+        return super()._generate(messages, *args, **kwargs)
+
+
+def test_a_fact_landing_during_a_turn_loses_no_message(
+    server: Server, client: Client, conversation: str
+) -> None:
+    # Without history_messages_key, RunnableWithMessageHistory cuts the history off the turn's
+    # input by the length of a second read: a facts message appearing between the two reads
+    # would cut the question off too.
+    uid = f"ada/{uuid.uuid4().hex}"
+    ChatmemChatMessageHistory(conversation, client=client).add_messages([SystemMessage(SYSTEM)])
+    model = AddsAFact(messages=iter([AIMessage("Noted."), AIMessage("No nuts, then.")]))
+    model.adds = lambda: client.add_fact(uid, FACT)
+    chain = RunnableWithMessageHistory(
+        model, lambda sid: ChatmemChatMessageHistory(sid, client=client, user=uid)
+    )
+    config: Any = {"configurable": {"session_id": conversation}}
+    try:
+        chain.invoke([HumanMessage("Dessert ideas?")], config=config)
+        model.adds = None
+        chain.invoke([HumanMessage("Something with almonds?")], config=config)
+    finally:
+        client.forget_user(uid)
+    assert [(m["role"], text_of(dict(m))) for m in _stored(client, conversation)] == [
+        ("system", SYSTEM),
+        ("user", "Dessert ideas?"),
+        ("assistant", "Noted."),
+        ("user", "Something with almonds?"),
+        ("assistant", "No nuts, then."),
+    ]
+    # The fact that landed during the first turn reached the second.
+    assert _plain(model.received[1])[1] == ("human", FACTS)
+
+
 def test_a_history_without_a_user_sends_no_facts(
     client: Client, conversation: str, user: str
 ) -> None:

@@ -551,7 +551,12 @@ class ChatmemChatMessageHistory(BaseChatMessageHistory):
     window then holds fewer of its oldest messages, leaving room for them). The facts message
     is never stored: ``add_messages`` leaves it out, so ``RunnableWithMessageHistory`` (which
     writes only each turn's new messages) or a read-modify-write never makes it a message of
-    the conversation. Without ``user`` nothing names a user and no facts are read.
+    the conversation. The facts are read once a turn: the first read after the history was made
+    or last wrote (or cleared) asks the server, and later reads reuse that answer until the
+    next write, so the two reads ``RunnableWithMessageHistory`` makes of one turn (it counts
+    the first to cut the history off the turn's input) see the same facts even when a facts
+    model lands a new one in between. Without ``user`` nothing names a user and no facts are
+    read.
 
     A write that fails raises, calls ``on_error(error, messages)`` first, and is remembered:
     the next read of the conversation (by any history of the same server, token and
@@ -575,6 +580,8 @@ class ChatmemChatMessageHistory(BaseChatMessageHistory):
         self.policy = policy
         self.user = user
         self.on_error = on_error
+        # The prompt the facts were last read from: kept until the next write (see above).
+        self._prompt: list[Message] | None = None
 
     def _report_failed(self, client: Client | AsyncClient) -> None:
         with _failed_lock:
@@ -603,15 +610,15 @@ class ChatmemChatMessageHistory(BaseChatMessageHistory):
         window: Window | None = None
         with contextlib.suppress(NotFoundError):
             window = self.client.get_messages(self.conversation_id, policy=self.policy)
-        prompt = None
-        if self.user is not None:
-            prompt = self.client.prompt(
+        if self.user is not None and self._prompt is None:
+            self._prompt = self.client.prompt(
                 self.conversation_id, [], policy=self.policy, user=self.user
             ).messages
-        return window_messages(window, prompt)
+        return window_messages(window, self._prompt)
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Stores ``messages`` in one atomic commit (the facts message left out)."""
+        self._prompt = None
         sent = [m for m in messages if not is_facts(m)]
         if not sent:
             return
@@ -627,6 +634,7 @@ class ChatmemChatMessageHistory(BaseChatMessageHistory):
 
     def clear(self) -> None:
         """Deletes the conversation (window, history and summary)."""
+        self._prompt = None
         with contextlib.suppress(NotFoundError):
             self.client.delete_conversation(self.conversation_id)
 
@@ -638,18 +646,18 @@ class ChatmemChatMessageHistory(BaseChatMessageHistory):
         window: Window | None = None
         with contextlib.suppress(NotFoundError):
             window = await self.async_client.get_messages(self.conversation_id, policy=self.policy)
-        prompt = None
-        if self.user is not None:
+        if self.user is not None and self._prompt is None:
             answer = await self.async_client.prompt(
                 self.conversation_id, [], policy=self.policy, user=self.user
             )
-            prompt = answer.messages
-        return window_messages(window, prompt)
+            self._prompt = answer.messages
+        return window_messages(window, self._prompt)
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Stores ``messages`` in one atomic commit, through ``async_client`` when given."""
         if self.async_client is None:
             return await super().aadd_messages(messages)
+        self._prompt = None
         sent = [m for m in messages if not is_facts(m)]
         if not sent:
             return
@@ -667,5 +675,6 @@ class ChatmemChatMessageHistory(BaseChatMessageHistory):
         """Deletes the conversation, through ``async_client`` when given."""
         if self.async_client is None:
             return await super().aclear()
+        self._prompt = None
         with contextlib.suppress(NotFoundError):
             await self.async_client.delete_conversation(self.conversation_id)
