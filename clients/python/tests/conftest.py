@@ -240,3 +240,23 @@ def facts_proxy() -> Iterator[Proxy]:
 def recalling() -> Iterator[Proxy]:
     """:func:`proxy` recalling up to 3 messages, with a window of 2."""
     yield from _proxy("--recall", "3", "--max-messages", "2")
+
+
+FACTS_HEADING = "What is known about the user (kept across conversations):"
+"""The first line of the message a user's facts are sent in (``chatmem::facts::FACTS_HEADING``)."""
+FACT = "Allergic to nuts"
+"""The fact the ``user`` fixture's user has."""
+FACTS = f"{FACTS_HEADING}\n- {FACT}"
+"""The facts message the ``user`` fixture's user is sent."""
+
+
+@pytest.fixture
+def user(server: Server) -> Iterator[str]:
+    """A new user of tenant A with one fact (:data:`FACT`) added by hand; forgotten after the
+    test."""
+    uid = f"ada/{uuid.uuid4().hex}"
+    with server.client() as c:
+        c.add_fact(uid, FACT)
+    yield uid
+    with server.client() as c:
+        c.forget_user(uid)

@@ -7,7 +7,6 @@ stored, however often what was read is written back; every write names the user.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,25 +23,12 @@ from chatmem._facts import with_facts
 from chatmem.langchain import FACTS_KEY, ChatmemChatMessageHistory, from_chatmem, is_facts
 from chatmem.langchain_agent import ChatmemMiddleware
 
-from .conftest import Server
+from .conftest import FACT, FACTS, Server
+from .conftest import FACTS_HEADING as HEADING
 from .test_langchain import RecordingChatModel
 from .upstream_agent import says, scripted_model, text_of
 
-HEADING = "What is known about the user (kept across conversations):"
-FACT = "Allergic to nuts"
-FACTS = f"{HEADING}\n- {FACT}"
 SYSTEM = "You are the after-sale desk."
-
-
-@pytest.fixture
-def user(server: Server) -> Iterator[str]:
-    """A new user with one fact added by hand; forgotten after the test."""
-    uid = f"ada/{uuid.uuid4().hex}"
-    with server.client() as c:
-        c.add_fact(uid, FACT)
-    yield uid
-    with server.client() as c:
-        c.forget_user(uid)
 
 
 def _stored(client: Client, conversation: str) -> list[Message]:

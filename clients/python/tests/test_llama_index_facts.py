@@ -6,7 +6,6 @@ names the user."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -20,30 +19,17 @@ import chatmem
 from chatmem import AsyncClient, Client, Message
 from chatmem.llama_index import ChatmemMemory, FactsMessage
 
-from .conftest import Server
+from .conftest import FACTS, Server
+from .conftest import FACTS_HEADING as HEADING
 from .llama_index_support import Model, scripted_model
 from .upstream_agent import text_of
 
-HEADING = "What is known about the user (kept across conversations):"
-FACT = "Allergic to nuts"
-FACTS = f"{HEADING}\n- {FACT}"
 SYSTEM = "你是售后客服。"
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecatedSince20"),
     pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecatedSince211"),
 ]
-
-
-@pytest.fixture
-def user(server: Server) -> Iterator[str]:
-    """A new user with one fact added by hand; forgotten after the test."""
-    uid = f"ada/{uuid.uuid4().hex}"
-    with server.client() as c:
-        c.add_fact(uid, FACT)
-    yield uid
-    with server.client() as c:
-        c.forget_user(uid)
 
 
 @pytest.fixture(scope="module")

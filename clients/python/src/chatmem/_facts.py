@@ -9,9 +9,12 @@ turn for the user, and puts the prompt's facts message into the window where the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
-from .client import Message
+from .client import Message, Window
+
+T = TypeVar("T")
 
 FACTS_HEADING = "What is known about the user (kept across conversations):"
 """The first line of the message a user's facts are sent in (``chatmem::facts::FACTS_HEADING``)."""
@@ -67,3 +70,22 @@ def with_facts(
 def facts_at(window: Sequence[Message]) -> int:
     """Where the facts message goes in ``window``: right after its system message."""
     return _head(window)
+
+
+def window_with_facts(
+    window: Window | None,
+    prompt: Sequence[Message] | None,
+    convert: Callable[[Message], T],
+    facts_message: Callable[[Message], T],
+) -> list[T]:
+    """``window`` as a framework's messages (``convert``), with the facts message of ``prompt``
+    (an empty turn's prompt for the adapter's user; ``None``: no user) made by
+    ``facts_message`` and put where the server sends it."""
+    stored = window.messages if window is not None else []
+    if prompt is None:
+        return [convert(m) for m in stored]
+    kept, facts = with_facts(stored, prompt)
+    messages = [convert(m) for m in kept]
+    if facts is not None:
+        messages.insert(facts_at(kept), facts_message(facts))
+    return messages

@@ -59,7 +59,7 @@ from langchain_core.messages import (
 from langchain_core.messages.tool import ToolCall as LCToolCall
 from langchain_core.messages.tool import invalid_tool_call, tool_call
 
-from ._facts import facts_at, with_facts
+from ._facts import window_with_facts
 from .client import AsyncClient, Client, Message, Policy, ToolCall, Window
 from .errors import ChatmemError, ConversionError, NotFoundError
 
@@ -488,14 +488,7 @@ def facts_message(message: Message) -> HumanMessage:
 def window_messages(window: Window | None, prompt: Sequence[Message] | None) -> list[BaseMessage]:
     """``window`` as LangChain's messages, with the facts message of ``prompt`` (an empty turn's
     prompt for the history's user) where the server sends it (``None``: no user)."""
-    stored = window.messages if window is not None else []
-    if prompt is None:
-        return [from_chatmem(m) for m in stored]
-    kept, facts = with_facts(stored, prompt)
-    messages = [from_chatmem(m) for m in kept]
-    if facts is not None:
-        messages.insert(facts_at(kept), facts_message(facts))
-    return messages
+    return window_with_facts(window, prompt, from_chatmem, facts_message)
 
 
 def image_block(data: bytes, mime_type: str) -> dict[str, Any]:

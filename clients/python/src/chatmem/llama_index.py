@@ -57,7 +57,7 @@ from llama_index.core.memory.types import BaseMemory
 from llama_index.core.storage.chat_store.base import BaseChatStore
 from pydantic import AnyUrl, BaseModel, PrivateAttr
 
-from ._facts import facts_at, with_facts
+from ._facts import window_with_facts
 from .client import AsyncClient, Client, Message, Policy, ToolCall, Window
 from .errors import ConversionError, NotFoundError
 
@@ -548,20 +548,14 @@ def _convert(messages: Sequence[ChatMessage]) -> list[Message]:
     return [to_chatmem(m, i) for i, m in enumerate(_stored(messages))]
 
 
+def _facts_message(facts: Message) -> ChatMessage:
+    return FactsMessage(role=MessageRole.USER, blocks=[TextBlock(text=str(facts.get("content")))])
+
+
 def _window_messages(window: Window | None, prompt: Sequence[Message] | None) -> list[ChatMessage]:
     """``window`` as LlamaIndex's messages, with the facts message of ``prompt`` (an empty
     turn's prompt for the memory's user; ``None``: no user) where the server sends it."""
-    stored = window.messages if window is not None else []
-    if prompt is None:
-        return [from_chatmem(m) for m in stored]
-    kept, facts = with_facts(stored, prompt)
-    messages = [from_chatmem(m) for m in kept]
-    if facts is not None:
-        text = facts.get("content")
-        messages.insert(
-            facts_at(kept), FactsMessage(role=MessageRole.USER, blocks=[TextBlock(text=str(text))])
-        )
-    return messages
+    return window_with_facts(window, prompt, from_chatmem, _facts_message)
 
 
 # ---------------------------------------------------------------------------------------------
