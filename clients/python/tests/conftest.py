@@ -16,7 +16,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 import httpx
 import pytest
 
-from chatmem import Client
+from chatmem import AsyncClient, Client
 
 
 @dataclass(frozen=True)
@@ -139,6 +139,13 @@ def server(request: pytest.FixtureRequest) -> Iterator[Server]:
 def client(server: Server) -> Iterator[Client]:
     """Tenant A's client."""
     with server.client() as c:
+        yield c
+
+
+@pytest.fixture
+async def aclient(server: Server) -> AsyncIterator[AsyncClient]:
+    """Tenant A's async client."""
+    async with AsyncClient(server.url, token=server.token_a, timeout=10.0) as c:
         yield c
 
 

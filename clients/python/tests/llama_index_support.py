@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from llama_index.llms.openai import OpenAI
+
 from . import upstream_agent
 from .upstream_agent import ScriptedModel, calls, says, text_of
 
@@ -54,3 +56,8 @@ def scripted_model() -> Iterator[Model]:
     """Serves the script on a free loopback port for the ``with`` block."""
     with upstream_agent.scripted_model(lambda r: answer(r["messages"], bool(r.get("tools")))) as m:
         yield m
+
+
+def llm(model: Model) -> OpenAI:
+    """LlamaIndex's OpenAI LLM at `model`, never retrying."""
+    return OpenAI(api_base=model.base_url, api_key="x", model="gpt-4o-mini", max_retries=0)

@@ -6,20 +6,19 @@ the server refuses reaches the caller."""
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import pytest
 from llama_index.core.agent.workflow import AgentOutput, AgentWorkflow, FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, ToolCallBlock
 from llama_index.core.chat_engine import SimpleChatEngine
-from llama_index.llms.openai import OpenAI
 
 import chatmem
 from chatmem import AsyncClient, Client
 from chatmem.llama_index import ChatmemMemory
 
 from .conftest import Server
-from .llama_index_support import Model, scripted_model
+from .llama_index_support import Model, llm, scripted_model
 
 ORDER = "LC202610060018"
 
@@ -35,16 +34,6 @@ pytestmark = [
 def model() -> Iterator[Model]:
     with scripted_model() as m:
         yield m
-
-
-@pytest.fixture
-async def aclient(server: Server) -> AsyncIterator[AsyncClient]:
-    async with AsyncClient(server.url, token=server.token_a, timeout=10.0) as c:
-        yield c
-
-
-def _llm(model: Model) -> OpenAI:
-    return OpenAI(api_base=model.base_url, api_key="x", model="gpt-4o-mini", max_retries=0)
 
 
 class Desk:
@@ -68,7 +57,7 @@ class Desk:
     def agent(self, model: Model, *, streaming: bool = True) -> FunctionAgent:
         return FunctionAgent(
             tools=[self.order_status, self.refund],
-            llm=_llm(model),
+            llm=llm(model),
             system_prompt="你是售后客服。",
             streaming=streaming,
         )
@@ -159,7 +148,7 @@ async def test_agent_workflow_keeps_its_turns(
 def test_chat_engine_over_two_turns(server: Server, model: Model, conversation: str) -> None:
     def engine() -> SimpleChatEngine:  # a new engine and memory each turn
         memory = ChatmemMemory(conversation, server.client())
-        return SimpleChatEngine.from_defaults(llm=_llm(model), memory=memory)
+        return SimpleChatEngine.from_defaults(llm=llm(model), memory=memory)
 
     assert str(engine().chat(f"我的订单是 {ORDER}。")) == f"收到：我的订单是 {ORDER}。"
     assert str(engine().chat("那个订单能退款吗？")) == f"订单 {ORDER} 可以退款。"
@@ -179,7 +168,7 @@ async def test_async_chat_engine(
 ) -> None:
     for text in (f"我的订单是 {ORDER}。", "那个订单能退款吗？"):
         memory = ChatmemMemory(conversation, server.client(), async_client=aclient)
-        engine = SimpleChatEngine.from_defaults(llm=_llm(model), memory=memory)
+        engine = SimpleChatEngine.from_defaults(llm=llm(model), memory=memory)
         answer = await engine.achat(text)
     assert str(answer) == f"订单 {ORDER} 可以退款。"
 
@@ -256,7 +245,7 @@ def test_a_chat_engine_turn_the_server_refuses_raises(
     server: Server, model: Model, conversation: str
 ) -> None:
     engine = SimpleChatEngine.from_defaults(
-        llm=_llm(model), memory=ChatmemMemory(conversation, server.client())
+        llm=llm(model), memory=ChatmemMemory(conversation, server.client())
     )
     calls = len(model.received)
     with pytest.raises(chatmem.RequestTooLargeError):
@@ -274,7 +263,7 @@ def test_a_streamed_answer_the_server_refuses_raises_from_the_stream(
     # caller through response_gen.
     question = "x" * (256 * 1024 - 3)  # a plain text message: its body is all it stores
     engine = SimpleChatEngine.from_defaults(
-        llm=_llm(model), memory=ChatmemMemory(conversation, server.client())
+        llm=llm(model), memory=ChatmemMemory(conversation, server.client())
     )
     stream = engine.stream_chat(question)
     with pytest.raises(chatmem.RequestTooLargeError):

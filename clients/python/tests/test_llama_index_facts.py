@@ -6,14 +6,13 @@ names the user."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
 from llama_index.core.chat_engine import SimpleChatEngine
-from llama_index.llms.openai import OpenAI
 
 import chatmem
 from chatmem import AsyncClient, Client, Message
@@ -21,7 +20,7 @@ from chatmem.llama_index import ChatmemMemory, FactsMessage
 
 from .conftest import FACTS, Server
 from .conftest import FACTS_HEADING as HEADING
-from .llama_index_support import Model, scripted_model
+from .llama_index_support import Model, llm, scripted_model
 from .upstream_agent import text_of
 
 SYSTEM = "你是售后客服。"
@@ -36,16 +35,6 @@ pytestmark = [
 def model() -> Iterator[Model]:
     with scripted_model() as m:
         yield m
-
-
-@pytest.fixture
-async def aclient(server: Server) -> AsyncIterator[AsyncClient]:
-    async with AsyncClient(server.url, token=server.token_a, timeout=10.0) as c:
-        yield c
-
-
-def _llm(model: Model) -> OpenAI:
-    return OpenAI(api_base=model.base_url, api_key="x", model="gpt-4o-mini", max_retries=0)
 
 
 def _stored(client: Client, conversation: str) -> list[Message]:
@@ -75,7 +64,7 @@ async def test_an_agent_is_sent_the_users_facts_and_stores_none(
         memory = ChatmemMemory(
             conversation, server.client(), async_client=aclient if use_async else None, user=user
         )
-        agent = FunctionAgent(tools=[], llm=_llm(model), system_prompt=SYSTEM, streaming=False)
+        agent = FunctionAgent(tools=[], llm=llm(model), system_prompt=SYSTEM, streaming=False)
         await agent.run(user_msg=question, memory=memory)
     first, second = _sent(model, since)
     assert first[0]["role"] == "system"
@@ -106,7 +95,7 @@ def test_a_chat_engine_is_sent_the_users_facts(
     with server.client() as client:
         memory = ChatmemMemory(conversation, client, user=user)
         memory.put(ChatMessage(role=MessageRole.SYSTEM, content=SYSTEM))
-        engine = SimpleChatEngine.from_defaults(llm=_llm(model), memory=memory)
+        engine = SimpleChatEngine.from_defaults(llm=llm(model), memory=memory)
         assert str(engine.chat("你好")) == "收到：你好"
         (sent,) = _sent(model, since)
         assert sent == [
@@ -126,7 +115,7 @@ def test_without_a_user_nothing_changes(
     with server.client() as client:
         memory = ChatmemMemory(conversation, client)
         memory.put(ChatMessage(role=MessageRole.SYSTEM, content=SYSTEM))
-        SimpleChatEngine.from_defaults(llm=_llm(model), memory=memory).chat("你好")
+        SimpleChatEngine.from_defaults(llm=llm(model), memory=memory).chat("你好")
         assert _sent(model, since) == [
             [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "你好"}]
         ]

@@ -3,8 +3,6 @@ against the whole history (more than one page of it), one commit per put, set an
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, ThinkingBlock
 
@@ -27,12 +25,6 @@ def _turns(n: int) -> list[ChatMessage]:
             )
         )
     return out
-
-
-@pytest.fixture
-async def aclient(server: Server) -> AsyncIterator[AsyncClient]:
-    async with AsyncClient(server.url, token=server.token_a, timeout=10.0) as c:
-        yield c
 
 
 def test_window_history_put_set_reset(client: Client, conversation: str) -> None:
